@@ -1,0 +1,177 @@
+//! `rollstat aggregate`: the `_aggregate_metrics.json` that `gym eval run` writes — one
+//! entry per run label with agent, key, task-level and repeat-level metrics (SPEC §7).
+
+use std::collections::HashMap;
+use std::path::PathBuf;
+
+use clap::Args as ClapArgs;
+
+use super::common::{self, MetricArgs};
+use crate::error::Result;
+use crate::export::atomic::OutputSet;
+use crate::export::json::Json;
+use crate::export::nemo_gym::{artifact_path, indented_array};
+use crate::ingest::{InputTable, RolloutTable};
+use crate::metrics::aggregate::{aggregate, AggregateOptions};
+use crate::metrics::custom::{self, MetricSpec};
+
+#[derive(ClapArgs, Debug, Clone)]
+pub struct Args {
+    /// Rollouts JSONL.
+    #[arg(long, value_name = "ROLLOUTS.jsonl")]
+    pub rollouts: PathBuf,
+    /// Materialized inputs JSONL: labels rollouts by their input rows' agent and server.
+    #[arg(long, value_name = "MATERIALIZED.jsonl")]
+    pub inputs: Option<PathBuf>,
+    /// Output file (default: S_aggregate_metrics.json beside S.jsonl).
+    #[arg(long, value_name = "FILE")]
+    pub out: Option<PathBuf>,
+    /// Label for rollouts that name no agent (without it such rollouts are an error).
+    #[arg(long, value_name = "NAME")]
+    pub agent: Option<String>,
+    #[command(flatten)]
+    pub metrics: MetricArgs,
+    /// Do not print each agent's key metrics.
+    #[arg(long, short)]
+    pub quiet: bool,
+}
+
+pub struct AggregateRun {
+    pub file: PathBuf,
+    pub entries: Vec<Json>,
+    pub warnings: usize,
+}
+
+pub fn run(a: Args) -> Result<()> {
+    let r = execute(&a)?;
+    if !a.quiet {
+        print_key_metrics(&r.entries);
+    }
+    println!("Aggregate metrics: {}", r.file.display());
+    Ok(())
+}
+
+pub fn print_key_metrics(entries: &[Json]) {
+    for e in entries {
+        let name = match e.get("agent_ref").and_then(|r| r.get("name")) {
+            Some(Json::Str(s)) => s.clone(),
+            _ => String::new(),
+        };
+        println!("Key metrics for {name}:");
+        if let Some(Json::Obj(items)) = e.get("key_metrics") {
+            for (k, v) in items {
+                let mut b = Vec::new();
+                crate::export::json::write_compact(&mut b, v);
+                println!("  {k}: {}", String::from_utf8_lossy(&b));
+            }
+        }
+    }
+}
+
+pub fn execute(a: &Args) -> Result<AggregateRun> {
+    let specs = a.metrics.specs()?;
+    let path = a.out.clone().unwrap_or_else(|| artifact_path(&a.rollouts, None, "aggregate_metrics", "json"));
+    let mut inputs_list = vec![a.rollouts.as_path()];
+    if let Some(i) = &a.inputs {
+        inputs_list.push(i.as_path());
+    }
+    let mut out = OutputSet::new(&inputs_list);
+    out.check(&path)?;
+    let (t, inputs) = common::read_both(&a.rollouts, a.inputs.as_deref())?;
+    let builtin: Vec<MetricSpec> = specs.iter().filter(|m| !matches!(m, MetricSpec::Sql { .. })).cloned().collect();
+    let opts = AggregateOptions { default_agent: a.agent.clone(), metrics: builtin, key_metrics: a.metrics.key_metric.clone() };
+    let (mut entries, warnings) = aggregate(&t, inputs.as_ref(), &opts)?;
+    let sql: Vec<&MetricSpec> = specs.iter().filter(|m| matches!(m, MetricSpec::Sql { .. })).collect();
+    if !sql.is_empty() {
+        let by_label = sql_metrics(&t, inputs.as_ref(), a.agent.as_deref(), &sql)?;
+        for e in &mut entries {
+            let name = match e.get("agent_ref").and_then(|r| r.get("name")) {
+                Some(Json::Str(s)) => s.clone(),
+                _ => continue,
+            };
+            let Some(vals) = by_label.get(&name) else { continue };
+            if let Some(am) = e.get("agent_metrics").cloned() {
+                let mut am = am;
+                let num_repeats = am.remove("num_repeats");
+                for (k, v) in vals {
+                    am.set(k, v.clone());
+                }
+                if let Some(n) = num_repeats {
+                    am.set("num_repeats", n);
+                }
+                let cov: Vec<(String, Json)> = match e.get("key_metrics") {
+                    Some(Json::Obj(items)) => {
+                        items.iter().filter(|(k, _)| k.starts_with("coverage/")).map(|(k, v)| (k.to_string(), v.clone())).collect()
+                    }
+                    _ => vec![],
+                };
+                let mut km = custom::key_metrics(&am, &a.metrics.key_metric);
+                for (k, v) in cov {
+                    km.set(&k, v);
+                }
+                e.set("agent_metrics", am);
+                e.set("key_metrics", km);
+            }
+        }
+    }
+    out.add(&path, &indented_array(&entries))?;
+    let mut files = out.commit()?;
+    let warnings = common::print_warnings(&warnings);
+    Ok(AggregateRun { file: files.remove(0), entries, warnings })
+}
+
+/// Runs SQL metrics over the measured rollouts; returns `NAME/<column>` values per label.
+pub fn sql_metrics(
+    t: &RolloutTable,
+    inputs: Option<&InputTable>,
+    default_agent: Option<&str>,
+    specs: &[&MetricSpec],
+) -> Result<HashMap<String, Vec<(String, Json)>>> {
+    let (keys, mut labels) = common::run_labels(t, inputs);
+    if let Some(d) = default_agent {
+        for l in labels.iter_mut() {
+            if l.is_none() {
+                *l = Some(d.to_string());
+            }
+        }
+    }
+    let frame = crate::ingest::frame::rollouts_frame(t, &keys, &labels)?;
+    let mut out: HashMap<String, Vec<(String, Json)>> = HashMap::new();
+    for m in specs {
+        if let MetricSpec::Sql { name, sql } = m {
+            for (label, vals) in crate::query::run_metric(&frame, name, sql)? {
+                out.entry(label).or_default().extend(vals);
+            }
+        }
+    }
+    Ok(out)
+}
+
+/// Merges custom metrics into profile agent entries (by label), after their statistics.
+pub fn merge_custom_profile(t: &RolloutTable, inputs: Option<&InputTable>, specs: &[MetricSpec], agents: &mut [Json]) -> Result<()> {
+    let (_, labels) = common::run_labels(t, inputs);
+    let sql: Vec<&MetricSpec> = specs.iter().filter(|m| matches!(m, MetricSpec::Sql { .. })).collect();
+    let sql_vals = if sql.is_empty() { HashMap::new() } else { sql_metrics(t, inputs, None, &sql)? };
+    for e in agents.iter_mut() {
+        let name = match e.get("agent_ref").and_then(|r| r.get("name")) {
+            Some(Json::Str(s)) => s.clone(),
+            _ => continue,
+        };
+        let rows: Vec<usize> = (0..t.len()).filter(|&r| !t.masked[r] && labels[r].as_deref() == Some(name.as_str())).collect();
+        if rows.is_empty() {
+            continue;
+        }
+        let tasks = custom::tasks_of(t, &rows);
+        for m in specs {
+            for (k, v) in custom::compute(m, t, &tasks)? {
+                e.set(&k, v);
+            }
+        }
+        if let Some(vals) = sql_vals.get(&name) {
+            for (k, v) in vals {
+                e.set(k, v.clone());
+            }
+        }
+    }
+    Ok(())
+}

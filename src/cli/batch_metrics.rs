@@ -1,0 +1,162 @@
+//! `rollstat batch-metrics`: custom metrics over a VAGEN / verl training batch — rows
+//! with a group id (`group_idx`, falling back to `uid`) and `token_level_scores`
+//! (summed per sample) or a plain `reward` — printed as the flat `{prefix}/{name}`
+//! JSON VAGEN logs to W&B.
+
+use std::path::{Path, PathBuf};
+
+use clap::Args as ClapArgs;
+use polars::prelude::*;
+
+use crate::error::{Error, Location, Result};
+use crate::export::json::{write_compact, Json};
+use crate::metrics::pass_at_k::{self, Rollout, Score};
+
+#[derive(ClapArgs, Debug, Clone)]
+pub struct Args {
+    /// Batch file: JSONL or Parquet.
+    #[arg(value_name = "FILE")]
+    pub file: PathBuf,
+    /// Metric to compute (repeatable; default: every built-in that applies).
+    #[arg(long = "metric", value_name = "NAME")]
+    pub metric: Vec<String>,
+    /// Group id column (falls back to `uid` when absent).
+    #[arg(long, default_value = "group_idx")]
+    pub group_key: String,
+    /// Prefix of the logged names.
+    #[arg(long, default_value = "custom_metrics/train")]
+    pub prefix: String,
+    /// Delta degrees of freedom of reward_variance.
+    #[arg(long, default_value_t = 0)]
+    pub ddof: usize,
+}
+
+/// One sample: its group id (as text) and total reward.
+pub type Sample = (String, f64);
+
+fn json_group(v: &serde_json::Value) -> Option<String> {
+    match v {
+        serde_json::Value::Null => None,
+        serde_json::Value::String(s) => Some(s.clone()),
+        other => Some(other.to_string()),
+    }
+}
+
+/// Reads samples from JSONL.
+pub fn read_jsonl(path: &Path, group_key: &str) -> Result<Vec<Sample>> {
+    let text = std::fs::read(path).map_err(|e| Error::read(path, e))?;
+    let mut out = Vec::new();
+    for (i, line) in text.split(|&b| b == b'\n').enumerate() {
+        if line.iter().all(|b| b.is_ascii_whitespace()) {
+            continue;
+        }
+        let loc = || Location::line(path, i as u64 + 1);
+        let v: serde_json::Value = serde_json::from_slice(line).map_err(|e| Error::bad(loc(), format!("invalid JSON: {e}")))?;
+        let obj = v.as_object().ok_or_else(|| Error::bad(loc(), "expected a JSON object"))?;
+        let group = obj
+            .get(group_key)
+            .and_then(json_group)
+            .or_else(|| obj.get("uid").and_then(json_group))
+            .ok_or_else(|| Error::bad(loc().key(group_key), format!("missing; expected a group id (`{group_key}` or `uid`)")))?;
+        let reward = if let Some(s) = obj.get("token_level_scores") {
+            let arr = s.as_array().ok_or_else(|| Error::bad(loc().key("token_level_scores"), "expected a list of numbers"))?;
+            let mut total = 0.0;
+            for x in arr {
+                total += x.as_f64().ok_or_else(|| Error::bad(loc().key("token_level_scores"), "expected a list of numbers"))?;
+            }
+            total
+        } else if let Some(r) = obj.get("reward") {
+            match r {
+                serde_json::Value::Bool(b) => f64::from(u8::from(*b)),
+                other => other.as_f64().ok_or_else(|| Error::bad(loc().key("reward"), "expected a number"))?,
+            }
+        } else {
+            return Err(Error::bad(loc(), "expected `token_level_scores` (list of numbers) or `reward`"));
+        };
+        out.push((group, reward));
+    }
+    Ok(out)
+}
+
+/// Reads samples from Parquet.
+pub fn read_parquet(path: &Path, group_key: &str) -> Result<Vec<Sample>> {
+    let df = crate::export::parquet::read_parquet(path)?;
+    let loc = || Location::file(path);
+    let g = df
+        .column(group_key)
+        .or_else(|_| df.column("uid"))
+        .map_err(|_| Error::bad(loc().key(group_key), format!("no `{group_key}` or `uid` column; expected a group id")))?
+        .cast(&DataType::String)?;
+    let g = g.str()?.clone();
+    let rewards: Vec<Option<f64>> = if let Ok(s) = df.column("token_level_scores") {
+        let s = s.cast(&DataType::List(Box::new(DataType::Float64)))?;
+        let l = s.list()?.clone();
+        (0..l.len())
+            .map(|i| l.get_as_series(i).and_then(|x| x.f64().ok().map(|a| (0..a.len()).filter_map(|j| a.get(j)).sum())))
+            .collect()
+    } else if let Ok(r) = df.column("reward") {
+        let r = r.cast(&DataType::Float64)?;
+        let r = r.f64()?;
+        (0..r.len()).map(|i| r.get(i)).collect()
+    } else {
+        return Err(Error::bad(loc(), "expected a `token_level_scores` or `reward` column"));
+    };
+    let mut out = Vec::new();
+    for (i, r) in rewards.into_iter().enumerate() {
+        let gid = g.get(i);
+        let gid = gid.ok_or_else(|| Error::bad(loc().key(group_key), format!("row {}: null group id", i + 1)))?;
+        let r = r.ok_or_else(|| Error::bad(loc().key("token_level_scores"), format!("row {}: null reward", i + 1)))?;
+        out.push((gid.to_string(), r));
+    }
+    Ok(out)
+}
+
+/// Groups in first-seen order.
+pub fn groups(samples: &[Sample]) -> Vec<Vec<f64>> {
+    let mut order: Vec<&str> = Vec::new();
+    let mut by: std::collections::HashMap<&str, Vec<f64>> = std::collections::HashMap::new();
+    for (g, r) in samples {
+        if !by.contains_key(g.as_str()) {
+            order.push(g);
+        }
+        by.entry(g).or_default().push(*r);
+    }
+    order.into_iter().map(|g| by.remove(g).unwrap()).collect()
+}
+
+/// The flat metrics for a batch.
+pub fn compute(samples: &[Sample], metrics: &[String], prefix: &str, ddof: usize) -> Result<Vec<(String, Json)>> {
+    let gs = groups(samples);
+    let names: Vec<String> = if metrics.is_empty() { vec!["reward_variance".into(), "pass_at_k".into()] } else { metrics.to_vec() };
+    let mut out = Vec::new();
+    for m in &names {
+        match m.as_str() {
+            "reward_variance" => out.push((format!("{prefix}/reward_variance"), Json::Float(crate::stats::reward_variance(&gs, ddof)))),
+            "pass_at_k" => {
+                let tasks: Vec<Vec<Rollout>> = gs
+                    .iter()
+                    .map(|g| g.iter().map(|&r| Rollout { scores: vec![("accuracy".into(), Score::Float(r))], answer: None }).collect())
+                    .collect();
+                for (k, v) in pass_at_k::metrics(&tasks, false, true) {
+                    if matches!(v, Json::Float(_) | Json::Int(_)) {
+                        out.push((format!("{prefix}/{k}"), v));
+                    }
+                }
+            }
+            other => return Err(Error::Usage(format!("--metric {other}: batch metrics are reward_variance and pass_at_k"))),
+        }
+    }
+    Ok(out)
+}
+
+pub fn run(a: Args) -> Result<()> {
+    let is_parquet = a.file.extension().is_some_and(|e| e == "parquet");
+    let samples = if is_parquet { read_parquet(&a.file, &a.group_key)? } else { read_jsonl(&a.file, &a.group_key)? };
+    let vals = compute(&samples, &a.metric, &a.prefix, a.ddof)?;
+    let obj = Json::Obj(vals.into_iter().map(|(k, v)| (std::sync::Arc::from(k.as_str()), v)).collect());
+    let mut out = Vec::new();
+    crate::export::json::write_indented(&mut out, &obj, 0);
+    let _ = write_compact;
+    println!("{}", String::from_utf8_lossy(&out));
+    Ok(())
+}

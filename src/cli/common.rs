@@ -1,0 +1,127 @@
+//! Pieces shared by subcommands: reading inputs with warnings, labels per rollout,
+//! custom-metric flags, samples for task entries.
+
+use std::path::{Path, PathBuf};
+
+use clap::Args as ClapArgs;
+
+use crate::error::{Error, Result};
+use crate::export::json::{self, Json};
+use crate::ingest::{self, InputTable, RolloutTable};
+use crate::metrics::custom::{self, MetricSpec};
+use crate::metrics::labels::{labels_for, run_key};
+
+/// Prints read warnings (cut-off last lines) to stderr.
+pub fn report_read_warnings(w: &[String]) {
+    for m in w {
+        eprintln!("warning: {m}");
+    }
+}
+
+/// Reads rollouts and (optionally) inputs in parallel.
+pub fn read_both(rollouts: &Path, inputs: Option<&Path>) -> Result<(RolloutTable, Option<InputTable>)> {
+    let (r, i) = rayon::join(|| ingest::read_rollouts(rollouts), || inputs.map(ingest::read_inputs));
+    // Report the input file's problem first when both fail: it is read first by NeMo Gym.
+    let i = i.transpose()?;
+    let r = r?;
+    report_read_warnings(&r.report.warnings);
+    if let Some(i) = &i {
+        report_read_warnings(&i.report.warnings);
+    }
+    Ok((r, i))
+}
+
+/// Run key and label per rollout row (SPEC §5), from the input row when given.
+pub fn run_labels(t: &RolloutTable, inputs: Option<&InputTable>) -> (Vec<Option<String>>, Vec<Option<String>>) {
+    let map: Option<std::collections::HashMap<(i64, i64), usize>> =
+        inputs.map(|inp| (0..inp.len()).map(|i| ((inp.task[i], inp.rollout[i]), i)).collect());
+    let who = |r: usize| -> (Option<&str>, Option<&str>) {
+        if let (Some(inp), Some(m)) = (inputs, map.as_ref()) {
+            if let Some(&i) = m.get(&(t.task[r], t.rollout[r])) {
+                return (inp.name(inp.server[i]), inp.name(inp.agent[i]));
+            }
+        }
+        (t.name(t.server[r]), t.name(t.agent[r]))
+    };
+    let labels = match inputs {
+        Some(inp) => labels_for((0..inp.len()).map(|i| (inp.name(inp.server[i]), inp.name(inp.agent[i])))),
+        None => labels_for((0..t.len()).map(|r| (t.name(t.server[r]), t.name(t.agent[r])))),
+    };
+    let mut keys = Vec::with_capacity(t.len());
+    let mut labs = Vec::with_capacity(t.len());
+    for r in 0..t.len() {
+        let (s, a) = who(r);
+        let k = run_key(s, a).map(|x| x.to_string());
+        let l = k.as_ref().map(|k| labels.get(k).cloned().unwrap_or_else(|| k.clone()));
+        keys.push(k);
+        labs.push(l);
+    }
+    (keys, labs)
+}
+
+/// Custom-metric flags shared by `profile` and `aggregate`.
+#[derive(ClapArgs, Debug, Clone, Default)]
+pub struct MetricArgs {
+    /// Add a metric to agent_metrics: pass_at_k, reward_variance, or a SQL metric from
+    /// queries/metrics/ or --metric-dir (repeatable).
+    #[arg(long = "metric", value_name = "NAME")]
+    pub metric: Vec<String>,
+    /// Folder of extra SQL metrics (NAME.sql each).
+    #[arg(long, value_name = "DIR")]
+    pub metric_dir: Option<PathBuf>,
+    /// Field holding the extracted answer (enables majority@k and no_answer in pass_at_k).
+    #[arg(long, value_name = "FIELD")]
+    pub answer_key: Option<String>,
+    /// Field naming each task's subset (pass_at_k per subset as <subset>/<key>).
+    #[arg(long, value_name = "FIELD")]
+    pub subset_key: Option<String>,
+    /// Delta degrees of freedom of reward_variance (0 = population variance).
+    #[arg(long, default_value_t = 0)]
+    pub ddof: usize,
+    /// Key metrics to select: exact names, `*` globs, or highest-k patterns like
+    /// `pass@{k}` (repeatable; default every mean/* plus coverage).
+    #[arg(long = "key-metric", value_name = "PATTERN")]
+    pub key_metric: Vec<String>,
+}
+
+impl MetricArgs {
+    /// Resolves metric names to specs (built-ins first, then SQL files).
+    pub fn specs(&self) -> Result<Vec<MetricSpec>> {
+        let sql = crate::query::metric_files(self.metric_dir.as_deref())?;
+        let mut out = Vec::new();
+        for name in &self.metric {
+            if let Some(m) = custom::builtin(name, self.answer_key.as_deref(), self.subset_key.as_deref(), self.ddof)? {
+                out.push(m);
+            } else if let Some((_, text)) = sql.iter().find(|(n, _)| n == name) {
+                out.push(MetricSpec::Sql { name: name.clone(), sql: text.clone() });
+            } else {
+                return Err(custom::unknown(name, &sql.iter().map(|s| s.0.clone()).collect::<Vec<_>>()));
+            }
+        }
+        Ok(out)
+    }
+}
+
+/// Input rows re-read and re-serialized as task `sample`s (without the two indexes).
+pub fn samples(inputs: &InputTable, rows: &[usize]) -> Result<Vec<Json>> {
+    let raw = ingest::inputs::read_rows(inputs, rows)?;
+    raw.iter()
+        .zip(rows)
+        .map(|(bytes, &r)| {
+            let mut v = json::parse(bytes).map_err(|m| {
+                Error::bad(crate::error::Location::line(&inputs.path, inputs.line[r]), format!("invalid JSON: {m}"))
+            })?;
+            v.remove("_ng_task_index");
+            v.remove("_ng_rollout_index");
+            Ok(v)
+        })
+        .collect()
+}
+
+/// Prints warnings and returns how many there were.
+pub fn print_warnings(w: &crate::metrics::warnings::Warnings) -> usize {
+    for l in w.lines() {
+        eprintln!("{l}");
+    }
+    w.total()
+}

@@ -1,0 +1,79 @@
+//! `rollstat demo`: generates a small sweep into `./rollstat-demo/` and runs the main
+//! job on it — ingest to Parquet, profile, aggregate with pass@k — printing where every
+//! file went and each agent's key metrics.
+
+use std::path::PathBuf;
+
+use clap::Args as ClapArgs;
+
+use super::common::MetricArgs;
+use crate::error::Result;
+
+#[derive(ClapArgs, Debug, Clone)]
+pub struct Args {
+    /// Folder for the demo sweep and its outputs.
+    #[arg(long, value_name = "DIR", default_value = "rollstat-demo")]
+    pub dir: PathBuf,
+}
+
+pub fn run(a: Args) -> Result<()> {
+    let gen = super::generate::Args {
+        tasks: 300,
+        repeats: 4,
+        agents: 3,
+        seed: 7,
+        out_dir: a.dir.clone(),
+        missing_frac: 0.0,
+        masked_frac: 0.02,
+        reward: super::generate::Reward::Mixed,
+        fan_out: false,
+        env_server_stamp: false,
+        ng_perf_frac: 0.5,
+        text_bytes: 1000,
+    };
+    let g = super::generate::execute(&gen)?;
+    println!("Generated sweep: {} ({} rollouts), {} ({} input rows)", g.rollouts_path.display(), g.rollouts, g.inputs_path.display(), g.expected);
+    let ing = super::ingest::Args { rollouts: g.rollouts_path.clone(), inputs: Some(g.inputs_path.clone()), out: a.dir.join("rollouts.parquet") };
+    let r = super::ingest::execute(&ing)?;
+    println!("Rollouts table: {} ({} rows, {} agents, {} tasks, {} fields)", ing.out.display(), r.rows, r.agents.len(), r.tasks, r.fields.len());
+    let prof = super::profile::Args {
+        inputs: g.inputs_path.clone(),
+        rollouts: g.rollouts_path.clone(),
+        allow_partial: false,
+        out_dir: None,
+        metrics: MetricArgs::default(),
+    };
+    let p = super::profile::execute(&prof)?;
+    println!();
+    super::profile::print_summary(&p);
+    let agg = super::aggregate::Args {
+        rollouts: g.rollouts_path.clone(),
+        inputs: Some(g.inputs_path.clone()),
+        out: None,
+        agent: None,
+        metrics: MetricArgs {
+            metric: vec!["pass_at_k".into(), "reward_variance".into(), "frac_reward_zero_std".into()],
+            answer_key: Some("extracted_answer".into()),
+            key_metric: vec!["mean/reward".into(), "pass@{k}".into(), "pass@1[avg-of-{k}]".into(), "coverage/*".into()],
+            ..MetricArgs::default()
+        },
+        quiet: false,
+    };
+    let ar = super::aggregate::execute(&agg)?;
+    println!();
+    super::aggregate::print_key_metrics(&ar.entries);
+    println!("Aggregate metrics: {}", ar.file.display());
+    let ex = super::export::Args {
+        rollouts: g.rollouts_path.clone(),
+        inputs: Some(g.inputs_path.clone()),
+        agent: None,
+        out_dir: a.dir.join("tables"),
+    };
+    let files = super::export::execute(&ex)?;
+    println!();
+    for f in files {
+        println!("Parquet table: {}", f.display());
+    }
+    println!("\nTry: rollstat query leaderboard --parquet-dir {}", ex.out_dir.display());
+    Ok(())
+}

@@ -1,0 +1,68 @@
+//! `rollstat export`: the rollouts, tasks, agents and repeats tables as Parquet (zstd)
+//! for DuckDB, Spark, pandas and BI tools. Schemas are documented in the README.
+
+use std::path::PathBuf;
+
+use clap::Args as ClapArgs;
+use polars::prelude::DataFrame;
+
+use super::common;
+use crate::error::{Error, Result};
+use crate::export::atomic::OutputSet;
+use crate::export::parquet::write_parquet;
+use crate::ingest::frame::rollouts_frame;
+use crate::metrics::aggregate::{aggregate, AggregateOptions};
+
+#[derive(ClapArgs, Debug, Clone)]
+pub struct Args {
+    /// Rollouts JSONL.
+    #[arg(long, value_name = "ROLLOUTS.jsonl")]
+    pub rollouts: PathBuf,
+    /// Materialized inputs JSONL (for run labels).
+    #[arg(long, value_name = "MATERIALIZED.jsonl")]
+    pub inputs: Option<PathBuf>,
+    /// Label for rollouts that name no agent.
+    #[arg(long, value_name = "NAME")]
+    pub agent: Option<String>,
+    /// Output folder (created if missing).
+    #[arg(long, value_name = "DIR")]
+    pub out_dir: PathBuf,
+}
+
+/// Builds the four tables.
+pub fn tables(a: &Args) -> Result<Vec<(&'static str, DataFrame)>> {
+    let (t, inputs) = common::read_both(&a.rollouts, a.inputs.as_deref())?;
+    let (keys, mut labels) = common::run_labels(&t, inputs.as_ref());
+    if let Some(d) = &a.agent {
+        for l in labels.iter_mut().filter(|l| l.is_none()) {
+            *l = Some(d.clone());
+        }
+    }
+    let rollouts = rollouts_frame(&t, &keys, &labels)?;
+    let opts = AggregateOptions { default_agent: a.agent.clone(), ..Default::default() };
+    let (entries, _) = aggregate(&t, inputs.as_ref(), &opts)?;
+    let (tasks, agents, repeats) = crate::query::level_tables(&entries)?;
+    Ok(vec![("rollouts", rollouts), ("tasks", tasks), ("agents", agents), ("repeats", repeats)])
+}
+
+pub fn execute(a: &Args) -> Result<Vec<PathBuf>> {
+    std::fs::create_dir_all(&a.out_dir).map_err(|e| Error::write(&a.out_dir, e))?;
+    let mut ins = vec![a.rollouts.as_path()];
+    if let Some(i) = &a.inputs {
+        ins.push(i.as_path());
+    }
+    let mut out = OutputSet::new(&ins);
+    let tables = tables(a)?;
+    for (name, mut df) in tables {
+        let tmp = out.temp_for(&a.out_dir.join(format!("{name}.parquet")))?;
+        write_parquet(&mut df, &tmp)?;
+    }
+    out.commit()
+}
+
+pub fn run(a: Args) -> Result<()> {
+    for f in execute(&a)? {
+        println!("Wrote {}", f.display());
+    }
+    Ok(())
+}

@@ -1,0 +1,73 @@
+//! The command line: one file per subcommand, each with its `Args` and a `run()`.
+//! Flags are validated here and turned into library calls; nothing below this layer
+//! sees the argument parser.
+
+use clap::{Parser, Subcommand};
+
+use crate::error::{Error, Result};
+
+pub mod aggregate;
+pub mod batch_metrics;
+pub mod common;
+pub mod demo;
+pub mod export;
+pub mod generate;
+pub mod ingest;
+pub mod profile;
+pub mod query;
+
+/// Fast statistics over LLM-eval and RL rollout results (NeMo Gym, VAGEN/verl).
+#[derive(Parser, Debug)]
+#[command(name = "rollstat", version, about, long_about = None)]
+pub struct Cli {
+    /// Worker threads (default: all cores). Output bytes do not depend on it.
+    #[arg(long, global = true, value_name = "N")]
+    pub threads: Option<usize>,
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+#[derive(Subcommand, Debug)]
+pub enum Command {
+    /// Generate a small sweep into ./rollstat-demo/ and run profile and aggregate on it.
+    Demo(demo::Args),
+    /// Read a rollouts file (and optionally its materialized inputs) into a typed Parquet table.
+    Ingest(ingest::Args),
+    /// Generate a seeded synthetic sweep in NeMo Gym's exact file format.
+    Generate(generate::Args),
+    /// NeMo Gym's `gym eval profile`: task, agent and repeat levels from inputs + rollouts.
+    Profile(profile::Args),
+    /// NeMo Gym's `_aggregate_metrics.json`, one entry per run label.
+    Aggregate(aggregate::Args),
+    /// Write the rollouts, tasks, agents and repeats tables as Parquet.
+    Export(export::Args),
+    /// Run SQL over the rollouts, tasks, agents and repeats tables.
+    Query(query::Args),
+    /// Metrics over VAGEN/verl training batches, as the flat JSON VAGEN logs.
+    BatchMetrics(batch_metrics::Args),
+}
+
+/// Parses the process arguments and runs the command.
+pub fn main() -> Result<()> {
+    let cli = Cli::parse();
+    if let Some(n) = cli.threads {
+        if n == 0 {
+            return Err(Error::Usage("--threads must be at least 1".into()));
+        }
+        rayon::ThreadPoolBuilder::new()
+            .num_threads(n)
+            .build_global()
+            .map_err(|e| Error::Usage(format!("--threads {n}: {e}")))?;
+        std::env::set_var("POLARS_MAX_THREADS", n.to_string());
+    }
+    match cli.command {
+        Command::Demo(a) => demo::run(a),
+        Command::Ingest(a) => ingest::run(a),
+        Command::Generate(a) => generate::run(a),
+        Command::Profile(a) => profile::run(a),
+        Command::Aggregate(a) => aggregate::run(a),
+        Command::Export(a) => export::run(a),
+        Command::Query(a) => query::run(a),
+        Command::BatchMetrics(a) => batch_metrics::run(a),
+    }
+}

@@ -1,0 +1,102 @@
+//! `rollstat profile`: NeMo Gym's `gym eval profile` — strict alignment of rollouts with
+//! their materialized inputs, then task, agent and repeat levels (SPEC §4). Writes
+//! `S_reward_profiling.jsonl`, `S_agent_metrics.json` and `S_repeat_level_metrics.json`
+//! beside the rollouts file (or in --out-dir) and prints the completion summary.
+
+use std::path::PathBuf;
+
+use clap::Args as ClapArgs;
+
+use super::common::{self, MetricArgs};
+use crate::error::Result;
+use crate::export::atomic::OutputSet;
+use crate::export::json::Json;
+use crate::export::nemo_gym::{artifact_path, compact_array, jsonl};
+use crate::metrics::profile::{profile, CompletionSummary};
+
+#[derive(ClapArgs, Debug, Clone)]
+pub struct Args {
+    /// Materialized inputs JSONL (one row per expected rollout).
+    #[arg(long, value_name = "MATERIALIZED.jsonl")]
+    pub inputs: PathBuf,
+    /// Rollouts JSONL.
+    #[arg(long, value_name = "ROLLOUTS.jsonl")]
+    pub rollouts: PathBuf,
+    /// Profile what completed when some input rows have no rollout.
+    #[arg(long)]
+    pub allow_partial: bool,
+    /// Folder for the three artifacts (default: beside the rollouts file).
+    #[arg(long, value_name = "DIR")]
+    pub out_dir: Option<PathBuf>,
+    #[command(flatten)]
+    pub metrics: MetricArgs,
+}
+
+/// What a profile run wrote.
+pub struct ProfileRun {
+    pub files: Vec<PathBuf>,
+    pub summary: CompletionSummary,
+    pub agents: Vec<Json>,
+    pub warnings: usize,
+}
+
+pub fn run(a: Args) -> Result<()> {
+    let r = execute(&a)?;
+    print_summary(&r);
+    Ok(())
+}
+
+pub fn print_summary(r: &ProfileRun) {
+    let s = &r.summary;
+    println!("Profiling outputs:");
+    println!(
+        "Reward profile completion: {}/{} rollout rows ({:.2}%)",
+        s.completed_rollout_rows, s.expected_rollout_rows, s.reward_profile_completion_pct
+    );
+    println!(
+        "Input rows: {} total; {} complete; {} partial; {} without rollouts dropped from output.",
+        s.total_input_rows, s.complete_input_rows, s.partial_input_rows, s.missing_input_rows
+    );
+    println!("Masked from quality metrics: {} rollout rows (kept in completion accounting above).", s.masked_rollout_rows);
+    println!("Reward profiling outputs: {}", r.files[0].display());
+    println!("Agent-level metrics: {}", r.files[1].display());
+    println!("Repeat-level metrics: {}", r.files[2].display());
+    if r.warnings > 0 {
+        println!("Warnings: {} (on stderr)", r.warnings);
+    }
+}
+
+pub fn execute(a: &Args) -> Result<ProfileRun> {
+    let specs = a.metrics.specs()?;
+    let dir = a.out_dir.as_deref();
+    let paths = [
+        artifact_path(&a.rollouts, dir, "reward_profiling", "jsonl"),
+        artifact_path(&a.rollouts, dir, "agent_metrics", "json"),
+        artifact_path(&a.rollouts, dir, "repeat_level_metrics", "json"),
+    ];
+    let mut out = OutputSet::new(&[&a.inputs, &a.rollouts]);
+    for p in &paths {
+        out.check(p)?;
+    }
+    let (t, inputs) = common::read_both(&a.rollouts, Some(&a.inputs))?;
+    let inputs = inputs.expect("inputs were given");
+    let mut res = profile(&t, &inputs, a.allow_partial)?;
+    // Samples: the input row of each task's first measured rollout.
+    let mut uniq = res.sample_rows.clone();
+    uniq.sort_unstable();
+    uniq.dedup();
+    let samples = common::samples(&inputs, &uniq)?;
+    for (e, r) in res.tasks.iter_mut().zip(&res.sample_rows) {
+        let s = &samples[uniq.binary_search(r).unwrap()];
+        e.set("sample", s.clone());
+    }
+    if !specs.is_empty() {
+        super::aggregate::merge_custom_profile(&t, Some(&inputs), &specs, &mut res.agents)?;
+    }
+    out.add(&paths[0], &jsonl(&res.tasks))?;
+    out.add(&paths[1], &compact_array(&res.agents))?;
+    out.add(&paths[2], &compact_array(&res.repeats))?;
+    let files = out.commit()?;
+    let warnings = common::print_warnings(&res.warnings);
+    Ok(ProfileRun { files, summary: res.summary, agents: res.agents, warnings })
+}

@@ -1,0 +1,184 @@
+//! `rollstat query`: Polars SQL over the `rollouts`, `tasks`, `agents` and `repeats`
+//! tables, built from JSONL files or read from a folder of exported Parquet tables.
+//! The query is SQL text, a `.sql` file, or the name of a bundled report
+//! (`leaderboard`, `hardest_tasks`, `token_cost`).
+
+use std::path::PathBuf;
+
+use clap::{Args as ClapArgs, ValueEnum};
+use polars::prelude::*;
+
+use crate::error::{Error, Result};
+use crate::export::atomic::OutputSet;
+use crate::export::json::{write_compact, Json};
+
+#[derive(ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Format {
+    Table,
+    Csv,
+    Json,
+    Parquet,
+}
+
+#[derive(ClapArgs, Debug, Clone)]
+pub struct Args {
+    /// SQL text, a .sql file, or a bundled report name.
+    #[arg(value_name = "SQL_OR_FILE")]
+    pub query: String,
+    /// Rollouts JSONL to build the tables from.
+    #[arg(long, value_name = "ROLLOUTS.jsonl", conflicts_with = "parquet_dir")]
+    pub rollouts: Option<PathBuf>,
+    /// Materialized inputs JSONL (for run labels).
+    #[arg(long, value_name = "MATERIALIZED.jsonl")]
+    pub inputs: Option<PathBuf>,
+    /// Label for rollouts that name no agent.
+    #[arg(long, value_name = "NAME")]
+    pub agent: Option<String>,
+    /// Folder with rollouts/tasks/agents/repeats.parquet from `rollstat export`.
+    #[arg(long, value_name = "DIR")]
+    pub parquet_dir: Option<PathBuf>,
+    /// Output format.
+    #[arg(long, value_enum, default_value_t = Format::Table)]
+    pub format: Format,
+    /// Output file (default: stdout; required for parquet).
+    #[arg(long, value_name = "FILE")]
+    pub out: Option<PathBuf>,
+}
+
+/// The query text for SQL_OR_FILE.
+pub fn query_text(q: &str) -> Result<String> {
+    if let Some((_, s)) = crate::query::REPORTS.iter().find(|(n, _)| *n == q) {
+        return Ok(s.to_string());
+    }
+    let p = std::path::Path::new(q);
+    if q.ends_with(".sql") || (p.is_file() && !q.contains(' ')) {
+        return std::fs::read_to_string(p).map_err(|e| Error::read(p, e));
+    }
+    Ok(q.to_string())
+}
+
+/// Runs the query and returns its result.
+pub fn execute(a: &Args) -> Result<DataFrame> {
+    let sql = query_text(&a.query)?;
+    let tables: Vec<(&str, DataFrame)> = if let Some(dir) = &a.parquet_dir {
+        let mut v = Vec::new();
+        for name in ["rollouts", "tasks", "agents", "repeats"] {
+            let p = dir.join(format!("{name}.parquet"));
+            if p.exists() {
+                v.push((name, crate::export::parquet::read_parquet(&p)?));
+            }
+        }
+        if v.is_empty() {
+            return Err(Error::Usage(format!("{}: no rollouts/tasks/agents/repeats.parquet here (write them with `rollstat export`)", dir.display())));
+        }
+        v
+    } else if let Some(r) = &a.rollouts {
+        let ea = super::export::Args { rollouts: r.clone(), inputs: a.inputs.clone(), agent: a.agent.clone(), out_dir: PathBuf::new() };
+        super::export::tables(&ea)?
+    } else {
+        return Err(Error::Usage("give --rollouts FILE or --parquet-dir DIR".into()));
+    };
+    crate::query::run_sql(&tables, &sql)
+}
+
+fn cell(c: &Column, i: usize) -> Json {
+    match c.get(i) {
+        Ok(AnyValue::Null) | Err(_) => Json::Null,
+        Ok(AnyValue::Boolean(b)) => Json::Bool(b),
+        Ok(AnyValue::String(s)) => Json::Str(s.to_string()),
+        Ok(AnyValue::StringOwned(s)) => Json::Str(s.to_string()),
+        Ok(AnyValue::Float64(f)) => Json::Float(f),
+        Ok(AnyValue::Float32(f)) => Json::Float(f as f64),
+        Ok(v) => match v.extract::<i64>() {
+            Some(i) => Json::Int(i),
+            None => Json::Str(v.to_string()),
+        },
+    }
+}
+
+/// Rows as JSON objects.
+pub fn to_json(df: &DataFrame) -> Vec<u8> {
+    let rows: Vec<Json> = (0..df.height())
+        .map(|i| Json::Obj(df.columns().iter().map(|c| (std::sync::Arc::from(c.name().as_str()), cell(c, i))).collect()))
+        .collect();
+    let mut out = Vec::new();
+    write_compact(&mut out, &Json::Arr(rows));
+    out.push(b'\n');
+    out
+}
+
+/// Rows as CSV (RFC 4180 quoting).
+pub fn to_csv(df: &DataFrame) -> Vec<u8> {
+    fn field(s: &str) -> String {
+        if s.contains([',', '"', '\n', '\r']) {
+            format!("\"{}\"", s.replace('"', "\"\""))
+        } else {
+            s.to_string()
+        }
+    }
+    let mut out = String::new();
+    let names: Vec<String> = df.get_column_names().iter().map(|n| field(n)).collect();
+    out.push_str(&names.join(","));
+    out.push('\n');
+    for i in 0..df.height() {
+        let cells: Vec<String> = df
+            .columns()
+            .iter()
+            .map(|c| match cell(c, i) {
+                Json::Null => String::new(),
+                Json::Str(s) => field(&s),
+                v => {
+                    let mut b = Vec::new();
+                    write_compact(&mut b, &v);
+                    String::from_utf8_lossy(&b).into_owned()
+                }
+            })
+            .collect();
+        out.push_str(&cells.join(","));
+        out.push('\n');
+    }
+    out.into_bytes()
+}
+
+pub fn run(a: Args) -> Result<()> {
+    let mut df = execute(&a)?;
+    let bytes = match a.format {
+        Format::Table => {
+            std::env::set_var("POLARS_FMT_MAX_ROWS", "50");
+            std::env::set_var("POLARS_FMT_MAX_COLS", "12");
+            std::env::set_var("POLARS_FMT_STR_LEN", "40");
+            format!("{df}\n").into_bytes()
+        }
+        Format::Csv => to_csv(&df),
+        Format::Json => to_json(&df),
+        Format::Parquet => {
+            let Some(path) = &a.out else { return Err(Error::Usage("--format parquet needs --out FILE".into())) };
+            let mut ins: Vec<&std::path::Path> = Vec::new();
+            if let Some(r) = &a.rollouts {
+                ins.push(r);
+            }
+            let mut out = OutputSet::new(&ins);
+            let tmp = out.temp_for(path)?;
+            crate::export::parquet::write_parquet(&mut df, &tmp)?;
+            out.commit()?;
+            println!("Wrote {} ({} rows)", path.display(), df.height());
+            return Ok(());
+        }
+    };
+    match &a.out {
+        Some(path) => {
+            let mut ins: Vec<&std::path::Path> = Vec::new();
+            if let Some(r) = &a.rollouts {
+                ins.push(r);
+            }
+            let mut out = OutputSet::new(&ins);
+            out.add(path, &bytes)?;
+            out.commit()?;
+        }
+        None => {
+            use std::io::Write;
+            std::io::stdout().write_all(&bytes).map_err(|e| Error::write(std::path::Path::new("<stdout>"), e))?;
+        }
+    }
+    Ok(())
+}

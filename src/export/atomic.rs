@@ -1,0 +1,89 @@
+//! Atomic output files: every artifact is written to a temporary name in its target
+//! folder and renamed into place only when all of a command's outputs are complete, so
+//! a failed run leaves no half-written file; an output path that names one of the
+//! command's inputs is refused, so nothing a user gave us is overwritten.
+
+use std::fs;
+use std::io::Write;
+use std::path::{Path, PathBuf};
+
+use crate::error::{Error, Result};
+
+/// A set of files written together.
+#[derive(Default)]
+pub struct OutputSet {
+    staged: Vec<(PathBuf, PathBuf)>,
+    inputs: Vec<PathBuf>,
+}
+
+fn same_file(a: &Path, b: &Path) -> bool {
+    match (fs::canonicalize(a), fs::canonicalize(b)) {
+        (Ok(x), Ok(y)) => x == y,
+        _ => false,
+    }
+}
+
+impl OutputSet {
+    /// `inputs`: files this command read; none of them may be an output.
+    pub fn new(inputs: &[&Path]) -> Self {
+        OutputSet { staged: Vec::new(), inputs: inputs.iter().map(|p| p.to_path_buf()).collect() }
+    }
+
+    /// Checks that `path` can be an output: not an input, and its folder exists.
+    pub fn check(&self, path: &Path) -> Result<()> {
+        if self.inputs.iter().any(|i| same_file(i, path)) {
+            return Err(Error::Usage(format!(
+                "{}: refusing to overwrite an input file with an output; choose another output path",
+                path.display()
+            )));
+        }
+        let dir = parent(path);
+        if !dir.is_dir() {
+            return Err(Error::Usage(format!("{}: the output folder does not exist", dir.display())));
+        }
+        Ok(())
+    }
+
+    /// Stages `bytes` for `path` (written to a temporary file now).
+    pub fn add(&mut self, path: &Path, bytes: &[u8]) -> Result<()> {
+        let tmp = self.temp_for(path)?;
+        let mut f = fs::File::create(&tmp).map_err(|e| Error::write(&tmp, e))?;
+        f.write_all(bytes).map_err(|e| Error::write(&tmp, e))?;
+        Ok(())
+    }
+
+    /// Reserves a temporary path for `path` that the caller writes itself.
+    pub fn temp_for(&mut self, path: &Path) -> Result<PathBuf> {
+        self.check(path)?;
+        let name = path.file_name().map(|s| s.to_string_lossy().into_owned()).unwrap_or_default();
+        let tmp = parent(path).join(format!(".{name}.rollstat-tmp-{}", std::process::id()));
+        self.staged.push((tmp.clone(), path.to_path_buf()));
+        Ok(tmp)
+    }
+
+    /// Renames every staged file into place.
+    pub fn commit(mut self) -> Result<Vec<PathBuf>> {
+        let staged = std::mem::take(&mut self.staged);
+        let mut done = Vec::new();
+        for (tmp, path) in &staged {
+            fs::rename(tmp, path).map_err(|e| Error::write(path, e))?;
+            done.push(path.clone());
+        }
+        Ok(done)
+    }
+}
+
+impl Drop for OutputSet {
+    fn drop(&mut self) {
+        for (tmp, _) in &self.staged {
+            let _ = fs::remove_file(tmp);
+        }
+    }
+}
+
+fn parent(path: &Path) -> PathBuf {
+    match path.parent() {
+        Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
+        _ => PathBuf::from("."),
+    }
+}

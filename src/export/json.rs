@@ -1,0 +1,321 @@
+//! An ordered JSON value and its two byte-stable writers: compact (NeMo Gym's
+//! `orjson.dumps`, used for `_reward_profiling.jsonl` and the profile `.json` files) and
+//! indented by two spaces (`OPT_INDENT_2`, used for `_aggregate_metrics.json`).
+//!
+//! Floats are written in shortest round-trip form with a decimal point or exponent
+//! (`1.0`, `0.1`, `1e-7`); NaN and infinities become `null` as orjson writes them.
+//! Strings are UTF-8, escaping only `"`, `\` and control characters.
+
+use std::sync::Arc;
+
+/// Object keys are shared: the same field names repeat in every task entry.
+pub type Key = Arc<str>;
+
+/// An ordered JSON value.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Json {
+    Null,
+    Bool(bool),
+    Int(i64),
+    Float(f64),
+    Str(String),
+    Arr(Vec<Json>),
+    Obj(Vec<(Key, Json)>),
+}
+
+impl Json {
+    pub fn obj() -> Json {
+        Json::Obj(Vec::new())
+    }
+    /// Appends or replaces a key (replacement keeps the key's position, like a Python dict).
+    pub fn set(&mut self, k: &str, v: Json) {
+        if let Json::Obj(items) = self {
+            if let Some(slot) = items.iter_mut().find(|(kk, _)| &**kk == k) {
+                slot.1 = v;
+            } else {
+                items.push((Arc::from(k), v));
+            }
+        }
+    }
+    /// Appends a key known not to be present yet.
+    pub fn push(&mut self, k: Key, v: Json) {
+        if let Json::Obj(items) = self {
+            items.push((k, v));
+        }
+    }
+    pub fn get(&self, k: &str) -> Option<&Json> {
+        match self {
+            Json::Obj(items) => items.iter().find(|(kk, _)| &**kk == k).map(|(_, v)| v),
+            _ => None,
+        }
+    }
+    pub fn remove(&mut self, k: &str) -> Option<Json> {
+        match self {
+            Json::Obj(items) => {
+                let pos = items.iter().position(|(kk, _)| &**kk == k)?;
+                Some(items.remove(pos).1)
+            }
+            _ => None,
+        }
+    }
+    pub fn name_ref(name: &str) -> Json {
+        Json::Obj(vec![(Arc::from("name"), Json::Str(name.to_string()))])
+    }
+    pub fn as_f64(&self) -> Option<f64> {
+        match *self {
+            Json::Int(i) => Some(i as f64),
+            Json::Float(f) => Some(f),
+            Json::Bool(b) => Some(if b { 1.0 } else { 0.0 }),
+            _ => None,
+        }
+    }
+}
+
+/// Writes a float the way orjson does.
+pub fn write_f64(out: &mut Vec<u8>, v: f64) {
+    if v.is_finite() {
+        let mut b = ryu::Buffer::new();
+        out.extend_from_slice(b.format_finite(v).as_bytes());
+    } else {
+        out.extend_from_slice(b"null");
+    }
+}
+
+pub fn write_i64(out: &mut Vec<u8>, v: i64) {
+    let mut b = itoa::Buffer::new();
+    out.extend_from_slice(b.format(v).as_bytes());
+}
+
+pub fn write_str(out: &mut Vec<u8>, s: &str) {
+    out.push(b'"');
+    let bytes = s.as_bytes();
+    let mut start = 0;
+    for (i, &c) in bytes.iter().enumerate() {
+        let esc: &[u8] = match c {
+            b'"' => b"\\\"",
+            b'\\' => b"\\\\",
+            b'\n' => b"\\n",
+            b'\r' => b"\\r",
+            b'\t' => b"\\t",
+            8 => b"\\b",
+            12 => b"\\f",
+            c if c < 0x20 => {
+                out.extend_from_slice(&bytes[start..i]);
+                out.extend_from_slice(format!("\\u{:04x}", c).as_bytes());
+                start = i + 1;
+                continue;
+            }
+            _ => continue,
+        };
+        out.extend_from_slice(&bytes[start..i]);
+        out.extend_from_slice(esc);
+        start = i + 1;
+    }
+    out.extend_from_slice(&bytes[start..]);
+    out.push(b'"');
+}
+
+/// Compact form: `{"a":1,"b":[1,2]}`.
+pub fn write_compact(out: &mut Vec<u8>, v: &Json) {
+    match v {
+        Json::Null => out.extend_from_slice(b"null"),
+        Json::Bool(b) => out.extend_from_slice(if *b { b"true" } else { b"false" }),
+        Json::Int(i) => write_i64(out, *i),
+        Json::Float(f) => write_f64(out, *f),
+        Json::Str(s) => write_str(out, s),
+        Json::Arr(items) => {
+            out.push(b'[');
+            for (i, x) in items.iter().enumerate() {
+                if i > 0 {
+                    out.push(b',');
+                }
+                write_compact(out, x);
+            }
+            out.push(b']');
+        }
+        Json::Obj(items) => {
+            out.push(b'{');
+            for (i, (k, x)) in items.iter().enumerate() {
+                if i > 0 {
+                    out.push(b',');
+                }
+                write_str(out, k);
+                out.push(b':');
+                write_compact(out, x);
+            }
+            out.push(b'}');
+        }
+    }
+}
+
+fn newline(out: &mut Vec<u8>, depth: usize) {
+    out.push(b'\n');
+    out.resize(out.len() + 2 * depth, b' ');
+}
+
+/// Indented by two spaces, `": "` after keys, empty containers as `[]` / `{}`.
+pub fn write_indented(out: &mut Vec<u8>, v: &Json, depth: usize) {
+    match v {
+        Json::Arr(items) if !items.is_empty() => {
+            out.push(b'[');
+            for (i, x) in items.iter().enumerate() {
+                if i > 0 {
+                    out.push(b',');
+                }
+                newline(out, depth + 1);
+                write_indented(out, x, depth + 1);
+            }
+            newline(out, depth);
+            out.push(b']');
+        }
+        Json::Obj(items) if !items.is_empty() => {
+            out.push(b'{');
+            for (i, (k, x)) in items.iter().enumerate() {
+                if i > 0 {
+                    out.push(b',');
+                }
+                newline(out, depth + 1);
+                write_str(out, k);
+                out.extend_from_slice(b": ");
+                write_indented(out, x, depth + 1);
+            }
+            newline(out, depth);
+            out.push(b'}');
+        }
+        other => write_compact(out, other),
+    }
+}
+
+/// Parses one complete JSON text (used for the few input rows we echo as `sample`).
+/// Python's `NaN`/`Infinity` are accepted.
+pub fn parse(bytes: &[u8]) -> Result<Json, String> {
+    let mut p = Parser { b: bytes, i: 0 };
+    let v = p.value(0)?;
+    p.ws();
+    if p.i != p.b.len() {
+        return Err(format!("unexpected text at byte {}", p.i + 1));
+    }
+    Ok(v)
+}
+
+struct Parser<'a> {
+    b: &'a [u8],
+    i: usize,
+}
+
+impl Parser<'_> {
+    fn ws(&mut self) {
+        while self.i < self.b.len() && matches!(self.b[self.i], b' ' | b'\t' | b'\n' | b'\r') {
+            self.i += 1;
+        }
+    }
+    fn value(&mut self, depth: usize) -> Result<Json, String> {
+        if depth > 512 {
+            return Err("nesting too deep".into());
+        }
+        self.ws();
+        let mut s = crate::ingest::scan::Scanner { b: self.b, i: self.i };
+        match self.b.get(self.i) {
+            Some(b'{') => {
+                self.i += 1;
+                let mut items = Vec::new();
+                self.ws();
+                if self.b.get(self.i) == Some(&b'}') {
+                    self.i += 1;
+                    return Ok(Json::Obj(items));
+                }
+                loop {
+                    self.ws();
+                    let mut s = crate::ingest::scan::Scanner { b: self.b, i: self.i };
+                    let (raw, esc) = s.string().map_err(|e| e.msg.to_string())?;
+                    self.i = s.i;
+                    let k = crate::ingest::scan::decode_str(raw, esc)?;
+                    self.ws();
+                    if self.b.get(self.i) != Some(&b':') {
+                        return Err("expected `:`".into());
+                    }
+                    self.i += 1;
+                    let v = self.value(depth + 1)?;
+                    // Python keeps the first position and the last value of a repeated key.
+                    if let Some(slot) = items.iter_mut().find(|(kk, _): &&mut (Key, Json)| **kk == *k) {
+                        slot.1 = v;
+                    } else {
+                        items.push((Arc::from(k.as_str()), v));
+                    }
+                    self.ws();
+                    match self.b.get(self.i) {
+                        Some(b',') => self.i += 1,
+                        Some(b'}') => {
+                            self.i += 1;
+                            return Ok(Json::Obj(items));
+                        }
+                        _ => return Err("expected `,` or `}`".into()),
+                    }
+                }
+            }
+            Some(b'[') => {
+                self.i += 1;
+                let mut items = Vec::new();
+                self.ws();
+                if self.b.get(self.i) == Some(&b']') {
+                    self.i += 1;
+                    return Ok(Json::Arr(items));
+                }
+                loop {
+                    items.push(self.value(depth + 1)?);
+                    self.ws();
+                    match self.b.get(self.i) {
+                        Some(b',') => self.i += 1,
+                        Some(b']') => {
+                            self.i += 1;
+                            return Ok(Json::Arr(items));
+                        }
+                        _ => return Err("expected `,` or `]`".into()),
+                    }
+                }
+            }
+            _ => {
+                use crate::ingest::scan::Scalar;
+                let v = s.value().map_err(|e| e.msg.to_string())?;
+                self.i = s.i;
+                Ok(match v {
+                    Scalar::Null => Json::Null,
+                    Scalar::Bool(b) => Json::Bool(b),
+                    Scalar::Int(i) => Json::Int(i),
+                    Scalar::Float(f) => Json::Float(f),
+                    Scalar::Str(raw, esc) => Json::Str(crate::ingest::scan::decode_str(raw, esc)?),
+                    Scalar::Container { .. } => unreachable!("containers handled above"),
+                })
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn floats_like_orjson() {
+        let mut o = Vec::new();
+        for v in [1.0, 0.1, 1e-7, 1e16, 100000.0, -2.5, f64::NAN] {
+            write_f64(&mut o, v);
+            o.push(b' ');
+        }
+        assert_eq!(String::from_utf8(o).unwrap(), "1.0 0.1 1e-7 1e16 100000.0 -2.5 null ");
+    }
+
+    #[test]
+    fn round_trips_and_indents() {
+        let v = parse(br#"{"a": [1, 2.0, {"b": null}], "c": "\u00e9\n", "d": {}, "e": []}"#).unwrap();
+        let mut o = Vec::new();
+        write_compact(&mut o, &v);
+        assert_eq!(String::from_utf8(o).unwrap(), r#"{"a":[1,2.0,{"b":null}],"c":"é\n","d":{},"e":[]}"#);
+        let mut o = Vec::new();
+        write_indented(&mut o, &v, 0);
+        assert_eq!(
+            String::from_utf8(o).unwrap(),
+            "{\n  \"a\": [\n    1,\n    2.0,\n    {\n      \"b\": null\n    }\n  ],\n  \"c\": \"é\\n\",\n  \"d\": {},\n  \"e\": []\n}"
+        );
+    }
+}

@@ -1,0 +1,7 @@
+//! Writers: bytes on disk from computed values. JSON ([`json`]) in NeMo Gym's shapes
+//! ([`nemo_gym`]), Parquet tables ([`parquet`]), all staged atomically ([`atomic`]).
+
+pub mod atomic;
+pub mod json;
+pub mod nemo_gym;
+pub mod parquet;

@@ -1,0 +1,326 @@
+//! Seeded, deterministic synthetic sweep generator in NeMo Gym's file format.
+//!
+//! [`generate`] writes `materialized_inputs.jsonl` (one row per expected
+//! rollout, ordered by task, agent, repeat) and `rollouts.jsonl` (the rollouts
+//! that "ran", shuffled like an asynchronous collection) into a directory.
+//!
+//! Design:
+//! * The sweep is the sequence of input rows ordered by (task, agent, repeat).
+//!   It is cut into chunks of a fixed number of input rows (512, fewer for
+//!   very long lines; a function of the options only) that are
+//!   generated in parallel with rayon, straight into byte buffers (no serde;
+//!   numbers via `itoa`/`ryu`, strings escaped by hand).
+//! * Every random choice of a row is drawn from a splitmix64 stream seeded by
+//!   `hash(seed, task, rollout index)`, every per-task choice from
+//!   `hash(seed, task)`, so content never depends on scheduling.
+//! * Chunks are grouped in batches of `BATCH_CHUNKS`; inside a batch all
+//!   rollout lines are shuffled with a generator seeded by `hash(seed, batch)`.
+//!   Batches are streamed to disk in order by a writer thread while the next
+//!   batch is generated, so memory stays bounded (about two batches).
+//! * Output bytes are therefore identical for any thread count.
+//! * Both files are written under temporary names in the output directory and
+//!   renamed into place only when both are complete.
+//!
+//! This module only uses `self::`/`super::` paths and the `rayon`, `ryu`,
+//! `itoa` crates, so it can be compiled standalone.
+
+mod json;
+mod rng;
+mod rows;
+
+use std::fs::{self, File};
+use std::io::{self, IoSlice, Write};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::mpsc;
+
+use rayon::prelude::*;
+
+use self::rng::{hash, Rng};
+use self::rows::{ChunkOut, Ctx};
+
+/// Chunks per batch: the unit of shuffling and of streaming to disk.
+const BATCH_CHUNKS: usize = 32;
+const TAG_SHUFFLE: u64 = 0x7368_7566;
+/// Largest accepted `text_bytes` (64 MiB of text per rollout line).
+const MAX_TEXT_BYTES: usize = 64 << 20;
+
+/// How rewards are written.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum RewardKind {
+    /// Every agent writes 0.0 / 1.0 floats.
+    Binary,
+    /// Every agent writes floats in [0, 1].
+    Continuous,
+    /// Per agent kind: 0.0/1.0 floats (math), fraction of tests passed (code),
+    /// 0.0/0.5/1.0 (blackjack), JSON ints 0/1 (simpleqa), JSON bools
+    /// (instruction following); a few rewards are `null`.
+    Mixed,
+}
+
+/// Options of a synthetic sweep.
+#[derive(Clone, Debug)]
+pub struct GenerateOptions {
+    /// Number of tasks (distinct `_ng_task_index` values).
+    pub tasks: usize,
+    /// Repeats (rollouts) per task and agent.
+    pub repeats: usize,
+    /// Number of agents.
+    pub agents: usize,
+    /// Seed: same options and seed, same bytes.
+    pub seed: u64,
+    /// Fraction of expected rollouts absent from rollouts.jsonl (still in the
+    /// materialized inputs).
+    pub missing_frac: f64,
+    /// Fraction of rollouts with `"mask_sample": true`.
+    pub masked_frac: f64,
+    /// How rewards are written.
+    pub reward: RewardKind,
+    /// Every agent runs every task (agent `a`, repeat `r` gets
+    /// `_ng_rollout_index = a * repeats + r`); without it the tasks are split
+    /// among agents in contiguous blocks.
+    pub fan_out: bool,
+    /// Add `_ng_environment_server` to input rows and rollouts; with three or
+    /// more agents the last agent is the first agent again behind a second
+    /// server (`<server>_b`), so labels by server appear.
+    pub env_server_stamp: bool,
+    /// Fraction of rollouts carrying an `ng_perf` object.
+    pub ng_perf_frac: f64,
+    /// Approximate bytes of free model text per rollout line.
+    pub text_bytes: usize,
+    /// Worker threads; 0 = all cores.
+    pub threads: usize,
+}
+
+impl Default for GenerateOptions {
+    fn default() -> Self {
+        GenerateOptions {
+            tasks: 100,
+            repeats: 4,
+            agents: 2,
+            seed: 1,
+            missing_frac: 0.0,
+            masked_frac: 0.0,
+            reward: RewardKind::Mixed,
+            fan_out: false,
+            env_server_stamp: false,
+            ng_perf_frac: 0.0,
+            text_bytes: 1000,
+            threads: 0,
+        }
+    }
+}
+
+/// What [`generate`] wrote.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct GenerateSummary {
+    pub rollouts_path: PathBuf,
+    pub inputs_path: PathBuf,
+    /// Lines in rollouts.jsonl.
+    pub rollouts: usize,
+    /// Lines in materialized_inputs.jsonl (expected rollouts).
+    pub expected: usize,
+    pub bytes_rollouts: u64,
+    pub bytes_inputs: u64,
+}
+
+fn invalid(msg: String) -> io::Error {
+    io::Error::new(io::ErrorKind::InvalidInput, msg)
+}
+
+/// Checks the options; returns the number of expected rollouts (input rows).
+fn validate(opts: &GenerateOptions) -> io::Result<u64> {
+    for (name, v) in [
+        ("tasks", opts.tasks),
+        ("repeats", opts.repeats),
+        ("agents", opts.agents),
+    ] {
+        if v == 0 {
+            return Err(invalid(format!("generate: {name} must be at least 1")));
+        }
+    }
+    for (name, v) in [
+        ("missing_frac", opts.missing_frac),
+        ("masked_frac", opts.masked_frac),
+        ("ng_perf_frac", opts.ng_perf_frac),
+    ] {
+        if !(0.0..=1.0).contains(&v) {
+            return Err(invalid(format!(
+                "generate: {name} must be a fraction in [0, 1], got {v}"
+            )));
+        }
+    }
+    if opts.text_bytes > MAX_TEXT_BYTES {
+        return Err(invalid(format!(
+            "generate: text_bytes must be at most {MAX_TEXT_BYTES}, got {}",
+            opts.text_bytes
+        )));
+    }
+    let per_task = if opts.fan_out {
+        (opts.agents as u64).checked_mul(opts.repeats as u64)
+    } else {
+        Some(opts.repeats as u64)
+    };
+    per_task
+        .and_then(|p| p.checked_mul(opts.tasks as u64))
+        .filter(|&n| usize::try_from(n).is_ok() && n < u64::MAX / 2)
+        .ok_or_else(|| {
+            invalid(format!(
+                "generate: sweep too large ({} tasks x {} repeats x {} agents)",
+                opts.tasks, opts.repeats, opts.agents
+            ))
+        })
+}
+
+/// Generates a sweep into `out_dir` (created if needed): `materialized_inputs.jsonl`
+/// and `rollouts.jsonl`. Output bytes depend only on `opts` minus `threads`.
+pub fn generate(opts: &GenerateOptions, out_dir: &Path) -> io::Result<GenerateSummary> {
+    let total = validate(opts)?;
+    fs::create_dir_all(out_dir)?;
+    let inputs_path = out_dir.join("materialized_inputs.jsonl");
+    let rollouts_path = out_dir.join("rollouts.jsonl");
+    static SERIAL: AtomicU64 = AtomicU64::new(0);
+    let tag = format!(
+        "tmp.{}.{}",
+        std::process::id(),
+        SERIAL.fetch_add(1, Ordering::Relaxed)
+    );
+    let inputs_tmp = out_dir.join(format!(".materialized_inputs.jsonl.{tag}"));
+    let rollouts_tmp = out_dir.join(format!(".rollouts.jsonl.{tag}"));
+
+    let ctx = Ctx::new(opts, total);
+    let result = write_files(&ctx, opts, &inputs_tmp, &rollouts_tmp).and_then(|counts| {
+        fs::rename(&inputs_tmp, &inputs_path)?;
+        fs::rename(&rollouts_tmp, &rollouts_path)?;
+        Ok(counts)
+    });
+    match result {
+        Ok((rollouts, bytes_inputs, bytes_rollouts)) => Ok(GenerateSummary {
+            rollouts_path,
+            inputs_path,
+            rollouts,
+            expected: total as usize,
+            bytes_rollouts,
+            bytes_inputs,
+        }),
+        Err(e) => {
+            let _ = fs::remove_file(&inputs_tmp);
+            let _ = fs::remove_file(&rollouts_tmp);
+            Err(e)
+        }
+    }
+}
+
+/// A batch of chunks handed from the generating thread to the writer.
+struct Batch {
+    index: u64,
+    chunks: Vec<ChunkOut>,
+}
+
+/// Generates all batches and streams them to the two temporary files.
+/// Returns (rollout lines, input bytes, rollout bytes).
+fn write_files(
+    ctx: &Ctx,
+    opts: &GenerateOptions,
+    inputs_tmp: &Path,
+    rollouts_tmp: &Path,
+) -> io::Result<(usize, u64, u64)> {
+    let pool = rayon::ThreadPoolBuilder::new()
+        .num_threads(opts.threads)
+        .build()
+        .map_err(io::Error::other)?;
+    let inputs = File::create(inputs_tmp)?;
+    let rollouts = File::create(rollouts_tmp)?;
+    let n_chunks = usize::try_from(ctx.num_chunks()).map_err(io::Error::other)?;
+    let n_batches = n_chunks.div_ceil(BATCH_CHUNKS);
+    let seed = opts.seed;
+    // Rendezvous channel: at most one batch being written while the next one
+    // is generated.
+    let (tx, rx) = mpsc::sync_channel::<Batch>(0);
+    std::thread::scope(|scope| {
+        let writer = scope.spawn(move || write_batches(rx, inputs, rollouts, seed));
+        for b in 0..n_batches {
+            let lo = b * BATCH_CHUNKS;
+            let hi = (lo + BATCH_CHUNKS).min(n_chunks);
+            let chunks: Vec<ChunkOut> = pool.install(|| {
+                (lo..hi)
+                    .into_par_iter()
+                    .map(|c| ctx.chunk(c as u64))
+                    .collect()
+            });
+            let batch = Batch {
+                index: b as u64,
+                chunks,
+            };
+            if tx.send(batch).is_err() {
+                break; // the writer failed; its error is reported below
+            }
+        }
+        drop(tx);
+        writer
+            .join()
+            .unwrap_or_else(|_| Err(io::Error::other("generate: writer thread panicked")))
+    })
+}
+
+fn write_batches(
+    rx: mpsc::Receiver<Batch>,
+    mut inputs: File,
+    mut rollouts: File,
+    seed: u64,
+) -> io::Result<(usize, u64, u64)> {
+    let (mut lines_total, mut bytes_i, mut bytes_r) = (0usize, 0u64, 0u64);
+    for batch in rx {
+        let blocks: Vec<&[u8]> = batch.chunks.iter().map(|c| &c.inputs[..]).collect();
+        bytes_i += write_slices(&mut inputs, &blocks)?;
+        let mut lines: Vec<&[u8]> = batch
+            .chunks
+            .iter()
+            .flat_map(|c| c.rollout_lines())
+            .collect();
+        let mut rng = Rng::new(hash(&[seed, batch.index, TAG_SHUFFLE]));
+        for i in (1..lines.len()).rev() {
+            let j = rng.below(i as u64 + 1) as usize;
+            lines.swap(i, j);
+        }
+        bytes_r += write_slices(&mut rollouts, &lines)?;
+        lines_total += lines.len();
+    }
+    Ok((lines_total, bytes_i, bytes_r))
+}
+
+/// Writes all `parts` in order with vectored writes (no copy into a user-space
+/// buffer); returns the byte count.
+fn write_slices(file: &mut File, parts: &[&[u8]]) -> io::Result<u64> {
+    const MAX_IOV: usize = 1024;
+    let mut total = 0u64;
+    let mut slices: Vec<IoSlice<'_>> = Vec::with_capacity(MAX_IOV);
+    for group in parts.chunks(MAX_IOV) {
+        slices.clear();
+        slices.extend(
+            group
+                .iter()
+                .filter(|p| !p.is_empty())
+                .map(|p| IoSlice::new(p)),
+        );
+        total += group.iter().map(|p| p.len() as u64).sum::<u64>();
+        let mut bufs = &mut slices[..];
+        while !bufs.is_empty() {
+            match file.write_vectored(bufs) {
+                Ok(0) => {
+                    return Err(io::Error::new(
+                        io::ErrorKind::WriteZero,
+                        "generate: failed to write output",
+                    ))
+                }
+                Ok(n) => IoSlice::advance_slices(&mut bufs, n),
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(e) => return Err(e),
+            }
+        }
+    }
+    Ok(total)
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,65 @@
+//! The rollout table as a Polars `DataFrame` — the `rollouts` table of the Parquet
+//! export and of SQL queries.
+//!
+//! Schema (in this order):
+//! - `_ng_task_index` (Int64), `_ng_rollout_index` (Int64)
+//! - `run_key` (String, null when nothing names the run), `agent` (String: the run label of SPEC §5)
+//! - `mask_sample` (Boolean)
+//! - every numeric field of SPEC §2 in field order: Int64 when every present value is an
+//!   int or bool, else Float64; null where the field is missing (or not a number)
+//! - every short top-level string field (no numeric values anywhere): String
+
+use polars::prelude::*;
+
+use super::table::{tag, Source};
+use super::RolloutTable;
+use crate::metrics::levels::discover_fields;
+
+/// Builds the rollouts frame. `labels[row]` and `run_keys[row]` come from SPEC §5.
+pub fn rollouts_frame(t: &RolloutTable, run_keys: &[Option<String>], labels: &[Option<String>]) -> PolarsResult<DataFrame> {
+    let n = t.len();
+    let mut cols: Vec<Column> = Vec::new();
+    cols.push(Column::new("_ng_task_index".into(), t.task.clone()));
+    cols.push(Column::new("_ng_rollout_index".into(), t.rollout.clone()));
+    cols.push(Column::new("run_key".into(), run_keys.iter().map(|s| s.as_deref()).collect::<Vec<_>>()));
+    cols.push(Column::new("agent".into(), labels.iter().map(|s| s.as_deref()).collect::<Vec<_>>()));
+    cols.push(Column::new("mask_sample".into(), t.masked.clone()));
+    let mut order: Vec<usize> = (0..n).collect();
+    order.sort_unstable_by_key(|&r| (t.task[r], t.rollout[r]));
+    let fields = discover_fields(t, &order);
+    let mut taken: std::collections::HashSet<String> =
+        ["_ng_task_index", "_ng_rollout_index", "run_key", "agent", "mask_sample"].iter().map(|s| s.to_string()).collect();
+    for f in &fields {
+        if !taken.insert(f.name.clone()) {
+            continue;
+        }
+        let mut all_int = true;
+        let mut vals: Vec<Option<f64>> = Vec::with_capacity(n);
+        for r in 0..n {
+            let (tg, x) = f.at(t, r);
+            if tag::is_numeric(tg) {
+                if tg == tag::FLOAT {
+                    all_int = false;
+                }
+                vals.push(Some(x));
+            } else {
+                vals.push(None);
+            }
+        }
+        if all_int {
+            let v: Vec<Option<i64>> = vals.iter().map(|o| o.map(|x| x as i64)).collect();
+            cols.push(Column::new(f.name.as_str().into(), v));
+        } else {
+            cols.push(Column::new(f.name.as_str().into(), vals));
+        }
+    }
+    for c in &t.columns {
+        if c.source != Source::Top || c.has_numbers() || c.codes.is_empty() || taken.contains(&c.name) {
+            continue;
+        }
+        taken.insert(c.name.clone());
+        let v: Vec<Option<&str>> = (0..n).map(|r| c.str_at(r)).collect();
+        cols.push(Column::new(c.name.as_str().into(), v));
+    }
+    DataFrame::new(n, cols)
+}

@@ -1,0 +1,197 @@
+//! Reading a materialized-inputs JSONL file: one row per expected rollout. We keep the
+//! rollout key, the agent name and server stamp, and where the row's bytes are, so a
+//! task's `sample` can be re-read verbatim later without keeping every row's text.
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+
+use super::lines::{read_pieces, ReadReport};
+use super::rollouts::{describe, NONE};
+use super::scan::{decode_str, key_is, Scalar, Scanner};
+use crate::error::{Error, Location, Result};
+
+/// Expected rollouts, in file order.
+#[derive(Debug, Clone, Default)]
+pub struct InputTable {
+    pub path: PathBuf,
+    pub task: Vec<i64>,
+    pub rollout: Vec<i64>,
+    pub line: Vec<u64>,
+    pub agent: Vec<u32>,
+    pub server: Vec<u32>,
+    pub names: Vec<String>,
+    /// Byte offset and length of each row's line in the file.
+    pub offset: Vec<u64>,
+    pub len: Vec<u32>,
+    pub report: ReadReport,
+}
+
+impl InputTable {
+    pub fn len(&self) -> usize {
+        self.task.len()
+    }
+    pub fn is_empty(&self) -> bool {
+        self.task.is_empty()
+    }
+    pub fn name(&self, id: u32) -> Option<&str> {
+        if id == NONE {
+            None
+        } else {
+            Some(&self.names[id as usize])
+        }
+    }
+}
+
+#[derive(Default)]
+struct Piece {
+    t: InputTable,
+    names: HashMap<String, u32>,
+    warnings: Vec<String>,
+}
+
+impl Piece {
+    fn name(&mut self, s: String) -> u32 {
+        if let Some(&i) = self.names.get(&s) {
+            return i;
+        }
+        let i = self.t.names.len() as u32;
+        self.t.names.push(s.clone());
+        self.names.insert(s, i);
+        i
+    }
+}
+
+/// Reads a materialized-inputs file.
+pub fn read_inputs(path: &Path) -> Result<InputTable> {
+    let (pieces, mut report) = read_pieces(path, |lines| {
+        let mut p = Piece::default();
+        for l in lines {
+            let r: std::result::Result<(i64, i64, u32, u32), (Option<String>, String)> = (|| {
+                if let Err(e) = std::str::from_utf8(l.bytes) {
+                    return Err((None, format!("invalid UTF-8 byte at byte {} of the line; expected UTF-8 text", e.valid_up_to() + 1)));
+                }
+                let mut s = Scanner::new(l.bytes);
+                let inv = |e: super::scan::ScanError| (None, format!("invalid JSON: {} (at byte {} of the line)", e.msg, e.offset + 1));
+                if s.peek() != Some(b'{') {
+                    let what = s.value().map(|v| describe(&v)).unwrap_or("invalid JSON");
+                    return Err((None, format!("expected a JSON object, found {what}")));
+                }
+                s.i += 1;
+                let (mut task, mut rollout, mut agent, mut server) = (None, None, NONE, NONE);
+                let mut first = true;
+                while let Some(k) = s.next_key(&mut first).map_err(inv)? {
+                    if key_is(k, b"_ng_task_index") || key_is(k, b"_ng_rollout_index") {
+                        let name = if key_is(k, b"_ng_task_index") { "_ng_task_index" } else { "_ng_rollout_index" };
+                        match s.value().map_err(inv)? {
+                            Scalar::Int(i) => {
+                                if name == "_ng_task_index" {
+                                    task = Some(i)
+                                } else {
+                                    rollout = Some(i)
+                                }
+                            }
+                            v => return Err((Some(name.to_string()), format!("expected an integer, found {}", describe(&v)))),
+                        }
+                    } else if key_is(k, b"_ng_environment_server") {
+                        if let Scalar::Str(raw, e) = s.value().map_err(inv)? {
+                            let n = decode_str(raw, e).map_err(|m| (Some("_ng_environment_server".to_string()), m.to_string()))?;
+                            server = p.name(n);
+                        }
+                    } else if key_is(k, b"agent_ref") && s.peek() == Some(b'{') {
+                        s.i += 1;
+                        let mut f2 = true;
+                        while let Some(ak) = s.next_key(&mut f2).map_err(inv)? {
+                            let v = s.value().map_err(inv)?;
+                            if key_is(ak, b"name") {
+                                if let Scalar::Str(raw, e) = v {
+                                    let n = decode_str(raw, e).map_err(|m| (Some("agent_ref.name".to_string()), m.to_string()))?;
+                                    agent = p.name(n);
+                                }
+                            }
+                        }
+                    } else {
+                        s.value().map_err(inv)?;
+                    }
+                }
+                s.end().map_err(inv)?;
+                let task = task.ok_or((Some("_ng_task_index".to_string()), "missing; expected an integer task index".to_string()))?;
+                let rollout = rollout.ok_or((Some("_ng_rollout_index".to_string()), "missing; expected an integer rollout index".to_string()))?;
+                Ok((task, rollout, agent, server))
+            })();
+            match r {
+                Ok((task, rollout, agent, server)) => {
+                    p.t.task.push(task);
+                    p.t.rollout.push(rollout);
+                    p.t.agent.push(agent);
+                    p.t.server.push(server);
+                    p.t.line.push(l.number);
+                    p.t.offset.push(l.offset);
+                    p.t.len.push(l.bytes.len() as u32);
+                }
+                Err((key, msg)) => {
+                    if l.unterminated {
+                        p.warnings.push(format!(
+                            "{}, line {}: the last line is cut off (no newline, {msg}); skipped it",
+                            path.display(),
+                            l.number
+                        ));
+                        continue;
+                    }
+                    let mut loc = Location::line(path, l.number);
+                    if let Some(k) = key {
+                        loc = loc.key(&k);
+                    }
+                    return Err(Error::bad(loc, msg));
+                }
+            }
+        }
+        Ok(p)
+    })?;
+    let mut t = InputTable { path: path.to_path_buf(), ..Default::default() };
+    let mut names: HashMap<String, u32> = HashMap::new();
+    for p in pieces {
+        report.warnings.extend(p.warnings);
+        let map: Vec<u32> = p
+            .t
+            .names
+            .into_iter()
+            .map(|n| {
+                let next = t.names.len() as u32;
+                *names.entry(n.clone()).or_insert_with(|| {
+                    t.names.push(n);
+                    next
+                })
+            })
+            .collect();
+        let re = |v: u32| if v == NONE { NONE } else { map[v as usize] };
+        t.agent.extend(p.t.agent.iter().map(|&v| re(v)));
+        t.server.extend(p.t.server.iter().map(|&v| re(v)));
+        t.task.extend(p.t.task);
+        t.rollout.extend(p.t.rollout);
+        t.line.extend(p.t.line);
+        t.offset.extend(p.t.offset);
+        t.len.extend(p.t.len);
+    }
+    t.report = report;
+    if t.is_empty() {
+        return Err(Error::bad(Location::file(path), "no input rows: every line is blank; expected one JSON object per line"));
+    }
+    Ok(t)
+}
+
+/// Re-reads the given rows' raw lines (by offset) from the inputs file.
+pub fn read_rows(t: &InputTable, rows: &[usize]) -> Result<Vec<Vec<u8>>> {
+    use std::io::{Read, Seek, SeekFrom};
+    let mut f = std::fs::File::open(&t.path).map_err(|e| Error::read(&t.path, e))?;
+    let mut order: Vec<usize> = (0..rows.len()).collect();
+    order.sort_by_key(|&i| t.offset[rows[i]]);
+    let mut out = vec![Vec::new(); rows.len()];
+    for i in order {
+        let r = rows[i];
+        let mut buf = vec![0u8; t.len[r] as usize];
+        f.seek(SeekFrom::Start(t.offset[r])).map_err(|e| Error::read(&t.path, e))?;
+        f.read_exact(&mut buf).map_err(|e| Error::read(&t.path, e))?;
+        out[i] = buf;
+    }
+    Ok(out)
+}

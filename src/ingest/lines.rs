@@ -1,0 +1,167 @@
+//! Parallel, bounded-memory reading of a JSONL file.
+//!
+//! The file is read in large blocks (never the whole file); each block is cut at line
+//! boundaries into pieces that are parsed in parallel with rayon. A piece's parser sees
+//! raw line bytes with their 1-based line numbers and its own byte offset in the file,
+//! and returns a partial result; results come back in file order. Memory therefore
+//! follows what the parsers keep, not the size of the file.
+
+use std::fs::File;
+use std::io::Read;
+use std::path::Path;
+
+use rayon::prelude::*;
+
+use crate::error::{Error, Location, Result};
+
+/// Size of one read block. Two blocks are alive at most (current + carried tail).
+const BLOCK: usize = 32 << 20;
+
+/// One line handed to a piece parser.
+pub struct Line<'a> {
+    /// The bytes without the trailing newline (and without a trailing `\r`).
+    pub bytes: &'a [u8],
+    /// 1-based line number in the file.
+    pub number: u64,
+    /// Byte offset of the line's first byte in the file.
+    pub offset: u64,
+    /// True for the file's last line when it has no trailing newline (a cut-off write).
+    pub unterminated: bool,
+}
+
+/// What a reader found besides the parsed results.
+#[derive(Debug, Default, Clone)]
+pub struct ReadReport {
+    pub lines: u64,
+    pub bytes: u64,
+    /// Warnings to print (already phrased, one line each).
+    pub warnings: Vec<String>,
+}
+
+/// Reads `path` and calls `parse` on pieces of consecutive lines in parallel. `parse`
+/// receives the lines of a piece (blank lines already removed) and returns a `T`.
+/// Results are returned in file order.
+pub fn read_pieces<T, F>(path: &Path, parse: F) -> Result<(Vec<T>, ReadReport)>
+where
+    T: Send,
+    F: Fn(&[Line<'_>]) -> Result<T> + Sync,
+{
+    let mut file = File::open(path).map_err(|e| Error::read(path, e))?;
+    let mut report = ReadReport::default();
+    let mut out: Vec<T> = Vec::new();
+    let mut buf: Vec<u8> = Vec::with_capacity(BLOCK + (1 << 20));
+    let mut carry: Vec<u8> = Vec::new();
+    let mut file_offset: u64 = 0; // offset of buf[0]
+    let mut line_no: u64 = 0; // lines before buf[0]
+    let pieces_per_block = rayon::current_num_threads().max(1) * 4;
+    let mut eof = false;
+    while !eof {
+        buf.clear();
+        buf.extend_from_slice(&carry);
+        carry.clear();
+        // Fill up to BLOCK bytes.
+        let start_len = buf.len();
+        let want = BLOCK.max(start_len + (1 << 20));
+        buf.resize(want, 0);
+        let mut filled = start_len;
+        while filled < want {
+            let n = file.read(&mut buf[filled..]).map_err(|e| Error::read(path, e))?;
+            if n == 0 {
+                eof = true;
+                break;
+            }
+            filled += n;
+        }
+        buf.truncate(filled);
+        report.bytes += (filled - start_len) as u64;
+        // Cut at the last newline unless at EOF; the tail is carried to the next block.
+        let usable = if eof {
+            buf.len()
+        } else {
+            match memchr::memrchr(b'\n', &buf) {
+                Some(p) => p + 1,
+                None => {
+                    // A single line longer than the block: keep reading into it.
+                    carry = std::mem::take(&mut buf);
+                    continue;
+                }
+            }
+        };
+        carry.extend_from_slice(&buf[usable..]);
+        let data = &buf[..usable];
+        if data.is_empty() {
+            continue;
+        }
+        // Cut into pieces at newlines.
+        let target = data.len().div_ceil(pieces_per_block).max(1 << 16);
+        let mut bounds = Vec::new();
+        let mut s = 0;
+        while s < data.len() {
+            let e = if s + target >= data.len() {
+                data.len()
+            } else {
+                match memchr::memchr(b'\n', &data[s + target..]) {
+                    Some(p) => s + target + p + 1,
+                    None => data.len(),
+                }
+            };
+            bounds.push((s, e));
+            s = e;
+        }
+        // Line counts per piece, to number lines.
+        let counts: Vec<u64> = bounds
+            .par_iter()
+            .map(|&(s, e)| {
+                let d = &data[s..e];
+                let n = memchr::memchr_iter(b'\n', d).count() as u64;
+                n + u64::from(!d.is_empty() && *d.last().unwrap() != b'\n')
+            })
+            .collect();
+        let mut firsts = Vec::with_capacity(counts.len());
+        let mut acc = line_no;
+        for c in &counts {
+            firsts.push(acc);
+            acc += c;
+        }
+        let is_last_block = eof;
+        let results: Vec<Result<T>> = bounds
+            .par_iter()
+            .zip(firsts.par_iter())
+            .map(|(&(s, e), &first)| {
+                let d = &data[s..e];
+                let mut lines = Vec::new();
+                let mut pos = 0;
+                let mut no = first;
+                while pos < d.len() {
+                    let end = memchr::memchr(b'\n', &d[pos..]).map(|p| pos + p);
+                    let (raw, next, terminated) = match end {
+                        Some(p) => (&d[pos..p], p + 1, true),
+                        None => (&d[pos..], d.len(), false),
+                    };
+                    no += 1;
+                    let raw = raw.strip_suffix(b"\r").unwrap_or(raw);
+                    if !raw.iter().all(|c| matches!(c, b' ' | b'\t' | b'\r')) {
+                        lines.push(Line {
+                            bytes: raw,
+                            number: no,
+                            offset: file_offset + (s + pos) as u64,
+                            unterminated: !terminated && is_last_block && e == data.len(),
+                        });
+                    }
+                    pos = next;
+                }
+                parse(&lines)
+            })
+            .collect();
+        for r in results {
+            out.push(r?);
+        }
+        line_no = acc;
+        file_offset += usable as u64;
+    }
+    report.lines = line_no;
+    if report.bytes == 0 {
+        return Err(Error::bad(Location::file(path), "the file is empty; expected one JSON object per line"));
+    }
+    Ok((out, report))
+}

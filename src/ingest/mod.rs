@@ -1,0 +1,17 @@
+//! Ingest: NeMo Gym rollout and materialized-input JSONL files into typed columns.
+//!
+//! Files are read in bounded blocks and parsed in parallel (see [`lines`]); the JSON
+//! scanner ([`scan`]) skips model payloads without building them. The result is a
+//! [`RolloutTable`] (one row per rollout, one column per scalar field) and an
+//! [`InputTable`] (one row per expected rollout, with where its bytes are).
+
+pub mod frame;
+pub mod inputs;
+pub mod lines;
+pub mod rollouts;
+pub mod scan;
+pub mod table;
+
+pub use inputs::{read_inputs, InputTable};
+pub use rollouts::{read_rollouts, RolloutTable};
+pub use table::{tag, Column, Source};

@@ -1,0 +1,439 @@
+//! Reading a rollouts JSONL file (SPEC §1–2) into a [`RolloutTable`].
+//!
+//! Per line we keep: the task and rollout indexes, the agent name and server stamp,
+//! `mask_sample` (Python truthiness), every scalar top-level field, the scalar keys of
+//! `response.usage` and of `ng_perf`, and the line's key order (interned). Everything
+//! else — model output, prompts, nested verifier payloads — is skipped unread.
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+
+use super::lines::{read_pieces, Line, ReadReport};
+use super::scan::{decode_str, key_is, Scalar, ScanError, Scanner};
+use super::table::{concat_columns, tag, Column, ColumnsBuilder, Interner, Source, MAX_KEPT_STR};
+use crate::error::{Error, Location, Result};
+
+/// Separates top-level column ids from usage column ids in a key-order sequence.
+pub const SEP: u32 = u32::MAX;
+/// "No name" in the name columns.
+pub const NONE: u32 = u32::MAX;
+
+/// All rollouts of one file, in file order.
+#[derive(Debug, Clone)]
+pub struct RolloutTable {
+    pub path: PathBuf,
+    pub task: Vec<i64>,
+    pub rollout: Vec<i64>,
+    /// 1-based line number of each row.
+    pub line: Vec<u64>,
+    pub masked: Vec<bool>,
+    /// `agent_ref.name` as an index into `names`, or [`NONE`].
+    pub agent: Vec<u32>,
+    /// `_ng_environment_server` as an index into `names`, or [`NONE`].
+    pub server: Vec<u32>,
+    pub names: Vec<String>,
+    /// Whether the row has an `ng_perf` object.
+    pub perf: Vec<bool>,
+    pub columns: Vec<Column>,
+    /// Per row, an index into `orders`: the row's top-level column ids in file order,
+    /// then [`SEP`], then its usage column ids in file order.
+    pub order: Vec<u32>,
+    pub orders: Vec<Vec<u32>>,
+    pub report: ReadReport,
+}
+
+impl RolloutTable {
+    pub fn len(&self) -> usize {
+        self.task.len()
+    }
+    pub fn is_empty(&self) -> bool {
+        self.task.is_empty()
+    }
+    pub fn name(&self, id: u32) -> Option<&str> {
+        if id == NONE {
+            None
+        } else {
+            Some(&self.names[id as usize])
+        }
+    }
+    /// Index of a column by source and name.
+    pub fn column(&self, source: Source, name: &str) -> Option<usize> {
+        self.columns.iter().position(|c| c.source == source && c.name == name)
+    }
+}
+
+#[derive(Default)]
+struct Piece {
+    task: Vec<i64>,
+    rollout: Vec<i64>,
+    line: Vec<u64>,
+    masked: Vec<bool>,
+    agent: Vec<u32>,
+    server: Vec<u32>,
+    names: Interner2,
+    perf: Vec<bool>,
+    cols: ColumnsBuilder,
+    order: Vec<u32>,
+    orders: Interner,
+    warnings: Vec<String>,
+}
+
+#[derive(Default)]
+struct Interner2 {
+    list: Vec<String>,
+    index: HashMap<String, u32>,
+}
+
+impl Interner2 {
+    fn get(&mut self, s: String) -> u32 {
+        if let Some(&i) = self.index.get(&s) {
+            return i;
+        }
+        let i = self.list.len() as u32;
+        self.list.push(s.clone());
+        self.index.insert(s, i);
+        i
+    }
+}
+
+/// Python truthiness of a JSON value.
+fn truthy(v: &Scalar<'_>) -> bool {
+    match *v {
+        Scalar::Null => false,
+        Scalar::Bool(b) => b,
+        Scalar::Int(i) => i != 0,
+        Scalar::Float(f) => f != 0.0,
+        Scalar::Str(s, _) => !s.is_empty(),
+        Scalar::Container { empty, .. } => !empty,
+    }
+}
+
+fn scalar_tag(v: &Scalar<'_>) -> Option<(u8, f64)> {
+    Some(match *v {
+        Scalar::Null => (tag::NULL, 0.0),
+        Scalar::Bool(b) => (tag::BOOL, if b { 1.0 } else { 0.0 }),
+        Scalar::Int(i) => (tag::INT, i as f64),
+        Scalar::Float(f) => (tag::FLOAT, f),
+        Scalar::Str(s, _) if s.len() > MAX_KEPT_STR => (tag::LONG_STR, 0.0),
+        Scalar::Str(..) => return None,
+        Scalar::Container { .. } => return None,
+    })
+}
+
+struct LineErr {
+    offset: Option<usize>,
+    key: Option<String>,
+    msg: String,
+}
+
+impl From<ScanError> for LineErr {
+    fn from(e: ScanError) -> Self {
+        LineErr { offset: Some(e.offset), key: None, msg: format!("invalid JSON: {}", e.msg) }
+    }
+}
+
+fn key_string(k: (&[u8], bool)) -> Vec<u8> {
+    if k.1 {
+        decode_str(k.0, true).map(|s| s.into_bytes()).unwrap_or_else(|_| k.0.to_vec())
+    } else {
+        k.0.to_vec()
+    }
+}
+
+fn index_value(v: Scalar<'_>, key: &str) -> std::result::Result<i64, LineErr> {
+    match v {
+        Scalar::Int(i) => Ok(i),
+        other => Err(LineErr {
+            offset: None,
+            key: Some(key.to_string()),
+            msg: format!("expected an integer, found {}", describe(&other)),
+        }),
+    }
+}
+
+pub(crate) fn describe(v: &Scalar<'_>) -> &'static str {
+    match v {
+        Scalar::Null => "null",
+        Scalar::Bool(_) => "a bool",
+        Scalar::Int(_) => "an integer",
+        Scalar::Float(_) => "a float",
+        Scalar::Str(..) => "a string",
+        Scalar::Container { object: true, .. } => "an object",
+        Scalar::Container { object: false, .. } => "an array",
+    }
+}
+
+impl Piece {
+    fn parse_line(
+        &mut self,
+        l: &Line<'_>,
+        prev: &[u32],
+        top_ids: &mut Vec<u32>,
+        usage_ids: &mut Vec<u32>,
+    ) -> std::result::Result<(), LineErr> {
+        let row = self.task.len();
+        if std::str::from_utf8(l.bytes).is_err() {
+            let bad = std::str::from_utf8(l.bytes).unwrap_err().valid_up_to();
+            return Err(LineErr { offset: Some(bad), key: None, msg: "invalid UTF-8 byte; expected UTF-8 text".into() });
+        }
+        let mut s = Scanner::new(l.bytes);
+        if s.peek() != Some(b'{') {
+            let what = match s.value() {
+                Ok(v) => describe(&v),
+                Err(_) => "invalid JSON",
+            };
+            return Err(LineErr { offset: Some(0), key: None, msg: format!("expected a JSON object, found {what}") });
+        }
+        s.i += 1;
+        top_ids.clear();
+        usage_ids.clear();
+        let prev = if prev.is_empty() { None } else { Some(prev) };
+        let mut task: Option<i64> = None;
+        let mut rollout: Option<i64> = None;
+        let mut agent = NONE;
+        let mut server = NONE;
+        let mut masked = false;
+        let mut perf = false;
+        let mut first = true;
+        while let Some(k) = s.next_key(&mut first)? {
+            let kb = k.0;
+            if key_is(k, b"_ng_task_index") {
+                task = Some(index_value(s.value()?, "_ng_task_index")?);
+            } else if key_is(k, b"_ng_rollout_index") {
+                rollout = Some(index_value(s.value()?, "_ng_rollout_index")?);
+            } else if key_is(k, b"_ng_environment_server") {
+                if let Scalar::Str(raw, e) = s.value()? {
+                    let name = decode_str(raw, e).map_err(|m| LineErr { offset: None, key: Some("_ng_environment_server".into()), msg: m.into() })?;
+                    server = self.names.get(name);
+                }
+            } else if !kb.is_empty() && kb[0] == b'_' {
+                s.value()?;
+            } else if key_is(k, b"response") {
+                if s.peek() == Some(b'{') {
+                    s.i += 1;
+                    let mut f2 = true;
+                    while let Some(rk) = s.next_key(&mut f2)? {
+                        if key_is(rk, b"usage") && s.peek() == Some(b'{') {
+                            s.i += 1;
+                            let mut f3 = true;
+                            while let Some(uk) = s.next_key(&mut f3)? {
+                                let v = s.value()?;
+                                if let Some((t, x)) = scalar_tag(&v) {
+                                    let key = key_string(uk);
+                                    let guess = prev.as_ref().and_then(|p| {
+                                        let at = p.iter().position(|&c| c == SEP)? + 1 + usage_ids.len();
+                                        p.get(at).copied()
+                                    });
+                                    let id = self.cols.id_guess(Source::Usage, &key, guess);
+                                    self.cols.set(id, row, t, x);
+                                    usage_ids.push(id);
+                                }
+                            }
+                        } else {
+                            s.value()?;
+                        }
+                    }
+                } else {
+                    s.value()?;
+                }
+            } else if key_is(k, b"agent_ref") {
+                if s.peek() == Some(b'{') {
+                    s.i += 1;
+                    let mut f2 = true;
+                    while let Some(ak) = s.next_key(&mut f2)? {
+                        let v = s.value()?;
+                        if key_is(ak, b"name") {
+                            if let Scalar::Str(raw, e) = v {
+                                let name = decode_str(raw, e).map_err(|m| LineErr { offset: None, key: Some("agent_ref.name".into()), msg: m.into() })?;
+                                agent = self.names.get(name);
+                            }
+                        }
+                    }
+                } else {
+                    s.value()?;
+                }
+            } else if key_is(k, b"mask_sample") {
+                masked = truthy(&s.value()?);
+            } else if key_is(k, b"ng_perf") {
+                if s.peek() == Some(b'{') {
+                    perf = true;
+                    s.i += 1;
+                    let mut f2 = true;
+                    while let Some(pk) = s.next_key(&mut f2)? {
+                        let v = s.value()?;
+                        if let Some((t, x)) = scalar_tag(&v) {
+                            let key = key_string(pk);
+                            let id = self.cols.id(Source::Perf, &key);
+                            self.cols.set(id, row, t, x);
+                        }
+                    }
+                } else {
+                    s.value()?;
+                }
+            } else {
+                let v = s.value()?;
+                let guess = prev.as_ref().and_then(|p| p.get(top_ids.len()).copied()).filter(|&c| c != SEP);
+                match v {
+                    Scalar::Container { .. } => {}
+                    Scalar::Str(raw, e) if raw.len() <= MAX_KEPT_STR => {
+                        let key = key_string(k);
+                        let id = self.cols.id_guess(Source::Top, &key, guess);
+                        let text = decode_str(raw, e).map_err(|m| LineErr { offset: None, key: Some(String::from_utf8_lossy(&key).into()), msg: m.into() })?;
+                        self.cols.set_str(id, row, text);
+                        top_ids.push(id);
+                    }
+                    other => {
+                        if let Some((t, x)) = scalar_tag(&other) {
+                            let key = key_string(k);
+                            let id = self.cols.id_guess(Source::Top, &key, guess);
+                            self.cols.set(id, row, t, x);
+                            top_ids.push(id);
+                        }
+                    }
+                }
+            }
+        }
+        s.end()?;
+        let task = task.ok_or_else(|| LineErr {
+            offset: None,
+            key: Some("_ng_task_index".into()),
+            msg: "missing; expected an integer task index (rows without task indexes would all collide at rollout key (0, 0))".into(),
+        })?;
+        let rollout = rollout.ok_or_else(|| LineErr {
+            offset: None,
+            key: Some("_ng_rollout_index".into()),
+            msg: "missing; expected an integer rollout index (rows without rollout indexes collide at one rollout key)".into(),
+        })?;
+        top_ids.push(SEP);
+        top_ids.extend_from_slice(usage_ids);
+        let o = self.orders.intern(top_ids);
+        self.task.push(task);
+        self.rollout.push(rollout);
+        self.line.push(l.number);
+        self.masked.push(masked);
+        self.agent.push(agent);
+        self.server.push(server);
+        self.perf.push(perf);
+        self.order.push(o);
+        Ok(())
+    }
+}
+
+/// Reads a rollouts file. A last line cut off mid-write is dropped with a warning.
+pub fn read_rollouts(path: &Path) -> Result<RolloutTable> {
+    let (pieces, mut report) = read_pieces(path, |lines| {
+        let mut p = Piece::default();
+        let mut top = Vec::new();
+        let mut usage = Vec::new();
+        let mut prev: Vec<u32> = Vec::new();
+        let mut prev_id = u32::MAX;
+        for l in lines {
+            let r = p.parse_line(l, &prev, &mut top, &mut usage);
+            if r.is_ok() {
+                let id = *p.order.last().unwrap();
+                if id != prev_id {
+                    prev_id = id;
+                    prev = p.orders.seqs[id as usize].clone();
+                }
+            }
+            if let Err(e) = r {
+                // Undo a half-written row: columns may hold a value for it.
+                let row = p.task.len();
+                for c in &mut p.cols.cols {
+                    c.tags.truncate(row);
+                    c.nums.truncate(row);
+                    c.codes.truncate(row);
+                }
+                if l.unterminated {
+                    p.warnings.push(format!(
+                        "{}, line {}: the last line is cut off (no newline, {}); skipped it, as from a run that crashed mid-write",
+                        path.display(),
+                        l.number,
+                        e.msg
+                    ));
+                    continue;
+                }
+                let mut loc = Location::line(path, l.number);
+                if let Some(k) = &e.key {
+                    loc = loc.key(k);
+                }
+                let msg = match e.offset {
+                    Some(off) if e.key.is_none() => format!("{} (at byte {} of the line)", e.msg, off + 1),
+                    _ => e.msg,
+                };
+                return Err(Error::bad(loc, msg));
+            }
+        }
+        Ok(p)
+    })?;
+    let mut t = RolloutTable {
+        path: path.to_path_buf(),
+        task: Vec::new(),
+        rollout: Vec::new(),
+        line: Vec::new(),
+        masked: Vec::new(),
+        agent: Vec::new(),
+        server: Vec::new(),
+        names: Vec::new(),
+        perf: Vec::new(),
+        columns: Vec::new(),
+        order: Vec::new(),
+        orders: Vec::new(),
+        report: ReadReport::default(),
+    };
+    let mut names = Interner2::default();
+    let mut orders = Interner::default();
+    let mut col_pieces = Vec::with_capacity(pieces.len());
+    let mut piece_meta = Vec::with_capacity(pieces.len());
+    for p in pieces {
+        let rows = p.task.len();
+        report.warnings.extend(p.warnings);
+        let name_map: Vec<u32> = p.names.list.into_iter().map(|n| names.get(n)).collect();
+        let remap_name = |v: u32| if v == NONE { NONE } else { name_map[v as usize] };
+        t.agent.extend(p.agent.iter().map(|&v| remap_name(v)));
+        t.server.extend(p.server.iter().map(|&v| remap_name(v)));
+        t.task.extend(p.task);
+        t.rollout.extend(p.rollout);
+        t.line.extend(p.line);
+        t.masked.extend(p.masked);
+        t.perf.extend(p.perf);
+        piece_meta.push((p.order, p.orders));
+        col_pieces.push((p.cols.finish(rows), rows));
+    }
+    let (columns, maps) = concat_columns(col_pieces);
+    for ((order, local), map) in piece_meta.into_iter().zip(&maps) {
+        let remapped: Vec<u32> = local
+            .seqs
+            .iter()
+            .map(|seq| {
+                let g: Vec<u32> = seq.iter().map(|&c| if c == SEP { SEP } else { map[c as usize] }).collect();
+                orders.intern(&g)
+            })
+            .collect();
+        t.order.extend(order.into_iter().map(|o| remapped[o as usize]));
+    }
+    for c in &columns {
+        if c.source != Source::Top {
+            continue;
+        }
+        let nums = c.tags.iter().filter(|&&x| tag::is_numeric(x)).count();
+        let strs = c.tags.iter().filter(|&&x| x == tag::STR || x == tag::LONG_STR).count();
+        if nums > 0 && strs > 0 {
+            report.warnings.push(format!(
+                "{}: field `{}` is a number in {nums} row{} and a string in {strs} row{}; the string rows count as missing for it",
+                path.display(),
+                c.name,
+                if nums == 1 { "" } else { "s" },
+                if strs == 1 { "" } else { "s" }
+            ));
+        }
+    }
+    t.columns = columns;
+    t.orders = orders.seqs;
+    t.names = names.list;
+    t.report = report;
+    if t.is_empty() {
+        return Err(Error::bad(Location::file(path), "no rollout rows: every line is blank; expected one JSON object per line"));
+    }
+    Ok(t)
+}

@@ -1,0 +1,412 @@
+//! A small, strict JSON scanner over one line of bytes.
+//!
+//! Rollout lines are mostly model text that no statistic needs. The scanner reads keys
+//! and scalar values where we ask for them and *skips* everything else: a skipped string
+//! is crossed with `memchr` (SIMD) to its closing quote, and a skipped object or array
+//! is crossed by matching brackets without building anything. Nothing is allocated
+//! except for the strings we decide to keep.
+//!
+//! Accepted beyond RFC 8259, because Python writes them: the tokens `NaN`, `Infinity`
+//! and `-Infinity` as numbers.
+
+/// A scalar or a skipped container, as seen by the scanner.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Scalar<'a> {
+    Null,
+    Bool(bool),
+    Int(i64),
+    Float(f64),
+    /// Raw string content between the quotes (escapes not yet decoded) and whether it
+    /// holds any backslash.
+    Str(&'a [u8], bool),
+    /// An object or array that was skipped; `empty` tells Python truthiness.
+    Container { object: bool, empty: bool },
+}
+
+/// Why a line failed to scan, with the byte offset.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ScanError {
+    pub offset: usize,
+    pub msg: &'static str,
+}
+
+pub type ScanResult<T> = Result<T, ScanError>;
+
+/// Cursor over one line.
+pub struct Scanner<'a> {
+    pub b: &'a [u8],
+    pub i: usize,
+}
+
+#[inline]
+fn is_ws(c: u8) -> bool {
+    matches!(c, b' ' | b'\t' | b'\r' | b'\n')
+}
+
+impl<'a> Scanner<'a> {
+    pub fn new(b: &'a [u8]) -> Self {
+        Scanner { b, i: 0 }
+    }
+
+    #[inline]
+    fn err<T>(&self, msg: &'static str) -> ScanResult<T> {
+        Err(ScanError { offset: self.i, msg })
+    }
+
+    #[inline]
+    pub fn ws(&mut self) {
+        while self.i < self.b.len() && is_ws(self.b[self.i]) {
+            self.i += 1;
+        }
+    }
+
+    #[inline]
+    pub fn peek(&mut self) -> Option<u8> {
+        self.ws();
+        self.b.get(self.i).copied()
+    }
+
+    #[inline]
+    pub fn expect(&mut self, c: u8, msg: &'static str) -> ScanResult<()> {
+        if self.peek() == Some(c) {
+            self.i += 1;
+            Ok(())
+        } else {
+            self.err(msg)
+        }
+    }
+
+    /// After the whole value: only whitespace may follow.
+    pub fn end(&mut self) -> ScanResult<()> {
+        self.ws();
+        if self.i == self.b.len() {
+            Ok(())
+        } else {
+            self.err("unexpected text after the JSON value")
+        }
+    }
+
+    /// Reads a string starting at the opening quote; returns its raw content.
+    #[inline]
+    pub fn string(&mut self) -> ScanResult<(&'a [u8], bool)> {
+        if self.peek() != Some(b'"') {
+            return self.err("expected a string");
+        }
+        self.i += 1;
+        let start = self.i;
+        let mut escaped = false;
+        loop {
+            match memchr::memchr2(b'"', b'\\', &self.b[self.i..]) {
+                None => {
+                    self.i = self.b.len();
+                    return self.err("unterminated string");
+                }
+                Some(off) => {
+                    self.i += off;
+                    if self.b[self.i] == b'"' {
+                        let s = &self.b[start..self.i];
+                        self.i += 1;
+                        return Ok((s, escaped));
+                    }
+                    escaped = true;
+                    self.i += 2; // backslash and the escaped byte
+                    if self.i > self.b.len() {
+                        self.i = self.b.len();
+                        return self.err("unterminated string");
+                    }
+                }
+            }
+        }
+    }
+
+    /// Object protocol: call after `{`; returns the next key or None at `}`.
+    #[inline]
+    pub fn next_key(&mut self, first: &mut bool) -> ScanResult<Option<(&'a [u8], bool)>> {
+        match self.peek() {
+            Some(b'}') => {
+                self.i += 1;
+                return Ok(None);
+            }
+            Some(b',') if !*first => {
+                self.i += 1;
+            }
+            Some(b'"') if *first => {}
+            _ => return self.err("expected `,` or `}` in object"),
+        }
+        *first = false;
+        let k = self.string()?;
+        self.expect(b':', "expected `:` after an object key")?;
+        Ok(Some(k))
+    }
+
+    /// Reads any value: scalars are returned, containers are skipped.
+    #[inline]
+    pub fn value(&mut self) -> ScanResult<Scalar<'a>> {
+        match self.peek() {
+            Some(b'"') => {
+                let (s, e) = self.string()?;
+                Ok(Scalar::Str(s, e))
+            }
+            Some(b'{') | Some(b'[') => self.skip_container(),
+            Some(b't') => self.lit(b"true", Scalar::Bool(true)),
+            Some(b'f') => self.lit(b"false", Scalar::Bool(false)),
+            Some(b'n') => self.lit(b"null", Scalar::Null),
+            Some(b'N') => self.lit(b"NaN", Scalar::Float(f64::NAN)),
+            Some(b'I') => self.lit(b"Infinity", Scalar::Float(f64::INFINITY)),
+            Some(b'-') if self.b[self.i..].starts_with(b"-Infinity") => {
+                self.i += 9;
+                Ok(Scalar::Float(f64::NEG_INFINITY))
+            }
+            Some(c) if c == b'-' || c.is_ascii_digit() => self.number(),
+            Some(_) => self.err("expected a JSON value"),
+            None => self.err("unexpected end of line, expected a JSON value"),
+        }
+    }
+
+    #[inline]
+    fn lit(&mut self, word: &[u8], v: Scalar<'a>) -> ScanResult<Scalar<'a>> {
+        if self.b[self.i..].starts_with(word) {
+            self.i += word.len();
+            Ok(v)
+        } else {
+            self.err("expected a JSON value")
+        }
+    }
+
+    fn number(&mut self) -> ScanResult<Scalar<'a>> {
+        let start = self.i;
+        let b = self.b;
+        let mut i = self.i;
+        if b[i] == b'-' {
+            i += 1;
+        }
+        let int_start = i;
+        while i < b.len() && b[i].is_ascii_digit() {
+            i += 1;
+        }
+        if i == int_start {
+            self.i = i;
+            return self.err("invalid number");
+        }
+        if b[int_start] == b'0' && i - int_start > 1 {
+            self.i = int_start;
+            return self.err("invalid number (leading zero)");
+        }
+        let mut float = false;
+        if i < b.len() && b[i] == b'.' {
+            float = true;
+            i += 1;
+            let f = i;
+            while i < b.len() && b[i].is_ascii_digit() {
+                i += 1;
+            }
+            if i == f {
+                self.i = i;
+                return self.err("invalid number");
+            }
+        }
+        if i < b.len() && (b[i] == b'e' || b[i] == b'E') {
+            float = true;
+            i += 1;
+            if i < b.len() && (b[i] == b'+' || b[i] == b'-') {
+                i += 1;
+            }
+            let f = i;
+            while i < b.len() && b[i].is_ascii_digit() {
+                i += 1;
+            }
+            if i == f {
+                self.i = i;
+                return self.err("invalid number");
+            }
+        }
+        self.i = i;
+        // SAFETY-free: the slice is ASCII digits, sign, dot, exponent.
+        let text = std::str::from_utf8(&b[start..i]).unwrap_or("0");
+        if !float {
+            if let Ok(v) = text.parse::<i64>() {
+                return Ok(Scalar::Int(v));
+            }
+        }
+        match text.parse::<f64>() {
+            Ok(v) => Ok(Scalar::Float(v)),
+            Err(_) => self.err("invalid number"),
+        }
+    }
+
+    /// Skips an object or array starting at its opening bracket, checking that brackets
+    /// match and strings terminate. Returns whether it was an object and whether empty.
+    pub fn skip_container(&mut self) -> ScanResult<Scalar<'a>> {
+        let open = self.b[self.i];
+        let object = open == b'{';
+        self.i += 1;
+        let empty = matches!(self.peek(), Some(b'}') | Some(b']'));
+        // Nesting stack as a bit string: 1 = object, 0 = array; deep lines fall back to a Vec.
+        let mut stack: Vec<u8> = Vec::new();
+        stack.push(open);
+        let b = self.b;
+        let mut i = self.i;
+        while i < b.len() {
+            let c = b[i];
+            match c {
+                b'"' => {
+                    i += 1;
+                    loop {
+                        match memchr::memchr2(b'"', b'\\', &b[i..]) {
+                            None => {
+                                self.i = b.len();
+                                return self.err("unterminated string");
+                            }
+                            Some(off) => {
+                                i += off;
+                                if b[i] == b'"' {
+                                    i += 1;
+                                    break;
+                                }
+                                i += 2;
+                                if i > b.len() {
+                                    self.i = b.len();
+                                    return self.err("unterminated string");
+                                }
+                            }
+                        }
+                    }
+                    continue;
+                }
+                b'{' | b'[' => stack.push(c),
+                b'}' | b']' => {
+                    let want = if c == b'}' { b'{' } else { b'[' };
+                    if stack.pop() != Some(want) {
+                        self.i = i;
+                        return self.err("mismatched bracket");
+                    }
+                    if stack.is_empty() {
+                        self.i = i + 1;
+                        return Ok(Scalar::Container { object, empty });
+                    }
+                }
+                _ => {}
+            }
+            i += 1;
+        }
+        self.i = b.len();
+        self.err("unexpected end of line inside an object or array")
+    }
+}
+
+/// Decodes a raw JSON string body (as returned by [`Scanner::string`]).
+pub fn decode_str(raw: &[u8], escaped: bool) -> Result<String, &'static str> {
+    if !escaped {
+        return std::str::from_utf8(raw).map(|s| s.to_string()).map_err(|_| "invalid UTF-8 in string");
+    }
+    let mut out: Vec<u8> = Vec::with_capacity(raw.len());
+    let mut i = 0;
+    while i < raw.len() {
+        let c = raw[i];
+        if c != b'\\' {
+            out.push(c);
+            i += 1;
+            continue;
+        }
+        let e = *raw.get(i + 1).ok_or("bad escape")?;
+        i += 2;
+        match e {
+            b'"' => out.push(b'"'),
+            b'\\' => out.push(b'\\'),
+            b'/' => out.push(b'/'),
+            b'b' => out.push(8),
+            b'f' => out.push(12),
+            b'n' => out.push(b'\n'),
+            b'r' => out.push(b'\r'),
+            b't' => out.push(b'\t'),
+            b'u' => {
+                let hex = |s: &[u8]| -> Result<u32, &'static str> {
+                    let s = std::str::from_utf8(s).map_err(|_| "bad \\u escape")?;
+                    u32::from_str_radix(s, 16).map_err(|_| "bad \\u escape")
+                };
+                let cp = hex(raw.get(i..i + 4).ok_or("bad \\u escape")?)?;
+                i += 4;
+                let ch = if (0xD800..0xDC00).contains(&cp) && raw.get(i..i + 2) == Some(b"\\u") {
+                    let lo = hex(raw.get(i + 2..i + 6).ok_or("bad \\u escape")?)?;
+                    if (0xDC00..0xE000).contains(&lo) {
+                        i += 6;
+                        char::from_u32(0x10000 + ((cp - 0xD800) << 10) + (lo - 0xDC00))
+                    } else {
+                        None
+                    }
+                } else {
+                    char::from_u32(cp)
+                };
+                let ch = ch.unwrap_or('\u{FFFD}');
+                let mut buf = [0u8; 4];
+                out.extend_from_slice(ch.encode_utf8(&mut buf).as_bytes());
+            }
+            _ => return Err("bad escape"),
+        }
+    }
+    String::from_utf8(out).map_err(|_| "invalid UTF-8 in string")
+}
+
+/// Compares a raw key with a plain ASCII name (keys with escapes never match).
+#[inline]
+pub fn key_is(raw: (&[u8], bool), name: &[u8]) -> bool {
+    !raw.1 && raw.0 == name
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn scans_scalars_and_skips_containers() {
+        let line = br#"{"a": 1, "b": -2.5e3, "c": {"x": [1, {"y": "}]\""}]}, "d": "q\"z", "e": NaN, "f": -Infinity, "g": null, "h": true, "i": []}"#;
+        let mut s = Scanner::new(line);
+        s.expect(b'{', "obj").unwrap();
+        let mut first = true;
+        let mut got = Vec::new();
+        while let Some(k) = s.next_key(&mut first).unwrap() {
+            got.push((decode_str(k.0, k.1).unwrap(), s.value().unwrap()));
+        }
+        s.end().unwrap();
+        assert_eq!(got[0].1, Scalar::Int(1));
+        assert_eq!(got[1].1, Scalar::Float(-2500.0));
+        assert_eq!(got[2].1, Scalar::Container { object: true, empty: false });
+        assert_eq!(got[3].1, Scalar::Str(br#"q\"z"#, true));
+        assert!(matches!(got[4].1, Scalar::Float(v) if v.is_nan()));
+        assert_eq!(got[5].1, Scalar::Float(f64::NEG_INFINITY));
+        assert_eq!(got[6].1, Scalar::Null);
+        assert_eq!(got[7].1, Scalar::Bool(true));
+        assert_eq!(got[8].1, Scalar::Container { object: false, empty: true });
+    }
+
+    #[test]
+    fn rejects_malformed() {
+        for bad in [&br#"{"a": }"#[..], br#"{"a": [1, 2}"#, br#"{"a": "x"#, br#"{"a" 1}"#, br#"{"a": 01}"#, br#"{"a": 1,}"#] {
+            let mut s = Scanner::new(bad);
+            s.expect(b'{', "obj").unwrap();
+            let mut first = true;
+            let mut failed = false;
+            loop {
+                match s.next_key(&mut first) {
+                    Ok(Some(_)) => {
+                        if s.value().is_err() {
+                            failed = true;
+                            break;
+                        }
+                    }
+                    Ok(None) => break,
+                    Err(_) => {
+                        failed = true;
+                        break;
+                    }
+                }
+            }
+            assert!(failed, "{}", String::from_utf8_lossy(bad));
+        }
+    }
+
+    #[test]
+    fn decodes_escapes() {
+        assert_eq!(decode_str(br#"a\n\u00e9\ud83d\ude00\/"#, true).unwrap(), "a\né😀/");
+    }
+}

@@ -1,0 +1,282 @@
+//! The columnar rollout table: one row per rollout line, one typed column per scalar
+//! field, built per piece of the file and concatenated in file order.
+
+use std::collections::HashMap;
+
+/// Value kinds, one byte per (row, column).
+pub mod tag {
+    pub const ABSENT: u8 = 0;
+    pub const NULL: u8 = 1;
+    pub const INT: u8 = 2;
+    pub const FLOAT: u8 = 3;
+    pub const BOOL: u8 = 4;
+    pub const STR: u8 = 5;
+    /// A string longer than the kept limit: known to be a string, text not kept.
+    pub const LONG_STR: u8 = 6;
+
+    /// Whether the tag carries a number (bools count as 0/1).
+    #[inline]
+    pub fn is_numeric(t: u8) -> bool {
+        matches!(t, INT | FLOAT | BOOL)
+    }
+}
+
+/// Strings longer than this are not kept (they are model text, not labels).
+pub const MAX_KEPT_STR: usize = 512;
+
+/// Where a field lives in a rollout line.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Source {
+    /// A top-level key of the rollout.
+    Top,
+    /// A key of `response.usage`.
+    Usage,
+    /// A key of `ng_perf`.
+    Perf,
+}
+
+/// One scalar field's values for every row.
+#[derive(Debug, Clone)]
+pub struct Column {
+    pub source: Source,
+    pub name: String,
+    /// One [`tag`] per row.
+    pub tags: Vec<u8>,
+    /// The number for numeric tags (bools as 0/1; ints exactly when |v| < 2^53).
+    pub nums: Vec<f64>,
+    /// Index into `dict` for `STR` rows (`u32::MAX` elsewhere); empty when the column
+    /// never held a kept string.
+    pub codes: Vec<u32>,
+    pub dict: Vec<String>,
+}
+
+impl Column {
+    pub fn new(source: Source, name: String) -> Self {
+        Column { source, name, tags: Vec::new(), nums: Vec::new(), codes: Vec::new(), dict: Vec::new() }
+    }
+
+    /// Numeric value at `row`, `None` when absent or not a number. NaN stays NaN.
+    #[inline]
+    pub fn num(&self, row: usize) -> Option<f64> {
+        if tag::is_numeric(self.tags[row]) {
+            Some(self.nums[row])
+        } else {
+            None
+        }
+    }
+
+    /// Kept string at `row`.
+    #[inline]
+    pub fn str_at(&self, row: usize) -> Option<&str> {
+        if self.tags[row] == tag::STR && !self.codes.is_empty() {
+            let c = self.codes[row];
+            if c != u32::MAX {
+                return Some(&self.dict[c as usize]);
+            }
+        }
+        None
+    }
+
+    pub fn has_numbers(&self) -> bool {
+        self.tags.iter().any(|&t| tag::is_numeric(t))
+    }
+    pub fn has_strings(&self) -> bool {
+        self.tags.iter().any(|&t| t == tag::STR || t == tag::LONG_STR)
+    }
+}
+
+/// Builds columns for one piece: sets values row by row and pads lazily.
+#[derive(Default)]
+pub struct ColumnsBuilder {
+    pub cols: Vec<Column>,
+    index: HashMap<(Source, Box<[u8]>), u32>,
+    dicts: Vec<HashMap<String, u32>>,
+}
+
+impl ColumnsBuilder {
+    /// Column id for a key (raw bytes of an unescaped key or a decoded escaped one).
+    #[inline]
+    pub fn id(&mut self, source: Source, key: &[u8]) -> u32 {
+        if let Some(&i) = self.index.get(&(source, Box::<[u8]>::from(key))) {
+            return i;
+        }
+        let i = self.cols.len() as u32;
+        self.cols.push(Column::new(source, String::from_utf8_lossy(key).into_owned()));
+        self.dicts.push(HashMap::new());
+        self.index.insert((source, key.into()), i);
+        i
+    }
+
+    /// Predicted lookup: if column `guess` has this source and name, use it.
+    #[inline]
+    pub fn id_guess(&mut self, source: Source, key: &[u8], guess: Option<u32>) -> u32 {
+        if let Some(g) = guess {
+            let c = &self.cols[g as usize];
+            if c.source == source && c.name.as_bytes() == key {
+                return g;
+            }
+        }
+        self.id(source, key)
+    }
+
+    #[inline]
+    fn pad(c: &mut Column, row: usize) {
+        if c.tags.len() < row {
+            c.tags.resize(row, tag::ABSENT);
+            c.nums.resize(row, 0.0);
+            if !c.codes.is_empty() {
+                c.codes.resize(row, u32::MAX);
+            }
+        }
+    }
+
+    /// Sets a numeric/null value (`t` one of NULL, INT, FLOAT, BOOL, LONG_STR).
+    #[inline]
+    pub fn set(&mut self, id: u32, row: usize, t: u8, v: f64) {
+        let c = &mut self.cols[id as usize];
+        Self::pad(c, row);
+        if c.tags.len() > row {
+            // A key repeated in one object: the last value wins (as in Python).
+            c.tags[row] = t;
+            c.nums[row] = v;
+            if !c.codes.is_empty() {
+                c.codes[row] = u32::MAX;
+            }
+            return;
+        }
+        c.tags.push(t);
+        c.nums.push(v);
+        if !c.codes.is_empty() {
+            c.codes.push(u32::MAX);
+        }
+    }
+
+    /// Sets a kept string.
+    pub fn set_str(&mut self, id: u32, row: usize, s: String) {
+        let dict = &mut self.dicts[id as usize];
+        let c = &mut self.cols[id as usize];
+        if c.codes.is_empty() {
+            c.codes.resize(c.tags.len(), u32::MAX);
+        }
+        let code = match dict.get(&s) {
+            Some(&k) => k,
+            None => {
+                let k = c.dict.len() as u32;
+                c.dict.push(s.clone());
+                dict.insert(s, k);
+                k
+            }
+        };
+        Self::pad(c, row);
+        if c.tags.len() > row {
+            c.tags[row] = tag::STR;
+            c.nums[row] = 0.0;
+            c.codes[row] = code;
+            return;
+        }
+        c.tags.push(tag::STR);
+        c.nums.push(0.0);
+        c.codes.push(code);
+    }
+
+    /// Pads every column to `rows` and returns them.
+    pub fn finish(mut self, rows: usize) -> Vec<Column> {
+        for c in &mut self.cols {
+            Self::pad(c, rows);
+        }
+        self.cols
+    }
+}
+
+/// Concatenates per-piece columns (each padded to its piece's row count) by
+/// (source, name), in order of first appearance, remapping string dictionaries.
+/// Returns the merged columns and, per piece, the map from local to merged ids.
+pub fn concat_columns(pieces: Vec<(Vec<Column>, usize)>) -> (Vec<Column>, Vec<Vec<u32>>) {
+    let total: usize = pieces.iter().map(|p| p.1).sum();
+    let mut order: Vec<(Source, String)> = Vec::new();
+    let mut index: HashMap<(Source, String), u32> = HashMap::new();
+    let mut maps = Vec::with_capacity(pieces.len());
+    for (cols, _) in &pieces {
+        let mut m = Vec::with_capacity(cols.len());
+        for c in cols {
+            let k = (c.source, c.name.clone());
+            let id = *index.entry(k.clone()).or_insert_with(|| {
+                order.push(k);
+                (order.len() - 1) as u32
+            });
+            m.push(id);
+        }
+        maps.push(m);
+    }
+    let mut out: Vec<Column> = order
+        .into_iter()
+        .map(|(s, n)| {
+            let mut c = Column::new(s, n);
+            c.tags.reserve(total);
+            c.nums.reserve(total);
+            c
+        })
+        .collect();
+    let mut dict_index: Vec<HashMap<String, u32>> = vec![HashMap::new(); out.len()];
+    let mut row0 = 0usize;
+    for ((cols, rows), m) in pieces.into_iter().zip(&maps) {
+        for (c, &g) in cols.into_iter().zip(m) {
+            let o = &mut out[g as usize];
+            o.tags.resize(row0, tag::ABSENT);
+            o.nums.resize(row0, 0.0);
+            if !c.codes.is_empty() {
+                if o.codes.is_empty() {
+                    o.codes.resize(row0, u32::MAX);
+                }
+                let di = &mut dict_index[g as usize];
+                let remap: Vec<u32> = c
+                    .dict
+                    .into_iter()
+                    .map(|s| match di.get(&s) {
+                        Some(&k) => k,
+                        None => {
+                            let k = o.dict.len() as u32;
+                            o.dict.push(s.clone());
+                            di.insert(s, k);
+                            k
+                        }
+                    })
+                    .collect();
+                o.codes.resize(row0, u32::MAX);
+                o.codes.extend(c.codes.iter().map(|&k| if k == u32::MAX { k } else { remap[k as usize] }));
+            } else if !o.codes.is_empty() {
+                o.codes.resize(row0 + rows, u32::MAX);
+            }
+            o.tags.extend_from_slice(&c.tags);
+            o.nums.extend_from_slice(&c.nums);
+        }
+        row0 += rows;
+    }
+    for o in &mut out {
+        o.tags.resize(total, tag::ABSENT);
+        o.nums.resize(total, 0.0);
+        if !o.codes.is_empty() {
+            o.codes.resize(total, u32::MAX);
+        }
+    }
+    (out, maps)
+}
+
+/// Interns small id sequences (a row's key order) so rows share them.
+#[derive(Default, Clone, Debug)]
+pub struct Interner {
+    pub seqs: Vec<Vec<u32>>,
+    index: HashMap<Vec<u32>, u32>,
+}
+
+impl Interner {
+    pub fn intern(&mut self, seq: &[u32]) -> u32 {
+        if let Some(&i) = self.index.get(seq) {
+            return i;
+        }
+        let i = self.seqs.len() as u32;
+        self.seqs.push(seq.to_vec());
+        self.index.insert(seq.to_vec(), i);
+        i
+    }
+}

@@ -1,0 +1,167 @@
+//! Aggregate (SPEC §7): the `_aggregate_metrics.json` entries `gym eval run` writes, one
+//! per run label, each computed as a single agent named `agent` over that run's rollouts.
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::Arc;
+
+use super::custom::{self, MetricSpec};
+use super::labels::{labels_for, run_key};
+use super::levels::{across_repeats, agent_level, repeat_level, Profiled, StatKeys};
+use super::perf::perf_summary;
+use super::profile::{coverage, index_by_key, rollout_info, task_level};
+use super::warnings::Warnings;
+use crate::error::{Error, Result};
+use crate::export::json::{Json, Key};
+use crate::ingest::{InputTable, RolloutTable};
+
+/// Options of an aggregate run.
+#[derive(Debug, Clone, Default)]
+pub struct AggregateOptions {
+    /// Label for rollouts that name no agent (no stamp, no `agent_ref`, no input row).
+    pub default_agent: Option<String>,
+    /// Custom metrics merged into `agent_metrics`.
+    pub metrics: Vec<MetricSpec>,
+    /// Key-metric selection patterns; empty means the default `mean/*` (+ coverage).
+    pub key_metrics: Vec<String>,
+}
+
+/// One run's rows and how it is named.
+pub struct Group {
+    pub label: String,
+    pub server: Option<String>,
+    /// Table rows of this run, in file order.
+    pub rows: Vec<usize>,
+}
+
+/// Splits rollouts into runs by run key (SPEC §5, §7).
+pub fn groups(t: &RolloutTable, inputs: Option<&InputTable>, default_agent: Option<&str>) -> Result<Vec<Group>> {
+    // Each rollout's (server, agent), from its input row when inputs are given.
+    let input_at: Option<HashMap<(i64, i64), usize>> =
+        inputs.map(|inp| (0..inp.len()).map(|i| ((inp.task[i], inp.rollout[i]), i)).collect());
+    let who = |r: usize| -> (Option<&str>, Option<&str>) {
+        if let (Some(inp), Some(map)) = (inputs, input_at.as_ref()) {
+            if let Some(&i) = map.get(&(t.task[r], t.rollout[r])) {
+                return (inp.name(inp.server[i]), inp.name(inp.agent[i]));
+            }
+        }
+        (t.name(t.server[r]), t.name(t.agent[r]))
+    };
+    let labels = match inputs {
+        Some(inp) => labels_for((0..inp.len()).map(|i| (inp.name(inp.server[i]), inp.name(inp.agent[i])))),
+        None => labels_for((0..t.len()).map(|r| (t.name(t.server[r]), t.name(t.agent[r])))),
+    };
+    let mut by: BTreeMap<String, Group> = BTreeMap::new();
+    let mut extra_labels: HashMap<String, String> = HashMap::new();
+    for r in 0..t.len() {
+        let (server, agent) = who(r);
+        let (label, server) = match run_key(server, agent) {
+            Some(k) => {
+                let l = match labels.get(k) {
+                    Some(l) => l.clone(),
+                    None => extra_labels.entry(k.to_string()).or_insert_with(|| k.to_string()).clone(),
+                };
+                (l, server.map(|s| s.to_string()))
+            }
+            None => match default_agent {
+                Some(a) => (a.to_string(), None),
+                None => {
+                    return Err(Error::Mismatch(format!(
+                        "{}, line {}: this rollout names no agent (no `agent_ref.name`, no `_ng_environment_server`{}); pass --agent NAME to label such rollouts",
+                        t.path.display(),
+                        t.line[r],
+                        if inputs.is_some() { ", and no materialized input row that names one" } else { ", and no --inputs" }
+                    )))
+                }
+            },
+        };
+        let g = by.entry(label.clone()).or_insert_with(|| Group { label, server: server.clone(), rows: Vec::new() });
+        if g.server.is_none() {
+            g.server = server;
+        }
+        g.rows.push(r);
+    }
+    Ok(by.into_values().collect())
+}
+
+/// Computes one aggregate entry.
+pub fn entry(t: &RolloutTable, g: &Group, opts: &AggregateOptions, warn: &mut Warnings) -> Result<Json> {
+    let task: Vec<i64> = g.rows.iter().map(|&r| t.task[r]).collect();
+    let rollout: Vec<i64> = g.rows.iter().map(|&r| t.rollout[r]).collect();
+    let line: Vec<u64> = g.rows.iter().map(|&r| t.line[r]).collect();
+    index_by_key(&task, &rollout, &line, "result", &t.path)?;
+    let mut e: Vec<(Key, Json)> = vec![(Arc::from("agent_ref"), Json::name_ref(&g.label))];
+    if let Some(s) = &g.server {
+        e.push((Arc::from("_ng_environment_server"), Json::Str(s.clone())));
+    }
+    let cov = coverage(t, &g.rows);
+    let perf = perf_summary(t, &g.rows);
+    let scored: Vec<usize> = g.rows.iter().copied().filter(|&r| !t.masked[r]).collect();
+    if scored.is_empty() {
+        e.push((Arc::from("agent_metrics"), Json::Obj(cov.clone())));
+        e.push((Arc::from("key_metrics"), Json::Obj(cov)));
+        e.push((Arc::from("group_level_metrics"), Json::Arr(vec![])));
+        e.push((Arc::from("repeat_level_metrics"), Json::Arr(vec![])));
+        if let Some(p) = perf {
+            e.push((Arc::from("perf_summary"), p));
+        }
+        return Ok(Json::Obj(e));
+    }
+    let labels = vec!["agent"; scored.len()];
+    let p = Profiled::new(t, &scored, &labels);
+    let keys = StatKeys::new(&p.fields);
+    let sample = Json::Obj(vec![(Arc::from("agent_ref"), Json::name_ref("agent"))]);
+    let groups = task_level(&p, &keys, false);
+    let tasks: Vec<Json> = groups
+        .into_iter()
+        .map(|(mut entry, a, b)| {
+            let n = (b - a) as i64;
+            entry.push(Arc::from("sample"), sample.clone());
+            entry.push(Arc::from("num_rollouts"), Json::Int(n));
+            entry.push(Arc::from("expected_num_rollouts"), Json::Int(n));
+            entry.push(Arc::from("missing_num_rollouts"), Json::Int(0));
+            entry.push(Arc::from("reward_profile_completion_pct"), Json::Float(100.0));
+            entry.push(Arc::from("rollout_infos"), Json::Arr((a..b).map(|pos| rollout_info(t, p.rows[pos])).collect()));
+            entry
+        })
+        .collect();
+    let mut agent = agent_level(&p, &keys).pop().unwrap_or_default();
+    let repeats = repeat_level(&p, warn);
+    let across = across_repeats(&repeats, 1, warn).pop().unwrap_or_default();
+    agent.extend(across);
+    agent.extend(cov.clone());
+    let mut agent = Json::Obj(agent);
+    // Custom metrics over the scored rollouts grouped by task.
+    let by_task = custom::tasks_of(t, &scored);
+    for m in &opts.metrics {
+        for (k, v) in custom::compute(m, t, &by_task)? {
+            agent.set(&k, v);
+        }
+    }
+    let mut reps: Vec<i64> = g.rows.iter().map(|&r| t.rollout[r]).collect();
+    reps.sort_unstable();
+    reps.dedup();
+    agent.set("num_repeats", Json::Int(reps.len() as i64));
+    let mut key = custom::key_metrics(&agent, &opts.key_metrics);
+    for (k, v) in cov {
+        key.set(&k, v);
+    }
+    e.push((Arc::from("agent_metrics"), agent));
+    e.push((Arc::from("key_metrics"), key));
+    e.push((Arc::from("group_level_metrics"), Json::Arr(tasks)));
+    e.push((Arc::from("repeat_level_metrics"), Json::Arr(repeats.into_iter().map(|(_, _, x)| Json::Obj(x)).collect())));
+    if let Some(pf) = perf {
+        e.push((Arc::from("perf_summary"), pf));
+    }
+    Ok(Json::Obj(e))
+}
+
+/// All entries, sorted by label, with warnings.
+pub fn aggregate(t: &RolloutTable, inputs: Option<&InputTable>, opts: &AggregateOptions) -> Result<(Vec<Json>, Warnings)> {
+    let gs = groups(t, inputs, opts.default_agent.as_deref())?;
+    let mut warn = Warnings::default();
+    let mut out = Vec::with_capacity(gs.len());
+    for g in &gs {
+        out.push(entry(t, g, opts, &mut warn)?);
+    }
+    Ok((out, warn))
+}

@@ -1,0 +1,454 @@
+//! The statistics levels of SPEC §3 over one *profiled set*: the measured rollouts of
+//! a profile (all agents) or of one aggregate group.
+//!
+//! A profiled set is a list of table rows sorted by (task, label, rollout), each with an
+//! agent label. From it we derive the numeric fields (SPEC §2: order of first numeric
+//! appearance in (task, rollout) order, usage overlay), one dense `f64` column per field
+//! (NaN = missing), and then the task, agent, repeat and across-repeat levels. Columns
+//! are computed in parallel (rayon, one job per field or per group range); sums follow
+//! numpy's pairwise order so results match NeMo Gym's pandas to the last bit.
+
+use std::collections::{BTreeMap, HashSet};
+use std::sync::Arc;
+
+use rayon::prelude::*;
+
+use super::warnings::{self, Warnings};
+use crate::export::json::{Json, Key};
+use crate::ingest::rollouts::SEP;
+use crate::ingest::{tag, RolloutTable, Source};
+use crate::stats;
+
+/// One numeric field of a profiled set.
+#[derive(Debug, Clone)]
+pub struct Field {
+    pub name: String,
+    pub top: Option<usize>,
+    pub usage: Option<usize>,
+}
+
+impl Field {
+    /// The overlaid value's tag and number at a table row (usage replaces top-level).
+    #[inline]
+    pub fn at(&self, t: &RolloutTable, row: usize) -> (u8, f64) {
+        if let Some(u) = self.usage {
+            let c = &t.columns[u];
+            if c.tags[row] != tag::ABSENT {
+                return (c.tags[row], c.nums[row]);
+            }
+        }
+        if let Some(tp) = self.top {
+            let c = &t.columns[tp];
+            return (c.tags[row], c.nums[row]);
+        }
+        (tag::ABSENT, 0.0)
+    }
+}
+
+/// The rows of one profiled set and their numeric columns.
+pub struct Profiled<'a> {
+    pub t: &'a RolloutTable,
+    /// Table rows sorted by (task, label, rollout).
+    pub rows: Vec<usize>,
+    /// Label id per position (index into `labels`).
+    pub label: Vec<u32>,
+    /// Label names; ids are assigned so that id order is name order.
+    pub labels: Vec<String>,
+    pub fields: Vec<Field>,
+    /// `vals[f][pos]`: value of field f at position pos, NaN when missing.
+    pub vals: Vec<Vec<f64>>,
+    /// Whether every field is an int or bool in every row (SPEC §2 typing of max/min).
+    pub all_int: bool,
+    /// Task-level grouping per (task, label) rather than per task.
+    pub fan_out: bool,
+}
+
+/// Derives the numeric fields of the given rows (already in (task, rollout) order).
+pub fn discover_fields(t: &RolloutTable, rows_task_rollout_order: &[usize]) -> Vec<Field> {
+    // Names that could ever be numeric, to stop early once all are found.
+    let mut possible: HashSet<&str> = HashSet::new();
+    for c in &t.columns {
+        if (c.source == Source::Top || c.source == Source::Usage) && c.has_numbers() {
+            possible.insert(c.name.as_str());
+        }
+    }
+    let mut seen: Vec<String> = Vec::new();
+    let mut seen_set: HashSet<String> = HashSet::new();
+    let mut usage_names: Vec<&str> = Vec::new();
+    for &r in rows_task_rollout_order {
+        if seen_set.len() == possible.len() {
+            break;
+        }
+        let seq = &t.orders[t.order[r] as usize];
+        let sep = seq.iter().position(|&c| c == SEP).unwrap_or(seq.len());
+        usage_names.clear();
+        usage_names.extend(seq[sep + 1..].iter().map(|&c| t.columns[c as usize].name.as_str()));
+        let consider = |name: &str, tg: u8, seen: &mut Vec<String>, seen_set: &mut HashSet<String>| {
+            if tag::is_numeric(tg) && !seen_set.contains(name) {
+                seen_set.insert(name.to_string());
+                seen.push(name.to_string());
+            }
+        };
+        for &c in &seq[..sep] {
+            let col = &t.columns[c as usize];
+            let name = col.name.as_str();
+            let tg = match seq[sep + 1..].iter().find(|&&u| t.columns[u as usize].name == name) {
+                Some(&u) => t.columns[u as usize].tags[r],
+                None => col.tags[r],
+            };
+            consider(name, tg, &mut seen, &mut seen_set);
+        }
+        for &u in &seq[sep + 1..] {
+            let col = &t.columns[u as usize];
+            let name = col.name.as_str();
+            if seq[..sep].iter().any(|&c| t.columns[c as usize].name == name) {
+                continue;
+            }
+            consider(name, col.tags[r], &mut seen, &mut seen_set);
+        }
+    }
+    seen.into_iter()
+        .map(|name| Field { top: t.column(Source::Top, &name), usage: t.column(Source::Usage, &name), name })
+        .collect()
+}
+
+impl<'a> Profiled<'a> {
+    /// Builds a profiled set from table rows and a label per row.
+    pub fn new(t: &'a RolloutTable, rows: &[usize], row_label: &[&str]) -> Profiled<'a> {
+        // Label ids in name order.
+        let mut names: Vec<&str> = row_label.to_vec();
+        names.sort_unstable();
+        names.dedup();
+        let labels: Vec<String> = names.iter().map(|s| s.to_string()).collect();
+        let lid: Vec<u32> = row_label.iter().map(|l| names.binary_search(l).unwrap() as u32).collect();
+        // (task, rollout) order for field discovery.
+        let mut tr: Vec<usize> = (0..rows.len()).collect();
+        tr.sort_unstable_by_key(|&i| (t.task[rows[i]], t.rollout[rows[i]]));
+        let tr_rows: Vec<usize> = tr.iter().map(|&i| rows[i]).collect();
+        let fields = discover_fields(t, &tr_rows);
+        // Fan-out: some task under more than one label.
+        let mut pairs: Vec<(i64, u32)> = (0..rows.len()).map(|i| (t.task[rows[i]], lid[i])).collect();
+        pairs.sort_unstable();
+        pairs.dedup();
+        let mut tasks: Vec<i64> = pairs.iter().map(|p| p.0).collect();
+        tasks.dedup();
+        let fan_out = pairs.len() > tasks.len();
+        // Final order: (task, label, rollout).
+        let mut ord: Vec<usize> = (0..rows.len()).collect();
+        ord.sort_unstable_by_key(|&i| (t.task[rows[i]], lid[i], t.rollout[rows[i]]));
+        let rows_sorted: Vec<usize> = ord.iter().map(|&i| rows[i]).collect();
+        let label: Vec<u32> = ord.iter().map(|&i| lid[i]).collect();
+        let cols: Vec<(Vec<f64>, bool)> = fields
+            .par_iter()
+            .map(|f| {
+                let mut all_int = true;
+                let v = rows_sorted
+                    .iter()
+                    .map(|&r| {
+                        let (tg, x) = f.at(t, r);
+                        if tg != tag::INT && tg != tag::BOOL {
+                            all_int = false;
+                        }
+                        if tag::is_numeric(tg) {
+                            x
+                        } else {
+                            f64::NAN
+                        }
+                    })
+                    .collect();
+                (v, all_int)
+            })
+            .collect();
+        let all_int = cols.iter().all(|c| c.1);
+        let vals = cols.into_iter().map(|c| c.0).collect();
+        Profiled { t, rows: rows_sorted, label, labels, fields, vals, all_int, fan_out }
+    }
+
+    pub fn task(&self, pos: usize) -> i64 {
+        self.t.task[self.rows[pos]]
+    }
+    pub fn rollout(&self, pos: usize) -> i64 {
+        self.t.rollout[self.rows[pos]]
+    }
+
+    /// Task-level groups as position ranges: per task, or per (task, label) under fan-out.
+    pub fn task_groups(&self) -> Vec<(usize, usize)> {
+        let mut out = Vec::new();
+        let mut a = 0;
+        for i in 1..=self.rows.len() {
+            let split = i == self.rows.len()
+                || self.task(i) != self.task(a)
+                || (self.fan_out && self.label[i] != self.label[a]);
+            if split {
+                out.push((a, i));
+                a = i;
+            }
+        }
+        out
+    }
+
+    /// Positions of each label, in order.
+    pub fn label_positions(&self) -> Vec<Vec<usize>> {
+        let mut out = vec![Vec::new(); self.labels.len()];
+        for (p, &l) in self.label.iter().enumerate() {
+            out[l as usize].push(p);
+        }
+        out
+    }
+}
+
+/// Keys `"<stat>/<field>"` for the five describe statistics, built once per field.
+pub struct StatKeys {
+    pub keys: Vec<[Key; 5]>,
+}
+
+pub const DESCRIBE: [&str; 5] = ["mean", "max", "min", "median", "std"];
+
+impl StatKeys {
+    pub fn new(fields: &[Field]) -> Self {
+        StatKeys {
+            keys: fields
+                .iter()
+                .map(|f| std::array::from_fn(|s| Arc::from(format!("{}/{}", DESCRIBE[s], f.name).as_str())))
+                .collect(),
+        }
+    }
+}
+
+/// pandas `describe_dataframe` for one group: per field mean/max/min/median/std of the
+/// values (NaN = missing), with the one-rollout rule for std. Appends the keys to `out`
+/// in stat-major order.
+pub fn describe(cols: &[&[f64]], keys: &StatKeys, all_int: bool, out: &mut Vec<(Key, Json)>, scratch: &mut Vec<f64>) {
+    let nf = cols.len();
+    let mut st: Vec<[Option<f64>; 5]> = Vec::with_capacity(nf);
+    let mut any_std = false;
+    for col in cols {
+        scratch.clear();
+        scratch.extend(col.iter().copied().filter(|x| !x.is_nan()));
+        if scratch.is_empty() {
+            st.push([None; 5]);
+            continue;
+        }
+        let mean = stats::nan_mean(col);
+        let std = stats::nan_std(col, 1);
+        if std.is_some() {
+            any_std = true;
+        }
+        stats::sort_f64(scratch);
+        let min = scratch[0];
+        let max = scratch[scratch.len() - 1];
+        let median = stats::median_sorted(scratch);
+        st.push([mean, Some(max), Some(min), Some(median), std]);
+    }
+    if !any_std {
+        for (f, col) in cols.iter().enumerate() {
+            if !col.iter().any(|x| x.is_nan()) {
+                st[f][4] = Some(0.0);
+            }
+        }
+    }
+    for s in 0..5 {
+        for f in 0..nf {
+            if let Some(v) = st[f][s] {
+                let j = if all_int && (s == 1 || s == 2) { Json::Int(v as i64) } else { Json::Float(v) };
+                out.push((keys.keys[f][s].clone(), j));
+            }
+        }
+    }
+}
+
+/// Repeat-level entries (SPEC §3) for every label with two or more rollout indexes.
+/// Each entry is (label id, rollout index, object without `agent_ref`).
+pub fn repeat_level(p: &Profiled<'_>, warn: &mut Warnings) -> Vec<(u32, i64, Vec<(Key, Json)>)> {
+    let mut by: BTreeMap<(u32, i64), Vec<usize>> = BTreeMap::new();
+    for pos in 0..p.rows.len() {
+        by.entry((p.label[pos], p.rollout(pos))).or_default().push(pos);
+    }
+    let mut n_repeats = vec![0usize; p.labels.len()];
+    for &(l, _) in by.keys() {
+        n_repeats[l as usize] += 1;
+    }
+    let mut tasks_of = vec![HashSet::new(); p.labels.len()];
+    for pos in 0..p.rows.len() {
+        tasks_of[p.label[pos] as usize].insert(p.task(pos));
+    }
+    // Fields in alphabetical order.
+    let mut alpha: Vec<usize> = (0..p.fields.len()).collect();
+    alpha.sort_by(|&a, &b| p.fields[a].name.cmp(&p.fields[b].name));
+    let groups: Vec<(&(u32, i64), &Vec<usize>)> = by.iter().filter(|(k, _)| n_repeats[k.0 as usize] >= 2).collect();
+    let entries: Vec<(u32, i64, Vec<(Key, Json)>, Warnings)> = groups
+        .par_iter()
+        .map(|&(&(l, r), positions)| {
+            let mut w = Warnings::default();
+            let mut present: Vec<i64> = positions.iter().map(|&pos| p.task(pos)).collect();
+            present.sort_unstable();
+            present.dedup();
+            let sample_count = present.len();
+            let missing = tasks_of[l as usize].len() - sample_count;
+            let mut e: Vec<(Key, Json)> = vec![
+                (Arc::from("_ng_rollout_index"), Json::Int(r)),
+                (Arc::from("sample_count"), Json::Int(sample_count as i64)),
+                (Arc::from("missing_count"), Json::Int(missing as i64)),
+            ];
+            let mut x: Vec<f64> = Vec::new();
+            for &f in &alpha {
+                x.clear();
+                x.extend(positions.iter().map(|&pos| p.vals[f][pos]).filter(|v| !v.is_nan()));
+                let n = x.len();
+                if n == 0 {
+                    continue;
+                }
+                let name = &p.fields[f].name;
+                let mean = stats::mean(&x).unwrap_or(f64::NAN);
+                let std = if n > 1 { stats::std(&x, 1).unwrap_or(f64::NAN) } else { 0.0 };
+                let sem = std / (n as f64).sqrt();
+                let mut sorted = x.clone();
+                stats::sort_f64(&mut sorted);
+                let k = |s: &str| -> Key { Arc::from(format!("{s}/{name}").as_str()) };
+                e.push((k("mean"), Json::Float(mean)));
+                e.push((k("median"), Json::Float(stats::median_sorted(&sorted))));
+                e.push((k("std"), Json::Float(std)));
+                e.push((k("sem"), Json::Float(sem)));
+                e.push((k("min"), Json::Float(sorted[0])));
+                e.push((k("max"), Json::Float(sorted[n - 1])));
+                e.push((k("p25"), Json::Float(stats::quantile_linear_sorted(&sorted, 0.25))));
+                e.push((k("p75"), Json::Float(stats::quantile_linear_sorted(&sorted, 0.75))));
+                if let Some((lo, hi)) = interval(mean, sem, n, &mut w) {
+                    e.push((k("ci_low_95"), Json::Float(lo)));
+                    e.push((k("ci_high_95"), Json::Float(hi)));
+                }
+            }
+            (l, r, e, w)
+        })
+        .collect();
+    let mut out = Vec::with_capacity(entries.len());
+    let mut incomplete: Vec<(u32, i64, usize)> = Vec::new();
+    for (l, r, e, w) in entries {
+        warn.extend(w);
+        if let Some(Json::Int(m)) = e.iter().find(|(k, _)| &**k == "missing_count").map(|x| &x.1) {
+            if *m > 0 {
+                incomplete.push((l, r, *m as usize));
+            }
+        }
+        out.push((l, r, e));
+    }
+    if let Some(&(l, r, m)) = incomplete.first() {
+        warn.add(warnings::unequal_repeats(incomplete.len(), &p.labels[l as usize], r, m));
+    }
+    out
+}
+
+/// The Student-t 95% interval of SPEC §3, or None for n <= 1; a zero standard error
+/// collapses it to (mean, mean) with a warning.
+pub fn interval(mean: f64, se: f64, n: usize, warn: &mut Warnings) -> Option<(f64, f64)> {
+    if n <= 1 {
+        return None;
+    }
+    if se == 0.0 {
+        warn.add(warnings::zero_se(n));
+        return Some((mean, mean));
+    }
+    Some(stats::t_interval(0.95, (n - 1) as f64, mean, se))
+}
+
+/// Whether a metric name is a point estimate to aggregate across repeats (SPEC §3).
+pub fn is_primary_metric(name: &str) -> bool {
+    const NAMES: [&str; 7] =
+        ["_ng_task_index", "_ng_rollout_index", "_ng_attempt_index", "sample_count", "missing_count", "num_repeats", "token_usage_version"];
+    const PREFIXES: [&str; 11] =
+        ["max/", "min/", "median/", "std/", "sem/", "se/", "p25/", "p75/", "ci_low_95/", "ci_high_95/", "histogram/"];
+    const SUFFIXES: [&str; 19] = [
+        "/max",
+        "/min",
+        "/median",
+        "/p5",
+        "/p25",
+        "/p75",
+        "/p95",
+        "/ci_low_95",
+        "/ci_high_95",
+        "/ci_lower",
+        "/ci_upper",
+        "_ci_lower",
+        "_ci_upper",
+        "_ci95_lower",
+        "_ci95_upper",
+        "/_ng_attempt_index",
+        "/std_dev_across_runs",
+        "/std_err_across_runs",
+        "/avg_sample_std_dev",
+    ];
+    !NAMES.contains(&name)
+        && !PREFIXES.iter().any(|p| name.starts_with(p))
+        && !SUFFIXES.iter().any(|s| name.ends_with(s))
+        && !name.contains("_across_repeats/")
+}
+
+/// Across-repeat keys per label (SPEC §3), from the repeat entries.
+pub fn across_repeats(
+    repeats: &[(u32, i64, Vec<(Key, Json)>)],
+    n_labels: usize,
+    warn: &mut Warnings,
+) -> Vec<Vec<(Key, Json)>> {
+    // Numeric columns in order of first appearance over all entries.
+    let mut cols: Vec<Key> = Vec::new();
+    let mut seen: HashSet<Key> = HashSet::new();
+    for (_, _, e) in repeats {
+        for (k, v) in e {
+            if matches!(v, Json::Int(_) | Json::Float(_)) && is_primary_metric(k) && !seen.contains(k) {
+                seen.insert(k.clone());
+                cols.push(k.clone());
+            }
+        }
+    }
+    let mut out = vec![Vec::new(); n_labels];
+    for (l, slot) in out.iter_mut().enumerate() {
+        let mine: Vec<&Vec<(Key, Json)>> = repeats.iter().filter(|x| x.0 as usize == l).map(|x| &x.2).collect();
+        if mine.is_empty() {
+            continue;
+        }
+        for c in &cols {
+            let x: Vec<f64> = mine
+                .iter()
+                .filter_map(|e| e.iter().find(|(k, _)| k == c).and_then(|(_, v)| v.as_f64()))
+                .filter(|v| !v.is_nan())
+                .collect();
+            let n = x.len();
+            if n == 0 {
+                continue;
+            }
+            let mean = stats::mean(&x).unwrap_or(f64::NAN);
+            let std = if n > 1 { stats::std(&x, 1).unwrap_or(f64::NAN) } else { 0.0 };
+            let se = std / (n as f64).sqrt();
+            let mut sorted = x.clone();
+            stats::sort_f64(&mut sorted);
+            let k = |s: &str| -> Key { Arc::from(format!("{s}_across_repeats/{c}").as_str()) };
+            slot.push((k("mean"), Json::Float(mean)));
+            slot.push((k("median"), Json::Float(stats::median_sorted(&sorted))));
+            slot.push((k("std"), Json::Float(std)));
+            slot.push((k("min"), Json::Float(sorted[0])));
+            slot.push((k("max"), Json::Float(sorted[n - 1])));
+            slot.push((k("se"), Json::Float(se)));
+            if let Some((lo, hi)) = interval(mean, se, n, warn) {
+                slot.push((k("ci_low_95"), Json::Float(lo)));
+                slot.push((k("ci_high_95"), Json::Float(hi)));
+            }
+        }
+    }
+    out
+}
+
+/// Agent-level statistics per label (SPEC §3), stat-major keys.
+pub fn agent_level(p: &Profiled<'_>, keys: &StatKeys) -> Vec<Vec<(Key, Json)>> {
+    p.label_positions()
+        .par_iter()
+        .map(|positions| {
+            let cols: Vec<Vec<f64>> = p.vals.iter().map(|v| positions.iter().map(|&pos| v[pos]).collect()).collect();
+            let refs: Vec<&[f64]> = cols.iter().map(|c| c.as_slice()).collect();
+            let mut out = Vec::new();
+            let mut scratch = Vec::new();
+            describe(&refs, keys, p.all_int, &mut out, &mut scratch);
+            out
+        })
+        .collect()
+}

@@ -1,0 +1,229 @@
+//! `perf_summary` (SPEC §7): efficiency statistics over the rollouts' `ng_perf` records,
+//! as NeMo Gym's `compute_perf_summary` computes them with Python's `statistics` module
+//! (exactly rounded `fmean`, `pstdev`; `median` keeps ints for odd counts).
+
+use std::sync::Arc;
+
+use crate::export::json::{Json, Key};
+use crate::ingest::{tag, RolloutTable, Source};
+use crate::stats;
+
+/// A number as Python holds it: int or float.
+#[derive(Clone, Copy, Debug)]
+enum Num {
+    I(i64),
+    F(f64),
+}
+
+impl Num {
+    fn f(self) -> f64 {
+        match self {
+            Num::I(i) => i as f64,
+            Num::F(f) => f,
+        }
+    }
+    fn json(self) -> Json {
+        match self {
+            Num::I(i) => Json::Int(i),
+            Num::F(f) => Json::Float(f),
+        }
+    }
+}
+
+/// Exactly rounded sum of floats (Shewchuk's algorithm, as Python's `math.fsum`).
+pub fn fsum(xs: impl IntoIterator<Item = f64>) -> f64 {
+    let mut partials: Vec<f64> = Vec::new();
+    for mut x in xs {
+        let mut i = 0;
+        for j in 0..partials.len() {
+            let mut y = partials[j];
+            if x.abs() < y.abs() {
+                std::mem::swap(&mut x, &mut y);
+            }
+            let hi = x + y;
+            let lo = y - (hi - x);
+            if lo != 0.0 {
+                partials[i] = lo;
+                i += 1;
+            }
+            x = hi;
+        }
+        partials.truncate(i);
+        partials.push(x);
+    }
+    // Round the partials' sum correctly (half-even correction as in CPython).
+    let mut n = partials.len();
+    if n == 0 {
+        return 0.0;
+    }
+    n -= 1;
+    let mut hi = partials[n];
+    let mut lo = 0.0;
+    while n > 0 {
+        let x = hi;
+        n -= 1;
+        let y = partials[n];
+        hi = x + y;
+        let yr = hi - x;
+        lo = y - yr;
+        if lo != 0.0 {
+            break;
+        }
+    }
+    if n > 0 && ((lo < 0.0 && partials[n - 1] < 0.0) || (lo > 0.0 && partials[n - 1] > 0.0)) {
+        let y = lo * 2.0;
+        let x = hi + y;
+        let yr = x - hi;
+        if y == yr {
+            hi = x;
+        }
+    }
+    hi
+}
+
+fn median(v: &[Num]) -> Num {
+    let mut s = v.to_vec();
+    s.sort_by(|a, b| a.f().total_cmp(&b.f()));
+    let n = s.len();
+    if n % 2 == 1 {
+        s[n / 2]
+    } else {
+        Num::F((s[n / 2 - 1].f() + s[n / 2].f()) / 2.0)
+    }
+}
+
+fn total(v: &[Num]) -> Num {
+    if v.iter().all(|x| matches!(x, Num::I(_))) {
+        Num::I(v.iter().map(|x| if let Num::I(i) = x { *i } else { 0 }).sum())
+    } else {
+        // Python's sum(): left to right.
+        let mut acc = 0.0;
+        let mut int_acc: i64 = 0;
+        let mut float = false;
+        for x in v {
+            match *x {
+                Num::I(i) if !float => int_acc += i,
+                Num::I(i) => acc += i as f64,
+                Num::F(f) => {
+                    if !float {
+                        acc = int_acc as f64;
+                        float = true;
+                    }
+                    acc += f;
+                }
+            }
+        }
+        Num::F(acc)
+    }
+}
+
+fn fmean(v: &[Num]) -> f64 {
+    fsum(v.iter().map(|x| x.f())) / v.len() as f64
+}
+
+/// Population standard deviation, computed around an exactly rounded mean with a
+/// compensated sum of squares (Python's `statistics.pstdev` is exact; this agrees to
+/// well within 1e-12 relative).
+fn pstdev(v: &[Num]) -> f64 {
+    if v.iter().all(|x| matches!(x, Num::I(_))) {
+        // Exact in integers: var = (n*S2 - S1^2) / n^2.
+        let n = v.len() as i128;
+        let s1: i128 = v.iter().map(|x| x.f() as i128).sum();
+        let s2: i128 = v.iter().map(|x| (x.f() as i128) * (x.f() as i128)).sum();
+        let num = n * s2 - s1 * s1;
+        return ((num as f64) / ((n * n) as f64)).sqrt();
+    }
+    let m = fmean(v);
+    let ss = fsum(v.iter().map(|x| (x.f() - m) * (x.f() - m)));
+    (ss / v.len() as f64).sqrt()
+}
+
+fn quantile(v: &[Num], q: f64) -> f64 {
+    let mut s: Vec<f64> = v.iter().map(|x| x.f()).collect();
+    stats::sort_f64(&mut s);
+    stats::quantile_linear_sorted(&s, q)
+}
+
+/// The `perf_summary` block for the given rows, or None when no row has `ng_perf`.
+pub fn perf_summary(t: &RolloutTable, rows: &[usize]) -> Option<Json> {
+    let with: Vec<usize> = rows.iter().copied().filter(|&r| t.perf[r]).collect();
+    if rows.is_empty() || with.is_empty() {
+        return None;
+    }
+    let total_n = rows.len() as f64;
+    let col = |name: &str| t.column(Source::Perf, name);
+    let values = |name: &str| -> Vec<Num> {
+        let Some(c) = col(name) else { return Vec::new() };
+        let c = &t.columns[c];
+        with.iter()
+            .filter_map(|&r| match c.tags[r] {
+                tag::INT | tag::BOOL => Some(Num::I(c.nums[r] as i64)),
+                tag::FLOAT => Some(Num::F(c.nums[r])),
+                _ => None,
+            })
+            .collect()
+    };
+    let mut items: Vec<(Key, Json)> = Vec::new();
+    let mut put = |k: String, v: Json| items.push((Arc::from(k.as_str()), v));
+    put("overall_observability_coverage".into(), Json::Float(with.len() as f64 / total_n));
+    let positive = match col("token_observability_coverage") {
+        Some(c) => {
+            let c = &t.columns[c];
+            with.iter().filter(|&&r| tag::is_numeric(c.tags[r]) && c.nums[r] > 0.0).count()
+        }
+        None => 0,
+    };
+    put("token_observability_coverage".into(), Json::Float(positive as f64 / total_n));
+    for field in ["prompt_tokens", "cached_prompt_tokens", "completion_tokens", "reasoning_tokens"] {
+        let v = values(field);
+        if v.is_empty() {
+            continue;
+        }
+        put(format!("mean_{field}"), Json::Float(fmean(&v)));
+        put(format!("median_{field}"), median(&v).json());
+        put(format!("total_{field}"), total(&v).json());
+    }
+    let turns = values("num_turns");
+    if !turns.is_empty() {
+        put("mean_num_turns".into(), Json::Float(fmean(&turns)));
+        put("median_num_turns".into(), median(&turns).json());
+        put("std_num_turns".into(), Json::Float(pstdev(&turns)));
+        let mn = turns.iter().copied().min_by(|a, b| a.f().total_cmp(&b.f())).unwrap();
+        let mx = turns.iter().copied().max_by(|a, b| a.f().total_cmp(&b.f())).unwrap();
+        put("min_num_turns".into(), mn.json());
+        put("p90_num_turns".into(), Json::Float(quantile(&turns, 0.9)));
+        put("max_num_turns".into(), mx.json());
+    }
+    // Per-rollout completion tokens per turn.
+    if let (Some(cc), Some(tc)) = (col("completion_tokens"), col("num_turns")) {
+        let (cc, tc) = (&t.columns[cc], &t.columns[tc]);
+        let ratio: Vec<Num> = with
+            .iter()
+            .filter(|&&r| tag::is_numeric(cc.tags[r]) && tag::is_numeric(tc.tags[r]) && tc.nums[r] > 0.0)
+            .map(|&r| Num::F(cc.nums[r] / tc.nums[r]))
+            .collect();
+        if !ratio.is_empty() {
+            put("mean_tokens_per_turn".into(), Json::Float(fmean(&ratio)));
+            put("median_tokens_per_turn".into(), median(&ratio).json());
+        }
+    }
+    let lat = values("total_latency_ms");
+    if !lat.is_empty() {
+        put("total_latency_p50_ms".into(), Json::Float(quantile(&lat, 0.5)));
+        put("total_latency_p90_ms".into(), Json::Float(quantile(&lat, 0.9)));
+        put("total_latency_p99_ms".into(), Json::Float(quantile(&lat, 0.99)));
+        put("total_latency_mean_ms".into(), Json::Float(fmean(&lat)));
+    }
+    Some(Json::Obj(items))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn fsum_is_exact() {
+        assert_eq!(fsum([0.1; 10]), 1.0);
+        assert_eq!(fsum([1e100, 1.0, -1e100, 1e-100]), 1.0);
+    }
+}

@@ -1,0 +1,365 @@
+//! Profile (SPEC §4): align rollouts with their materialized inputs, drop masked pairs,
+//! and compute the task, agent and repeat levels for every agent at once.
+//!
+//! Pure computation: the caller reads the files and later fills each task entry's
+//! `sample` from the input row this module names.
+
+use std::collections::{BTreeMap, HashMap, HashSet};
+use std::sync::Arc;
+
+use rayon::prelude::*;
+
+use super::labels::{labels_for, run_key};
+use super::levels::{across_repeats, agent_level, describe, repeat_level, Profiled, StatKeys};
+use super::warnings::Warnings;
+use crate::error::{Error, Result};
+use crate::export::json::{Json, Key};
+use crate::ingest::rollouts::SEP;
+use crate::ingest::{tag, InputTable, RolloutTable};
+
+/// Counts of NeMo Gym's completion summary (SPEC §4 step 5).
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct CompletionSummary {
+    pub expected_rollout_rows: usize,
+    pub completed_rollout_rows: usize,
+    pub missing_rollout_rows: usize,
+    pub extra_rollout_rows: usize,
+    pub reward_profile_completion_pct: f64,
+    pub total_input_rows: usize,
+    pub complete_input_rows: usize,
+    pub partial_input_rows: usize,
+    pub missing_input_rows: usize,
+    pub masked_rollout_rows: usize,
+}
+
+/// Everything `profile` produces.
+pub struct ProfileOutput {
+    /// Task entries; each `sample` is a placeholder to fill from `sample_rows`.
+    pub tasks: Vec<Json>,
+    /// Per task entry, the input row whose text becomes its `sample`.
+    pub sample_rows: Vec<usize>,
+    pub agents: Vec<Json>,
+    pub repeats: Vec<Json>,
+    pub summary: CompletionSummary,
+    pub warnings: Warnings,
+}
+
+fn fmt_keys(keys: &[(i64, i64)]) -> String {
+    let parts: Vec<String> = keys.iter().take(10).map(|(a, b)| format!("({a}, {b})")).collect();
+    format!("[{}]", parts.join(", "))
+}
+
+/// Sorted (key, row) pairs; errors on a duplicate key naming it and both lines.
+pub fn index_by_key(
+    task: &[i64],
+    rollout: &[i64],
+    line: &[u64],
+    what: &str,
+    file: &std::path::Path,
+) -> Result<Vec<((i64, i64), usize)>> {
+    let mut v: Vec<((i64, i64), usize)> = (0..task.len()).map(|i| ((task[i], rollout[i]), i)).collect();
+    v.par_sort_unstable();
+    for w in v.windows(2) {
+        if w[0].0 == w[1].0 {
+            let (a, b) = w[0].0;
+            let (l1, l2) = (line[w[0].1].min(line[w[1].1]), line[w[0].1].max(line[w[1].1]));
+            return Err(Error::Mismatch(format!(
+                "Duplicate {what} row for rollout key ({a}, {b}): {}, lines {l1} and {l2} have the same _ng_task_index and _ng_rollout_index",
+                file.display()
+            )));
+        }
+    }
+    Ok(v)
+}
+
+/// One rollout's compact record for `rollout_infos` (SPEC §3).
+pub fn rollout_info(t: &RolloutTable, row: usize) -> Json {
+    let (task, rollout) = (t.task[row], t.rollout[row]);
+    let mut items: Vec<(Key, Json)> = vec![
+        (Arc::from("rollout_id"), Json::Str(format!("{task}:{rollout}"))),
+        (Arc::from("_ng_task_index"), Json::Int(task)),
+        (Arc::from("_ng_rollout_index"), Json::Int(rollout)),
+    ];
+    let seq = &t.orders[t.order[row] as usize];
+    let sep = seq.iter().position(|&c| c == SEP).unwrap_or(seq.len());
+    let value = |c: usize, keep_bool: bool| -> Option<Json> {
+        let col = &t.columns[c];
+        match col.tags[row] {
+            tag::INT => Some(Json::Int(col.nums[row] as i64)),
+            tag::FLOAT => Some(Json::Float(col.nums[row])),
+            tag::BOOL if keep_bool => Some(Json::Bool(col.nums[row] != 0.0)),
+            tag::BOOL => Some(Json::Int(col.nums[row] as i64)),
+            _ => None,
+        }
+    };
+    if let Some(&rc) = seq[..sep].iter().find(|&&c| t.columns[c as usize].name == "reward") {
+        let col = &t.columns[rc as usize];
+        let v = match col.tags[row] {
+            tag::NULL => Some(Json::Null),
+            tag::STR => col.str_at(row).map(|s| Json::Str(s.to_string())),
+            tag::LONG_STR => Some(Json::Null),
+            _ => value(rc as usize, true),
+        };
+        if let Some(v) = v {
+            items.push((Arc::from("reward"), v));
+        }
+    }
+    let mut obj = Json::Obj(items);
+    for &u in &seq[sep + 1..] {
+        if let Some(v) = value(u as usize, false) {
+            obj.set(&t.columns[u as usize].name, v);
+        }
+    }
+    for &c in &seq[..sep] {
+        let name = &t.columns[c as usize].name;
+        if name == "reward" {
+            continue;
+        }
+        if let Some(v) = value(c as usize, false) {
+            obj.set(name, v);
+        }
+    }
+    obj
+}
+
+/// Coverage keys (SPEC §6) for a set of rows, or empty when nothing was masked.
+pub fn coverage(t: &RolloutTable, rows: &[usize]) -> Vec<(Key, Json)> {
+    let masked = rows.iter().filter(|&&r| t.masked[r]).count();
+    if masked == 0 {
+        return Vec::new();
+    }
+    let all: HashSet<i64> = rows.iter().map(|&r| t.task[r]).collect();
+    let measured: HashSet<i64> = rows.iter().filter(|&&r| !t.masked[r]).map(|&r| t.task[r]).collect();
+    vec![
+        (Arc::from("coverage/measured_rollouts"), Json::Int((rows.len() - masked) as i64)),
+        (Arc::from("coverage/masked_rollouts"), Json::Int(masked as i64)),
+        (Arc::from("coverage/measured_tasks"), Json::Int(measured.len() as i64)),
+        (Arc::from("coverage/fully_masked_tasks"), Json::Int((all.len() - measured.len()) as i64)),
+    ]
+}
+
+/// Task-level entries of a profiled set; `sample` is left as a placeholder.
+pub fn task_level(p: &Profiled<'_>, keys: &StatKeys, with_agent_ref: bool) -> Vec<(Json, usize, usize)> {
+    p.task_groups()
+        .par_iter()
+        .map(|&(a, b)| {
+            let cols: Vec<&[f64]> = p.vals.iter().map(|v| &v[a..b]).collect();
+            let mut items: Vec<(Key, Json)> = vec![(Arc::from("_ng_task_index"), Json::Int(p.task(a)))];
+            let mut scratch = Vec::new();
+            describe(&cols, keys, p.all_int, &mut items, &mut scratch);
+            if with_agent_ref {
+                items.push((Arc::from("agent_ref"), Json::name_ref(&p.labels[p.label[a] as usize])));
+            }
+            (Json::Obj(items), a, b)
+        })
+        .collect()
+}
+
+/// Runs the profile. `allow_partial` permits input rows without results.
+pub fn profile(t: &RolloutTable, inputs: &InputTable, allow_partial: bool) -> Result<ProfileOutput> {
+    let rows_idx = index_by_key(&inputs.task, &inputs.rollout, &inputs.line, "materialized input", &inputs.path)?;
+    let res_idx = index_by_key(&t.task, &t.rollout, &t.line, "result", &t.path)?;
+    // Merge the two sorted key lists.
+    let mut matched: Vec<(usize, usize)> = Vec::new(); // (input row, result row), key order
+    let mut missing_results: Vec<(i64, i64)> = Vec::new();
+    let mut extra: Vec<(i64, i64)> = Vec::new();
+    let (mut i, mut j) = (0, 0);
+    while i < rows_idx.len() || j < res_idx.len() {
+        if j == res_idx.len() || (i < rows_idx.len() && rows_idx[i].0 < res_idx[j].0) {
+            missing_results.push(rows_idx[i].0);
+            i += 1;
+        } else if i == rows_idx.len() || res_idx[j].0 < rows_idx[i].0 {
+            extra.push(res_idx[j].0);
+            j += 1;
+        } else {
+            matched.push((rows_idx[i].1, res_idx[j].1));
+            i += 1;
+            j += 1;
+        }
+    }
+    if !extra.is_empty() {
+        return Err(Error::Mismatch(format!(
+            "Rollout results contain rows with no matching materialized input rows. Found {} extra rollout rows. Extra rollout keys: {}",
+            extra.len(),
+            fmt_keys(&extra)
+        )));
+    }
+    if !missing_results.is_empty() && !allow_partial {
+        return Err(Error::Mismatch(format!(
+            "Materialized input rows and rollout results do not have matching rollout keys. Missing rollout results for {} materialized input rows. Missing rollout keys: {}. Use --allow-partial to profile completed rollouts from a partial collection.",
+            missing_results.len(),
+            fmt_keys(&missing_results)
+        )));
+    }
+    // Masked keys leave both sides.
+    let masked_rows: HashSet<usize> = matched.iter().filter(|&&(_, r)| t.masked[r]).map(|&(i, _)| i).collect();
+    let measured_inputs: Vec<usize> =
+        rows_idx.iter().map(|&(_, i)| i).filter(|i| !masked_rows.contains(i)).collect();
+    let labels = labels_for(measured_inputs.iter().map(|&i| (inputs.name(inputs.server[i]), inputs.name(inputs.agent[i]))));
+    let label_of = |i: usize| -> Option<&str> {
+        run_key(inputs.name(inputs.server[i]), inputs.name(inputs.agent[i])).and_then(|k| labels.get(k)).map(|s| s.as_str())
+    };
+    let pairs: Vec<(usize, usize)> = matched.iter().copied().filter(|&(_, r)| !t.masked[r]).collect();
+    let mut row_labels: Vec<&str> = Vec::with_capacity(pairs.len());
+    for &(i, r) in &pairs {
+        match label_of(i) {
+            Some(l) => row_labels.push(l),
+            None => {
+                return Err(Error::Mismatch(format!(
+                    "{}, line {}: the input row for rollout key ({}, {}) (rollouts line {}) names no agent: it has neither `agent_ref.name` nor `_ng_environment_server`",
+                    inputs.path.display(),
+                    inputs.line[i],
+                    t.task[r],
+                    t.rollout[r],
+                    t.line[r]
+                )))
+            }
+        }
+    }
+    let summary = completion_summary(t, inputs, &rows_idx, &matched);
+    let mut warnings = Warnings::default();
+    if pairs.is_empty() {
+        let agents = coverage_entries(t, inputs, &matched, &[], &mut Vec::new());
+        return Ok(ProfileOutput { tasks: vec![], sample_rows: vec![], agents, repeats: vec![], summary, warnings });
+    }
+    let result_rows: Vec<usize> = pairs.iter().map(|&(_, r)| r).collect();
+    let input_of: HashMap<usize, usize> = pairs.iter().map(|&(i, r)| (r, i)).collect();
+    let p = Profiled::new(t, &result_rows, &row_labels);
+    let keys = StatKeys::new(&p.fields);
+    // Expected rollouts per group key over the measured input rows.
+    let mut expected: HashMap<(i64, Option<&str>), usize> = HashMap::new();
+    for &i in &measured_inputs {
+        let k = (inputs.task[i], if p.fan_out { label_of(i) } else { None });
+        *expected.entry(k).or_default() += 1;
+    }
+    let groups = task_level(&p, &keys, p.fan_out);
+    let mut tasks = Vec::with_capacity(groups.len());
+    let mut sample_rows = Vec::with_capacity(groups.len());
+    let built: Vec<Json> = groups
+        .par_iter()
+        .map(|(entry, a, b)| {
+            let mut e = entry.clone();
+            let n = b - a;
+            let label = &p.labels[p.label[*a] as usize];
+            let exp = expected.get(&(p.task(*a), if p.fan_out { Some(label.as_str()) } else { None })).copied().unwrap_or(0);
+            e.push(Arc::from("sample"), Json::Null);
+            e.push(Arc::from("num_rollouts"), Json::Int(n as i64));
+            e.push(Arc::from("expected_num_rollouts"), Json::Int(exp as i64));
+            e.push(Arc::from("missing_num_rollouts"), Json::Int(exp as i64 - n as i64));
+            let pct = if exp == 0 { 100.0 } else { 100.0 * n as f64 / exp as f64 };
+            e.push(Arc::from("reward_profile_completion_pct"), Json::Float(pct));
+            let infos: Vec<Json> = (*a..*b).map(|pos| rollout_info(t, p.rows[pos])).collect();
+            e.push(Arc::from("rollout_infos"), Json::Arr(infos));
+            e
+        })
+        .collect();
+    for ((_, a, _), e) in groups.iter().zip(built) {
+        sample_rows.push(input_of[&p.rows[*a]]);
+        tasks.push(e);
+    }
+    // Agent level.
+    let agent_stats = agent_level(&p, &keys);
+    let repeats = repeat_level(&p, &mut warnings);
+    let across = across_repeats(&repeats, p.labels.len(), &mut warnings);
+    let mut agents: Vec<Json> = Vec::new();
+    for (l, (mut items, acr)) in agent_stats.into_iter().zip(across).enumerate() {
+        items.push((Arc::from("agent_ref"), Json::name_ref(&p.labels[l])));
+        items.extend(acr);
+        agents.push(Json::Obj(items));
+    }
+    let agents = coverage_entries(t, inputs, &matched, &agents, &mut Vec::new());
+    let repeats: Vec<Json> = repeats
+        .into_iter()
+        .map(|(l, _, e)| {
+            let mut items: Vec<(Key, Json)> = vec![(Arc::from("agent_ref"), Json::name_ref(&p.labels[l as usize]))];
+            items.extend(e);
+            Json::Obj(items)
+        })
+        .collect();
+    Ok(ProfileOutput { tasks, sample_rows, agents, repeats, summary, warnings })
+}
+
+/// Appends each agent's coverage (keyed by `agent_ref.name` of the input rows, over all
+/// results including masked ones) to its entry, and coverage-only entries for the rest.
+fn coverage_entries(
+    t: &RolloutTable,
+    inputs: &InputTable,
+    matched: &[(usize, usize)],
+    agents: &[Json],
+    _scratch: &mut Vec<usize>,
+) -> Vec<Json> {
+    let mut per_agent: BTreeMap<usize, (String, Vec<usize>)> = BTreeMap::new(); // first-seen order
+    let mut order_of: HashMap<&str, usize> = HashMap::new();
+    for &(i, r) in matched {
+        if let Some(name) = inputs.name(inputs.agent[i]) {
+            let n = order_of.len();
+            let o = *order_of.entry(name).or_insert(n);
+            per_agent.entry(o).or_insert_with(|| (name.to_string(), Vec::new())).1.push(r);
+        }
+    }
+    let mut cov: Vec<(String, Vec<(Key, Json)>)> =
+        per_agent.into_values().map(|(n, rows)| (n, coverage(t, &rows))).filter(|(_, c)| !c.is_empty()).collect();
+    let mut out = Vec::with_capacity(agents.len() + cov.len());
+    for a in agents {
+        let mut a = a.clone();
+        let name = match a.get("agent_ref").and_then(|r| r.get("name")) {
+            Some(Json::Str(s)) => s.clone(),
+            _ => String::new(),
+        };
+        if let Some(pos) = cov.iter().position(|(n, _)| *n == name) {
+            let (_, c) = cov.remove(pos);
+            for (k, v) in c {
+                a.push(k, v);
+            }
+        }
+        out.push(a);
+    }
+    for (name, c) in cov {
+        let mut items: Vec<(Key, Json)> = vec![(Arc::from("agent_ref"), Json::name_ref(&name))];
+        items.extend(c);
+        out.push(Json::Obj(items));
+    }
+    out
+}
+
+fn completion_summary(
+    t: &RolloutTable,
+    inputs: &InputTable,
+    rows_idx: &[((i64, i64), usize)],
+    matched: &[(usize, usize)],
+) -> CompletionSummary {
+    let group_of = |i: usize| (inputs.task[i], run_key(inputs.name(inputs.server[i]), inputs.name(inputs.agent[i])));
+    let mut expected: HashMap<(i64, Option<&str>), usize> = HashMap::new();
+    for &(_, i) in rows_idx {
+        *expected.entry(group_of(i)).or_default() += 1;
+    }
+    let mut completed: HashMap<(i64, Option<&str>), usize> = HashMap::new();
+    for &(i, _) in matched {
+        *completed.entry(group_of(i)).or_default() += 1;
+    }
+    let (mut complete, mut partial, mut missing) = (0, 0, 0);
+    for (k, &e) in &expected {
+        let c = completed.get(k).copied().unwrap_or(0);
+        if c == e {
+            complete += 1;
+        } else if c > 0 {
+            partial += 1;
+        } else {
+            missing += 1;
+        }
+    }
+    let exp = rows_idx.len();
+    let done = matched.len();
+    CompletionSummary {
+        expected_rollout_rows: exp,
+        completed_rollout_rows: done,
+        missing_rollout_rows: exp - done,
+        extra_rollout_rows: t.len() - done,
+        reward_profile_completion_pct: if exp == 0 { 100.0 } else { 100.0 * done as f64 / exp as f64 },
+        total_input_rows: expected.len(),
+        complete_input_rows: complete,
+        partial_input_rows: partial,
+        missing_input_rows: missing,
+        masked_rollout_rows: matched.iter().filter(|&&(_, r)| t.masked[r]).count(),
+    }
+}

@@ -1,0 +1,35 @@
+//! Numerically exact reimplementations of the statistics NeMo Gym reports.
+//!
+//! NeMo Gym 0.7.0 computes its summaries with pandas, numpy and scipy:
+//! `Series.mean()/std()/median()/quantile()` and
+//! `scipy.stats.t.interval(...)`. Textbook formulas give results that differ
+//! from those in the last bits, because numpy sums pairwise in a fixed block
+//! order, pandas zero-fills missing values in place before summing, numpy's
+//! quantile interpolation has its own rounding, and the t quantile must be
+//! accurate to a few ulps. This module repeats each of those computations
+//! operation for operation (or, for the t quantile, to ~1e-14 relative), so
+//! rollstat's numbers match NeMo Gym's bit for bit where possible.
+//!
+//! All functions are pure; none allocate except the convenience wrappers
+//! that create their own scratch buffer.
+
+mod moments;
+mod nan;
+mod quantile;
+mod sum;
+mod t_dist;
+/// VAGEN's `reward_variance` (kept here by the metrics code; not numpy-ordered).
+pub mod variance;
+
+pub use moments::{
+    mean, pandas_mean, pandas_mean_with_scratch, pandas_std, pandas_std_with_scratch, pandas_var,
+    pandas_var_with_scratch, std, var, var_with_scratch,
+};
+pub use nan::{nan_mean, nan_std};
+pub use quantile::{median_sorted, quantile_linear_sorted, sort_f64};
+pub use sum::{numpy_sum, pairwise_sum};
+pub use t_dist::{t_interval, t_ppf};
+pub use variance::{group_variance, reward_variance};
+
+#[cfg(test)]
+mod test_data;

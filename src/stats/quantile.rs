@@ -1,0 +1,180 @@
+//! Sorting, median and linear-interpolation quantiles as numpy computes them.
+//!
+//! numpy's `np.median` averages the middle element(s) with `np.mean`, and
+//! `np.quantile(a, q)` (method `'linear'`, also what pandas'
+//! `Series.quantile` uses) interpolates between two order statistics with a
+//! specific, asymmetric `_lerp`. Both are repeated operation for operation.
+//! All functions take already sorted, NaN-free data (see [`sort_f64`]).
+
+use super::sum::numpy_sum;
+
+/// Sorts ascending with [`f64::total_cmp`] (so `-0.0` before `0.0` and NaNs
+/// last, like numpy's sort puts NaNs at the end). Unstable sort: equal
+/// values are indistinguishable, so the order does not matter.
+pub fn sort_f64(v: &mut [f64]) {
+    v.sort_unstable_by(f64::total_cmp);
+}
+
+/// `np.median` of sorted, NaN-free data.
+///
+/// numpy (`_median` in `numpy/lib/_function_base_impl.py`) takes the middle
+/// element (odd `n`) or the two middle elements `a, b` (even `n`) and calls
+/// `np.mean` on them, i.e. `numpy_sum(middle) / len(middle)`; for even `n`
+/// that is `(0.0 + (a + b)) / 2.0`, which equals `(a + b) / 2.0` except that
+/// a `-0.0` result becomes `0.0`. Empty input gives NaN (numpy warns and
+/// returns NaN); if the last element is NaN the result is NaN, as in numpy.
+pub fn median_sorted(sorted: &[f64]) -> f64 {
+    let n = sorted.len();
+    if n == 0 || sorted[n - 1].is_nan() {
+        return f64::NAN;
+    }
+    let mid = n / 2;
+    let middle = if n % 2 == 1 {
+        &sorted[mid..mid + 1]
+    } else {
+        &sorted[mid - 1..mid + 1]
+    };
+    numpy_sum(middle) / middle.len() as f64
+}
+
+/// numpy's `_lerp(a, b, t)`: `a + (b - a) * t`, except where `t >= 0.5`,
+/// where it is `b - (b - a) * (1 - t)`.
+fn numpy_lerp(a: f64, b: f64, t: f64) -> f64 {
+    let diff = b - a;
+    if t >= 0.5 {
+        b - diff * (1.0 - t)
+    } else {
+        a + diff * t
+    }
+}
+
+/// `np.quantile(sorted, q)` with the default `method='linear'` (type 7 of
+/// Hyndman & Fan), for sorted, NaN-free data; pandas' `Series.quantile(q)`
+/// calls the same numpy code.
+///
+/// Steps as in numpy's `_quantile` (`numpy/lib/_function_base_impl.py`):
+/// * virtual index `v = (n - 1) * q` (numpy's `'linear'` entry computes
+///   exactly this product; the generic `n*q + alpha + q*(1-alpha-beta) - 1`
+///   form is used only by the other continuous methods and can round
+///   differently);
+/// * `prev = floor(v)`, `next = prev + 1`; when `v >= n - 1` both become
+///   the last index (numpy's `-1`) and when `v < 0` both become `0`;
+/// * `gamma = v - prev` with numpy's clamped `prev` (so `gamma = v + 1` at
+///   the top, which is harmless because both neighbours are equal);
+/// * result `_lerp(sorted[prev], sorted[next], gamma)` with
+///   `_lerp(a, b, t) = a + (b - a) * t`, or `b - (b - a) * (1 - t)` when
+///   `t >= 0.5`.
+///
+/// Consequently `n == 1` returns the single value (for a finite value), and
+/// infinities behave as in numpy (`np.quantile([inf], 0.5)` is NaN).
+/// Empty input, a NaN `q` or a NaN last element give NaN; `q` outside
+/// `[0, 1]` (numpy raises) also gives NaN.
+pub fn quantile_linear_sorted(sorted: &[f64], q: f64) -> f64 {
+    let n = sorted.len();
+    if n == 0 || !(0.0..=1.0).contains(&q) || sorted[n - 1].is_nan() {
+        return f64::NAN;
+    }
+    let last = n - 1;
+    let v = last as f64 * q;
+    let (prev_index, next_index, prev_value) = if v >= last as f64 {
+        (last, last, -1.0)
+    } else if v < 0.0 {
+        (0, 0, 0.0)
+    } else {
+        let f = v.floor();
+        let i = f as usize;
+        (i, i + 1, f)
+    };
+    let gamma = v - prev_value;
+    numpy_lerp(sorted[prev_index], sorted[next_index], gamma)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sorting() {
+        let mut v = [3.0, -0.0, 0.0, f64::NAN, -1.0, f64::INFINITY];
+        sort_f64(&mut v);
+        assert_eq!(&v[..3], &[-1.0, -0.0, 0.0]);
+        assert_eq!(v[1].to_bits(), (-0.0f64).to_bits());
+        assert_eq!(v[4], f64::INFINITY);
+        assert!(v[5].is_nan());
+    }
+
+    #[test]
+    fn median_small() {
+        assert!(median_sorted(&[]).is_nan());
+        assert_eq!(median_sorted(&[5.0]), 5.0);
+        assert_eq!(median_sorted(&[1.0, 2.0]), 1.5);
+        assert_eq!(median_sorted(&[1.0, 2.0, 10.0]), 2.0);
+        assert_eq!(median_sorted(&[0.0, 1.0, f64::INFINITY]), 1.0);
+        // np.median([-0.0]) and np.median([-0.0, -0.0]) are 0.0
+        assert_eq!(median_sorted(&[-0.0]).to_bits(), 0.0f64.to_bits());
+        assert_eq!(median_sorted(&[-0.0, -0.0]).to_bits(), 0.0f64.to_bits());
+        // (a + b) / 2 overflows like numpy's mean does
+        assert_eq!(median_sorted(&[f64::MAX, f64::MAX]), f64::INFINITY);
+        assert!(median_sorted(&[1.0, f64::NAN]).is_nan());
+    }
+
+    #[test]
+    fn quantile_small() {
+        assert!(quantile_linear_sorted(&[], 0.5).is_nan());
+        assert!(quantile_linear_sorted(&[1.0], f64::NAN).is_nan());
+        assert!(quantile_linear_sorted(&[1.0], 1.5).is_nan());
+        assert_eq!(quantile_linear_sorted(&[7.0], 0.3), 7.0);
+        assert_eq!(quantile_linear_sorted(&[7.0], 1.0), 7.0);
+        let xs = [1.0, 2.0, 3.0, 4.0];
+        assert_eq!(quantile_linear_sorted(&xs, 0.0), 1.0);
+        assert_eq!(quantile_linear_sorted(&xs, 1.0), 4.0);
+        assert_eq!(quantile_linear_sorted(&xs, 0.5), 2.5);
+        assert_eq!(quantile_linear_sorted(&xs, 0.25), 1.75);
+        assert_eq!(quantile_linear_sorted(&xs, 0.75), 3.25);
+        // numpy: np.quantile([inf], 0.5) and np.quantile([0, 1, inf], 0.5) are nan
+        assert!(quantile_linear_sorted(&[f64::INFINITY], 0.5).is_nan());
+        assert!(quantile_linear_sorted(&[0.0, 1.0, f64::INFINITY], 0.5).is_nan());
+    }
+
+    #[test]
+    fn lerp_switches_form_at_half() {
+        // a + (b - a) * t and b - (b - a) * (1 - t) round differently; numpy
+        // uses the second one from t = 0.5 on.
+        let (a, b) = (0.1, 0.7);
+        let t = 0.7;
+        assert_eq!(numpy_lerp(a, b, t), b - (b - a) * (1.0 - t));
+        assert_ne!(b - (b - a) * (1.0 - t), a + (b - a) * t);
+        assert_eq!(numpy_lerp(a, b, 0.3), a + (b - a) * 0.3);
+    }
+
+    #[test]
+    fn matches_numpy_table() {
+        use super::super::test_data::{numpy_groups, py_float};
+        let mut checked = 0;
+        for (xs, rows) in numpy_groups(include_str!("numpy_ref.tsv")) {
+            let mut all = xs.clone();
+            sort_f64(&mut all);
+            let mut present: Vec<f64> = xs
+                .iter()
+                .enumerate()
+                .filter(|(i, _)| i % 7 != 3)
+                .map(|(_, &x)| x)
+                .collect();
+            sort_f64(&mut present);
+            for row in rows {
+                let q = || py_float(row[3]);
+                let got = match row[2] {
+                    "median" | "np_median" => median_sorted(&all),
+                    "m_median" => median_sorted(&present),
+                    "quantile" => quantile_linear_sorted(&all, q()),
+                    "m_quantile" => quantile_linear_sorted(&present, q()),
+                    _ => continue,
+                };
+                let want = py_float(row[4]);
+                assert_eq!(got.to_bits(), want.to_bits(), "{row:?}: got {got:?}");
+                checked += 1;
+            }
+        }
+        assert_eq!(checked, 66 * (3 + 2 * 13));
+    }
+}

@@ -1,0 +1,176 @@
+//! SPEC §10: every malformed input gets a one-line error naming the file, the line (and
+//! key) and what was expected, exit status 2, no output files, and inputs untouched.
+
+use crate::common::*;
+
+const GOOD_INPUT: &str = r#"{"agent_ref": {"name": "a"}, "_ng_task_index": 0, "_ng_rollout_index": 0}
+{"agent_ref": {"name": "a"}, "_ng_task_index": 0, "_ng_rollout_index": 1}
+"#;
+const GOOD_ROLLOUTS: &str = r#"{"reward": 1.0, "agent_ref": {"name": "a"}, "_ng_task_index": 0, "_ng_rollout_index": 0}
+{"reward": 0.0, "agent_ref": {"name": "a"}, "_ng_task_index": 0, "_ng_rollout_index": 1}
+"#;
+
+struct Run {
+    dir: TempDir,
+    out: std::process::Output,
+}
+
+/// Runs profile on the given file texts in a fresh folder; checks inputs are untouched.
+fn profile(inputs: &[u8], rollouts: &[u8], extra: &[&str]) -> Run {
+    let dir = TempDir::new("bad");
+    let i = dir.join("inputs.jsonl");
+    let r = dir.join("rollouts.jsonl");
+    std::fs::write(&i, inputs).unwrap();
+    std::fs::write(&r, rollouts).unwrap();
+    let mut args = vec!["profile", "--inputs", i.to_str().unwrap(), "--rollouts", r.to_str().unwrap()];
+    args.extend_from_slice(extra);
+    let out = run(&args);
+    assert_eq!(std::fs::read(&i).unwrap(), inputs, "inputs file modified");
+    assert_eq!(std::fs::read(&r).unwrap(), rollouts, "rollouts file modified");
+    Run { dir, out }
+}
+
+/// Asserts a refusal: exit 2, one error line containing every `needle`, no outputs.
+fn refused(run: &Run, needles: &[&str]) {
+    let err = stderr(&run.out);
+    assert_eq!(run.out.status.code(), Some(2), "stderr: {err}");
+    let lines: Vec<&str> = err.lines().filter(|l| l.starts_with("rollstat: error:")).collect();
+    assert_eq!(lines.len(), 1, "one error line expected: {err}");
+    for n in needles {
+        assert!(lines[0].contains(n), "error should contain {n:?}: {}", lines[0]);
+    }
+    assert_eq!(run.dir.files(), vec!["inputs.jsonl".to_string(), "rollouts.jsonl".to_string()], "no output files");
+}
+
+#[test]
+fn invalid_json_on_a_line() {
+    let r = profile(GOOD_INPUT.as_bytes(), b"{\"reward\": 1.0, \"_ng_task_index\": 0, \"_ng_rollout_index\": 0}\n{\"reward\": ,}\n", &[]);
+    refused(&r, &["rollouts.jsonl", "line 2", "invalid JSON"]);
+}
+
+#[test]
+fn a_line_that_is_not_an_object() {
+    let r = profile(b"[1, 2]\n", GOOD_ROLLOUTS.as_bytes(), &[]);
+    refused(&r, &["inputs.jsonl", "line 1", "expected a JSON object"]);
+}
+
+#[test]
+fn missing_task_index() {
+    let r = profile(GOOD_INPUT.as_bytes(), b"{\"reward\": 1.0, \"_ng_rollout_index\": 0}\n", &[]);
+    refused(&r, &["rollouts.jsonl", "line 1", "_ng_task_index", "expected an integer"]);
+}
+
+#[test]
+fn non_integer_rollout_index() {
+    let r = profile(GOOD_INPUT.as_bytes(), b"{\"reward\": 1.0, \"_ng_task_index\": 0, \"_ng_rollout_index\": \"1\"}\n", &[]);
+    refused(&r, &["line 1", "_ng_rollout_index", "expected an integer, found a string"]);
+}
+
+#[test]
+fn duplicate_keys() {
+    let dup = format!("{GOOD_ROLLOUTS}{}", GOOD_ROLLOUTS.lines().next().unwrap());
+    let r = profile(GOOD_INPUT.as_bytes(), format!("{dup}\n").as_bytes(), &[]);
+    refused(&r, &["Duplicate result row for rollout key (0, 0)", "lines 1 and 3"]);
+}
+
+#[test]
+fn results_without_inputs() {
+    let r = profile(GOOD_INPUT.lines().next().unwrap().as_bytes(), GOOD_ROLLOUTS.as_bytes(), &["--allow-partial"]);
+    refused(&r, &["no matching materialized input rows", "Found 1 extra", "(0, 1)"]);
+}
+
+#[test]
+fn inputs_without_results_unless_partial() {
+    let one = format!("{}\n", GOOD_ROLLOUTS.lines().next().unwrap());
+    let r = profile(GOOD_INPUT.as_bytes(), one.as_bytes(), &[]);
+    refused(&r, &["Missing rollout results for 1", "(0, 1)", "--allow-partial"]);
+    let r = profile(GOOD_INPUT.as_bytes(), one.as_bytes(), &["--allow-partial"]);
+    assert!(r.out.status.success(), "{}", stderr(&r.out));
+    assert!(stdout(&r.out).contains("Reward profile completion: 1/2"));
+}
+
+#[test]
+fn number_in_some_rows_string_in_others() {
+    let rollouts = r#"{"reward": 1.0, "score": 2, "_ng_task_index": 0, "_ng_rollout_index": 0, "agent_ref": {"name": "a"}}
+{"reward": 0.0, "score": "n/a", "_ng_task_index": 0, "_ng_rollout_index": 1, "agent_ref": {"name": "a"}}
+"#;
+    let r = profile(GOOD_INPUT.as_bytes(), rollouts.as_bytes(), &[]);
+    assert!(r.out.status.success(), "{}", stderr(&r.out));
+    let warnings: Vec<String> = stderr(&r.out).lines().filter(|l| l.contains("`score`")).map(|s| s.to_string()).collect();
+    assert_eq!(warnings.len(), 1, "{}", stderr(&r.out));
+    assert!(warnings[0].contains("string in 1 row"), "{}", warnings[0]);
+    let agents = read_json(&r.dir.join("rollouts_agent_metrics.json"));
+    let a = &match agents {
+        rollstat::export::json::Json::Arr(v) => v,
+        _ => panic!(),
+    }[0];
+    // The string row is missing: the mean of score is over one value.
+    assert_eq!(a.get("mean/score"), Some(&rollstat::export::json::Json::Float(2.0)));
+    assert_eq!(a.get("mean/reward"), Some(&rollstat::export::json::Json::Float(0.5)));
+}
+
+#[test]
+fn empty_file() {
+    let r = profile(b"", GOOD_ROLLOUTS.as_bytes(), &[]);
+    refused(&r, &["inputs.jsonl", "empty"]);
+}
+
+#[test]
+fn missing_file() {
+    let dir = TempDir::new("missing");
+    let o = run(&["aggregate", "--rollouts", dir.join("nope.jsonl").to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(stderr(&o).contains("nope.jsonl"), "{}", stderr(&o));
+    assert!(dir.files().is_empty());
+}
+
+#[test]
+fn cut_off_last_line_is_skipped_with_a_warning() {
+    let cut = format!("{GOOD_ROLLOUTS}{{\"reward\": 1.0, \"_ng_task_index\": 1, \"_ng_ro");
+    let r = profile(GOOD_INPUT.as_bytes(), cut.as_bytes(), &[]);
+    assert!(r.out.status.success(), "{}", stderr(&r.out));
+    assert!(stderr(&r.out).contains("line 3") && stderr(&r.out).contains("cut off"), "{}", stderr(&r.out));
+    assert!(stdout(&r.out).contains("Reward profile completion: 2/2"));
+}
+
+#[test]
+fn non_utf8_byte() {
+    let text = [b"{\"name\xff\": 1, \"_ng_task_index\": 0, \"_ng_rollout_index\": 0}\n".as_slice()].concat();
+    let r = profile(GOOD_INPUT.as_bytes(), &text, &[]);
+    refused(&r, &["rollouts.jsonl", "line 1", "UTF-8"]);
+}
+
+#[test]
+fn huge_line_is_read() {
+    let big = "x".repeat(10 << 20);
+    let rollouts = format!(
+        "{{\"response\": {{\"output\": \"{big}\", \"usage\": {{\"output_tokens\": 7}}}}, \"reward\": 1.0, \"agent_ref\": {{\"name\": \"a\"}}, \"_ng_task_index\": 0, \"_ng_rollout_index\": 0}}\n{}\n",
+        GOOD_ROLLOUTS.lines().nth(1).unwrap()
+    );
+    let r = profile(GOOD_INPUT.as_bytes(), rollouts.as_bytes(), &[]);
+    assert!(r.out.status.success(), "{}", stderr(&r.out));
+    let tasks = read_jsonl(&r.dir.join("rollouts_reward_profiling.jsonl"));
+    assert_eq!(tasks[0].get("max/output_tokens"), Some(&rollstat::export::json::Json::Float(7.0)));
+}
+
+#[test]
+fn an_output_path_that_is_an_input_is_refused() {
+    let dir = TempDir::new("overwrite");
+    let r = dir.write("rollouts.jsonl", GOOD_ROLLOUTS);
+    let o = run(&["aggregate", "--rollouts", r.to_str().unwrap(), "--out", r.to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    assert_eq!(std::fs::read_to_string(&r).unwrap(), GOOD_ROLLOUTS);
+}
+
+#[test]
+fn rollouts_that_name_no_agent_need_agent_flag() {
+    let dir = TempDir::new("noagent");
+    let r = dir.write("rollouts.jsonl", "{\"reward\": 1, \"_ng_task_index\": 0, \"_ng_rollout_index\": 0}\n");
+    let o = run(&["aggregate", "--rollouts", r.to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(stderr(&o).contains("line 1") && stderr(&o).contains("--agent"), "{}", stderr(&o));
+    assert_eq!(dir.files(), vec!["rollouts.jsonl"]);
+    let o = run(&["aggregate", "--rollouts", r.to_str().unwrap(), "--agent", "agent", "-q"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert_eq!(dir.files(), vec!["rollouts.jsonl", "rollouts_aggregate_metrics.json"]);
+}

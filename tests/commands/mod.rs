@@ -1,0 +1,389 @@
+//! The commands end to end: generate, ingest (Parquet round trip against an independent
+//! serde_json reading), thread-count invariance, demo, export, query (against the
+//! DataFrame API), custom metrics and batch metrics (against direct formulas).
+
+use std::path::Path;
+
+use polars::prelude::*;
+use rollstat::export::json::Json;
+
+use crate::common::*;
+
+fn generate(dir: &Path, extra: &[&str]) {
+    let mut args = vec!["generate", "--out-dir", dir.to_str().unwrap()];
+    args.extend_from_slice(extra);
+    let o = run(&args);
+    assert!(o.status.success(), "{}", stderr(&o));
+}
+
+fn read_pq(p: &Path) -> DataFrame {
+    ParquetReader::new(std::fs::File::open(p).unwrap()).finish().unwrap()
+}
+
+#[test]
+fn generate_is_deterministic_and_thread_independent() {
+    let a = TempDir::new("gen-a");
+    let b = TempDir::new("gen-b");
+    let args = ["--tasks", "60", "--repeats", "3", "--agents", "3", "--seed", "5", "--missing-frac", "0.05", "--masked-frac", "0.05", "--fan-out"];
+    let mut a1 = vec!["--threads", "1"];
+    a1.extend_from_slice(&args);
+    let mut a2 = vec!["--threads", "2"];
+    a2.extend_from_slice(&args);
+    // --threads is global: put it before the subcommand.
+    let o = run(&[&["--threads", "1", "generate", "--out-dir", a.path().to_str().unwrap()][..], &args[..]].concat());
+    assert!(o.status.success(), "{}", stderr(&o));
+    let o = run(&[&["--threads", "2", "generate", "--out-dir", b.path().to_str().unwrap()][..], &args[..]].concat());
+    assert!(o.status.success(), "{}", stderr(&o));
+    for f in ["rollouts.jsonl", "materialized_inputs.jsonl"] {
+        assert_eq!(std::fs::read(a.join(f)).unwrap(), std::fs::read(b.join(f)).unwrap(), "{f} differs across threads");
+    }
+    let inputs = std::fs::read_to_string(a.join("materialized_inputs.jsonl")).unwrap();
+    assert_eq!(inputs.lines().count(), 60 * 3 * 3);
+    let rollouts = std::fs::read_to_string(a.join("rollouts.jsonl")).unwrap();
+    let n = rollouts.lines().count();
+    assert!(n < 540 && n > 480, "missing fraction off: {n}");
+    for l in rollouts.lines() {
+        let v: serde_json::Value = serde_json::from_str(l).unwrap();
+        assert!(v["_ng_task_index"].is_i64() && v["_ng_rollout_index"].is_i64());
+    }
+}
+
+/// An independent reading of one rollout line: numeric fields with the usage overlay.
+fn overlay(v: &serde_json::Value) -> Vec<(String, Option<f64>)> {
+    let mut out: Vec<(String, Option<f64>)> = Vec::new();
+    let num = |x: &serde_json::Value| -> Option<f64> {
+        match x {
+            serde_json::Value::Bool(b) => Some(f64::from(u8::from(*b))),
+            serde_json::Value::Number(n) => n.as_f64(),
+            _ => None,
+        }
+    };
+    let obj = v.as_object().unwrap();
+    let usage = obj.get("response").and_then(|r| r.get("usage")).and_then(|u| u.as_object());
+    for (k, x) in obj {
+        if k.starts_with('_') || k == "mask_sample" {
+            continue;
+        }
+        let x = usage.and_then(|u| u.get(k)).unwrap_or(x);
+        out.push((k.clone(), num(x)));
+    }
+    if let Some(u) = usage {
+        for (k, x) in u {
+            if !obj.contains_key(k) {
+                out.push((k.clone(), num(x)));
+            }
+        }
+    }
+    out
+}
+
+/// Checks a written Parquet table against a serde_json reading of the JSONL file.
+fn check_parquet_against_serde(jsonl: &Path, pq: &Path) {
+    let df = read_pq(pq);
+    let text = std::fs::read_to_string(jsonl).unwrap();
+    let rows: Vec<serde_json::Value> = text.lines().filter(|l| !l.trim().is_empty()).map(|l| serde_json::from_str(l).unwrap()).collect();
+    assert_eq!(df.height(), rows.len(), "{}", jsonl.display());
+    let task = df.column("_ng_task_index").unwrap().i64().unwrap().clone();
+    let rollout = df.column("_ng_rollout_index").unwrap().i64().unwrap().clone();
+    for (i, v) in rows.iter().enumerate() {
+        assert_eq!(task.get(i), v["_ng_task_index"].as_i64());
+        assert_eq!(rollout.get(i), v["_ng_rollout_index"].as_i64());
+        for (k, want) in overlay(v) {
+            let Ok(col) = df.column(&k) else {
+                assert!(want.is_none() || k == "mask_sample", "{}: numeric field {k} has no column", jsonl.display());
+                continue;
+            };
+            if !(col.dtype().is_integer() || col.dtype().is_float()) {
+                continue;
+            }
+            let got = col.cast(&DataType::Float64).unwrap().f64().unwrap().get(i);
+            match (got, want) {
+                (Some(g), Some(w)) => assert!(close(g, w) || (g.is_nan() && w.is_nan()), "{k} row {i}: {g} != {w}"),
+                (None, None) => {}
+                (g, w) => panic!("{}: {k} row {i}: {g:?} != {w:?}", jsonl.display()),
+            }
+        }
+    }
+}
+
+#[test]
+fn ingest_writes_typed_parquet_equal_to_an_independent_reading() {
+    let d = TempDir::new("ingest");
+    generate(d.path(), &["--tasks", "40", "--repeats", "3", "--agents", "2", "--seed", "9", "--masked-frac", "0.1", "--missing-frac", "0.05", "--ng-perf-frac", "0.5"]);
+    let pq = d.join("r.parquet");
+    let o = run(&["ingest", d.join("rollouts.jsonl").to_str().unwrap(), "--inputs", d.join("materialized_inputs.jsonl").to_str().unwrap(), "--out", pq.to_str().unwrap()]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let df = read_pq(&pq);
+    assert_eq!(df.column("_ng_task_index").unwrap().dtype(), &DataType::Int64);
+    assert_eq!(df.column("mask_sample").unwrap().dtype(), &DataType::Boolean);
+    assert_eq!(df.column("agent").unwrap().dtype(), &DataType::String);
+    assert_eq!(df.column("extracted_answer").unwrap().dtype(), &DataType::String);
+    assert!(df.column("extracted_answer").unwrap().null_count() > 0, "null answers stay null");
+    assert_eq!(df.column("output_tokens").unwrap().dtype(), &DataType::Int64);
+    assert!(df.column("mask_sample").unwrap().bool().unwrap().sum().unwrap() > 0);
+    check_parquet_against_serde(&d.join("rollouts.jsonl"), &pq);
+}
+
+/// Whether an independent reading would refuse the file (a line that is not JSON, or
+/// without integer task/rollout indexes).
+fn refused_by_serde(p: &Path) -> bool {
+    let text = std::fs::read_to_string(p).unwrap_or_default();
+    if text.trim().is_empty() {
+        return true;
+    }
+    text.lines().filter(|l| !l.trim().is_empty()).any(|l| match serde_json::from_str::<serde_json::Value>(l) {
+        Ok(v) => !(v.is_object() && v["_ng_task_index"].is_i64() && v["_ng_rollout_index"].is_i64()),
+        Err(_) => !(l.contains("NaN") || l.contains("Infinity")),
+    })
+}
+
+#[test]
+fn ingest_every_corpus_rollouts_file() {
+    let mut roots = vec![fixtures().join("conformance")];
+    if let Some(s) = shared() {
+        roots.push(s);
+    }
+    let mut n = 0;
+    for root in roots {
+        for group in std::fs::read_dir(&root).unwrap() {
+            let group = group.unwrap().path();
+            if !group.is_dir() {
+                continue;
+            }
+            for case in std::fs::read_dir(&group).unwrap() {
+                let case = case.unwrap().path();
+                let r = case.join("rollouts.jsonl");
+                if !r.exists() {
+                    continue;
+                }
+                n += 1;
+                let d = TempDir::new("corpus");
+                let pq = d.join("out.parquet");
+                let o = run(&["ingest", r.to_str().unwrap(), "--out", pq.to_str().unwrap()]);
+                let text = std::fs::read_to_string(&r).unwrap_or_default();
+                let has_nan = text.contains("NaN") || text.contains("Infinity");
+                if refused_by_serde(&r) {
+                    assert_eq!(o.status.code(), Some(2), "{} should be refused: {}", r.display(), stderr(&o));
+                    assert!(stderr(&o).contains("rollouts.jsonl"), "{}", stderr(&o));
+                    assert!(d.files().is_empty(), "refused but wrote {:?}", d.files());
+                } else {
+                    assert!(o.status.success(), "{}: {}", r.display(), stderr(&o));
+                    if !has_nan {
+                        check_parquet_against_serde(&r, &pq);
+                    }
+                }
+            }
+        }
+    }
+    assert!(n >= 22);
+}
+
+#[test]
+fn output_bytes_do_not_depend_on_threads() {
+    let d = TempDir::new("threads");
+    generate(d.path(), &["--tasks", "300", "--repeats", "4", "--agents", "3", "--seed", "3", "--missing-frac", "0.02", "--masked-frac", "0.03", "--fan-out", "--env-server-stamp", "--ng-perf-frac", "0.5"]);
+    let (r, i) = (d.join("rollouts.jsonl"), d.join("materialized_inputs.jsonl"));
+    let mut outs = Vec::new();
+    for th in ["1", "2"] {
+        let od = d.join(&format!("out{th}"));
+        std::fs::create_dir_all(&od).unwrap();
+        let o = run(&["--threads", th, "profile", "--inputs", i.to_str().unwrap(), "--rollouts", r.to_str().unwrap(), "--allow-partial", "--out-dir", od.to_str().unwrap()]);
+        assert!(o.status.success(), "{}", stderr(&o));
+        let agg = od.join("agg.json");
+        let o = run(&["--threads", th, "aggregate", "--inputs", i.to_str().unwrap(), "--rollouts", r.to_str().unwrap(), "--out", agg.to_str().unwrap(), "--metric", "pass_at_k", "-q"]);
+        assert!(o.status.success(), "{}", stderr(&o));
+        let mut files: Vec<Vec<u8>> = Vec::new();
+        for f in ["rollouts_reward_profiling.jsonl", "rollouts_agent_metrics.json", "rollouts_repeat_level_metrics.json", "agg.json"] {
+            files.push(std::fs::read(od.join(f)).unwrap());
+        }
+        outs.push(files);
+    }
+    assert_eq!(outs[0], outs[1]);
+}
+
+#[test]
+fn demo_runs_the_main_job() {
+    let d = TempDir::new("demo");
+    let dir = d.join("demo");
+    let o = run(&["demo", "--dir", dir.to_str().unwrap()]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let out = stdout(&o);
+    assert!(out.contains("Key metrics for"), "{out}");
+    for f in ["rollouts_reward_profiling.jsonl", "rollouts_agent_metrics.json", "rollouts_aggregate_metrics.json", "rollouts.parquet", "tables/tasks.parquet"] {
+        assert!(dir.join(f).exists(), "{f} missing; {out}");
+    }
+}
+
+fn sweep(d: &TempDir) -> (std::path::PathBuf, std::path::PathBuf) {
+    generate(d.path(), &["--tasks", "50", "--repeats", "4", "--agents", "3", "--seed", "21", "--masked-frac", "0.05", "--reward", "mixed"]);
+    (d.join("rollouts.jsonl"), d.join("materialized_inputs.jsonl"))
+}
+
+#[test]
+fn export_tables_have_documented_columns_and_query_matches_dataframe_api() {
+    let d = TempDir::new("export");
+    let (r, i) = sweep(&d);
+    let out = d.join("tables");
+    let o = run(&["export", "--rollouts", r.to_str().unwrap(), "--inputs", i.to_str().unwrap(), "--out-dir", out.to_str().unwrap()]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let rollouts = read_pq(&out.join("rollouts.parquet"));
+    let tasks = read_pq(&out.join("tasks.parquet"));
+    let agents = read_pq(&out.join("agents.parquet"));
+    let repeats = read_pq(&out.join("repeats.parquet"));
+    for c in ["_ng_task_index", "_ng_rollout_index", "run_key", "agent", "mask_sample", "reward"] {
+        assert!(rollouts.column(c).is_ok(), "rollouts.{c}");
+    }
+    for c in ["agent", "_ng_task_index", "mean/reward", "num_rollouts"] {
+        assert!(tasks.column(c).is_ok(), "tasks.{c}");
+    }
+    for c in ["agent", "mean/reward", "num_repeats"] {
+        assert!(agents.column(c).is_ok(), "agents.{c}");
+    }
+    for c in ["agent", "_ng_rollout_index", "sample_count", "mean/reward", "ci_low_95/reward"] {
+        assert!(repeats.column(c).is_ok(), "repeats.{c}");
+    }
+    assert_eq!(agents.height(), 3);
+    // SQL against the DataFrame API.
+    let sql = "SELECT agent, AVG(CAST(reward AS DOUBLE)) AS m, COUNT(*) AS n FROM rollouts WHERE NOT mask_sample AND reward IS NOT NULL GROUP BY agent ORDER BY agent";
+    let o = run(&["query", sql, "--parquet-dir", out.to_str().unwrap(), "--format", "json"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let got = rollstat::export::json::parse(stdout(&o).trim().as_bytes()).unwrap();
+    let want = rollouts
+        .clone()
+        .lazy()
+        .filter(col("mask_sample").not().and(col("reward").is_not_null()))
+        .group_by([col("agent")])
+        .agg([col("reward").cast(DataType::Float64).mean().alias("m"), len().alias("n")])
+        .sort(["agent"], Default::default())
+        .collect()
+        .unwrap();
+    let Json::Arr(rows) = got else { panic!() };
+    assert_eq!(rows.len(), want.height());
+    let wa = want.column("agent").unwrap().str().unwrap().clone();
+    let wm = want.column("m").unwrap().f64().unwrap().clone();
+    let wn = want.column("n").unwrap().cast(&DataType::Int64).unwrap().i64().unwrap().clone();
+    for (k, row) in rows.iter().enumerate() {
+        assert_eq!(row.get("agent"), Some(&Json::Str(wa.get(k).unwrap().to_string())));
+        assert!(close(row.get("m").unwrap().as_f64().unwrap(), wm.get(k).unwrap()));
+        assert_eq!(row.get("n"), Some(&Json::Int(wn.get(k).unwrap())));
+    }
+    // Bundled reports run on the exported tables.
+    for report in ["leaderboard", "hardest_tasks", "token_cost"] {
+        let o = run(&["query", report, "--parquet-dir", out.to_str().unwrap(), "--format", "csv"]);
+        assert!(o.status.success(), "{report}: {}", stderr(&o));
+        assert!(stdout(&o).lines().count() >= 2, "{report}: {}", stdout(&o));
+    }
+}
+
+/// Population variance by the two-pass formula, mean over tasks.
+fn direct_reward_variance(groups: &[Vec<f64>], ddof: usize) -> f64 {
+    let vars: Vec<f64> = groups
+        .iter()
+        .filter(|g| !g.is_empty())
+        .map(|g| {
+            if g.len() <= 1 {
+                return 0.0;
+            }
+            let m = g.iter().sum::<f64>() / g.len() as f64;
+            g.iter().map(|x| (x - m).powi(2)).sum::<f64>() / (g.len() - ddof) as f64
+        })
+        .collect();
+    if vars.is_empty() {
+        0.0
+    } else {
+        vars.iter().sum::<f64>() / vars.len() as f64
+    }
+}
+
+#[test]
+fn reward_variance_builtin_and_sql_equal_a_direct_formula() {
+    let d = TempDir::new("rv");
+    let (r, i) = sweep(&d);
+    let agg = d.join("agg.json");
+    let o = run(&[
+        "aggregate", "--rollouts", r.to_str().unwrap(), "--inputs", i.to_str().unwrap(), "--out", agg.to_str().unwrap(), "-q",
+        "--metric", "reward_variance", "--metric", "reward_variance_sql", "--metric", "frac_reward_zero_std", "--metric", "pass_at_1",
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let Json::Arr(entries) = read_json(&agg) else { panic!() };
+    // Independent reading of rewards per (agent, task).
+    let text = std::fs::read_to_string(&r).unwrap();
+    let mut by: std::collections::BTreeMap<(String, i64), Vec<f64>> = Default::default();
+    let inputs_text = std::fs::read_to_string(&i).unwrap();
+    let mut agent_of: std::collections::HashMap<(i64, i64), String> = Default::default();
+    for l in inputs_text.lines() {
+        let v: serde_json::Value = serde_json::from_str(l).unwrap();
+        agent_of.insert((v["_ng_task_index"].as_i64().unwrap(), v["_ng_rollout_index"].as_i64().unwrap()), v["agent_ref"]["name"].as_str().unwrap().to_string());
+    }
+    for l in text.lines() {
+        let v: serde_json::Value = serde_json::from_str(l).unwrap();
+        if v.get("mask_sample").and_then(|m| m.as_bool()) == Some(true) {
+            continue;
+        }
+        let key = (v["_ng_task_index"].as_i64().unwrap(), v["_ng_rollout_index"].as_i64().unwrap());
+        let reward = match &v["reward"] {
+            serde_json::Value::Bool(b) => Some(f64::from(u8::from(*b))),
+            x => x.as_f64(),
+        };
+        let e = by.entry((agent_of[&key].clone(), key.0)).or_default();
+        if let Some(x) = reward {
+            e.push(x);
+        }
+    }
+    for e in &entries {
+        let Some(Json::Str(name)) = e.get("agent_ref").and_then(|a| a.get("name")).cloned() else { panic!() };
+        let groups: Vec<Vec<f64>> = by.iter().filter(|((a, _), _)| *a == name).map(|(_, v)| v.clone()).collect();
+        let want = direct_reward_variance(&groups, 0);
+        let am = e.get("agent_metrics").unwrap();
+        let builtin = am.get("reward_variance").and_then(|v| v.as_f64()).unwrap();
+        let sql = am.get("reward_variance_sql/value").and_then(|v| v.as_f64()).unwrap();
+        assert!(close(builtin, want) || (builtin - want).abs() < 1e-15, "{name}: builtin {builtin} vs {want}");
+        assert!((sql - want).abs() <= 1e-12 * want.abs().max(1e-300) || (sql - want).abs() < 1e-15, "{name}: sql {sql} vs {want}");
+        let zero_std = groups.iter().filter(|g| !g.is_empty()).filter(|g| g.iter().all(|x| *x == g[0])).count() as f64
+            / groups.iter().filter(|g| !g.is_empty()).count() as f64;
+        assert!(close(am.get("frac_reward_zero_std/value").and_then(|v| v.as_f64()).unwrap(), zero_std));
+        assert!(am.get("pass_at_1/value").is_some());
+    }
+}
+
+#[test]
+fn batch_metrics_on_jsonl_and_parquet() {
+    let d = TempDir::new("batch");
+    let jsonl = d.write(
+        "batch.jsonl",
+        r#"{"group_idx": 0, "token_level_scores": [0.0, 0.5, 0.5]}
+{"group_idx": 0, "token_level_scores": [0.0, 0.0, 0.0]}
+{"group_idx": 1, "token_level_scores": [1.0]}
+{"uid": "u7", "reward": 0.25}
+{"uid": "u7", "reward": 0.75}
+{"uid": "u7", "reward": 1.0}
+"#,
+    );
+    let groups = vec![vec![1.0, 0.0], vec![1.0], vec![0.25, 0.75, 1.0]];
+    for ddof in [0usize, 1] {
+        let o = run(&["batch-metrics", jsonl.to_str().unwrap(), "--metric", "reward_variance", "--ddof", &ddof.to_string()]);
+        assert!(o.status.success(), "{}", stderr(&o));
+        let v = rollstat::export::json::parse(stdout(&o).trim().as_bytes()).unwrap();
+        let got = v.get("custom_metrics/train/reward_variance").and_then(|x| x.as_f64()).unwrap();
+        let want = direct_reward_variance(&groups, ddof);
+        assert!(close(got, want), "ddof {ddof}: {got} vs {want}");
+    }
+    // The same batch as Parquet.
+    let mut df = df!(
+        "group_idx" => [0i64, 0, 1, 2, 2, 2],
+        "reward" => [1.0f64, 0.0, 1.0, 0.25, 0.75, 1.0]
+    )
+    .unwrap();
+    let pq = d.join("batch.parquet");
+    ParquetWriter::new(std::fs::File::create(&pq).unwrap()).finish(&mut df).unwrap();
+    let o = run(&["batch-metrics", pq.to_str().unwrap(), "--prefix", "p"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let v = rollstat::export::json::parse(stdout(&o).trim().as_bytes()).unwrap();
+    assert!(close(v.get("p/reward_variance").and_then(|x| x.as_f64()).unwrap(), direct_reward_variance(&groups, 0)));
+    assert!(v.get("p/pass@1/accuracy").is_some());
+    // An empty batch has no groups: 0.0.
+    let empty = d.write("empty.jsonl", "\n");
+    let o = run(&["batch-metrics", empty.to_str().unwrap(), "--metric", "reward_variance"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(stdout(&o).contains("\"custom_metrics/train/reward_variance\": 0.0"), "{}", stdout(&o));
+}

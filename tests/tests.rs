@@ -1,0 +1,7 @@
+//! rollstat's integration tests: one binary, topic modules, each running the real
+//! `rollstat` executable in fresh temp folders.
+
+mod bad_input;
+mod commands;
+mod common;
+mod conformance;
