@@ -63,7 +63,11 @@ fn duckdb_python(dir: &Path) -> Option<PathBuf> {
         if !ok {
             return None;
         }
-        let ok = Command::new(venv.join("bin/pip")).args(["install", "-q", "duckdb"]).status().map(|s| s.success()).unwrap_or(false);
+        let ok = Command::new(venv.join("bin/pip"))
+            .args(["install", "-q", "duckdb"])
+            .status()
+            .map(|s| s.success())
+            .unwrap_or(false);
         if !ok {
             eprintln!("could not install duckdb; skipping it");
             return None;
@@ -78,15 +82,33 @@ fn main() {
     let tasks: usize = std::env::var("ROLLSTAT_BENCH_TASKS").ok().and_then(|s| s.parse().ok()).unwrap_or(200_000);
     let rounds: usize = std::env::var("ROLLSTAT_BENCH_ROUNDS").ok().and_then(|s| s.parse().ok()).unwrap_or(3);
     let target = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("target");
-    let dir = std::env::var("ROLLSTAT_BENCH_DIR").map(PathBuf::from).unwrap_or_else(|_| target.join(format!("bench-sweep-{tasks}")));
+    let dir = std::env::var("ROLLSTAT_BENCH_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|_| target.join(format!("bench-sweep-{tasks}")));
     let rollouts = dir.join("rollouts.jsonl");
     let inputs = dir.join("materialized_inputs.jsonl");
     if !rollouts.exists() {
         let t = tasks.to_string();
-        let (wall, _) = measure(Command::new(&bin).args([
-            "generate", "--tasks", &t, "--repeats", "5", "--agents", "1", "--seed", "4242", "--missing-frac", "0.01",
-            "--masked-frac", "0.01", "--out-dir",
-        ]).arg(&dir));
+        let (wall, _) = measure(
+            Command::new(&bin)
+                .args([
+                    "generate",
+                    "--tasks",
+                    &t,
+                    "--repeats",
+                    "5",
+                    "--agents",
+                    "1",
+                    "--seed",
+                    "4242",
+                    "--missing-frac",
+                    "0.01",
+                    "--masked-frac",
+                    "0.01",
+                    "--out-dir",
+                ])
+                .arg(&dir),
+        );
         println!("generated {} rollouts in {:.2}s", tasks * 5, wall.as_secs_f64());
     }
     let size_r = std::fs::metadata(&rollouts).unwrap().len() as f64;
@@ -101,38 +123,62 @@ fn main() {
     }
     type Job<'a> = (&'a str, Box<dyn Fn() -> Command + 'a>);
     let mut jobs: Vec<Job> = vec![
-        ("cat rollouts", Box::new(|| {
-            let mut c = Command::new("cat");
-            c.arg(&rollouts);
-            c
-        })),
-        ("cat both files", Box::new(|| {
-            let mut c = Command::new("cat");
-            c.arg(&rollouts).arg(&inputs);
-            c
-        })),
-        ("rollstat ingest (rollouts -> Parquet)", Box::new(|| {
-            let mut c = Command::new(&bin);
-            c.arg("ingest").arg(&rollouts).arg("--out").arg(out.join("rollouts.parquet"));
-            c
-        })),
-        ("rollstat aggregate (rollouts)", Box::new(|| {
-            let mut c = Command::new(&bin);
-            c.args(["aggregate", "-q", "--rollouts"]).arg(&rollouts).arg("--out").arg(out.join("agg.json"));
-            c
-        })),
-        ("rollstat profile --allow-partial (both)", Box::new(|| {
-            let mut c = Command::new(&bin);
-            c.args(["profile", "--allow-partial", "--rollouts"]).arg(&rollouts).arg("--inputs").arg(&inputs).arg("--out-dir").arg(&out);
-            c
-        })),
+        (
+            "cat rollouts",
+            Box::new(|| {
+                let mut c = Command::new("cat");
+                c.arg(&rollouts);
+                c
+            }),
+        ),
+        (
+            "cat both files",
+            Box::new(|| {
+                let mut c = Command::new("cat");
+                c.arg(&rollouts).arg(&inputs);
+                c
+            }),
+        ),
+        (
+            "rollstat ingest (rollouts -> Parquet)",
+            Box::new(|| {
+                let mut c = Command::new(&bin);
+                c.arg("ingest").arg(&rollouts).arg("--out").arg(out.join("rollouts.parquet"));
+                c
+            }),
+        ),
+        (
+            "rollstat aggregate (rollouts)",
+            Box::new(|| {
+                let mut c = Command::new(&bin);
+                c.args(["aggregate", "-q", "--rollouts"]).arg(&rollouts).arg("--out").arg(out.join("agg.json"));
+                c
+            }),
+        ),
+        (
+            "rollstat profile --allow-partial (both)",
+            Box::new(|| {
+                let mut c = Command::new(&bin);
+                c.args(["profile", "--allow-partial", "--rollouts"])
+                    .arg(&rollouts)
+                    .arg("--inputs")
+                    .arg(&inputs)
+                    .arg("--out-dir")
+                    .arg(&out);
+                c
+            }),
+        ),
     ];
     if let Some(py) = &py {
-        jobs.push(("DuckDB hand-written SQL (rollouts)", Box::new(move || {
-            let mut c = Command::new(py);
-            c.arg(&script).arg(&rollouts);
-            c
-        })));
+        let (script, rollouts) = (&script, &rollouts);
+        jobs.push((
+            "DuckDB hand-written SQL (rollouts)",
+            Box::new(move || {
+                let mut c = Command::new(py);
+                c.arg(script).arg(rollouts);
+                c
+            }),
+        ));
     }
     let mut times: Vec<Vec<f64>> = vec![Vec::new(); jobs.len()];
     let mut peaks: Vec<u64> = vec![0; jobs.len()];
@@ -146,14 +192,26 @@ fn main() {
     }
     let med: Vec<f64> = times.iter_mut().map(|t| median(t)).collect();
     println!();
-    println!("Sweep: {} rollouts; rollouts {:.2} GB, materialized inputs {:.2} GB; {} rounds, medians", tasks * 5, size_r / 1e9, size_i / 1e9, rounds);
+    println!(
+        "Sweep: {} rollouts; rollouts {:.2} GB, materialized inputs {:.2} GB; {} rounds, medians",
+        tasks * 5,
+        size_r / 1e9,
+        size_i / 1e9,
+        rounds
+    );
     println!("| system, same sweep | wall (s) | peak RSS (MB) | GB/s read | vs cat of its input(s) |");
     println!("|---|---|---|---|---|");
     for (j, (name, _)) in jobs.iter().enumerate() {
         let both = name.contains("both");
         let bytes = if both { size_r + size_i } else { size_r };
         let floor = if both { med[1] } else { med[0] };
-        println!("| {name} | {:.3} | {:.0} | {:.2} | {:.2}x |", med[j], peaks[j] as f64 / 1e6, bytes / 1e9 / med[j], med[j] / floor);
+        println!(
+            "| {name} | {:.3} | {:.0} | {:.2} | {:.2}x |",
+            med[j],
+            peaks[j] as f64 / 1e6,
+            bytes / 1e9 / med[j],
+            med[j] / floor
+        );
     }
     if py.is_some() {
         let d = jobs.len() - 1;

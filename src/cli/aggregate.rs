@@ -79,7 +79,11 @@ pub fn execute(a: &Args) -> Result<AggregateRun> {
     out.check(&path)?;
     let (t, inputs) = common::read_both(&a.rollouts, a.inputs.as_deref())?;
     let builtin: Vec<MetricSpec> = specs.iter().filter(|m| !matches!(m, MetricSpec::Sql { .. })).cloned().collect();
-    let opts = AggregateOptions { default_agent: a.agent.clone(), metrics: builtin, key_metrics: a.metrics.key_metric.clone() };
+    let opts = AggregateOptions {
+        default_agent: a.agent.clone(),
+        metrics: builtin,
+        key_metrics: a.metrics.key_metric.clone(),
+    };
     let (mut entries, warnings) = aggregate(&t, inputs.as_ref(), &opts)?;
     let sql: Vec<&MetricSpec> = specs.iter().filter(|m| matches!(m, MetricSpec::Sql { .. })).collect();
     if !sql.is_empty() {
@@ -100,9 +104,11 @@ pub fn execute(a: &Args) -> Result<AggregateRun> {
                     am.set("num_repeats", n);
                 }
                 let cov: Vec<(String, Json)> = match e.get("key_metrics") {
-                    Some(Json::Obj(items)) => {
-                        items.iter().filter(|(k, _)| k.starts_with("coverage/")).map(|(k, v)| (k.to_string(), v.clone())).collect()
-                    }
+                    Some(Json::Obj(items)) => items
+                        .iter()
+                        .filter(|(k, _)| k.starts_with("coverage/"))
+                        .map(|(k, v)| (k.to_string(), v.clone()))
+                        .collect(),
                     _ => vec![],
                 };
                 let mut km = custom::key_metrics(&am, &a.metrics.key_metric);
@@ -148,7 +154,12 @@ pub fn sql_metrics(
 }
 
 /// Merges custom metrics into profile agent entries (by label), after their statistics.
-pub fn merge_custom_profile(t: &RolloutTable, inputs: Option<&InputTable>, specs: &[MetricSpec], agents: &mut [Json]) -> Result<()> {
+pub fn merge_custom_profile(
+    t: &RolloutTable,
+    inputs: Option<&InputTable>,
+    specs: &[MetricSpec],
+    agents: &mut [Json],
+) -> Result<()> {
     let (_, labels) = common::run_labels(t, inputs);
     let sql: Vec<&MetricSpec> = specs.iter().filter(|m| matches!(m, MetricSpec::Sql { .. })).collect();
     let sql_vals = if sql.is_empty() { HashMap::new() } else { sql_metrics(t, inputs, None, &sql)? };
@@ -157,7 +168,8 @@ pub fn merge_custom_profile(t: &RolloutTable, inputs: Option<&InputTable>, specs
             Some(Json::Str(s)) => s.clone(),
             _ => continue,
         };
-        let rows: Vec<usize> = (0..t.len()).filter(|&r| !t.masked[r] && labels[r].as_deref() == Some(name.as_str())).collect();
+        let rows: Vec<usize> =
+            (0..t.len()).filter(|&r| !t.masked[r] && labels[r].as_deref() == Some(name.as_str())).collect();
         if rows.is_empty() {
             continue;
         }

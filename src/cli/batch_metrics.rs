@@ -51,18 +51,22 @@ pub fn read_jsonl(path: &Path, group_key: &str) -> Result<Vec<Sample>> {
             continue;
         }
         let loc = || Location::line(path, i as u64 + 1);
-        let v: serde_json::Value = serde_json::from_slice(line).map_err(|e| Error::bad(loc(), format!("invalid JSON: {e}")))?;
+        let v: serde_json::Value =
+            serde_json::from_slice(line).map_err(|e| Error::bad(loc(), format!("invalid JSON: {e}")))?;
         let obj = v.as_object().ok_or_else(|| Error::bad(loc(), "expected a JSON object"))?;
-        let group = obj
-            .get(group_key)
-            .and_then(json_group)
-            .or_else(|| obj.get("uid").and_then(json_group))
-            .ok_or_else(|| Error::bad(loc().key(group_key), format!("missing; expected a group id (`{group_key}` or `uid`)")))?;
+        let group =
+            obj.get(group_key).and_then(json_group).or_else(|| obj.get("uid").and_then(json_group)).ok_or_else(
+                || Error::bad(loc().key(group_key), format!("missing; expected a group id (`{group_key}` or `uid`)")),
+            )?;
         let reward = if let Some(s) = obj.get("token_level_scores") {
-            let arr = s.as_array().ok_or_else(|| Error::bad(loc().key("token_level_scores"), "expected a list of numbers"))?;
+            let arr = s
+                .as_array()
+                .ok_or_else(|| Error::bad(loc().key("token_level_scores"), "expected a list of numbers"))?;
             let mut total = 0.0;
             for x in arr {
-                total += x.as_f64().ok_or_else(|| Error::bad(loc().key("token_level_scores"), "expected a list of numbers"))?;
+                total += x
+                    .as_f64()
+                    .ok_or_else(|| Error::bad(loc().key("token_level_scores"), "expected a list of numbers"))?;
             }
             total
         } else if let Some(r) = obj.get("reward") {
@@ -85,7 +89,9 @@ pub fn read_parquet(path: &Path, group_key: &str) -> Result<Vec<Sample>> {
     let g = df
         .column(group_key)
         .or_else(|_| df.column("uid"))
-        .map_err(|_| Error::bad(loc().key(group_key), format!("no `{group_key}` or `uid` column; expected a group id")))?
+        .map_err(|_| {
+            Error::bad(loc().key(group_key), format!("no `{group_key}` or `uid` column; expected a group id"))
+        })?
         .cast(&DataType::String)?;
     let g = g.str()?.clone();
     let rewards: Vec<Option<f64>> = if let Ok(s) = df.column("token_level_scores") {
@@ -127,15 +133,22 @@ pub fn groups(samples: &[Sample]) -> Vec<Vec<f64>> {
 /// The flat metrics for a batch.
 pub fn compute(samples: &[Sample], metrics: &[String], prefix: &str, ddof: usize) -> Result<Vec<(String, Json)>> {
     let gs = groups(samples);
-    let names: Vec<String> = if metrics.is_empty() { vec!["reward_variance".into(), "pass_at_k".into()] } else { metrics.to_vec() };
+    let names: Vec<String> =
+        if metrics.is_empty() { vec!["reward_variance".into(), "pass_at_k".into()] } else { metrics.to_vec() };
     let mut out = Vec::new();
     for m in &names {
         match m.as_str() {
-            "reward_variance" => out.push((format!("{prefix}/reward_variance"), Json::Float(crate::stats::reward_variance(&gs, ddof)))),
+            "reward_variance" => {
+                out.push((format!("{prefix}/reward_variance"), Json::Float(crate::stats::reward_variance(&gs, ddof))))
+            }
             "pass_at_k" => {
                 let tasks: Vec<Vec<Rollout>> = gs
                     .iter()
-                    .map(|g| g.iter().map(|&r| Rollout { scores: vec![("accuracy".into(), Score::Float(r))], answer: None }).collect())
+                    .map(|g| {
+                        g.iter()
+                            .map(|&r| Rollout { scores: vec![("accuracy".into(), Score::Float(r))], answer: None })
+                            .collect()
+                    })
                     .collect();
                 for (k, v) in pass_at_k::metrics(&tasks, false, true) {
                     if matches!(v, Json::Float(_) | Json::Int(_)) {
@@ -143,7 +156,9 @@ pub fn compute(samples: &[Sample], metrics: &[String], prefix: &str, ddof: usize
                     }
                 }
             }
-            other => return Err(Error::Usage(format!("--metric {other}: batch metrics are reward_variance and pass_at_k"))),
+            other => {
+                return Err(Error::Usage(format!("--metric {other}: batch metrics are reward_variance and pass_at_k")))
+            }
         }
     }
     Ok(out)

@@ -32,10 +32,27 @@ pub fn run(a: Args) -> Result<()> {
         text_bytes: 1000,
     };
     let g = super::generate::execute(&gen)?;
-    println!("Generated sweep: {} ({} rollouts), {} ({} input rows)", g.rollouts_path.display(), g.rollouts, g.inputs_path.display(), g.expected);
-    let ing = super::ingest::Args { rollouts: g.rollouts_path.clone(), inputs: Some(g.inputs_path.clone()), out: a.dir.join("rollouts.parquet") };
+    println!(
+        "Generated sweep: {} ({} rollouts), {} ({} input rows)",
+        g.rollouts_path.display(),
+        g.rollouts,
+        g.inputs_path.display(),
+        g.expected
+    );
+    let ing = super::ingest::Args {
+        rollouts: g.rollouts_path.clone(),
+        inputs: Some(g.inputs_path.clone()),
+        out: a.dir.join("rollouts.parquet"),
+    };
     let r = super::ingest::execute(&ing)?;
-    println!("Rollouts table: {} ({} rows, {} agents, {} tasks, {} fields)", ing.out.display(), r.rows, r.agents.len(), r.tasks, r.fields.len());
+    println!(
+        "Rollouts table: {} ({} rows, {} agents, {} tasks, {} fields)",
+        ing.out.display(),
+        r.rows,
+        r.agents.len(),
+        r.tasks,
+        r.fields.len()
+    );
     let prof = super::profile::Args {
         inputs: g.inputs_path.clone(),
         rollouts: g.rollouts_path.clone(),

@@ -57,7 +57,10 @@ pub fn print_summary(r: &ProfileRun) {
         "Input rows: {} total; {} complete; {} partial; {} without rollouts dropped from output.",
         s.total_input_rows, s.complete_input_rows, s.partial_input_rows, s.missing_input_rows
     );
-    println!("Masked from quality metrics: {} rollout rows (kept in completion accounting above).", s.masked_rollout_rows);
+    println!(
+        "Masked from quality metrics: {} rollout rows (kept in completion accounting above).",
+        s.masked_rollout_rows
+    );
     println!("Reward profiling outputs: {}", r.files[0].display());
     println!("Agent-level metrics: {}", r.files[1].display());
     println!("Repeat-level metrics: {}", r.files[2].display());

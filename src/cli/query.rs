@@ -69,11 +69,19 @@ pub fn execute(a: &Args) -> Result<DataFrame> {
             }
         }
         if v.is_empty() {
-            return Err(Error::Usage(format!("{}: no rollouts/tasks/agents/repeats.parquet here (write them with `rollstat export`)", dir.display())));
+            return Err(Error::Usage(format!(
+                "{}: no rollouts/tasks/agents/repeats.parquet here (write them with `rollstat export`)",
+                dir.display()
+            )));
         }
         v
     } else if let Some(r) = &a.rollouts {
-        let ea = super::export::Args { rollouts: r.clone(), inputs: a.inputs.clone(), agent: a.agent.clone(), out_dir: PathBuf::new() };
+        let ea = super::export::Args {
+            rollouts: r.clone(),
+            inputs: a.inputs.clone(),
+            agent: a.agent.clone(),
+            out_dir: PathBuf::new(),
+        };
         super::export::tables(&ea)?
     } else {
         return Err(Error::Usage("give --rollouts FILE or --parquet-dir DIR".into()));
@@ -99,7 +107,9 @@ fn cell(c: &Column, i: usize) -> Json {
 /// Rows as JSON objects.
 pub fn to_json(df: &DataFrame) -> Vec<u8> {
     let rows: Vec<Json> = (0..df.height())
-        .map(|i| Json::Obj(df.columns().iter().map(|c| (std::sync::Arc::from(c.name().as_str()), cell(c, i))).collect()))
+        .map(|i| {
+            Json::Obj(df.columns().iter().map(|c| (std::sync::Arc::from(c.name().as_str()), cell(c, i))).collect())
+        })
         .collect();
     let mut out = Vec::new();
     write_compact(&mut out, &Json::Arr(rows));

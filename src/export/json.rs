@@ -11,6 +11,9 @@ use std::sync::Arc;
 /// Object keys are shared: the same field names repeat in every task entry.
 pub type Key = Arc<str>;
 
+/// The ordered members of an object.
+pub type Members = Vec<(Key, Json)>;
+
 /// An ordered JSON value.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Json {

@@ -80,10 +80,7 @@ mod tests {
     fn escapes_specials_and_controls() {
         let mut v = Vec::new();
         string(&mut v, "a\"b\\c\nd\te\u{1}f é ✅ 答案");
-        assert_eq!(
-            String::from_utf8(v).unwrap(),
-            "\"a\\\"b\\\\c\\nd\\te\\u0001f é ✅ 答案\""
-        );
+        assert_eq!(String::from_utf8(v).unwrap(), "\"a\\\"b\\\\c\\nd\\te\\u0001f é ✅ 答案\"");
     }
 
     #[test]

@@ -130,37 +130,23 @@ fn invalid(msg: String) -> io::Error {
 
 /// Checks the options; returns the number of expected rollouts (input rows).
 fn validate(opts: &GenerateOptions) -> io::Result<u64> {
-    for (name, v) in [
-        ("tasks", opts.tasks),
-        ("repeats", opts.repeats),
-        ("agents", opts.agents),
-    ] {
+    for (name, v) in [("tasks", opts.tasks), ("repeats", opts.repeats), ("agents", opts.agents)] {
         if v == 0 {
             return Err(invalid(format!("generate: {name} must be at least 1")));
         }
     }
-    for (name, v) in [
-        ("missing_frac", opts.missing_frac),
-        ("masked_frac", opts.masked_frac),
-        ("ng_perf_frac", opts.ng_perf_frac),
-    ] {
+    for (name, v) in
+        [("missing_frac", opts.missing_frac), ("masked_frac", opts.masked_frac), ("ng_perf_frac", opts.ng_perf_frac)]
+    {
         if !(0.0..=1.0).contains(&v) {
-            return Err(invalid(format!(
-                "generate: {name} must be a fraction in [0, 1], got {v}"
-            )));
+            return Err(invalid(format!("generate: {name} must be a fraction in [0, 1], got {v}")));
         }
     }
     if opts.text_bytes > MAX_TEXT_BYTES {
-        return Err(invalid(format!(
-            "generate: text_bytes must be at most {MAX_TEXT_BYTES}, got {}",
-            opts.text_bytes
-        )));
+        return Err(invalid(format!("generate: text_bytes must be at most {MAX_TEXT_BYTES}, got {}", opts.text_bytes)));
     }
-    let per_task = if opts.fan_out {
-        (opts.agents as u64).checked_mul(opts.repeats as u64)
-    } else {
-        Some(opts.repeats as u64)
-    };
+    let per_task =
+        if opts.fan_out { (opts.agents as u64).checked_mul(opts.repeats as u64) } else { Some(opts.repeats as u64) };
     per_task
         .and_then(|p| p.checked_mul(opts.tasks as u64))
         .filter(|&n| usize::try_from(n).is_ok() && n < u64::MAX / 2)
@@ -180,11 +166,7 @@ pub fn generate(opts: &GenerateOptions, out_dir: &Path) -> io::Result<GenerateSu
     let inputs_path = out_dir.join("materialized_inputs.jsonl");
     let rollouts_path = out_dir.join("rollouts.jsonl");
     static SERIAL: AtomicU64 = AtomicU64::new(0);
-    let tag = format!(
-        "tmp.{}.{}",
-        std::process::id(),
-        SERIAL.fetch_add(1, Ordering::Relaxed)
-    );
+    let tag = format!("tmp.{}.{}", std::process::id(), SERIAL.fetch_add(1, Ordering::Relaxed));
     let inputs_tmp = out_dir.join(format!(".materialized_inputs.jsonl.{tag}"));
     let rollouts_tmp = out_dir.join(format!(".rollouts.jsonl.{tag}"));
 
@@ -225,10 +207,7 @@ fn write_files(
     inputs_tmp: &Path,
     rollouts_tmp: &Path,
 ) -> io::Result<(usize, u64, u64)> {
-    let pool = rayon::ThreadPoolBuilder::new()
-        .num_threads(opts.threads)
-        .build()
-        .map_err(io::Error::other)?;
+    let pool = rayon::ThreadPoolBuilder::new().num_threads(opts.threads).build().map_err(io::Error::other)?;
     let inputs = File::create(inputs_tmp)?;
     let rollouts = File::create(rollouts_tmp)?;
     let n_chunks = usize::try_from(ctx.num_chunks()).map_err(io::Error::other)?;
@@ -242,24 +221,15 @@ fn write_files(
         for b in 0..n_batches {
             let lo = b * BATCH_CHUNKS;
             let hi = (lo + BATCH_CHUNKS).min(n_chunks);
-            let chunks: Vec<ChunkOut> = pool.install(|| {
-                (lo..hi)
-                    .into_par_iter()
-                    .map(|c| ctx.chunk(c as u64))
-                    .collect()
-            });
-            let batch = Batch {
-                index: b as u64,
-                chunks,
-            };
+            let chunks: Vec<ChunkOut> =
+                pool.install(|| (lo..hi).into_par_iter().map(|c| ctx.chunk(c as u64)).collect());
+            let batch = Batch { index: b as u64, chunks };
             if tx.send(batch).is_err() {
                 break; // the writer failed; its error is reported below
             }
         }
         drop(tx);
-        writer
-            .join()
-            .unwrap_or_else(|_| Err(io::Error::other("generate: writer thread panicked")))
+        writer.join().unwrap_or_else(|_| Err(io::Error::other("generate: writer thread panicked")))
     })
 }
 
@@ -273,11 +243,7 @@ fn write_batches(
     for batch in rx {
         let blocks: Vec<&[u8]> = batch.chunks.iter().map(|c| &c.inputs[..]).collect();
         bytes_i += write_slices(&mut inputs, &blocks)?;
-        let mut lines: Vec<&[u8]> = batch
-            .chunks
-            .iter()
-            .flat_map(|c| c.rollout_lines())
-            .collect();
+        let mut lines: Vec<&[u8]> = batch.chunks.iter().flat_map(|c| c.rollout_lines()).collect();
         let mut rng = Rng::new(hash(&[seed, batch.index, TAG_SHUFFLE]));
         for i in (1..lines.len()).rev() {
             let j = rng.below(i as u64 + 1) as usize;
@@ -297,22 +263,12 @@ fn write_slices(file: &mut File, parts: &[&[u8]]) -> io::Result<u64> {
     let mut slices: Vec<IoSlice<'_>> = Vec::with_capacity(MAX_IOV);
     for group in parts.chunks(MAX_IOV) {
         slices.clear();
-        slices.extend(
-            group
-                .iter()
-                .filter(|p| !p.is_empty())
-                .map(|p| IoSlice::new(p)),
-        );
+        slices.extend(group.iter().filter(|p| !p.is_empty()).map(|p| IoSlice::new(p)));
         total += group.iter().map(|p| p.len() as u64).sum::<u64>();
         let mut bufs = &mut slices[..];
         while !bufs.is_empty() {
             match file.write_vectored(bufs) {
-                Ok(0) => {
-                    return Err(io::Error::new(
-                        io::ErrorKind::WriteZero,
-                        "generate: failed to write output",
-                    ))
-                }
+                Ok(0) => return Err(io::Error::new(io::ErrorKind::WriteZero, "generate: failed to write output")),
                 Ok(n) => IoSlice::advance_slices(&mut bufs, n),
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
                 Err(e) => return Err(e),

@@ -42,13 +42,7 @@ pub(super) enum Kind {
     Instruct,
 }
 
-const KINDS: [Kind; 5] = [
-    Kind::Math,
-    Kind::Code,
-    Kind::Blackjack,
-    Kind::SimpleQa,
-    Kind::Instruct,
-];
+const KINDS: [Kind; 5] = [Kind::Math, Kind::Code, Kind::Blackjack, Kind::SimpleQa, Kind::Instruct];
 
 impl Kind {
     fn agent(self) -> &'static str {
@@ -122,22 +116,14 @@ fn build_slots(opts: &GenerateOptions) -> Vec<Slot> {
             // The last slot is the first agent again, behind a second server:
             // two servers fronting one agent, so labels fall back to servers.
             let first = &slots[0];
-            (
-                first.kind,
-                first.name.clone(),
-                format!("{}_b", first.server),
-            )
+            (first.kind, first.name.clone(), format!("{}_b", first.server))
         } else {
             let kind = KINDS[a % KINDS.len()];
             let generation = a / KINDS.len();
             if generation == 0 {
                 (kind, kind.agent().to_string(), kind.server().to_string())
             } else {
-                (
-                    kind,
-                    format!("{}_{}", kind.agent(), generation + 1),
-                    format!("{}_{}", kind.server(), generation + 1),
-                )
+                (kind, format!("{}_{}", kind.agent(), generation + 1), format!("{}_{}", kind.server(), generation + 1))
             }
         };
         let style = match opts.reward {
@@ -151,14 +137,7 @@ fn build_slots(opts: &GenerateOptions) -> Vec<Slot> {
                 Kind::Instruct => Style::Bool,
             },
         };
-        slots.push(Slot {
-            name,
-            server,
-            kind,
-            model,
-            skill,
-            style,
-        });
+        slots.push(Slot { name, server, kind, model, skill, style });
     }
     slots
 }
@@ -415,11 +394,7 @@ impl Ctx {
             }
             phrases.push(p);
         }
-        let rows_per_task = if opts.fan_out {
-            (opts.agents * opts.repeats) as u64
-        } else {
-            opts.repeats as u64
-        };
+        let rows_per_task = if opts.fan_out { (opts.agents * opts.repeats) as u64 } else { opts.repeats as u64 };
         Ctx {
             seed: opts.seed,
             tasks: opts.tasks as u64,
@@ -527,11 +502,7 @@ impl Ctx {
                 self.fill_task(t, &mut task);
                 current = t;
             }
-            let ri = if self.fan_out {
-                s as u64 * self.repeats + r
-            } else {
-                r
-            };
+            let ri = if self.fan_out { s as u64 * self.repeats + r } else { r };
             self.input_row(&mut out.inputs, &task, s, ri);
             let mut rng = Rng::new(hash(&[self.seed, t, ri, TAG_ROW]));
             if rng.chance(self.missing) {
@@ -620,11 +591,7 @@ impl Ctx {
                 (Reward::Float(v), v)
             }
         };
-        let reward = if self.mixed && rng.chance(P_NULL_REWARD_MIXED) {
-            Reward::Null
-        } else {
-            reward
-        };
+        let reward = if self.mixed && rng.chance(P_NULL_REWARD_MIXED) { Reward::Null } else { reward };
         let ok = match slot.style {
             Style::Cont => frac >= 0.5,
             _ => frac >= 1.0,
@@ -660,15 +627,17 @@ impl Ctx {
         };
 
         // --- responses_create_params (the full echo NeMo Gym writes back) ---
-        b.extend_from_slice(b"{\"responses_create_params\":{\"background\":null,\"include\":null,\"input\":[{\"content\":\"");
+        b.extend_from_slice(
+            b"{\"responses_create_params\":{\"background\":null,\"include\":null,\"input\":[{\"content\":\"",
+        );
         b.extend_from_slice(&task.system);
         b.extend_from_slice(b"\",\"role\":\"system\",\"type\":\"message\"},{\"content\":\"");
         b.extend_from_slice(&task.user);
-        b.extend_from_slice(b"\",\"role\":\"user\",\"type\":\"message\"}],\"instructions\":null,\"max_output_tokens\":");
-        int(b, task.max_out);
         b.extend_from_slice(
-            b",\"metadata\":null,\"model\":null,\"parallel_tool_calls\":true,\"temperature\":",
+            b"\",\"role\":\"user\",\"type\":\"message\"}],\"instructions\":null,\"max_output_tokens\":",
         );
+        int(b, task.max_out);
+        b.extend_from_slice(b",\"metadata\":null,\"model\":null,\"parallel_tool_calls\":true,\"temperature\":");
         float(b, task.temperature);
         b.extend_from_slice(b",\"tool_choice\":\"auto\",\"tools\":[],\"top_p\":null},");
 
@@ -677,8 +646,7 @@ impl Ctx {
         hex(b, rng.next_u64(), 16);
         hex(b, rng.next_u64(), 16);
         b.extend_from_slice(b"\",\"created_at\":");
-        let centis =
-            178_218_480_000u64 + (task.index * 37 + ri * 11) % 8_640_000 + rng.below(100_000);
+        let centis = 178_218_480_000u64 + (task.index * 37 + ri * 11) % 8_640_000 + rng.below(100_000);
         float(b, centis as f64 / 100.0);
         b.extend_from_slice(b",\"error\":null,\"incomplete_details\":");
         if incomplete {
@@ -706,34 +674,19 @@ impl Ctx {
         let at = b.len();
         self.push_text(b, rng, msg_target);
         let msg_len = b.len() - at;
-        let status: &[u8] = if incomplete {
-            b"incomplete"
-        } else {
-            b"completed"
-        };
-        b.extend_from_slice(
-            b"\",\"type\":\"output_text\",\"logprobs\":null}],\"role\":\"assistant\",\"status\":\"",
-        );
+        let status: &[u8] = if incomplete { b"incomplete" } else { b"completed" };
+        b.extend_from_slice(b"\",\"type\":\"output_text\",\"logprobs\":null}],\"role\":\"assistant\",\"status\":\"");
         b.extend_from_slice(status);
-        b.extend_from_slice(
-            b"\",\"type\":\"message\"}],\"parallel_tool_calls\":true,\"temperature\":",
-        );
+        b.extend_from_slice(b"\",\"type\":\"message\"}],\"parallel_tool_calls\":true,\"temperature\":");
         float(b, task.temperature);
         b.extend_from_slice(b",\"tool_choice\":\"auto\",\"tools\":[],\"top_p\":null,\"status\":\"");
         b.extend_from_slice(status);
         b.extend_from_slice(b"\",\"usage\":{\"input_tokens\":");
         let input_tokens = task.prompt_tokens + s as u64 * 3;
         let reasoning_tokens = (summary_len / 4) as u64;
-        let output_tokens = if incomplete {
-            task.max_out
-        } else {
-            ((summary_len + msg_len) / 4) as u64 + rng.range(1, 8)
-        };
-        let cached = if rng.chance(0.3) {
-            (input_tokens / 16) * 16
-        } else {
-            0
-        };
+        let output_tokens =
+            if incomplete { task.max_out } else { ((summary_len + msg_len) / 4) as u64 + rng.range(1, 8) };
+        let cached = if rng.chance(0.3) { (input_tokens / 16) * 16 } else { 0 };
         int(b, input_tokens);
         match usage_variant {
             0..=51 => {
@@ -753,13 +706,9 @@ impl Ctx {
                 int(b, input_tokens + output_tokens);
             }
             _ => {
-                b.extend_from_slice(
-                    b",\"input_tokens_details\":{\"cached_tokens\":null},\"output_tokens\":",
-                );
+                b.extend_from_slice(b",\"input_tokens_details\":{\"cached_tokens\":null},\"output_tokens\":");
                 int(b, output_tokens);
-                b.extend_from_slice(
-                    b",\"output_tokens_details\":{\"reasoning_tokens\":null},\"total_tokens\":",
-                );
+                b.extend_from_slice(b",\"output_tokens_details\":{\"reasoning_tokens\":null},\"total_tokens\":");
                 int(b, input_tokens + output_tokens);
                 b.extend_from_slice(b",\"cost\":null");
             }
@@ -779,7 +728,9 @@ impl Ctx {
             boolean(b, masked);
             if masked {
                 if rng.chance(0.7) {
-                    b.extend_from_slice(b",\"failure_kind\":\"judge_failed\",\"failure_reason\":\"judge endpoint returned 503\"");
+                    b.extend_from_slice(
+                        b",\"failure_kind\":\"judge_failed\",\"failure_reason\":\"judge endpoint returned 503\"",
+                    );
                 } else {
                     b.extend_from_slice(b",\"failure_kind\":\"env_timeout\",\"failure_reason\":\"environment step timed out after 600 s\"");
                 }
@@ -935,16 +886,8 @@ impl Ctx {
                     int(b, steps);
                 }
                 let n = 1 + task.num_tests % 6;
-                let followed = if ok {
-                    n
-                } else {
-                    (0..n).filter(|_| rng.chance(p * 0.8)).count() as u64
-                };
-                let followed = if !ok && followed == n {
-                    n - 1
-                } else {
-                    followed
-                };
+                let followed = if ok { n } else { (0..n).filter(|_| rng.chance(p * 0.8)).count() as u64 };
+                let followed = if !ok && followed == n { n - 1 } else { followed };
                 b.extend_from_slice(b",\"num_instructions\":");
                 int(b, n);
                 b.extend_from_slice(b",\"num_followed\":");

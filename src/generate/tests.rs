@@ -43,8 +43,7 @@ fn parse_lines(raw: &[u8], what: &str) -> Vec<Value> {
     text.lines()
         .enumerate()
         .map(|(i, l)| {
-            let v: Value = serde_json::from_str(l)
-                .unwrap_or_else(|e| panic!("{what} line {}: {e}: {l}", i + 1));
+            let v: Value = serde_json::from_str(l).unwrap_or_else(|e| panic!("{what} line {}: {e}: {l}", i + 1));
             assert!(v.is_object(), "{what} line {} is not an object", i + 1);
             v
         })
@@ -57,10 +56,8 @@ fn run(opts: &GenerateOptions, name: &str) -> Sweep {
     let raw_inputs = fs::read(&summary.inputs_path).unwrap();
     let raw_rollouts = fs::read(&summary.rollouts_path).unwrap();
     // Only the two outputs are left in the directory (no temporary files).
-    let mut names: Vec<String> = fs::read_dir(&dir.0)
-        .unwrap()
-        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
-        .collect();
+    let mut names: Vec<String> =
+        fs::read_dir(&dir.0).unwrap().map(|e| e.unwrap().file_name().to_string_lossy().into_owned()).collect();
     names.sort();
     assert_eq!(names, ["materialized_inputs.jsonl", "rollouts.jsonl"]);
     let inputs = parse_lines(&raw_inputs, "inputs");
@@ -69,20 +66,11 @@ fn run(opts: &GenerateOptions, name: &str) -> Sweep {
     assert_eq!(summary.rollouts, rollouts.len());
     assert_eq!(summary.bytes_inputs, raw_inputs.len() as u64);
     assert_eq!(summary.bytes_rollouts, raw_rollouts.len() as u64);
-    Sweep {
-        summary,
-        inputs,
-        rollouts,
-        raw_inputs,
-        raw_rollouts,
-    }
+    Sweep { summary, inputs, rollouts, raw_inputs, raw_rollouts }
 }
 
 fn key(v: &Value) -> (u64, u64) {
-    (
-        v["_ng_task_index"].as_u64().expect("_ng_task_index"),
-        v["_ng_rollout_index"].as_u64().expect("_ng_rollout_index"),
-    )
+    (v["_ng_task_index"].as_u64().expect("_ng_task_index"), v["_ng_rollout_index"].as_u64().expect("_ng_rollout_index"))
 }
 
 fn rich() -> GenerateOptions {
@@ -106,10 +94,7 @@ fn rich() -> GenerateOptions {
 fn defaults_match_the_documented_values() {
     let d = GenerateOptions::default();
     assert_eq!((d.tasks, d.repeats, d.agents, d.seed), (100, 4, 2, 1));
-    assert_eq!(
-        (d.missing_frac, d.masked_frac, d.ng_perf_frac),
-        (0.0, 0.0, 0.0)
-    );
+    assert_eq!((d.missing_frac, d.masked_frac, d.ng_perf_frac), (0.0, 0.0, 0.0));
     assert_eq!(d.reward, RewardKind::Mixed);
     assert!(!d.fan_out && !d.env_server_stamp);
     assert_eq!((d.text_bytes, d.threads), (1000, 0));
@@ -118,32 +103,17 @@ fn defaults_match_the_documented_values() {
 #[test]
 fn same_bytes_for_any_thread_count() {
     // 2500 * 3 * 3 = 22500 input rows: more than one batch of chunks.
-    let base = GenerateOptions {
-        tasks: 2500,
-        repeats: 3,
-        agents: 3,
-        text_bytes: 60,
-        ..rich()
-    };
+    let base = GenerateOptions { tasks: 2500, repeats: 3, agents: 3, text_bytes: 60, ..rich() };
     // Bytes only: parsing is checked by the other tests (keeps debug runs quick).
     let bytes = |opts: GenerateOptions| {
         let dir = Scratch::new("threads");
         let sum = generate(&opts, &dir.0).unwrap();
         assert_eq!(sum.expected, 22_500);
-        (
-            fs::read(&sum.inputs_path).unwrap(),
-            fs::read(&sum.rollouts_path).unwrap(),
-        )
+        (fs::read(&sum.inputs_path).unwrap(), fs::read(&sum.rollouts_path).unwrap())
     };
-    let reference = bytes(GenerateOptions {
-        threads: 1,
-        ..base.clone()
-    });
+    let reference = bytes(GenerateOptions { threads: 1, ..base.clone() });
     for threads in [2, 3, 0] {
-        let got = bytes(GenerateOptions {
-            threads,
-            ..base.clone()
-        });
+        let got = bytes(GenerateOptions { threads, ..base.clone() });
         assert!(reference == got, "output differs with {threads} threads");
     }
     // A different seed gives different bytes.
@@ -248,12 +218,7 @@ fn rollout_rows_have_the_nemo_gym_shape() {
         }
         let status = resp["status"].as_str().unwrap();
         assert_eq!(resp["incomplete_details"].is_null(), status == "completed");
-        for k in [
-            "question_id",
-            "expected_answer",
-            "subset",
-            "extracted_answer",
-        ] {
+        for k in ["question_id", "expected_answer", "subset", "extracted_answer"] {
             assert!(obj.contains_key(k), "{k} missing in {line}");
         }
         assert!(v["terminated"].is_boolean());
@@ -293,21 +258,13 @@ fn rollout_rows_have_the_nemo_gym_shape() {
 #[test]
 fn counts_keys_and_alignment() {
     for fan_out in [false, true] {
-        let opts = GenerateOptions {
-            tasks: 37,
-            repeats: 4,
-            agents: 3,
-            fan_out,
-            missing_frac: 0.1,
-            text_bytes: 40,
-            ..rich()
-        };
+        let opts =
+            GenerateOptions { tasks: 37, repeats: 4, agents: 3, fan_out, missing_frac: 0.1, text_bytes: 40, ..rich() };
         let s = run(&opts, "counts");
         let expected = if fan_out { 37 * 3 * 4 } else { 37 * 4 };
         assert_eq!(s.summary.expected, expected);
         assert_eq!(s.inputs.len(), expected);
-        let input_keys: HashMap<(u64, u64), &Value> =
-            s.inputs.iter().map(|v| (key(v), v)).collect();
+        let input_keys: HashMap<(u64, u64), &Value> = s.inputs.iter().map(|v| (key(v), v)).collect();
         assert_eq!(input_keys.len(), expected, "duplicate input key");
         let mut seen = HashSet::new();
         for r in &s.rollouts {
@@ -327,10 +284,7 @@ fn counts_keys_and_alignment() {
         // Per task: fan-out puts every agent on every task, otherwise one.
         let mut labels: HashMap<u64, HashSet<String>> = HashMap::new();
         for v in &s.inputs {
-            labels
-                .entry(key(v).0)
-                .or_default()
-                .insert(v["_ng_environment_server"].as_str().unwrap().to_string());
+            labels.entry(key(v).0).or_default().insert(v["_ng_environment_server"].as_str().unwrap().to_string());
         }
         let want = if fan_out { 3 } else { 1 };
         assert!(labels.values().all(|l| l.len() == want));
@@ -359,19 +313,9 @@ fn fractions_are_close_to_the_options() {
     let missing = 1.0 - s.rollouts.len() as f64 / expected;
     assert!((missing - 0.1).abs() < 0.015, "missing {missing}");
     let n = s.rollouts.len() as f64;
-    let masked = s
-        .rollouts
-        .iter()
-        .filter(|v| v.get("mask_sample") == Some(&Value::Bool(true)))
-        .count() as f64
-        / n;
+    let masked = s.rollouts.iter().filter(|v| v.get("mask_sample") == Some(&Value::Bool(true))).count() as f64 / n;
     assert!((masked - 0.07).abs() < 0.015, "masked {masked}");
-    let perf = s
-        .rollouts
-        .iter()
-        .filter(|v| v.get("ng_perf").is_some())
-        .count() as f64
-        / n;
+    let perf = s.rollouts.iter().filter(|v| v.get("ng_perf").is_some()).count() as f64 / n;
     assert!((perf - 0.3).abs() < 0.02, "ng_perf {perf}");
     // Masked rollouts say why.
     for v in &s.rollouts {
@@ -386,60 +330,24 @@ fn fractions_are_close_to_the_options() {
     assert!(keys != sorted);
 
     // Extremes.
-    let none = run(
-        &GenerateOptions {
-            missing_frac: 1.0,
-            tasks: 10,
-            ..opts.clone()
-        },
-        "all-missing",
-    );
+    let none = run(&GenerateOptions { missing_frac: 1.0, tasks: 10, ..opts.clone() }, "all-missing");
     assert_eq!(none.summary.rollouts, 0);
     assert_eq!(none.summary.expected, 50);
-    let all = run(
-        &GenerateOptions {
-            masked_frac: 1.0,
-            missing_frac: 0.0,
-            tasks: 10,
-            ..opts
-        },
-        "all-masked",
-    );
-    assert!(all
-        .rollouts
-        .iter()
-        .all(|v| v["mask_sample"] == Value::Bool(true)));
+    let all = run(&GenerateOptions { masked_frac: 1.0, missing_frac: 0.0, tasks: 10, ..opts }, "all-masked");
+    assert!(all.rollouts.iter().all(|v| v["mask_sample"] == Value::Bool(true)));
 }
 
 #[test]
 fn reward_kinds() {
-    let base = GenerateOptions {
-        tasks: 400,
-        repeats: 3,
-        agents: 6,
-        text_bytes: 10,
-        ..rich()
-    };
-    let bin = run(
-        &GenerateOptions {
-            reward: RewardKind::Binary,
-            ..base.clone()
-        },
-        "binary",
-    );
+    let base = GenerateOptions { tasks: 400, repeats: 3, agents: 6, text_bytes: 10, ..rich() };
+    let bin = run(&GenerateOptions { reward: RewardKind::Binary, ..base.clone() }, "binary");
     for v in &bin.rollouts {
         let r = &v["reward"];
         assert!(r.is_f64(), "binary reward {r}");
         let x = r.as_f64().unwrap();
         assert!(x == 0.0 || x == 1.0);
     }
-    let cont = run(
-        &GenerateOptions {
-            reward: RewardKind::Continuous,
-            ..base.clone()
-        },
-        "cont",
-    );
+    let cont = run(&GenerateOptions { reward: RewardKind::Continuous, ..base.clone() }, "cont");
     let mut fractional = 0;
     for v in &cont.rollouts {
         let x = v["reward"].as_f64().expect("continuous reward is a float");
@@ -450,13 +358,7 @@ fn reward_kinds() {
         }
     }
     assert!(fractional > cont.rollouts.len() / 3);
-    let mixed = run(
-        &GenerateOptions {
-            reward: RewardKind::Mixed,
-            ..base
-        },
-        "mixed",
-    );
+    let mixed = run(&GenerateOptions { reward: RewardKind::Mixed, ..base }, "mixed");
     let mut kinds: HashMap<&str, usize> = HashMap::new();
     for v in &mixed.rollouts {
         let r = &v["reward"];
@@ -474,10 +376,7 @@ fn reward_kinds() {
         *kinds.entry(kind).or_default() += 1;
     }
     for k in ["null", "bool", "int", "half", "float"] {
-        assert!(
-            kinds.get(k).copied().unwrap_or(0) > 0,
-            "no {k} reward: {kinds:?}"
-        );
+        assert!(kinds.get(k).copied().unwrap_or(0) > 0, "no {k} reward: {kinds:?}");
     }
 }
 
@@ -500,14 +399,10 @@ fn reward_tracks_task_difficulty_and_agent_skill() {
     let mut by_agent: HashMap<String, (f64, f64)> = HashMap::new();
     for v in &s.rollouts {
         let x = v["reward"].as_f64().unwrap();
-        let e = by_subset
-            .entry(v["subset"].as_str().unwrap().to_string())
-            .or_default();
+        let e = by_subset.entry(v["subset"].as_str().unwrap().to_string()).or_default();
         e.0 += x;
         e.1 += 1.0;
-        let e = by_agent
-            .entry(v["agent_ref"]["name"].as_str().unwrap().to_string())
-            .or_default();
+        let e = by_agent.entry(v["agent_ref"]["name"].as_str().unwrap().to_string()).or_default();
         e.0 += x;
         e.1 += 1.0;
     }
@@ -515,53 +410,33 @@ fn reward_tracks_task_difficulty_and_agent_skill() {
     assert!(mean(&by_subset, "easy") > mean(&by_subset, "medium") + 0.05);
     assert!(mean(&by_subset, "medium") > mean(&by_subset, "hard") + 0.05);
     let means: Vec<f64> = by_agent.keys().map(|k| mean(&by_agent, k)).collect();
-    let spread = means.iter().cloned().fold(f64::MIN, f64::max)
-        - means.iter().cloned().fold(f64::MAX, f64::min);
+    let spread = means.iter().cloned().fold(f64::MIN, f64::max) - means.iter().cloned().fold(f64::MAX, f64::min);
     assert!(spread > 0.03, "agents indistinguishable: {means:?}");
 }
 
 #[test]
 fn free_text_is_about_text_bytes() {
     for text_bytes in [200usize, 2000] {
-        let opts = GenerateOptions {
-            tasks: 300,
-            repeats: 2,
-            agents: 2,
-            text_bytes,
-            ..rich()
-        };
+        let opts = GenerateOptions { tasks: 300, repeats: 2, agents: 2, text_bytes, ..rich() };
         let s = run(&opts, "text");
         let mut total = 0usize;
         for v in &s.rollouts {
             for item in v["response"]["output"].as_array().unwrap() {
-                let t = if item["type"] == "reasoning" {
-                    &item["summary"][0]["text"]
-                } else {
-                    &item["content"][0]["text"]
-                };
+                let t =
+                    if item["type"] == "reasoning" { &item["summary"][0]["text"] } else { &item["content"][0]["text"] };
                 // Bytes as written in the file (escaped, without quotes).
                 total += serde_json::to_string(t).unwrap().len() - 2;
             }
         }
         let mean = total as f64 / s.rollouts.len() as f64;
         let ratio = mean / text_bytes as f64;
-        assert!(
-            (0.9..1.15).contains(&ratio),
-            "text_bytes {text_bytes}: mean {mean}"
-        );
+        assert!((0.9..1.15).contains(&ratio), "text_bytes {text_bytes}: mean {mean}");
     }
 }
 
 #[test]
 fn two_servers_front_one_agent_when_stamped() {
-    let opts = GenerateOptions {
-        tasks: 20,
-        repeats: 2,
-        agents: 3,
-        fan_out: true,
-        env_server_stamp: true,
-        ..rich()
-    };
+    let opts = GenerateOptions { tasks: 20, repeats: 2, agents: 3, fan_out: true, env_server_stamp: true, ..rich() };
     let s = run(&opts, "servers");
     let mut servers: HashMap<String, HashSet<String>> = HashMap::new();
     for v in &s.inputs {
@@ -573,26 +448,10 @@ fn two_servers_front_one_agent_when_stamped() {
     assert_eq!(servers.len(), 2, "{servers:?}");
     assert!(servers.values().any(|s| s.len() == 2), "{servers:?}");
     // Without the stamp, no server field and one name per agent.
-    let plain = run(
-        &GenerateOptions {
-            env_server_stamp: false,
-            ..opts
-        },
-        "no-stamp",
-    );
-    assert!(plain
-        .inputs
-        .iter()
-        .all(|v| v.get("_ng_environment_server").is_none()));
-    assert!(plain
-        .rollouts
-        .iter()
-        .all(|v| v.get("_ng_environment_server").is_none()));
-    let names: HashSet<&str> = plain
-        .inputs
-        .iter()
-        .map(|v| v["agent_ref"]["name"].as_str().unwrap())
-        .collect();
+    let plain = run(&GenerateOptions { env_server_stamp: false, ..opts }, "no-stamp");
+    assert!(plain.inputs.iter().all(|v| v.get("_ng_environment_server").is_none()));
+    assert!(plain.rollouts.iter().all(|v| v.get("_ng_environment_server").is_none()));
+    let names: HashSet<&str> = plain.inputs.iter().map(|v| v["agent_ref"]["name"].as_str().unwrap()).collect();
     assert_eq!(names.len(), 3);
 }
 
@@ -605,10 +464,7 @@ fn floats_are_written_in_shortest_round_trip_form() {
         for (field, value) in [
             ("\"verifier_score\":", v.get("verifier_score")),
             ("\"created_at\":", Some(&v["response"]["created_at"])),
-            (
-                "\"total_latency_ms\":",
-                v.get("ng_perf").map(|p| &p["total_latency_ms"]),
-            ),
+            ("\"total_latency_ms\":", v.get("ng_perf").map(|p| &p["total_latency_ms"])),
         ] {
             let (Some(value), Some(pos)) = (value, line.find(field)) else {
                 continue;
@@ -628,21 +484,11 @@ fn floats_are_written_in_shortest_round_trip_form() {
 
 #[test]
 fn tasks_split_among_agents_without_fan_out() {
-    let opts = GenerateOptions {
-        tasks: 10,
-        repeats: 2,
-        agents: 4,
-        fan_out: false,
-        env_server_stamp: false,
-        ..rich()
-    };
+    let opts = GenerateOptions { tasks: 10, repeats: 2, agents: 4, fan_out: false, env_server_stamp: false, ..rich() };
     let s = run(&opts, "split");
     let mut per_agent: HashMap<String, HashSet<u64>> = HashMap::new();
     for v in &s.inputs {
-        per_agent
-            .entry(v["agent_ref"]["name"].as_str().unwrap().to_string())
-            .or_default()
-            .insert(key(v).0);
+        per_agent.entry(v["agent_ref"]["name"].as_str().unwrap().to_string()).or_default().insert(key(v).0);
     }
     assert_eq!(per_agent.len(), 4);
     let total: usize = per_agent.values().map(|t| t.len()).sum();
@@ -653,40 +499,14 @@ fn tasks_split_among_agents_without_fan_out() {
 fn invalid_options_are_rejected() {
     let dir = Scratch::new("invalid");
     let bad = [
-        GenerateOptions {
-            tasks: 0,
-            ..Default::default()
-        },
-        GenerateOptions {
-            repeats: 0,
-            ..Default::default()
-        },
-        GenerateOptions {
-            agents: 0,
-            ..Default::default()
-        },
-        GenerateOptions {
-            missing_frac: 1.5,
-            ..Default::default()
-        },
-        GenerateOptions {
-            masked_frac: -0.1,
-            ..Default::default()
-        },
-        GenerateOptions {
-            text_bytes: usize::MAX,
-            ..Default::default()
-        },
-        GenerateOptions {
-            ng_perf_frac: f64::NAN,
-            ..Default::default()
-        },
-        GenerateOptions {
-            tasks: usize::MAX,
-            fan_out: true,
-            agents: 4,
-            ..Default::default()
-        },
+        GenerateOptions { tasks: 0, ..Default::default() },
+        GenerateOptions { repeats: 0, ..Default::default() },
+        GenerateOptions { agents: 0, ..Default::default() },
+        GenerateOptions { missing_frac: 1.5, ..Default::default() },
+        GenerateOptions { masked_frac: -0.1, ..Default::default() },
+        GenerateOptions { text_bytes: usize::MAX, ..Default::default() },
+        GenerateOptions { ng_perf_frac: f64::NAN, ..Default::default() },
+        GenerateOptions { tasks: usize::MAX, fan_out: true, agents: 4, ..Default::default() },
     ];
     for opts in bad {
         let err = generate(&opts, &dir.0).unwrap_err();
@@ -699,33 +519,11 @@ fn invalid_options_are_rejected() {
 #[test]
 fn regenerating_replaces_previous_files() {
     let dir = Scratch::new("replace");
-    let small = GenerateOptions {
-        tasks: 5,
-        repeats: 2,
-        text_bytes: 30,
-        ..Default::default()
-    };
-    generate(
-        &GenerateOptions {
-            seed: 1,
-            ..small.clone()
-        },
-        &dir.0,
-    )
-    .unwrap();
-    let second = generate(
-        &GenerateOptions {
-            seed: 2,
-            ..small.clone()
-        },
-        &dir.0,
-    )
-    .unwrap();
+    let small = GenerateOptions { tasks: 5, repeats: 2, text_bytes: 30, ..Default::default() };
+    generate(&GenerateOptions { seed: 1, ..small.clone() }, &dir.0).unwrap();
+    let second = generate(&GenerateOptions { seed: 2, ..small.clone() }, &dir.0).unwrap();
     let fresh = Scratch::new("replace-fresh");
     let expect = generate(&GenerateOptions { seed: 2, ..small }, &fresh.0).unwrap();
-    assert_eq!(
-        fs::read(second.rollouts_path).unwrap(),
-        fs::read(expect.rollouts_path).unwrap()
-    );
+    assert_eq!(fs::read(second.rollouts_path).unwrap(), fs::read(expect.rollouts_path).unwrap());
     assert_eq!(fs::read_dir(&dir.0).unwrap().count(), 2);
 }

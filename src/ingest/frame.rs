@@ -16,19 +16,27 @@ use super::RolloutTable;
 use crate::metrics::levels::discover_fields;
 
 /// Builds the rollouts frame. `labels[row]` and `run_keys[row]` come from SPEC §5.
-pub fn rollouts_frame(t: &RolloutTable, run_keys: &[Option<String>], labels: &[Option<String>]) -> PolarsResult<DataFrame> {
+pub fn rollouts_frame(
+    t: &RolloutTable,
+    run_keys: &[Option<String>],
+    labels: &[Option<String>],
+) -> PolarsResult<DataFrame> {
     let n = t.len();
-    let mut cols: Vec<Column> = Vec::new();
-    cols.push(Column::new("_ng_task_index".into(), t.task.clone()));
-    cols.push(Column::new("_ng_rollout_index".into(), t.rollout.clone()));
-    cols.push(Column::new("run_key".into(), run_keys.iter().map(|s| s.as_deref()).collect::<Vec<_>>()));
-    cols.push(Column::new("agent".into(), labels.iter().map(|s| s.as_deref()).collect::<Vec<_>>()));
-    cols.push(Column::new("mask_sample".into(), t.masked.clone()));
+    let mut cols: Vec<Column> = vec![
+        Column::new("_ng_task_index".into(), t.task.clone()),
+        Column::new("_ng_rollout_index".into(), t.rollout.clone()),
+        Column::new("run_key".into(), run_keys.iter().map(|s| s.as_deref()).collect::<Vec<_>>()),
+        Column::new("agent".into(), labels.iter().map(|s| s.as_deref()).collect::<Vec<_>>()),
+        Column::new("mask_sample".into(), t.masked.clone()),
+    ];
     let mut order: Vec<usize> = (0..n).collect();
     order.sort_unstable_by_key(|&r| (t.task[r], t.rollout[r]));
     let fields = discover_fields(t, &order);
     let mut taken: std::collections::HashSet<String> =
-        ["_ng_task_index", "_ng_rollout_index", "run_key", "agent", "mask_sample"].iter().map(|s| s.to_string()).collect();
+        ["_ng_task_index", "_ng_rollout_index", "run_key", "agent", "mask_sample"]
+            .iter()
+            .map(|s| s.to_string())
+            .collect();
     for f in &fields {
         if !taken.insert(f.name.clone()) {
             continue;

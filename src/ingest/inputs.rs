@@ -61,17 +61,27 @@ impl Piece {
     }
 }
 
+/// Task, rollout, agent and server of one input row.
+type RowKeys = (i64, i64, u32, u32);
+/// The key involved (if any) and what was wrong.
+type LineProblem = (Option<String>, String);
+
 /// Reads a materialized-inputs file.
 pub fn read_inputs(path: &Path) -> Result<InputTable> {
     let (pieces, mut report) = read_pieces(path, |lines| {
         let mut p = Piece::default();
         for l in lines {
-            let r: std::result::Result<(i64, i64, u32, u32), (Option<String>, String)> = (|| {
+            let r: std::result::Result<RowKeys, LineProblem> = (|| {
                 if let Err(e) = std::str::from_utf8(l.bytes) {
-                    return Err((None, format!("invalid UTF-8 byte at byte {} of the line; expected UTF-8 text", e.valid_up_to() + 1)));
+                    return Err((
+                        None,
+                        format!("invalid UTF-8 byte at byte {} of the line; expected UTF-8 text", e.valid_up_to() + 1),
+                    ));
                 }
                 let mut s = Scanner::new(l.bytes);
-                let inv = |e: super::scan::ScanError| (None, format!("invalid JSON: {} (at byte {} of the line)", e.msg, e.offset + 1));
+                let inv = |e: super::scan::ScanError| {
+                    (None, format!("invalid JSON: {} (at byte {} of the line)", e.msg, e.offset + 1))
+                };
                 if s.peek() != Some(b'{') {
                     let what = s.value().map(|v| describe(&v)).unwrap_or("invalid JSON");
                     return Err((None, format!("expected a JSON object, found {what}")));
@@ -90,11 +100,17 @@ pub fn read_inputs(path: &Path) -> Result<InputTable> {
                                     rollout = Some(i)
                                 }
                             }
-                            v => return Err((Some(name.to_string()), format!("expected an integer, found {}", describe(&v)))),
+                            v => {
+                                return Err((
+                                    Some(name.to_string()),
+                                    format!("expected an integer, found {}", describe(&v)),
+                                ))
+                            }
                         }
                     } else if key_is(k, b"_ng_environment_server") {
                         if let Scalar::Str(raw, e) = s.value().map_err(inv)? {
-                            let n = decode_str(raw, e).map_err(|m| (Some("_ng_environment_server".to_string()), m.to_string()))?;
+                            let n = decode_str(raw, e)
+                                .map_err(|m| (Some("_ng_environment_server".to_string()), m.to_string()))?;
                             server = p.name(n);
                         }
                     } else if key_is(k, b"agent_ref") && s.peek() == Some(b'{') {
@@ -104,7 +120,8 @@ pub fn read_inputs(path: &Path) -> Result<InputTable> {
                             let v = s.value().map_err(inv)?;
                             if key_is(ak, b"name") {
                                 if let Scalar::Str(raw, e) = v {
-                                    let n = decode_str(raw, e).map_err(|m| (Some("agent_ref.name".to_string()), m.to_string()))?;
+                                    let n = decode_str(raw, e)
+                                        .map_err(|m| (Some("agent_ref.name".to_string()), m.to_string()))?;
                                     agent = p.name(n);
                                 }
                             }
@@ -114,8 +131,14 @@ pub fn read_inputs(path: &Path) -> Result<InputTable> {
                     }
                 }
                 s.end().map_err(inv)?;
-                let task = task.ok_or((Some("_ng_task_index".to_string()), "missing; expected an integer task index".to_string()))?;
-                let rollout = rollout.ok_or((Some("_ng_rollout_index".to_string()), "missing; expected an integer rollout index".to_string()))?;
+                let task = task.ok_or((
+                    Some("_ng_task_index".to_string()),
+                    "missing; expected an integer task index".to_string(),
+                ))?;
+                let rollout = rollout.ok_or((
+                    Some("_ng_rollout_index".to_string()),
+                    "missing; expected an integer rollout index".to_string(),
+                ))?;
                 Ok((task, rollout, agent, server))
             })();
             match r {
@@ -151,18 +174,17 @@ pub fn read_inputs(path: &Path) -> Result<InputTable> {
     let mut names: HashMap<String, u32> = HashMap::new();
     for p in pieces {
         report.warnings.extend(p.warnings);
-        let map: Vec<u32> = p
-            .t
-            .names
-            .into_iter()
-            .map(|n| {
-                let next = t.names.len() as u32;
-                *names.entry(n.clone()).or_insert_with(|| {
-                    t.names.push(n);
-                    next
+        let map: Vec<u32> =
+            p.t.names
+                .into_iter()
+                .map(|n| {
+                    let next = t.names.len() as u32;
+                    *names.entry(n.clone()).or_insert_with(|| {
+                        t.names.push(n);
+                        next
+                    })
                 })
-            })
-            .collect();
+                .collect();
         let re = |v: u32| if v == NONE { NONE } else { map[v as usize] };
         t.agent.extend(p.t.agent.iter().map(|&v| re(v)));
         t.server.extend(p.t.server.iter().map(|&v| re(v)));
@@ -174,7 +196,10 @@ pub fn read_inputs(path: &Path) -> Result<InputTable> {
     }
     t.report = report;
     if t.is_empty() {
-        return Err(Error::bad(Location::file(path), "no input rows: every line is blank; expected one JSON object per line"));
+        return Err(Error::bad(
+            Location::file(path),
+            "no input rows: every line is blank; expected one JSON object per line",
+        ));
     }
     Ok(t)
 }

@@ -174,7 +174,11 @@ impl Piece {
         let row = self.task.len();
         if std::str::from_utf8(l.bytes).is_err() {
             let bad = std::str::from_utf8(l.bytes).unwrap_err().valid_up_to();
-            return Err(LineErr { offset: Some(bad), key: None, msg: "invalid UTF-8 byte; expected UTF-8 text".into() });
+            return Err(LineErr {
+                offset: Some(bad),
+                key: None,
+                msg: "invalid UTF-8 byte; expected UTF-8 text".into(),
+            });
         }
         let mut s = Scanner::new(l.bytes);
         if s.peek() != Some(b'{') {
@@ -203,7 +207,11 @@ impl Piece {
                 rollout = Some(index_value(s.value()?, "_ng_rollout_index")?);
             } else if key_is(k, b"_ng_environment_server") {
                 if let Scalar::Str(raw, e) = s.value()? {
-                    let name = decode_str(raw, e).map_err(|m| LineErr { offset: None, key: Some("_ng_environment_server".into()), msg: m.into() })?;
+                    let name = decode_str(raw, e).map_err(|m| LineErr {
+                        offset: None,
+                        key: Some("_ng_environment_server".into()),
+                        msg: m.into(),
+                    })?;
                     server = self.names.get(name);
                 }
             } else if !kb.is_empty() && kb[0] == b'_' {
@@ -244,7 +252,11 @@ impl Piece {
                         let v = s.value()?;
                         if key_is(ak, b"name") {
                             if let Scalar::Str(raw, e) = v {
-                                let name = decode_str(raw, e).map_err(|m| LineErr { offset: None, key: Some("agent_ref.name".into()), msg: m.into() })?;
+                                let name = decode_str(raw, e).map_err(|m| LineErr {
+                                    offset: None,
+                                    key: Some("agent_ref.name".into()),
+                                    msg: m.into(),
+                                })?;
                                 agent = self.names.get(name);
                             }
                         }
@@ -278,7 +290,11 @@ impl Piece {
                     Scalar::Str(raw, e) if raw.len() <= MAX_KEPT_STR => {
                         let key = key_string(k);
                         let id = self.cols.id_guess(Source::Top, &key, guess);
-                        let text = decode_str(raw, e).map_err(|m| LineErr { offset: None, key: Some(String::from_utf8_lossy(&key).into()), msg: m.into() })?;
+                        let text = decode_str(raw, e).map_err(|m| LineErr {
+                            offset: None,
+                            key: Some(String::from_utf8_lossy(&key).into()),
+                            msg: m.into(),
+                        })?;
                         self.cols.set_str(id, row, text);
                         top_ids.push(id);
                     }
@@ -302,7 +318,8 @@ impl Piece {
         let rollout = rollout.ok_or_else(|| LineErr {
             offset: None,
             key: Some("_ng_rollout_index".into()),
-            msg: "missing; expected an integer rollout index (rows without rollout indexes collide at one rollout key)".into(),
+            msg: "missing; expected an integer rollout index (rows without rollout indexes collide at one rollout key)"
+                .into(),
         })?;
         top_ids.push(SEP);
         top_ids.extend_from_slice(usage_ids);
@@ -433,7 +450,10 @@ pub fn read_rollouts(path: &Path) -> Result<RolloutTable> {
     t.names = names.list;
     t.report = report;
     if t.is_empty() {
-        return Err(Error::bad(Location::file(path), "no rollout rows: every line is blank; expected one JSON object per line"));
+        return Err(Error::bad(
+            Location::file(path),
+            "no rollout rows: every line is blank; expected one JSON object per line",
+        ));
     }
     Ok(t)
 }

@@ -20,7 +20,10 @@ pub enum Scalar<'a> {
     /// holds any backslash.
     Str(&'a [u8], bool),
     /// An object or array that was skipped; `empty` tells Python truthiness.
-    Container { object: bool, empty: bool },
+    Container {
+        object: bool,
+        empty: bool,
+    },
 }
 
 /// Why a line failed to scan, with the byte offset.
@@ -381,7 +384,9 @@ mod tests {
 
     #[test]
     fn rejects_malformed() {
-        for bad in [&br#"{"a": }"#[..], br#"{"a": [1, 2}"#, br#"{"a": "x"#, br#"{"a" 1}"#, br#"{"a": 01}"#, br#"{"a": 1,}"#] {
+        for bad in
+            [&br#"{"a": }"#[..], br#"{"a": [1, 2}"#, br#"{"a": "x"#, br#"{"a" 1}"#, br#"{"a": 01}"#, br#"{"a": 1,}"#]
+        {
             let mut s = Scanner::new(bad);
             s.expect(b'{', "obj").unwrap();
             let mut first = true;

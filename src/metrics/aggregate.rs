@@ -33,8 +33,14 @@ pub struct Group {
     pub rows: Vec<usize>,
 }
 
-/// Splits rollouts into runs by run key (SPEC §5, §7).
-pub fn groups(t: &RolloutTable, inputs: Option<&InputTable>, default_agent: Option<&str>) -> Result<Vec<Group>> {
+/// Splits rollouts into runs by run key (SPEC §5, §7). With inputs, a rollout that has
+/// no input row is left out (as NeMo Gym leaves it out); their table rows are returned
+/// second.
+pub fn groups(
+    t: &RolloutTable,
+    inputs: Option<&InputTable>,
+    default_agent: Option<&str>,
+) -> Result<(Vec<Group>, Vec<usize>)> {
     // Each rollout's (server, agent), from its input row when inputs are given.
     let input_at: Option<HashMap<(i64, i64), usize>> =
         inputs.map(|inp| (0..inp.len()).map(|i| ((inp.task[i], inp.rollout[i]), i)).collect());
@@ -52,7 +58,14 @@ pub fn groups(t: &RolloutTable, inputs: Option<&InputTable>, default_agent: Opti
     };
     let mut by: BTreeMap<String, Group> = BTreeMap::new();
     let mut extra_labels: HashMap<String, String> = HashMap::new();
+    let mut orphans = Vec::new();
     for r in 0..t.len() {
+        if let Some(map) = input_at.as_ref() {
+            if !map.contains_key(&(t.task[r], t.rollout[r])) {
+                orphans.push(r);
+                continue;
+            }
+        }
         let (server, agent) = who(r);
         let (label, server) = match run_key(server, agent) {
             Some(k) => {
@@ -80,7 +93,7 @@ pub fn groups(t: &RolloutTable, inputs: Option<&InputTable>, default_agent: Opti
         }
         g.rows.push(r);
     }
-    Ok(by.into_values().collect())
+    Ok((by.into_values().collect(), orphans))
 }
 
 /// Computes one aggregate entry.
@@ -156,9 +169,23 @@ pub fn entry(t: &RolloutTable, g: &Group, opts: &AggregateOptions, warn: &mut Wa
 }
 
 /// All entries, sorted by label, with warnings.
-pub fn aggregate(t: &RolloutTable, inputs: Option<&InputTable>, opts: &AggregateOptions) -> Result<(Vec<Json>, Warnings)> {
-    let gs = groups(t, inputs, opts.default_agent.as_deref())?;
+pub fn aggregate(
+    t: &RolloutTable,
+    inputs: Option<&InputTable>,
+    opts: &AggregateOptions,
+) -> Result<(Vec<Json>, Warnings)> {
+    let (gs, orphans) = groups(t, inputs, opts.default_agent.as_deref())?;
     let mut warn = Warnings::default();
+    if let Some(&first) = orphans.first() {
+        warn.add(format!(
+            "{} rollout(s) of {} have no materialized input row (first: line {}, rollout key ({}, {})); they are left out of the aggregate",
+            orphans.len(),
+            t.path.display(),
+            t.line[first],
+            t.task[first],
+            t.rollout[first]
+        ));
+    }
     let mut out = Vec::with_capacity(gs.len());
     for g in &gs {
         out.push(entry(t, g, opts, &mut warn)?);

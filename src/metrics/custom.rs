@@ -9,30 +9,44 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 
+use super::pass_at_k::{self, Rollout, Score};
 use crate::error::{Error, Result};
 use crate::export::json::{Json, Key};
 use crate::ingest::{tag, RolloutTable, Source};
-use super::pass_at_k::{self, Rollout, Score};
 
 /// A selected metric and its parameters.
 #[derive(Debug, Clone, PartialEq)]
 pub enum MetricSpec {
-    PassAtK { answer_key: Option<String>, subset_key: Option<String> },
-    RewardVariance { ddof: usize },
+    PassAtK {
+        answer_key: Option<String>,
+        subset_key: Option<String>,
+    },
+    RewardVariance {
+        ddof: usize,
+    },
     /// A SQL metric (file name without `.sql`, and its text).
-    Sql { name: String, sql: String },
+    Sql {
+        name: String,
+        sql: String,
+    },
 }
 
 /// Built-in metric names.
 pub const BUILTINS: [&str; 2] = ["pass_at_k", "reward_variance"];
 
-/// Rows grouped by task (sorted by task index), each task's rows in file order.
+/// Rows grouped by task (sorted by task index), each task's rows by rollout index —
+/// so "the first k rollouts" of pass@k do not depend on the order rollouts finished in.
 pub fn tasks_of(t: &RolloutTable, rows: &[usize]) -> Vec<Vec<usize>> {
     let mut by: std::collections::BTreeMap<i64, Vec<usize>> = std::collections::BTreeMap::new();
     for &r in rows {
         by.entry(t.task[r]).or_default().push(r);
     }
-    by.into_values().collect()
+    by.into_values()
+        .map(|mut v| {
+            v.sort_by_key(|&r| t.rollout[r]);
+            v
+        })
+        .collect()
 }
 
 fn field_value(t: &RolloutTable, name: &str, r: usize) -> Option<Json> {
@@ -72,7 +86,9 @@ pub fn compute(m: &MetricSpec, t: &RolloutTable, tasks: &[Vec<usize>]) -> Result
                 rows.iter()
                     .map(|&r| Rollout {
                         scores: reward_score(t, r).map(|s| vec![("accuracy".to_string(), s)]).unwrap_or_default(),
-                        answer: answer_key.as_ref().map(|k| field_value(t, k, r).filter(|v| *v != Json::Null).map(|v| answer_repr(&v))),
+                        answer: answer_key
+                            .as_ref()
+                            .map(|k| field_value(t, k, r).filter(|v| *v != Json::Null).map(|v| answer_repr(&v))),
                     })
                     .collect()
             };
@@ -120,7 +136,12 @@ pub fn compute(m: &MetricSpec, t: &RolloutTable, tasks: &[Vec<usize>]) -> Result
 }
 
 /// Parses `--metric NAME` values (built-ins; SQL names are resolved by the caller).
-pub fn builtin(name: &str, answer_key: Option<&str>, subset_key: Option<&str>, ddof: usize) -> Result<Option<MetricSpec>> {
+pub fn builtin(
+    name: &str,
+    answer_key: Option<&str>,
+    subset_key: Option<&str>,
+    ddof: usize,
+) -> Result<Option<MetricSpec>> {
     Ok(match name {
         "pass_at_k" => Some(MetricSpec::PassAtK {
             answer_key: answer_key.map(|s| s.to_string()),
@@ -187,7 +208,9 @@ pub fn key_metrics(agent: &Json, patterns: &[String]) -> Json {
                 let Some(after) = rest[digits.len()..].strip_prefix(post) else { continue };
                 let Some(score) = after.strip_prefix('/') else { continue };
                 if score.is_empty()
-                    || ["std_dev_across_runs", "std_err_across_runs", "avg_sample_std_dev"].iter().any(|s| score.ends_with(s))
+                    || ["std_dev_across_runs", "std_err_across_runs", "avg_sample_std_dev"]
+                        .iter()
+                        .any(|s| score.ends_with(s))
                 {
                     continue;
                 }

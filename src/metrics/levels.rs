@@ -14,7 +14,10 @@ use std::sync::Arc;
 use rayon::prelude::*;
 
 use super::warnings::{self, Warnings};
-use crate::export::json::{Json, Key};
+use crate::export::json::{Json, Key, Members};
+
+/// A repeat-level entry: label id, rollout index, members without `agent_ref`.
+pub type RepeatEntry = (u32, i64, Members);
 use crate::ingest::rollouts::SEP;
 use crate::ingest::{tag, RolloutTable, Source};
 use crate::stats;
@@ -248,8 +251,8 @@ pub fn describe(cols: &[&[f64]], keys: &StatKeys, all_int: bool, out: &mut Vec<(
         }
     }
     for s in 0..5 {
-        for f in 0..nf {
-            if let Some(v) = st[f][s] {
+        for (f, row) in st.iter().enumerate() {
+            if let Some(v) = row[s] {
                 let j = if all_int && (s == 1 || s == 2) { Json::Int(v as i64) } else { Json::Float(v) };
                 out.push((keys.keys[f][s].clone(), j));
             }
@@ -259,7 +262,7 @@ pub fn describe(cols: &[&[f64]], keys: &StatKeys, all_int: bool, out: &mut Vec<(
 
 /// Repeat-level entries (SPEC §3) for every label with two or more rollout indexes.
 /// Each entry is (label id, rollout index, object without `agent_ref`).
-pub fn repeat_level(p: &Profiled<'_>, warn: &mut Warnings) -> Vec<(u32, i64, Vec<(Key, Json)>)> {
+pub fn repeat_level(p: &Profiled<'_>, warn: &mut Warnings) -> Vec<RepeatEntry> {
     let mut by: BTreeMap<(u32, i64), Vec<usize>> = BTreeMap::new();
     for pos in 0..p.rows.len() {
         by.entry((p.label[pos], p.rollout(pos))).or_default().push(pos);
@@ -276,7 +279,7 @@ pub fn repeat_level(p: &Profiled<'_>, warn: &mut Warnings) -> Vec<(u32, i64, Vec
     let mut alpha: Vec<usize> = (0..p.fields.len()).collect();
     alpha.sort_by(|&a, &b| p.fields[a].name.cmp(&p.fields[b].name));
     let groups: Vec<(&(u32, i64), &Vec<usize>)> = by.iter().filter(|(k, _)| n_repeats[k.0 as usize] >= 2).collect();
-    let entries: Vec<(u32, i64, Vec<(Key, Json)>, Warnings)> = groups
+    let entries: Vec<(RepeatEntry, Warnings)> = groups
         .par_iter()
         .map(|&(&(l, r), positions)| {
             let mut w = Warnings::default();
@@ -318,12 +321,12 @@ pub fn repeat_level(p: &Profiled<'_>, warn: &mut Warnings) -> Vec<(u32, i64, Vec
                     e.push((k("ci_high_95"), Json::Float(hi)));
                 }
             }
-            (l, r, e, w)
+            ((l, r, e), w)
         })
         .collect();
     let mut out = Vec::with_capacity(entries.len());
     let mut incomplete: Vec<(u32, i64, usize)> = Vec::new();
-    for (l, r, e, w) in entries {
+    for ((l, r, e), w) in entries {
         warn.extend(w);
         if let Some(Json::Int(m)) = e.iter().find(|(k, _)| &**k == "missing_count").map(|x| &x.1) {
             if *m > 0 {
@@ -353,8 +356,15 @@ pub fn interval(mean: f64, se: f64, n: usize, warn: &mut Warnings) -> Option<(f6
 
 /// Whether a metric name is a point estimate to aggregate across repeats (SPEC §3).
 pub fn is_primary_metric(name: &str) -> bool {
-    const NAMES: [&str; 7] =
-        ["_ng_task_index", "_ng_rollout_index", "_ng_attempt_index", "sample_count", "missing_count", "num_repeats", "token_usage_version"];
+    const NAMES: [&str; 7] = [
+        "_ng_task_index",
+        "_ng_rollout_index",
+        "_ng_attempt_index",
+        "sample_count",
+        "missing_count",
+        "num_repeats",
+        "token_usage_version",
+    ];
     const PREFIXES: [&str; 11] =
         ["max/", "min/", "median/", "std/", "sem/", "se/", "p25/", "p75/", "ci_low_95/", "ci_high_95/", "histogram/"];
     const SUFFIXES: [&str; 19] = [
@@ -385,11 +395,7 @@ pub fn is_primary_metric(name: &str) -> bool {
 }
 
 /// Across-repeat keys per label (SPEC §3), from the repeat entries.
-pub fn across_repeats(
-    repeats: &[(u32, i64, Vec<(Key, Json)>)],
-    n_labels: usize,
-    warn: &mut Warnings,
-) -> Vec<Vec<(Key, Json)>> {
+pub fn across_repeats(repeats: &[RepeatEntry], n_labels: usize, warn: &mut Warnings) -> Vec<Vec<(Key, Json)>> {
     // Numeric columns in order of first appearance over all entries.
     let mut cols: Vec<Key> = Vec::new();
     let mut seen: HashSet<Key> = HashSet::new();

@@ -201,8 +201,11 @@ pub fn metrics(tasks: &[Vec<Rollout>], with_answers: bool, avg_sample_std_dev: b
                         *c += 1;
                     }
                     let max = *counts.values().max().unwrap();
-                    let tied: Vec<Score> =
-                        order.iter().filter(|(a, s)| counts[&(a.clone(), s.f().to_bits())] == max).map(|(_, s)| *s).collect();
+                    let tied: Vec<Score> = order
+                        .iter()
+                        .filter(|(a, s)| counts[&(a.clone(), s.f().to_bits())] == max)
+                        .map(|(_, s)| *s)
+                        .collect();
                     let n = tied.len();
                     maj.push(Score::Float(div(py_sum(tied), n)));
                 }
@@ -231,7 +234,9 @@ pub fn metrics(tasks: &[Vec<Rollout>], with_answers: bool, avg_sample_std_dev: b
         Json::Obj(
             per_sample
                 .iter()
-                .map(|(n, v)| (std::sync::Arc::from(n.as_str()), Json::Arr(v.iter().map(|&x| Json::Float(x)).collect())))
+                .map(|(n, v)| {
+                    (std::sync::Arc::from(n.as_str()), Json::Arr(v.iter().map(|&x| Json::Float(x)).collect()))
+                })
                 .collect(),
         ),
     ));
@@ -246,7 +251,10 @@ pub fn metrics(tasks: &[Vec<Rollout>], with_answers: bool, avg_sample_std_dev: b
                     let var = py_sum(runs.iter().map(|&x| Score::Float((x - mean) * (x - mean)))).f() / (n - 1) as f64;
                     let sd = var.sqrt();
                     out.push((format!("pass@1[avg-of-{k}]/{name}/std_dev_across_runs"), Json::Float(sd)));
-                    out.push((format!("pass@1[avg-of-{k}]/{name}/std_err_across_runs"), Json::Float(sd / (n as f64).sqrt())));
+                    out.push((
+                        format!("pass@1[avg-of-{k}]/{name}/std_err_across_runs"),
+                        Json::Float(sd / (n as f64).sqrt()),
+                    ));
                 }
             }
         }
@@ -259,13 +267,17 @@ pub fn metrics(tasks: &[Vec<Rollout>], with_answers: bool, avg_sample_std_dev: b
                         if vals.len() >= 2 {
                             let n = vals.len();
                             let m = div(py_sum(vals.iter().copied()), n);
-                            let var = py_sum(vals.iter().map(|v| Score::Float((v.f() - m) * (v.f() - m)))).f() / (n - 1) as f64;
+                            let var = py_sum(vals.iter().map(|v| Score::Float((v.f() - m) * (v.f() - m)))).f()
+                                / (n - 1) as f64;
                             sds.push(Score::Float(var.sqrt()));
                         }
                     }
                     if !sds.is_empty() {
                         let n = sds.len();
-                        out.push((format!("pass@1[avg-of-{k}]/{name}/avg_sample_std_dev"), Json::Float(div(py_sum(sds), n))));
+                        out.push((
+                            format!("pass@1[avg-of-{k}]/{name}/avg_sample_std_dev"),
+                            Json::Float(div(py_sum(sds), n)),
+                        ));
                     }
                 }
             }

@@ -193,11 +193,13 @@ pub fn profile(t: &RolloutTable, inputs: &InputTable, allow_partial: bool) -> Re
     }
     // Masked keys leave both sides.
     let masked_rows: HashSet<usize> = matched.iter().filter(|&&(_, r)| t.masked[r]).map(|&(i, _)| i).collect();
-    let measured_inputs: Vec<usize> =
-        rows_idx.iter().map(|&(_, i)| i).filter(|i| !masked_rows.contains(i)).collect();
-    let labels = labels_for(measured_inputs.iter().map(|&i| (inputs.name(inputs.server[i]), inputs.name(inputs.agent[i]))));
+    let measured_inputs: Vec<usize> = rows_idx.iter().map(|&(_, i)| i).filter(|i| !masked_rows.contains(i)).collect();
+    let labels =
+        labels_for(measured_inputs.iter().map(|&i| (inputs.name(inputs.server[i]), inputs.name(inputs.agent[i]))));
     let label_of = |i: usize| -> Option<&str> {
-        run_key(inputs.name(inputs.server[i]), inputs.name(inputs.agent[i])).and_then(|k| labels.get(k)).map(|s| s.as_str())
+        run_key(inputs.name(inputs.server[i]), inputs.name(inputs.agent[i]))
+            .and_then(|k| labels.get(k))
+            .map(|s| s.as_str())
     };
     let pairs: Vec<(usize, usize)> = matched.iter().copied().filter(|&(_, r)| !t.masked[r]).collect();
     let mut row_labels: Vec<&str> = Vec::with_capacity(pairs.len());
@@ -241,7 +243,8 @@ pub fn profile(t: &RolloutTable, inputs: &InputTable, allow_partial: bool) -> Re
             let mut e = entry.clone();
             let n = b - a;
             let label = &p.labels[p.label[*a] as usize];
-            let exp = expected.get(&(p.task(*a), if p.fan_out { Some(label.as_str()) } else { None })).copied().unwrap_or(0);
+            let exp =
+                expected.get(&(p.task(*a), if p.fan_out { Some(label.as_str()) } else { None })).copied().unwrap_or(0);
             e.push(Arc::from("sample"), Json::Null);
             e.push(Arc::from("num_rollouts"), Json::Int(n as i64));
             e.push(Arc::from("expected_num_rollouts"), Json::Int(exp as i64));

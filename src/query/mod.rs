@@ -30,10 +30,12 @@ pub const REPORTS: [(&str, &str); 3] = [
 /// built-in of the same name). The built-in `reward_variance.sql` is registered as
 /// `reward_variance_sql` so it does not shadow the built-in Rust metric.
 pub fn metric_files(dir: Option<&Path>) -> Result<Vec<(String, String)>> {
-    let mut out: Vec<(String, String)> = BUILTIN_SQL_METRICS.iter().map(|(n, s)| (n.to_string(), s.to_string())).collect();
+    let mut out: Vec<(String, String)> =
+        BUILTIN_SQL_METRICS.iter().map(|(n, s)| (n.to_string(), s.to_string())).collect();
     if let Some(d) = dir {
         let rd = std::fs::read_dir(d).map_err(|e| Error::read(d, e))?;
-        let mut files: Vec<_> = rd.filter_map(|e| e.ok()).map(|e| e.path()).filter(|p| p.extension().is_some_and(|x| x == "sql")).collect();
+        let mut files: Vec<_> =
+            rd.filter_map(|e| e.ok()).map(|e| e.path()).filter(|p| p.extension().is_some_and(|x| x == "sql")).collect();
         files.sort();
         for p in files {
             let name = p.file_stem().unwrap().to_string_lossy().into_owned();
@@ -55,10 +57,14 @@ pub fn run_sql(tables: &[(&str, DataFrame)], sql: &str) -> Result<DataFrame> {
     lf.collect().map_err(|e| Error::Query(e.to_string()))
 }
 
+/// One label's named values.
+pub type LabelledValues = (String, Vec<(String, Json)>);
+
 /// Runs one SQL metric over the rollouts frame: one row per `agent`, numeric columns
 /// merged as `NAME/<column>`.
-pub fn run_metric(rollouts: &DataFrame, name: &str, sql: &str) -> Result<Vec<(String, Vec<(String, Json)>)>> {
-    let df = run_sql(&[("rollouts", rollouts.clone())], sql).map_err(|e| Error::Query(format!("metric {name}: {e}")))?;
+pub fn run_metric(rollouts: &DataFrame, name: &str, sql: &str) -> Result<Vec<LabelledValues>> {
+    let df =
+        run_sql(&[("rollouts", rollouts.clone())], sql).map_err(|e| Error::Query(format!("metric {name}: {e}")))?;
     let agent = df
         .column("agent")
         .map_err(|_| Error::Query(format!("metric {name}: the query must return a column named `agent`")))?
@@ -110,16 +116,22 @@ pub fn objects_to_frame(rows: &[Vec<(String, Json)>]) -> Result<DataFrame> {
         let all_int = vals.iter().all(|v| matches!(v, None | Some(Json::Int(_)) | Some(Json::Null)));
         let any_str = vals.iter().any(|v| matches!(v, Some(Json::Str(_))));
         let col = if any_str {
-            let v: Vec<Option<String>> = vals.iter().map(|v| match v {
-                Some(Json::Str(s)) => Some(s.clone()),
-                _ => None,
-            }).collect();
+            let v: Vec<Option<String>> = vals
+                .iter()
+                .map(|v| match v {
+                    Some(Json::Str(s)) => Some(s.clone()),
+                    _ => None,
+                })
+                .collect();
             Column::new(name.as_str().into(), v)
         } else if all_int {
-            let v: Vec<Option<i64>> = vals.iter().map(|v| match v {
-                Some(Json::Int(i)) => Some(*i),
-                _ => None,
-            }).collect();
+            let v: Vec<Option<i64>> = vals
+                .iter()
+                .map(|v| match v {
+                    Some(Json::Int(i)) => Some(*i),
+                    _ => None,
+                })
+                .collect();
             Column::new(name.as_str().into(), v)
         } else {
             let v: Vec<Option<f64>> = vals.iter().map(|v| v.and_then(|j| j.as_f64())).collect();
@@ -150,7 +162,12 @@ pub fn level_tables(entries: &[Json]) -> Result<(DataFrame, DataFrame, DataFrame
             for g in list {
                 if let Json::Obj(items) = g {
                     let mut row = head();
-                    row.extend(items.iter().filter(|(k, _)| &**k != "sample" && &**k != "rollout_infos").map(|(k, v)| (k.to_string(), v.clone())));
+                    row.extend(
+                        items
+                            .iter()
+                            .filter(|(k, _)| &**k != "sample" && &**k != "rollout_infos")
+                            .map(|(k, v)| (k.to_string(), v.clone())),
+                    );
                     tasks.push(row);
                 }
             }

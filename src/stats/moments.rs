@@ -20,18 +20,9 @@ use super::sum::numpy_sum;
 /// Fills `scratch` with `values` where `present`, `0.0` elsewhere
 /// (pandas `_get_values(..., fill_value=0)`), returning the count present.
 fn zero_filled(values: &[f64], present: &[bool], scratch: &mut Vec<f64>) -> usize {
-    assert_eq!(
-        values.len(),
-        present.len(),
-        "values and present must have the same length"
-    );
+    assert_eq!(values.len(), present.len(), "values and present must have the same length");
     scratch.clear();
-    scratch.extend(
-        values
-            .iter()
-            .zip(present)
-            .map(|(&x, &p)| if p { x } else { 0.0 }),
-    );
+    scratch.extend(values.iter().zip(present).map(|(&x, &p)| if p { x } else { 0.0 }));
     present.iter().filter(|&&p| p).count()
 }
 
@@ -42,11 +33,7 @@ fn zero_filled(values: &[f64], present: &[bool], scratch: &mut Vec<f64>) -> usiz
 /// `present[i]` else `0.0` (same length as `values`) and `count` is the
 /// number of present entries (as f64). `None` when `count == 0` (pandas
 /// gives NaN). Panics if the two slices differ in length.
-pub fn pandas_mean_with_scratch(
-    values: &[f64],
-    present: &[bool],
-    scratch: &mut Vec<f64>,
-) -> Option<f64> {
+pub fn pandas_mean_with_scratch(values: &[f64], present: &[bool], scratch: &mut Vec<f64>) -> Option<f64> {
     let count = zero_filled(values, present, scratch);
     if count == 0 {
         return None;
@@ -69,12 +56,7 @@ pub fn pandas_mean(values: &[f64], present: &[bool]) -> Option<f64> {
 /// `d * d`) and `0.0` for missing ones (`np.putmask(sqr, mask, 0)`);
 /// result `numpy_sum(sqr) / (count - ddof)`. `None` when
 /// `count <= ddof` (pandas gives NaN). Panics if the slices differ in length.
-pub fn pandas_var_with_scratch(
-    values: &[f64],
-    present: &[bool],
-    ddof: usize,
-    scratch: &mut Vec<f64>,
-) -> Option<f64> {
+pub fn pandas_var_with_scratch(values: &[f64], present: &[bool], ddof: usize, scratch: &mut Vec<f64>) -> Option<f64> {
     let count = zero_filled(values, present, scratch);
     if count <= ddof {
         return None;
@@ -103,12 +85,7 @@ pub fn pandas_var(values: &[f64], present: &[bool], ddof: usize) -> Option<f64> 
 /// pandas `nanops.nanstd` with a caller-provided scratch buffer:
 /// `sqrt(pandas_var_with_scratch(..))` (pandas applies `np.sqrt` to
 /// `nanvar`). `None` when `count <= ddof`.
-pub fn pandas_std_with_scratch(
-    values: &[f64],
-    present: &[bool],
-    ddof: usize,
-    scratch: &mut Vec<f64>,
-) -> Option<f64> {
+pub fn pandas_std_with_scratch(values: &[f64], present: &[bool], ddof: usize, scratch: &mut Vec<f64>) -> Option<f64> {
     pandas_var_with_scratch(values, present, ddof, scratch).map(f64::sqrt)
 }
 
@@ -180,14 +157,8 @@ mod tests {
     fn small_exact_values() {
         assert_eq!(mean(&[1.0, 2.0, 4.0]), Some(7.0 / 3.0));
         // pandas docstring example: nanvar([1, nan, 2, 3]) == 1.0
-        assert_eq!(
-            pandas_var(&[1.0, f64::NAN, 2.0, 3.0], &[true, false, true, true], 1),
-            Some(1.0)
-        );
-        assert_eq!(
-            pandas_mean(&[1.0, f64::NAN, 2.0], &[true, false, true]),
-            Some(1.5)
-        );
+        assert_eq!(pandas_var(&[1.0, f64::NAN, 2.0, 3.0], &[true, false, true, true], 1), Some(1.0));
+        assert_eq!(pandas_mean(&[1.0, f64::NAN, 2.0], &[true, false, true]), Some(1.5));
         assert_eq!(std(&[2.0, 4.0, 4.0, 4.0, 5.0, 5.0, 7.0, 9.0], 0), Some(2.0));
     }
 
@@ -204,12 +175,7 @@ mod tests {
         let mut present = vec![true; 9];
         present[1] = false;
         let with_slot = pandas_mean(&xs, &present).unwrap();
-        let compact: Vec<f64> = xs
-            .iter()
-            .zip(&present)
-            .filter(|(_, &p)| p)
-            .map(|(&x, _)| x)
-            .collect();
+        let compact: Vec<f64> = xs.iter().zip(&present).filter(|(_, &p)| p).map(|(&x, _)| x).collect();
         // zero-filled: ((1e16+0) + (1+1)) + ((1+1)+(1+1)) = 1e16+6, +1 -> 1e16+8
         assert_eq!(with_slot, 1.0000000000000008e16 / 8.0);
         // compact (8 values): ((1e16+1) + 2) + 4 = 1e16 + 6
@@ -218,31 +184,18 @@ mod tests {
 
     #[test]
     fn dense_equals_all_present() {
-        let xs: Vec<f64> = (0..300)
-            .map(|i| ((i * 37 % 101) as f64).sin() * 1e3)
-            .collect();
+        let xs: Vec<f64> = (0..300).map(|i| ((i * 37 % 101) as f64).sin() * 1e3).collect();
         let present = vec![true; xs.len()];
         for ddof in 0..3 {
-            assert_eq!(
-                var(&xs, ddof).unwrap().to_bits(),
-                pandas_var(&xs, &present, ddof).unwrap().to_bits()
-            );
-            assert_eq!(
-                std(&xs, ddof).unwrap().to_bits(),
-                pandas_std(&xs, &present, ddof).unwrap().to_bits()
-            );
+            assert_eq!(var(&xs, ddof).unwrap().to_bits(), pandas_var(&xs, &present, ddof).unwrap().to_bits());
+            assert_eq!(std(&xs, ddof).unwrap().to_bits(), pandas_std(&xs, &present, ddof).unwrap().to_bits());
             let mut scratch = vec![7.0; 3];
             assert_eq!(
                 std(&xs, ddof).unwrap().to_bits(),
-                pandas_std_with_scratch(&xs, &present, ddof, &mut scratch)
-                    .unwrap()
-                    .to_bits()
+                pandas_std_with_scratch(&xs, &present, ddof, &mut scratch).unwrap().to_bits()
             );
         }
-        assert_eq!(
-            mean(&xs).unwrap().to_bits(),
-            pandas_mean(&xs, &present).unwrap().to_bits()
-        );
+        assert_eq!(mean(&xs).unwrap().to_bits(), pandas_mean(&xs, &present).unwrap().to_bits());
     }
 
     #[test]
@@ -252,11 +205,7 @@ mod tests {
         let mut scratch = Vec::new();
         for (xs, rows) in numpy_groups(include_str!("numpy_ref.tsv")) {
             let present: Vec<bool> = (0..xs.len()).map(|i| i % 7 != 3).collect();
-            let masked: Vec<f64> = xs
-                .iter()
-                .zip(&present)
-                .map(|(&x, &p)| if p { x } else { f64::NAN })
-                .collect();
+            let masked: Vec<f64> = xs.iter().zip(&present).map(|(&x, &p)| if p { x } else { f64::NAN }).collect();
             for row in rows {
                 let ddof = || row[3].parse::<usize>().unwrap();
                 let got = match row[2] {

@@ -29,11 +29,7 @@ pub fn median_sorted(sorted: &[f64]) -> f64 {
         return f64::NAN;
     }
     let mid = n / 2;
-    let middle = if n % 2 == 1 {
-        &sorted[mid..mid + 1]
-    } else {
-        &sorted[mid - 1..mid + 1]
-    };
+    let middle = if n % 2 == 1 { &sorted[mid..mid + 1] } else { &sorted[mid - 1..mid + 1] };
     numpy_sum(middle) / middle.len() as f64
 }
 
@@ -154,12 +150,7 @@ mod tests {
         for (xs, rows) in numpy_groups(include_str!("numpy_ref.tsv")) {
             let mut all = xs.clone();
             sort_f64(&mut all);
-            let mut present: Vec<f64> = xs
-                .iter()
-                .enumerate()
-                .filter(|(i, _)| i % 7 != 3)
-                .map(|(_, &x)| x)
-                .collect();
+            let mut present: Vec<f64> = xs.iter().enumerate().filter(|(i, _)| i % 7 != 3).map(|(_, &x)| x).collect();
             sort_f64(&mut present);
             for row in rows {
                 let q = || py_float(row[3]);

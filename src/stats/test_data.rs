@@ -11,10 +11,7 @@ impl Lcg {
     }
 
     pub fn next_u64(&mut self) -> u64 {
-        self.0 = self
-            .0
-            .wrapping_mul(6_364_136_223_846_793_005)
-            .wrapping_add(1_442_695_040_888_963_407);
+        self.0 = self.0.wrapping_mul(6_364_136_223_846_793_005).wrapping_add(1_442_695_040_888_963_407);
         self.0
     }
 
@@ -51,10 +48,7 @@ pub fn dataset(kind: &str, n: usize) -> Vec<f64> {
 
 /// Non-comment, non-empty lines of a TSV table split on tabs.
 pub fn rows(table: &str) -> impl Iterator<Item = Vec<&str>> {
-    table
-        .lines()
-        .filter(|l| !l.is_empty() && !l.starts_with('#'))
-        .map(|l| l.split('\t').collect())
+    table.lines().filter(|l| !l.is_empty() && !l.starts_with('#')).map(|l| l.split('\t').collect())
 }
 
 /// The rows of `numpy_ref.tsv` grouped by data set: for each
@@ -75,8 +69,7 @@ pub fn numpy_groups(table: &str) -> Vec<(Vec<f64>, Vec<Vec<&str>>)> {
 
 /// Parses a Python `repr(float)` (`nan`, `inf`, `-inf` or a decimal).
 pub fn py_float(s: &str) -> f64 {
-    s.parse()
-        .unwrap_or_else(|_| panic!("bad float in table: {s:?}"))
+    s.parse().unwrap_or_else(|_| panic!("bad float in table: {s:?}"))
 }
 
 /// Relative difference `|got - want| / |want|` (absolute when `want == 0`).

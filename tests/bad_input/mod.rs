@@ -44,7 +44,11 @@ fn refused(run: &Run, needles: &[&str]) {
 
 #[test]
 fn invalid_json_on_a_line() {
-    let r = profile(GOOD_INPUT.as_bytes(), b"{\"reward\": 1.0, \"_ng_task_index\": 0, \"_ng_rollout_index\": 0}\n{\"reward\": ,}\n", &[]);
+    let r = profile(
+        GOOD_INPUT.as_bytes(),
+        b"{\"reward\": 1.0, \"_ng_task_index\": 0, \"_ng_rollout_index\": 0}\n{\"reward\": ,}\n",
+        &[],
+    );
     refused(&r, &["rollouts.jsonl", "line 2", "invalid JSON"]);
 }
 
@@ -62,7 +66,11 @@ fn missing_task_index() {
 
 #[test]
 fn non_integer_rollout_index() {
-    let r = profile(GOOD_INPUT.as_bytes(), b"{\"reward\": 1.0, \"_ng_task_index\": 0, \"_ng_rollout_index\": \"1\"}\n", &[]);
+    let r = profile(
+        GOOD_INPUT.as_bytes(),
+        b"{\"reward\": 1.0, \"_ng_task_index\": 0, \"_ng_rollout_index\": \"1\"}\n",
+        &[],
+    );
     refused(&r, &["line 1", "_ng_rollout_index", "expected an integer, found a string"]);
 }
 
@@ -96,7 +104,8 @@ fn number_in_some_rows_string_in_others() {
 "#;
     let r = profile(GOOD_INPUT.as_bytes(), rollouts.as_bytes(), &[]);
     assert!(r.out.status.success(), "{}", stderr(&r.out));
-    let warnings: Vec<String> = stderr(&r.out).lines().filter(|l| l.contains("`score`")).map(|s| s.to_string()).collect();
+    let warnings: Vec<String> =
+        stderr(&r.out).lines().filter(|l| l.contains("`score`")).map(|s| s.to_string()).collect();
     assert_eq!(warnings.len(), 1, "{}", stderr(&r.out));
     assert!(warnings[0].contains("string in 1 row"), "{}", warnings[0]);
     let agents = read_json(&r.dir.join("rollouts_agent_metrics.json"));

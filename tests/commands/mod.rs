@@ -24,7 +24,21 @@ fn read_pq(p: &Path) -> DataFrame {
 fn generate_is_deterministic_and_thread_independent() {
     let a = TempDir::new("gen-a");
     let b = TempDir::new("gen-b");
-    let args = ["--tasks", "60", "--repeats", "3", "--agents", "3", "--seed", "5", "--missing-frac", "0.05", "--masked-frac", "0.05", "--fan-out"];
+    let args = [
+        "--tasks",
+        "60",
+        "--repeats",
+        "3",
+        "--agents",
+        "3",
+        "--seed",
+        "5",
+        "--missing-frac",
+        "0.05",
+        "--masked-frac",
+        "0.05",
+        "--fan-out",
+    ];
     let mut a1 = vec!["--threads", "1"];
     a1.extend_from_slice(&args);
     let mut a2 = vec!["--threads", "2"];
@@ -81,7 +95,8 @@ fn overlay(v: &serde_json::Value) -> Vec<(String, Option<f64>)> {
 fn check_parquet_against_serde(jsonl: &Path, pq: &Path) {
     let df = read_pq(pq);
     let text = std::fs::read_to_string(jsonl).unwrap();
-    let rows: Vec<serde_json::Value> = text.lines().filter(|l| !l.trim().is_empty()).map(|l| serde_json::from_str(l).unwrap()).collect();
+    let rows: Vec<serde_json::Value> =
+        text.lines().filter(|l| !l.trim().is_empty()).map(|l| serde_json::from_str(l).unwrap()).collect();
     assert_eq!(df.height(), rows.len(), "{}", jsonl.display());
     let task = df.column("_ng_task_index").unwrap().i64().unwrap().clone();
     let rollout = df.column("_ng_rollout_index").unwrap().i64().unwrap().clone();
@@ -109,9 +124,34 @@ fn check_parquet_against_serde(jsonl: &Path, pq: &Path) {
 #[test]
 fn ingest_writes_typed_parquet_equal_to_an_independent_reading() {
     let d = TempDir::new("ingest");
-    generate(d.path(), &["--tasks", "40", "--repeats", "3", "--agents", "2", "--seed", "9", "--masked-frac", "0.1", "--missing-frac", "0.05", "--ng-perf-frac", "0.5"]);
+    generate(
+        d.path(),
+        &[
+            "--tasks",
+            "40",
+            "--repeats",
+            "3",
+            "--agents",
+            "2",
+            "--seed",
+            "9",
+            "--masked-frac",
+            "0.1",
+            "--missing-frac",
+            "0.05",
+            "--ng-perf-frac",
+            "0.5",
+        ],
+    );
     let pq = d.join("r.parquet");
-    let o = run(&["ingest", d.join("rollouts.jsonl").to_str().unwrap(), "--inputs", d.join("materialized_inputs.jsonl").to_str().unwrap(), "--out", pq.to_str().unwrap()]);
+    let o = run(&[
+        "ingest",
+        d.join("rollouts.jsonl").to_str().unwrap(),
+        "--inputs",
+        d.join("materialized_inputs.jsonl").to_str().unwrap(),
+        "--out",
+        pq.to_str().unwrap(),
+    ]);
     assert!(o.status.success(), "{}", stderr(&o));
     let df = read_pq(&pq);
     assert_eq!(df.column("_ng_task_index").unwrap().dtype(), &DataType::Int64);
@@ -181,19 +221,68 @@ fn ingest_every_corpus_rollouts_file() {
 #[test]
 fn output_bytes_do_not_depend_on_threads() {
     let d = TempDir::new("threads");
-    generate(d.path(), &["--tasks", "300", "--repeats", "4", "--agents", "3", "--seed", "3", "--missing-frac", "0.02", "--masked-frac", "0.03", "--fan-out", "--env-server-stamp", "--ng-perf-frac", "0.5"]);
+    generate(
+        d.path(),
+        &[
+            "--tasks",
+            "300",
+            "--repeats",
+            "4",
+            "--agents",
+            "3",
+            "--seed",
+            "3",
+            "--missing-frac",
+            "0.02",
+            "--masked-frac",
+            "0.03",
+            "--fan-out",
+            "--env-server-stamp",
+            "--ng-perf-frac",
+            "0.5",
+        ],
+    );
     let (r, i) = (d.join("rollouts.jsonl"), d.join("materialized_inputs.jsonl"));
     let mut outs = Vec::new();
     for th in ["1", "2"] {
         let od = d.join(&format!("out{th}"));
         std::fs::create_dir_all(&od).unwrap();
-        let o = run(&["--threads", th, "profile", "--inputs", i.to_str().unwrap(), "--rollouts", r.to_str().unwrap(), "--allow-partial", "--out-dir", od.to_str().unwrap()]);
+        let o = run(&[
+            "--threads",
+            th,
+            "profile",
+            "--inputs",
+            i.to_str().unwrap(),
+            "--rollouts",
+            r.to_str().unwrap(),
+            "--allow-partial",
+            "--out-dir",
+            od.to_str().unwrap(),
+        ]);
         assert!(o.status.success(), "{}", stderr(&o));
         let agg = od.join("agg.json");
-        let o = run(&["--threads", th, "aggregate", "--inputs", i.to_str().unwrap(), "--rollouts", r.to_str().unwrap(), "--out", agg.to_str().unwrap(), "--metric", "pass_at_k", "-q"]);
+        let o = run(&[
+            "--threads",
+            th,
+            "aggregate",
+            "--inputs",
+            i.to_str().unwrap(),
+            "--rollouts",
+            r.to_str().unwrap(),
+            "--out",
+            agg.to_str().unwrap(),
+            "--metric",
+            "pass_at_k",
+            "-q",
+        ]);
         assert!(o.status.success(), "{}", stderr(&o));
         let mut files: Vec<Vec<u8>> = Vec::new();
-        for f in ["rollouts_reward_profiling.jsonl", "rollouts_agent_metrics.json", "rollouts_repeat_level_metrics.json", "agg.json"] {
+        for f in [
+            "rollouts_reward_profiling.jsonl",
+            "rollouts_agent_metrics.json",
+            "rollouts_repeat_level_metrics.json",
+            "agg.json",
+        ] {
             files.push(std::fs::read(od.join(f)).unwrap());
         }
         outs.push(files);
@@ -209,13 +298,35 @@ fn demo_runs_the_main_job() {
     assert!(o.status.success(), "{}", stderr(&o));
     let out = stdout(&o);
     assert!(out.contains("Key metrics for"), "{out}");
-    for f in ["rollouts_reward_profiling.jsonl", "rollouts_agent_metrics.json", "rollouts_aggregate_metrics.json", "rollouts.parquet", "tables/tasks.parquet"] {
+    for f in [
+        "rollouts_reward_profiling.jsonl",
+        "rollouts_agent_metrics.json",
+        "rollouts_aggregate_metrics.json",
+        "rollouts.parquet",
+        "tables/tasks.parquet",
+    ] {
         assert!(dir.join(f).exists(), "{f} missing; {out}");
     }
 }
 
 fn sweep(d: &TempDir) -> (std::path::PathBuf, std::path::PathBuf) {
-    generate(d.path(), &["--tasks", "50", "--repeats", "4", "--agents", "3", "--seed", "21", "--masked-frac", "0.05", "--reward", "mixed"]);
+    generate(
+        d.path(),
+        &[
+            "--tasks",
+            "50",
+            "--repeats",
+            "4",
+            "--agents",
+            "3",
+            "--seed",
+            "21",
+            "--masked-frac",
+            "0.05",
+            "--reward",
+            "mixed",
+        ],
+    );
     (d.join("rollouts.jsonl"), d.join("materialized_inputs.jsonl"))
 }
 
@@ -224,7 +335,15 @@ fn export_tables_have_documented_columns_and_query_matches_dataframe_api() {
     let d = TempDir::new("export");
     let (r, i) = sweep(&d);
     let out = d.join("tables");
-    let o = run(&["export", "--rollouts", r.to_str().unwrap(), "--inputs", i.to_str().unwrap(), "--out-dir", out.to_str().unwrap()]);
+    let o = run(&[
+        "export",
+        "--rollouts",
+        r.to_str().unwrap(),
+        "--inputs",
+        i.to_str().unwrap(),
+        "--out-dir",
+        out.to_str().unwrap(),
+    ]);
     assert!(o.status.success(), "{}", stderr(&o));
     let rollouts = read_pq(&out.join("rollouts.parquet"));
     let tasks = read_pq(&out.join("tasks.parquet"));
@@ -301,8 +420,22 @@ fn reward_variance_builtin_and_sql_equal_a_direct_formula() {
     let (r, i) = sweep(&d);
     let agg = d.join("agg.json");
     let o = run(&[
-        "aggregate", "--rollouts", r.to_str().unwrap(), "--inputs", i.to_str().unwrap(), "--out", agg.to_str().unwrap(), "-q",
-        "--metric", "reward_variance", "--metric", "reward_variance_sql", "--metric", "frac_reward_zero_std", "--metric", "pass_at_1",
+        "aggregate",
+        "--rollouts",
+        r.to_str().unwrap(),
+        "--inputs",
+        i.to_str().unwrap(),
+        "--out",
+        agg.to_str().unwrap(),
+        "-q",
+        "--metric",
+        "reward_variance",
+        "--metric",
+        "reward_variance_sql",
+        "--metric",
+        "frac_reward_zero_std",
+        "--metric",
+        "pass_at_1",
     ]);
     assert!(o.status.success(), "{}", stderr(&o));
     let Json::Arr(entries) = read_json(&agg) else { panic!() };
@@ -313,7 +446,10 @@ fn reward_variance_builtin_and_sql_equal_a_direct_formula() {
     let mut agent_of: std::collections::HashMap<(i64, i64), String> = Default::default();
     for l in inputs_text.lines() {
         let v: serde_json::Value = serde_json::from_str(l).unwrap();
-        agent_of.insert((v["_ng_task_index"].as_i64().unwrap(), v["_ng_rollout_index"].as_i64().unwrap()), v["agent_ref"]["name"].as_str().unwrap().to_string());
+        agent_of.insert(
+            (v["_ng_task_index"].as_i64().unwrap(), v["_ng_rollout_index"].as_i64().unwrap()),
+            v["agent_ref"]["name"].as_str().unwrap().to_string(),
+        );
     }
     for l in text.lines() {
         let v: serde_json::Value = serde_json::from_str(l).unwrap();
@@ -338,7 +474,10 @@ fn reward_variance_builtin_and_sql_equal_a_direct_formula() {
         let builtin = am.get("reward_variance").and_then(|v| v.as_f64()).unwrap();
         let sql = am.get("reward_variance_sql/value").and_then(|v| v.as_f64()).unwrap();
         assert!(close(builtin, want) || (builtin - want).abs() < 1e-15, "{name}: builtin {builtin} vs {want}");
-        assert!((sql - want).abs() <= 1e-12 * want.abs().max(1e-300) || (sql - want).abs() < 1e-15, "{name}: sql {sql} vs {want}");
+        assert!(
+            (sql - want).abs() <= 1e-12 * want.abs().max(1e-300) || (sql - want).abs() < 1e-15,
+            "{name}: sql {sql} vs {want}"
+        );
         let zero_std = groups.iter().filter(|g| !g.is_empty()).filter(|g| g.iter().all(|x| *x == g[0])).count() as f64
             / groups.iter().filter(|g| !g.is_empty()).count() as f64;
         assert!(close(am.get("frac_reward_zero_std/value").and_then(|v| v.as_f64()).unwrap(), zero_std));
@@ -361,7 +500,14 @@ fn batch_metrics_on_jsonl_and_parquet() {
     );
     let groups = vec![vec![1.0, 0.0], vec![1.0], vec![0.25, 0.75, 1.0]];
     for ddof in [0usize, 1] {
-        let o = run(&["batch-metrics", jsonl.to_str().unwrap(), "--metric", "reward_variance", "--ddof", &ddof.to_string()]);
+        let o = run(&[
+            "batch-metrics",
+            jsonl.to_str().unwrap(),
+            "--metric",
+            "reward_variance",
+            "--ddof",
+            &ddof.to_string(),
+        ]);
         assert!(o.status.success(), "{}", stderr(&o));
         let v = rollstat::export::json::parse(stdout(&o).trim().as_bytes()).unwrap();
         let got = v.get("custom_metrics/train/reward_variance").and_then(|x| x.as_f64()).unwrap();

@@ -49,8 +49,10 @@ impl TempDir {
     }
     /// Files in the folder (names), sorted.
     pub fn files(&self) -> Vec<String> {
-        let mut v: Vec<String> =
-            std::fs::read_dir(&self.0).unwrap().map(|e| e.unwrap().file_name().to_string_lossy().into_owned()).collect();
+        let mut v: Vec<String> = std::fs::read_dir(&self.0)
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .collect();
         v.sort();
         v
     }
@@ -98,7 +100,9 @@ pub fn diff(got: &Json, want: &Json, path: &str) -> Option<String> {
             if gk != wk {
                 let missing: Vec<&&str> = wk.iter().filter(|k| !gk.contains(k)).collect();
                 let extra: Vec<&&str> = gk.iter().filter(|k| !wk.contains(k)).collect();
-                return Some(format!("{path}: keys differ; missing {missing:?}, extra {extra:?}; got order {gk:?} want {wk:?}"));
+                return Some(format!(
+                    "{path}: keys differ; missing {missing:?}, extra {extra:?}; got order {gk:?} want {wk:?}"
+                ));
             }
             for ((k, gv), (_, wv)) in g.iter().zip(w) {
                 if let Some(d) = diff(gv, wv, &format!("{path}.{k}")) {

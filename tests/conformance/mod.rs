@@ -81,7 +81,8 @@ fn check_refusal(err_file: &Path, out: &std::process::Output, outdir: &TempDir, 
         fails.push(format!("{what}: expected exit 2 (reference: {msg}), got {:?}; stderr {ours}", out.status.code()));
         return;
     }
-    let leftovers: Vec<String> = outdir.files().into_iter().filter(|f| !f.ends_with(".jsonl") || f.contains("_reward_profiling")).collect();
+    let leftovers: Vec<String> =
+        outdir.files().into_iter().filter(|f| !f.ends_with(".jsonl") || f.contains("_reward_profiling")).collect();
     if !leftovers.is_empty() {
         fails.push(format!("{what}: refused but left files {leftovers:?}"));
     }
@@ -89,7 +90,10 @@ fn check_refusal(err_file: &Path, out: &std::process::Output, outdir: &TempDir, 
     if let Some(start) = msg.find('(') {
         if let Some(end) = msg[start..].find(')') {
             let tuple = &msg[start..=start + end];
-            if tuple.contains(", ") && tuple[1..tuple.len() - 1].split(", ").all(|p| p.parse::<i64>().is_ok()) && !ours.contains(tuple) {
+            if tuple.contains(", ")
+                && tuple[1..tuple.len() - 1].split(", ").all(|p| p.parse::<i64>().is_ok())
+                && !ours.contains(tuple)
+            {
                 fails.push(format!("{what}: our error does not name {tuple}: {ours}"));
             }
         }
@@ -202,7 +206,10 @@ fn check_profile(case: &Path, c: &Json, partial: bool, fails: &mut Vec<String>) 
         compare_file(&out_dir.join(f), &exp.join(f), &format!("{what} {f}"), fails);
     }
     check_summary(&exp.join("rollouts_completion_summary.json"), &stdout(&o), &what, fails);
-    if let Some(m) = std::fs::read_to_string(exp.join("stdout.txt")).ok().and_then(|t| number_after(&t, "Masked from quality metrics: ")) {
+    if let Some(m) = std::fs::read_to_string(exp.join("stdout.txt"))
+        .ok()
+        .and_then(|t| number_after(&t, "Masked from quality metrics: "))
+    {
         if number_after(&stdout(&o), "Masked from quality metrics: ") != Some(m) {
             fails.push(format!("{what}: masked count differs from {m}"));
         }
@@ -241,7 +248,11 @@ fn check_aggregate(case: &Path, c: &Json, fails: &mut Vec<String>) {
         let a: Vec<&str> = args.iter().map(|s| s.as_str()).collect();
         let o = run(&a);
         if o.status.code() != Some(2) || !stderr(&o).contains("--agent") || out.exists() {
-            fails.push(format!("{what}: expected a refusal naming --agent without it, got {:?}: {}", o.status.code(), stderr(&o)));
+            fails.push(format!(
+                "{what}: expected a refusal naming --agent without it, got {:?}: {}",
+                o.status.code(),
+                stderr(&o)
+            ));
         }
     }
     args.extend(extra);
@@ -250,6 +261,16 @@ fn check_aggregate(case: &Path, c: &Json, fails: &mut Vec<String>) {
     let exp = case.join("expected/aggregate");
     if verdict == "error" {
         check_refusal(&exp.join("rollouts_aggregate_metrics_error.json"), &o, &out_dir, &what, fails);
+        return;
+    }
+    // Where NeMo Gym silently wrote `[]` (no row both names an agent and carries task
+    // indexes), rollstat refuses instead and says why.
+    let expected_empty = read_json(&exp.join("rollouts_aggregate_metrics.json")) == Json::Arr(vec![]);
+    if expected_empty && o.status.code() == Some(2) {
+        let e = stderr(&o);
+        if !(e.contains("_ng_task_index") || e.contains("--agent")) || out.exists() {
+            fails.push(format!("{what}: refusal of an input NeMo Gym aggregates to [] must name the missing key: {e}"));
+        }
         return;
     }
     if !o.status.success() {
@@ -304,7 +325,10 @@ fn check_passk(case: &Path, c: &Json, fails: &mut Vec<String>) {
     let Json::Obj(labels) = &want else { return };
     for (label, metrics) in labels {
         let Json::Arr(entries) = &got else { return };
-        let Some(entry) = entries.iter().find(|e| e.get("agent_ref").and_then(|r| r.get("name")) == Some(&Json::Str(label.to_string()))) else {
+        let Some(entry) = entries
+            .iter()
+            .find(|e| e.get("agent_ref").and_then(|r| r.get("name")) == Some(&Json::Str(label.to_string())))
+        else {
             fails.push(format!("{what}: no entry for {label}"));
             continue;
         };
