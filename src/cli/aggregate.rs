@@ -7,10 +7,13 @@ use std::path::PathBuf;
 use clap::Args as ClapArgs;
 
 use super::common::{self, MetricArgs};
-use crate::error::Result;
-use crate::export::atomic::OutputSet;
+use std::io::Write;
+
+use crate::error::{Error, Result};
+use crate::export::atomic::{stream_error, OutputSet};
 use crate::export::json::Json;
-use crate::export::nemo_gym::{artifact_path, indented_array};
+use crate::export::nemo_gym::artifact_path;
+use crate::export::tasks::write_aggregate;
 use crate::ingest::{InputTable, RolloutTable};
 use crate::metrics::aggregate::{aggregate, AggregateOptions};
 use crate::metrics::custom::{self, MetricSpec};
@@ -38,27 +41,24 @@ pub struct Args {
 
 pub struct AggregateRun {
     pub file: PathBuf,
-    pub entries: Vec<Json>,
+    /// Each run label with its key metrics.
+    pub key_metrics: Vec<(String, Json)>,
     pub warnings: usize,
 }
 
 pub fn run(a: Args) -> Result<()> {
     let r = execute(&a)?;
     if !a.quiet {
-        print_key_metrics(&r.entries);
+        print_key_metrics(&r.key_metrics);
     }
     println!("Aggregate metrics: {}", r.file.display());
     Ok(())
 }
 
-pub fn print_key_metrics(entries: &[Json]) {
-    for e in entries {
-        let name = match e.get("agent_ref").and_then(|r| r.get("name")) {
-            Some(Json::Str(s)) => s.clone(),
-            _ => String::new(),
-        };
+pub fn print_key_metrics(entries: &[(String, Json)]) {
+    for (name, km) in entries {
         println!("Key metrics for {name}:");
-        if let Some(Json::Obj(items)) = e.get("key_metrics") {
+        if let Json::Obj(items) = km {
             for (k, v) in items {
                 let mut b = Vec::new();
                 crate::export::json::write_compact(&mut b, v);
@@ -84,46 +84,52 @@ pub fn execute(a: &Args) -> Result<AggregateRun> {
         metrics: builtin,
         key_metrics: a.metrics.key_metric.clone(),
     };
+    let t0 = std::time::Instant::now();
     let (mut entries, warnings) = aggregate(&t, inputs.as_ref(), &opts)?;
+    common::trace("statistics", t0);
     let sql: Vec<&MetricSpec> = specs.iter().filter(|m| matches!(m, MetricSpec::Sql { .. })).collect();
     if !sql.is_empty() {
         let by_label = sql_metrics(&t, inputs.as_ref(), a.agent.as_deref(), &sql)?;
         for e in &mut entries {
-            let name = match e.get("agent_ref").and_then(|r| r.get("name")) {
-                Some(Json::Str(s)) => s.clone(),
-                _ => continue,
-            };
-            let Some(vals) = by_label.get(&name) else { continue };
-            if let Some(am) = e.get("agent_metrics").cloned() {
-                let mut am = am;
-                let num_repeats = am.remove("num_repeats");
-                for (k, v) in vals {
-                    am.set(k, v.clone());
-                }
-                if let Some(n) = num_repeats {
-                    am.set("num_repeats", n);
-                }
-                let cov: Vec<(String, Json)> = match e.get("key_metrics") {
-                    Some(Json::Obj(items)) => items
-                        .iter()
-                        .filter(|(k, _)| k.starts_with("coverage/"))
-                        .map(|(k, v)| (k.to_string(), v.clone()))
-                        .collect(),
-                    _ => vec![],
-                };
-                let mut km = custom::key_metrics(&am, &a.metrics.key_metric);
-                for (k, v) in cov {
-                    km.set(&k, v);
-                }
-                e.set("agent_metrics", am);
-                e.set("key_metrics", km);
+            let Some(vals) = by_label.get(e.label()) else { continue };
+            let Some(am) = e.member("agent_metrics").cloned() else { continue };
+            let mut am = am;
+            let num_repeats = am.remove("num_repeats");
+            for (k, v) in vals {
+                am.set(k, v.clone());
             }
+            if let Some(n) = num_repeats {
+                am.set("num_repeats", n);
+            }
+            let cov: Vec<(String, Json)> = match e.member("key_metrics") {
+                Some(Json::Obj(items)) => items
+                    .iter()
+                    .filter(|(k, _)| k.starts_with("coverage/"))
+                    .map(|(k, v)| (k.to_string(), v.clone()))
+                    .collect(),
+                _ => vec![],
+            };
+            let mut km = custom::key_metrics(&am, &a.metrics.key_metric);
+            for (k, v) in cov {
+                km.set(&k, v);
+            }
+            *e.member_mut("agent_metrics").unwrap() = am;
+            *e.member_mut("key_metrics").unwrap() = km;
         }
     }
-    out.add(&path, &indented_array(&entries))?;
+    let t0 = std::time::Instant::now();
+    let mut w = out.create(&path)?;
+    write_aggregate(&entries, &mut w).map_err(|e| stream_error(&path, e))?;
+    w.flush().map_err(|e| Error::write(&path, e))?;
+    drop(w);
+    common::trace("task entries + write", t0);
     let mut files = out.commit()?;
     let warnings = common::print_warnings(&warnings);
-    Ok(AggregateRun { file: files.remove(0), entries, warnings })
+    let key_metrics = entries
+        .iter()
+        .map(|e| (e.label().to_string(), e.member("key_metrics").cloned().unwrap_or(Json::obj())))
+        .collect();
+    Ok(AggregateRun { file: files.remove(0), key_metrics, warnings })
 }
 
 /// Runs SQL metrics over the measured rollouts; returns `NAME/<column>` values per label.

@@ -18,8 +18,16 @@ pub fn report_read_warnings(w: &[String]) {
     }
 }
 
+/// With `ROLLSTAT_TRACE` set, prints how long a phase took to stderr.
+pub fn trace(what: &str, since: std::time::Instant) {
+    if std::env::var_os("ROLLSTAT_TRACE").is_some() {
+        eprintln!("trace: {what}: {:.3}s", since.elapsed().as_secs_f64());
+    }
+}
+
 /// Reads rollouts and (optionally) inputs in parallel.
 pub fn read_both(rollouts: &Path, inputs: Option<&Path>) -> Result<(RolloutTable, Option<InputTable>)> {
+    let t0 = std::time::Instant::now();
     let (r, i) = rayon::join(|| ingest::read_rollouts(rollouts), || inputs.map(ingest::read_inputs));
     // Report the input file's problem first when both fail: it is read first by NeMo Gym.
     let i = i.transpose()?;
@@ -28,6 +36,7 @@ pub fn read_both(rollouts: &Path, inputs: Option<&Path>) -> Result<(RolloutTable
     if let Some(i) = &i {
         report_read_warnings(&i.report.warnings);
     }
+    trace("read", t0);
     Ok((r, i))
 }
 

@@ -78,7 +78,7 @@ pub fn run(a: Args) -> Result<()> {
     };
     let ar = super::aggregate::execute(&agg)?;
     println!();
-    super::aggregate::print_key_metrics(&ar.entries);
+    super::aggregate::print_key_metrics(&ar.key_metrics);
     println!("Aggregate metrics: {}", ar.file.display());
     let ex = super::export::Args {
         rollouts: g.rollouts_path.clone(),

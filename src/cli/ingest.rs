@@ -45,9 +45,13 @@ pub fn execute(a: &Args) -> Result<IngestRun> {
     out.check(&a.out)?;
     let (t, inputs) = common::read_both(&a.rollouts, a.inputs.as_deref())?;
     let (keys, labels) = common::run_labels(&t, inputs.as_ref());
+    let t0 = std::time::Instant::now();
     let mut df = rollouts_frame(&t, &keys, &labels)?;
+    common::trace("frame", t0);
+    let t0 = std::time::Instant::now();
     let tmp = out.temp_for(&a.out)?;
     write_parquet(&mut df, &tmp)?;
+    common::trace("parquet", t0);
     out.commit()?;
     let mut agents: Vec<String> = labels.iter().flatten().cloned().collect();
     agents.sort();

@@ -8,10 +8,13 @@ use std::path::PathBuf;
 use clap::Args as ClapArgs;
 
 use super::common::{self, MetricArgs};
-use crate::error::Result;
-use crate::export::atomic::OutputSet;
+use std::io::Write;
+
+use crate::error::{Error, Result};
+use crate::export::atomic::{stream_error, OutputSet};
 use crate::export::json::Json;
-use crate::export::nemo_gym::{artifact_path, compact_array, jsonl};
+use crate::export::nemo_gym::{artifact_path, compact_array};
+use crate::export::tasks::write_tasks;
 use crate::metrics::profile::{profile, CompletionSummary};
 
 #[derive(ClapArgs, Debug, Clone)]
@@ -84,19 +87,15 @@ pub fn execute(a: &Args) -> Result<ProfileRun> {
     let (t, inputs) = common::read_both(&a.rollouts, Some(&a.inputs))?;
     let inputs = inputs.expect("inputs were given");
     let mut res = profile(&t, &inputs, a.allow_partial)?;
-    // Samples: the input row of each task's first measured rollout.
-    let mut uniq = res.sample_rows.clone();
-    uniq.sort_unstable();
-    uniq.dedup();
-    let samples = common::samples(&inputs, &uniq)?;
-    for (e, r) in res.tasks.iter_mut().zip(&res.sample_rows) {
-        let s = &samples[uniq.binary_search(r).unwrap()];
-        e.set("sample", s.clone());
-    }
     if !specs.is_empty() {
         super::aggregate::merge_custom_profile(&t, Some(&inputs), &specs, &mut res.agents)?;
     }
-    out.add(&paths[0], &jsonl(&res.tasks))?;
+    let mut w = out.create(&paths[0])?;
+    if let Some(plan) = &res.tasks {
+        write_tasks(plan, None, &mut w).map_err(|e| stream_error(&paths[0], e))?;
+    }
+    w.flush().map_err(|e| Error::write(&paths[0], e))?;
+    drop(w);
     out.add(&paths[1], &compact_array(&res.agents))?;
     out.add(&paths[2], &compact_array(&res.repeats))?;
     let files = out.commit()?;

@@ -61,6 +61,13 @@ impl OutputSet {
         Ok(tmp)
     }
 
+    /// Creates the temporary file for `path` and returns a buffered writer to it.
+    pub fn create(&mut self, path: &Path) -> Result<std::io::BufWriter<fs::File>> {
+        let tmp = self.temp_for(path)?;
+        let f = fs::File::create(&tmp).map_err(|e| Error::write(&tmp, e))?;
+        Ok(std::io::BufWriter::with_capacity(8 << 20, f))
+    }
+
     /// Renames every staged file into place.
     pub fn commit(mut self) -> Result<Vec<PathBuf>> {
         let staged = std::mem::take(&mut self.staged);
@@ -85,5 +92,15 @@ fn parent(path: &Path) -> PathBuf {
     match path.parent() {
         Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
         _ => PathBuf::from("."),
+    }
+}
+
+/// Maps an error of a streaming writer: bad input data found while writing (a malformed
+/// input row echoed as `sample`) is the user's (exit 2); anything else is a write failure.
+pub fn stream_error(path: &Path, e: std::io::Error) -> Error {
+    if e.kind() == std::io::ErrorKind::InvalidData {
+        Error::Mismatch(e.to_string())
+    } else {
+        Error::write(path, e)
     }
 }

@@ -5,3 +5,5 @@ pub mod atomic;
 pub mod json;
 pub mod nemo_gym;
 pub mod parquet;
+pub mod stream;
+pub mod tasks;

@@ -72,7 +72,8 @@ pub fn read_inputs(path: &Path) -> Result<InputTable> {
         let mut p = Piece::default();
         for l in lines {
             let r: std::result::Result<RowKeys, LineProblem> = (|| {
-                if let Err(e) = std::str::from_utf8(l.bytes) {
+                if simdutf8::basic::from_utf8(l.bytes).is_err() {
+                    let e = std::str::from_utf8(l.bytes).unwrap_err();
                     return Err((
                         None,
                         format!("invalid UTF-8 byte at byte {} of the line; expected UTF-8 text", e.valid_up_to() + 1),

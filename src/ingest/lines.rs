@@ -38,127 +38,159 @@ pub struct ReadReport {
     pub warnings: Vec<String>,
 }
 
+/// One newline-aligned block of the file.
+struct Block {
+    data: Vec<u8>,
+    /// File offset of `data[0]`.
+    offset: u64,
+    /// Whether this block ends the file.
+    eof: bool,
+}
+
+/// Reads blocks cut at the last newline (the tail is carried into the next block).
+/// Consumed blocks come back on `spent` for reuse, so pages are not faulted in anew.
+fn read_blocks(
+    mut file: File,
+    tx: std::sync::mpsc::SyncSender<std::io::Result<Block>>,
+    spent: std::sync::mpsc::Receiver<Vec<u8>>,
+) {
+    let mut carry: Vec<u8> = Vec::new();
+    let mut offset: u64 = 0;
+    loop {
+        let need = BLOCK.max(carry.len() + (1 << 20)) + 64;
+        let mut buf = match spent.try_recv() {
+            Ok(mut b) => {
+                b.clear();
+                b.reserve(need);
+                b
+            }
+            Err(_) => Vec::with_capacity(need),
+        };
+        buf.append(&mut carry);
+        let want = (buf.capacity() - buf.len()) as u64;
+        let eof = match (&mut file).take(want).read_to_end(&mut buf) {
+            Ok(n) => n == 0 || (n as u64) < want,
+            Err(e) => {
+                let _ = tx.send(Err(e));
+                return;
+            }
+        };
+        if !eof {
+            match memchr::memrchr(b'\n', &buf) {
+                Some(p) => carry = buf.split_off(p + 1),
+                None => {
+                    // One line longer than the block: keep reading into it.
+                    carry = buf;
+                    continue;
+                }
+            }
+        }
+        let len = buf.len() as u64;
+        if tx.send(Ok(Block { data: buf, offset, eof })).is_err() {
+            return;
+        }
+        offset += len;
+        if eof {
+            return;
+        }
+    }
+}
+
 /// Reads `path` and calls `parse` on pieces of consecutive lines in parallel. `parse`
 /// receives the lines of a piece (blank lines already removed) and returns a `T`.
-/// Results are returned in file order.
+/// Results are returned in file order. A reader thread fetches the next block while
+/// the current one is parsed.
 pub fn read_pieces<T, F>(path: &Path, parse: F) -> Result<(Vec<T>, ReadReport)>
 where
     T: Send,
     F: Fn(&[Line<'_>]) -> Result<T> + Sync,
 {
-    let mut file = File::open(path).map_err(|e| Error::read(path, e))?;
+    let file = File::open(path).map_err(|e| Error::read(path, e))?;
     let mut report = ReadReport::default();
     let mut out: Vec<T> = Vec::new();
-    let mut buf: Vec<u8> = Vec::with_capacity(BLOCK + (1 << 20));
-    let mut carry: Vec<u8> = Vec::new();
-    let mut file_offset: u64 = 0; // offset of buf[0]
-    let mut line_no: u64 = 0; // lines before buf[0]
+    let mut line_no: u64 = 0; // lines before the current block
     let pieces_per_block = rayon::current_num_threads().max(1) * 4;
-    let mut eof = false;
-    while !eof {
-        buf.clear();
-        buf.extend_from_slice(&carry);
-        carry.clear();
-        // Fill up to BLOCK bytes.
-        let start_len = buf.len();
-        let want = BLOCK.max(start_len + (1 << 20));
-        buf.resize(want, 0);
-        let mut filled = start_len;
-        while filled < want {
-            let n = file.read(&mut buf[filled..]).map_err(|e| Error::read(path, e))?;
-            if n == 0 {
-                eof = true;
-                break;
+    let (tx, rx) = std::sync::mpsc::sync_channel::<std::io::Result<Block>>(1);
+    let (spent_tx, spent_rx) = std::sync::mpsc::channel::<Vec<u8>>();
+    std::thread::scope(|scope| -> Result<()> {
+        scope.spawn(move || read_blocks(file, tx, spent_rx));
+        for block in rx {
+            let block = block.map_err(|e| Error::read(path, e))?;
+            report.bytes += block.data.len() as u64;
+            let data = &block.data[..];
+            let file_offset = block.offset;
+            let is_last_block = block.eof;
+            if data.is_empty() {
+                continue;
             }
-            filled += n;
-        }
-        buf.truncate(filled);
-        report.bytes += (filled - start_len) as u64;
-        // Cut at the last newline unless at EOF; the tail is carried to the next block.
-        let usable = if eof {
-            buf.len()
-        } else {
-            match memchr::memrchr(b'\n', &buf) {
-                Some(p) => p + 1,
-                None => {
-                    // A single line longer than the block: keep reading into it.
-                    carry = std::mem::take(&mut buf);
-                    continue;
-                }
-            }
-        };
-        carry.extend_from_slice(&buf[usable..]);
-        let data = &buf[..usable];
-        if data.is_empty() {
-            continue;
-        }
-        // Cut into pieces at newlines.
-        let target = data.len().div_ceil(pieces_per_block).max(1 << 16);
-        let mut bounds = Vec::new();
-        let mut s = 0;
-        while s < data.len() {
-            let e = if s + target >= data.len() {
-                data.len()
-            } else {
-                match memchr::memchr(b'\n', &data[s + target..]) {
-                    Some(p) => s + target + p + 1,
-                    None => data.len(),
-                }
-            };
-            bounds.push((s, e));
-            s = e;
-        }
-        // Line counts per piece, to number lines.
-        let counts: Vec<u64> = bounds
-            .par_iter()
-            .map(|&(s, e)| {
-                let d = &data[s..e];
-                let n = memchr::memchr_iter(b'\n', d).count() as u64;
-                n + u64::from(!d.is_empty() && *d.last().unwrap() != b'\n')
-            })
-            .collect();
-        let mut firsts = Vec::with_capacity(counts.len());
-        let mut acc = line_no;
-        for c in &counts {
-            firsts.push(acc);
-            acc += c;
-        }
-        let is_last_block = eof;
-        let results: Vec<Result<T>> = bounds
-            .par_iter()
-            .zip(firsts.par_iter())
-            .map(|(&(s, e), &first)| {
-                let d = &data[s..e];
-                let mut lines = Vec::new();
-                let mut pos = 0;
-                let mut no = first;
-                while pos < d.len() {
-                    let end = memchr::memchr(b'\n', &d[pos..]).map(|p| pos + p);
-                    let (raw, next, terminated) = match end {
-                        Some(p) => (&d[pos..p], p + 1, true),
-                        None => (&d[pos..], d.len(), false),
-                    };
-                    no += 1;
-                    let raw = raw.strip_suffix(b"\r").unwrap_or(raw);
-                    if !raw.iter().all(|c| matches!(c, b' ' | b'\t' | b'\r')) {
-                        lines.push(Line {
-                            bytes: raw,
-                            number: no,
-                            offset: file_offset + (s + pos) as u64,
-                            unterminated: !terminated && is_last_block && e == data.len(),
-                        });
+            // Cut into pieces at newlines.
+            let target = data.len().div_ceil(pieces_per_block).max(1 << 16);
+            let mut bounds = Vec::new();
+            let mut s = 0;
+            while s < data.len() {
+                let e = if s + target >= data.len() {
+                    data.len()
+                } else {
+                    match memchr::memchr(b'\n', &data[s + target..]) {
+                        Some(p) => s + target + p + 1,
+                        None => data.len(),
                     }
-                    pos = next;
-                }
-                parse(&lines)
-            })
-            .collect();
-        for r in results {
-            out.push(r?);
+                };
+                bounds.push((s, e));
+                s = e;
+            }
+            // Line counts per piece, to number lines.
+            let counts: Vec<u64> = bounds
+                .par_iter()
+                .map(|&(s, e)| {
+                    let d = &data[s..e];
+                    let n = memchr::memchr_iter(b'\n', d).count() as u64;
+                    n + u64::from(!d.is_empty() && *d.last().unwrap() != b'\n')
+                })
+                .collect();
+            let mut firsts = Vec::with_capacity(counts.len());
+            let mut acc = line_no;
+            for c in &counts {
+                firsts.push(acc);
+                acc += c;
+            }
+            let results: Vec<Result<T>> = bounds
+                .par_iter()
+                .zip(firsts.par_iter())
+                .map(|(&(s, e), &first)| {
+                    let d = &data[s..e];
+                    let mut lines = Vec::new();
+                    let mut pos = 0;
+                    let mut no = first;
+                    while pos < d.len() {
+                        let end = memchr::memchr(b'\n', &d[pos..]).map(|p| pos + p);
+                        let (raw, next, terminated) = match end {
+                            Some(p) => (&d[pos..p], p + 1, true),
+                            None => (&d[pos..], d.len(), false),
+                        };
+                        no += 1;
+                        let raw = raw.strip_suffix(b"\r").unwrap_or(raw);
+                        if !raw.iter().all(|c| matches!(c, b' ' | b'\t' | b'\r')) {
+                            lines.push(Line {
+                                bytes: raw,
+                                number: no,
+                                offset: file_offset + (s + pos) as u64,
+                                unterminated: !terminated && is_last_block && e == data.len(),
+                            });
+                        }
+                        pos = next;
+                    }
+                    parse(&lines)
+                })
+                .collect();
+            for r in results {
+                out.push(r?);
+            }
+            line_no = acc;
+            let _ = spent_tx.send(block.data);
         }
-        line_no = acc;
-        file_offset += usable as u64;
-    }
+        Ok(())
+    })?;
     report.lines = line_no;
     if report.bytes == 0 {
         return Err(Error::bad(Location::file(path), "the file is empty; expected one JSON object per line"));

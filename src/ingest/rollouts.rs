@@ -132,11 +132,21 @@ impl From<ScanError> for LineErr {
     }
 }
 
-fn key_string(k: (&[u8], bool)) -> Vec<u8> {
+fn key_string(k: (&[u8], bool)) -> std::borrow::Cow<'_, [u8]> {
     if k.1 {
-        decode_str(k.0, true).map(|s| s.into_bytes()).unwrap_or_else(|_| k.0.to_vec())
+        std::borrow::Cow::Owned(decode_str(k.0, true).map(|s| s.into_bytes()).unwrap_or_else(|_| k.0.to_vec()))
     } else {
-        k.0.to_vec()
+        std::borrow::Cow::Borrowed(k.0)
+    }
+}
+
+/// A string value's text without allocating when it has no escapes.
+fn str_value(raw: &[u8], escaped: bool) -> std::result::Result<std::borrow::Cow<'_, str>, &'static str> {
+    if escaped {
+        decode_str(raw, true).map(std::borrow::Cow::Owned)
+    } else {
+        // The whole line was validated as UTF-8 already.
+        std::str::from_utf8(raw).map(std::borrow::Cow::Borrowed).map_err(|_| "invalid UTF-8 in string")
     }
 }
 
@@ -172,7 +182,7 @@ impl Piece {
         usage_ids: &mut Vec<u32>,
     ) -> std::result::Result<(), LineErr> {
         let row = self.task.len();
-        if std::str::from_utf8(l.bytes).is_err() {
+        if simdutf8::basic::from_utf8(l.bytes).is_err() {
             let bad = std::str::from_utf8(l.bytes).unwrap_err().valid_up_to();
             return Err(LineErr {
                 offset: Some(bad),
@@ -290,12 +300,12 @@ impl Piece {
                     Scalar::Str(raw, e) if raw.len() <= MAX_KEPT_STR => {
                         let key = key_string(k);
                         let id = self.cols.id_guess(Source::Top, &key, guess);
-                        let text = decode_str(raw, e).map_err(|m| LineErr {
+                        let text = str_value(raw, e).map_err(|m| LineErr {
                             offset: None,
                             key: Some(String::from_utf8_lossy(&key).into()),
                             msg: m.into(),
                         })?;
-                        self.cols.set_str(id, row, text);
+                        self.cols.set_str(id, row, &text);
                         top_ids.push(id);
                     }
                     other => {

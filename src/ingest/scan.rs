@@ -224,8 +224,23 @@ impl<'a> Scanner<'a> {
             }
         }
         self.i = i;
-        // SAFETY-free: the slice is ASCII digits, sign, dot, exponent.
-        let text = std::str::from_utf8(&b[start..i]).unwrap_or("0");
+        // The slice holds only ASCII sign, digits, dot and exponent characters.
+        let text = match std::str::from_utf8(&b[start..i]) {
+            Ok(t) => t,
+            Err(_) => return self.err("invalid number"),
+        };
+        if !float && i - start <= 18 {
+            // Fast path: at most 18 digits always fit an i64.
+            let (neg, digits) = match text.as_bytes()[0] {
+                b'-' => (true, &text.as_bytes()[1..]),
+                _ => (false, text.as_bytes()),
+            };
+            let mut v: i64 = 0;
+            for &d in digits {
+                v = v * 10 + i64::from(d - b'0');
+            }
+            return Ok(Scalar::Int(if neg { -v } else { v }));
+        }
         if !float {
             if let Ok(v) = text.parse::<i64>() {
                 return Ok(Scalar::Int(v));

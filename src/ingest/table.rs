@@ -89,21 +89,21 @@ impl Column {
 #[derive(Default)]
 pub struct ColumnsBuilder {
     pub cols: Vec<Column>,
-    index: HashMap<(Source, Box<[u8]>), u32>,
-    dicts: Vec<HashMap<String, u32>>,
+    index: [HashMap<Box<[u8]>, u32, foldhash::fast::RandomState>; 3],
+    dicts: Vec<HashMap<String, u32, foldhash::fast::RandomState>>,
 }
 
 impl ColumnsBuilder {
     /// Column id for a key (raw bytes of an unescaped key or a decoded escaped one).
     #[inline]
     pub fn id(&mut self, source: Source, key: &[u8]) -> u32 {
-        if let Some(&i) = self.index.get(&(source, Box::<[u8]>::from(key))) {
+        if let Some(&i) = self.index[source as usize].get(key) {
             return i;
         }
         let i = self.cols.len() as u32;
         self.cols.push(Column::new(source, String::from_utf8_lossy(key).into_owned()));
-        self.dicts.push(HashMap::new());
-        self.index.insert((source, key.into()), i);
+        self.dicts.push(HashMap::default());
+        self.index[source as usize].insert(key.into(), i);
         i
     }
 
@@ -152,18 +152,18 @@ impl ColumnsBuilder {
     }
 
     /// Sets a kept string.
-    pub fn set_str(&mut self, id: u32, row: usize, s: String) {
+    pub fn set_str(&mut self, id: u32, row: usize, s: &str) {
         let dict = &mut self.dicts[id as usize];
         let c = &mut self.cols[id as usize];
         if c.codes.is_empty() {
             c.codes.resize(c.tags.len(), u32::MAX);
         }
-        let code = match dict.get(&s) {
+        let code = match dict.get(s) {
             Some(&k) => k,
             None => {
                 let k = c.dict.len() as u32;
-                c.dict.push(s.clone());
-                dict.insert(s, k);
+                c.dict.push(s.to_string());
+                dict.insert(s.to_string(), k);
                 k
             }
         };

@@ -8,10 +8,11 @@ use super::custom::{self, MetricSpec};
 use super::labels::{labels_for, run_key};
 use super::levels::{across_repeats, agent_level, repeat_level, Profiled, StatKeys};
 use super::perf::perf_summary;
-use super::profile::{coverage, index_by_key, rollout_info, task_level};
+use super::profile::{coverage, index_by_key};
+use super::tasks::{Samples, TaskPlan};
 use super::warnings::Warnings;
 use crate::error::{Error, Result};
-use crate::export::json::{Json, Key};
+use crate::export::json::{Json, Members};
 use crate::ingest::{InputTable, RolloutTable};
 
 /// Options of an aggregate run.
@@ -96,47 +97,55 @@ pub fn groups(
     Ok((by.into_values().collect(), orphans))
 }
 
+/// One aggregate entry: its members in order, with the task level kept as a plan so
+/// the writer can stream it.
+pub struct AggEntry<'a> {
+    /// `agent_ref`, `_ng_environment_server` (when stamped), `agent_metrics`, `key_metrics`.
+    pub head: Members,
+    /// `group_level_metrics`; `None` writes `[]`.
+    pub tasks: Option<TaskPlan<'a>>,
+    /// `repeat_level_metrics` entries.
+    pub repeats: Vec<Json>,
+    pub perf_summary: Option<Json>,
+}
+
+impl AggEntry<'_> {
+    /// The run label.
+    pub fn label(&self) -> &str {
+        match self.head.first().map(|(_, v)| v.get("name")) {
+            Some(Some(Json::Str(s))) => s,
+            _ => "",
+        }
+    }
+    pub fn member(&self, k: &str) -> Option<&Json> {
+        self.head.iter().find(|(kk, _)| &**kk == k).map(|(_, v)| v)
+    }
+    pub fn member_mut(&mut self, k: &str) -> Option<&mut Json> {
+        self.head.iter_mut().find(|(kk, _)| &**kk == k).map(|(_, v)| v)
+    }
+}
+
 /// Computes one aggregate entry.
-pub fn entry(t: &RolloutTable, g: &Group, opts: &AggregateOptions, warn: &mut Warnings) -> Result<Json> {
+pub fn entry<'a>(t: &'a RolloutTable, g: &Group, opts: &AggregateOptions, warn: &mut Warnings) -> Result<AggEntry<'a>> {
     let task: Vec<i64> = g.rows.iter().map(|&r| t.task[r]).collect();
     let rollout: Vec<i64> = g.rows.iter().map(|&r| t.rollout[r]).collect();
     let line: Vec<u64> = g.rows.iter().map(|&r| t.line[r]).collect();
     index_by_key(&task, &rollout, &line, "result", &t.path)?;
-    let mut e: Vec<(Key, Json)> = vec![(Arc::from("agent_ref"), Json::name_ref(&g.label))];
+    let mut head: Members = vec![(Arc::from("agent_ref"), Json::name_ref(&g.label))];
     if let Some(s) = &g.server {
-        e.push((Arc::from("_ng_environment_server"), Json::Str(s.clone())));
+        head.push((Arc::from("_ng_environment_server"), Json::Str(s.clone())));
     }
     let cov = coverage(t, &g.rows);
     let perf = perf_summary(t, &g.rows);
     let scored: Vec<usize> = g.rows.iter().copied().filter(|&r| !t.masked[r]).collect();
     if scored.is_empty() {
-        e.push((Arc::from("agent_metrics"), Json::Obj(cov.clone())));
-        e.push((Arc::from("key_metrics"), Json::Obj(cov)));
-        e.push((Arc::from("group_level_metrics"), Json::Arr(vec![])));
-        e.push((Arc::from("repeat_level_metrics"), Json::Arr(vec![])));
-        if let Some(p) = perf {
-            e.push((Arc::from("perf_summary"), p));
-        }
-        return Ok(Json::Obj(e));
+        head.push((Arc::from("agent_metrics"), Json::Obj(cov.clone())));
+        head.push((Arc::from("key_metrics"), Json::Obj(cov)));
+        return Ok(AggEntry { head, tasks: None, repeats: vec![], perf_summary: perf });
     }
     let labels = vec!["agent"; scored.len()];
     let p = Profiled::new(t, &scored, &labels);
     let keys = StatKeys::new(&p.fields);
-    let sample = Json::Obj(vec![(Arc::from("agent_ref"), Json::name_ref("agent"))]);
-    let groups = task_level(&p, &keys, false);
-    let tasks: Vec<Json> = groups
-        .into_iter()
-        .map(|(mut entry, a, b)| {
-            let n = (b - a) as i64;
-            entry.push(Arc::from("sample"), sample.clone());
-            entry.push(Arc::from("num_rollouts"), Json::Int(n));
-            entry.push(Arc::from("expected_num_rollouts"), Json::Int(n));
-            entry.push(Arc::from("missing_num_rollouts"), Json::Int(0));
-            entry.push(Arc::from("reward_profile_completion_pct"), Json::Float(100.0));
-            entry.push(Arc::from("rollout_infos"), Json::Arr((a..b).map(|pos| rollout_info(t, p.rows[pos])).collect()));
-            entry
-        })
-        .collect();
     let mut agent = agent_level(&p, &keys).pop().unwrap_or_default();
     let repeats = repeat_level(&p, warn);
     let across = across_repeats(&repeats, 1, warn).pop().unwrap_or_default();
@@ -158,22 +167,31 @@ pub fn entry(t: &RolloutTable, g: &Group, opts: &AggregateOptions, warn: &mut Wa
     for (k, v) in cov {
         key.set(&k, v);
     }
-    e.push((Arc::from("agent_metrics"), agent));
-    e.push((Arc::from("key_metrics"), key));
-    e.push((Arc::from("group_level_metrics"), Json::Arr(tasks)));
-    e.push((Arc::from("repeat_level_metrics"), Json::Arr(repeats.into_iter().map(|(_, _, x)| Json::Obj(x)).collect())));
-    if let Some(pf) = perf {
-        e.push((Arc::from("perf_summary"), pf));
-    }
-    Ok(Json::Obj(e))
+    head.push((Arc::from("agent_metrics"), agent));
+    head.push((Arc::from("key_metrics"), key));
+    let groups = p.task_groups();
+    let plan = TaskPlan {
+        p,
+        keys,
+        groups,
+        expected: None,
+        samples: Samples::Fixed(Json::Obj(vec![(Arc::from("agent_ref"), Json::name_ref("agent"))])),
+        with_agent_ref: false,
+    };
+    Ok(AggEntry {
+        head,
+        tasks: Some(plan),
+        repeats: repeats.into_iter().map(|(_, _, x)| Json::Obj(x)).collect(),
+        perf_summary: perf,
+    })
 }
 
 /// All entries, sorted by label, with warnings.
-pub fn aggregate(
-    t: &RolloutTable,
+pub fn aggregate<'a>(
+    t: &'a RolloutTable,
     inputs: Option<&InputTable>,
     opts: &AggregateOptions,
-) -> Result<(Vec<Json>, Warnings)> {
+) -> Result<(Vec<AggEntry<'a>>, Warnings)> {
     let (gs, orphans) = groups(t, inputs, opts.default_agent.as_deref())?;
     let mut warn = Warnings::default();
     if let Some(&first) = orphans.first() {

@@ -203,27 +203,28 @@ impl<'a> Profiled<'a> {
 /// Keys `"<stat>/<field>"` for the five describe statistics, built once per field.
 pub struct StatKeys {
     pub keys: Vec<[Key; 5]>,
+    /// The same keys JSON-escaped with their quotes, for streaming writers.
+    pub quoted: Vec<[Vec<u8>; 5]>,
 }
 
 pub const DESCRIBE: [&str; 5] = ["mean", "max", "min", "median", "std"];
 
 impl StatKeys {
     pub fn new(fields: &[Field]) -> Self {
-        StatKeys {
-            keys: fields
-                .iter()
-                .map(|f| std::array::from_fn(|s| Arc::from(format!("{}/{}", DESCRIBE[s], f.name).as_str())))
-                .collect(),
-        }
+        let keys: Vec<[Key; 5]> = fields
+            .iter()
+            .map(|f| std::array::from_fn(|s| Arc::from(format!("{}/{}", DESCRIBE[s], f.name).as_str())))
+            .collect();
+        let quoted = keys.iter().map(|k| std::array::from_fn(|s| crate::export::stream::quoted(&k[s]))).collect();
+        StatKeys { keys, quoted }
     }
 }
 
 /// pandas `describe_dataframe` for one group: per field mean/max/min/median/std of the
-/// values (NaN = missing), with the one-rollout rule for std. Appends the keys to `out`
-/// in stat-major order.
-pub fn describe(cols: &[&[f64]], keys: &StatKeys, all_int: bool, out: &mut Vec<(Key, Json)>, scratch: &mut Vec<f64>) {
-    let nf = cols.len();
-    let mut st: Vec<[Option<f64>; 5]> = Vec::with_capacity(nf);
+/// values (NaN = missing), with the one-rollout rule for std: when std is undefined for
+/// every field, fields without missing values get 0.0.
+pub fn describe_stats(cols: &[&[f64]], scratch: &mut Vec<f64>) -> Vec<[Option<f64>; 5]> {
+    let mut st: Vec<[Option<f64>; 5]> = Vec::with_capacity(cols.len());
     let mut any_std = false;
     for col in cols {
         scratch.clear();
@@ -232,8 +233,11 @@ pub fn describe(cols: &[&[f64]], keys: &StatKeys, all_int: bool, out: &mut Vec<(
             st.push([None; 5]);
             continue;
         }
-        let mean = stats::nan_mean(col);
-        let std = stats::nan_std(col, 1);
+        let (mean, std) = if scratch.len() == col.len() {
+            (stats::mean(scratch), stats::std(scratch, 1))
+        } else {
+            (stats::nan_mean(col), stats::nan_std(col, 1))
+        };
         if std.is_some() {
             any_std = true;
         }
@@ -250,6 +254,13 @@ pub fn describe(cols: &[&[f64]], keys: &StatKeys, all_int: bool, out: &mut Vec<(
             }
         }
     }
+    st
+}
+
+/// [`describe_stats`] as members in stat-major order (`max`/`min` as ints when
+/// `all_int`), appended to `out`.
+pub fn describe(cols: &[&[f64]], keys: &StatKeys, all_int: bool, out: &mut Members, scratch: &mut Vec<f64>) {
+    let st = describe_stats(cols, scratch);
     for s in 0..5 {
         for (f, row) in st.iter().enumerate() {
             if let Some(v) = row[s] {

@@ -10,4 +10,5 @@ pub mod levels;
 pub mod pass_at_k;
 pub mod perf;
 pub mod profile;
+pub mod tasks;
 pub mod warnings;

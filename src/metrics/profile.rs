@@ -10,12 +10,12 @@ use std::sync::Arc;
 use rayon::prelude::*;
 
 use super::labels::{labels_for, run_key};
-use super::levels::{across_repeats, agent_level, describe, repeat_level, Profiled, StatKeys};
+use super::levels::{across_repeats, agent_level, repeat_level, Profiled, StatKeys};
+use super::tasks::{Samples, TaskPlan};
 use super::warnings::Warnings;
 use crate::error::{Error, Result};
 use crate::export::json::{Json, Key};
-use crate::ingest::rollouts::SEP;
-use crate::ingest::{tag, InputTable, RolloutTable};
+use crate::ingest::{InputTable, RolloutTable};
 
 /// Counts of NeMo Gym's completion summary (SPEC §4 step 5).
 #[derive(Debug, Clone, Default, PartialEq)]
@@ -33,11 +33,10 @@ pub struct CompletionSummary {
 }
 
 /// Everything `profile` produces.
-pub struct ProfileOutput {
-    /// Task entries; each `sample` is a placeholder to fill from `sample_rows`.
-    pub tasks: Vec<Json>,
-    /// Per task entry, the input row whose text becomes its `sample`.
-    pub sample_rows: Vec<usize>,
+pub struct ProfileOutput<'a> {
+    /// The task entries, written batch by batch by `export::tasks`; `None` when no
+    /// rollout was measured.
+    pub tasks: Option<TaskPlan<'a>>,
     pub agents: Vec<Json>,
     pub repeats: Vec<Json>,
     pub summary: CompletionSummary,
@@ -72,56 +71,6 @@ pub fn index_by_key(
     Ok(v)
 }
 
-/// One rollout's compact record for `rollout_infos` (SPEC §3).
-pub fn rollout_info(t: &RolloutTable, row: usize) -> Json {
-    let (task, rollout) = (t.task[row], t.rollout[row]);
-    let mut items: Vec<(Key, Json)> = vec![
-        (Arc::from("rollout_id"), Json::Str(format!("{task}:{rollout}"))),
-        (Arc::from("_ng_task_index"), Json::Int(task)),
-        (Arc::from("_ng_rollout_index"), Json::Int(rollout)),
-    ];
-    let seq = &t.orders[t.order[row] as usize];
-    let sep = seq.iter().position(|&c| c == SEP).unwrap_or(seq.len());
-    let value = |c: usize, keep_bool: bool| -> Option<Json> {
-        let col = &t.columns[c];
-        match col.tags[row] {
-            tag::INT => Some(Json::Int(col.nums[row] as i64)),
-            tag::FLOAT => Some(Json::Float(col.nums[row])),
-            tag::BOOL if keep_bool => Some(Json::Bool(col.nums[row] != 0.0)),
-            tag::BOOL => Some(Json::Int(col.nums[row] as i64)),
-            _ => None,
-        }
-    };
-    if let Some(&rc) = seq[..sep].iter().find(|&&c| t.columns[c as usize].name == "reward") {
-        let col = &t.columns[rc as usize];
-        let v = match col.tags[row] {
-            tag::NULL => Some(Json::Null),
-            tag::STR => col.str_at(row).map(|s| Json::Str(s.to_string())),
-            tag::LONG_STR => Some(Json::Null),
-            _ => value(rc as usize, true),
-        };
-        if let Some(v) = v {
-            items.push((Arc::from("reward"), v));
-        }
-    }
-    let mut obj = Json::Obj(items);
-    for &u in &seq[sep + 1..] {
-        if let Some(v) = value(u as usize, false) {
-            obj.set(&t.columns[u as usize].name, v);
-        }
-    }
-    for &c in &seq[..sep] {
-        let name = &t.columns[c as usize].name;
-        if name == "reward" {
-            continue;
-        }
-        if let Some(v) = value(c as usize, false) {
-            obj.set(name, v);
-        }
-    }
-    obj
-}
-
 /// Coverage keys (SPEC §6) for a set of rows, or empty when nothing was masked.
 pub fn coverage(t: &RolloutTable, rows: &[usize]) -> Vec<(Key, Json)> {
     let masked = rows.iter().filter(|&&r| t.masked[r]).count();
@@ -138,25 +87,13 @@ pub fn coverage(t: &RolloutTable, rows: &[usize]) -> Vec<(Key, Json)> {
     ]
 }
 
-/// Task-level entries of a profiled set; `sample` is left as a placeholder.
-pub fn task_level(p: &Profiled<'_>, keys: &StatKeys, with_agent_ref: bool) -> Vec<(Json, usize, usize)> {
+/// Task-level groups of a profiled set: per task, or per (task, label) under fan-out.
+pub fn task_groups(p: &Profiled<'_>) -> Vec<(usize, usize)> {
     p.task_groups()
-        .par_iter()
-        .map(|&(a, b)| {
-            let cols: Vec<&[f64]> = p.vals.iter().map(|v| &v[a..b]).collect();
-            let mut items: Vec<(Key, Json)> = vec![(Arc::from("_ng_task_index"), Json::Int(p.task(a)))];
-            let mut scratch = Vec::new();
-            describe(&cols, keys, p.all_int, &mut items, &mut scratch);
-            if with_agent_ref {
-                items.push((Arc::from("agent_ref"), Json::name_ref(&p.labels[p.label[a] as usize])));
-            }
-            (Json::Obj(items), a, b)
-        })
-        .collect()
 }
 
 /// Runs the profile. `allow_partial` permits input rows without results.
-pub fn profile(t: &RolloutTable, inputs: &InputTable, allow_partial: bool) -> Result<ProfileOutput> {
+pub fn profile<'a>(t: &'a RolloutTable, inputs: &'a InputTable, allow_partial: bool) -> Result<ProfileOutput<'a>> {
     let rows_idx = index_by_key(&inputs.task, &inputs.rollout, &inputs.line, "materialized input", &inputs.path)?;
     let res_idx = index_by_key(&t.task, &t.rollout, &t.line, "result", &t.path)?;
     // Merge the two sorted key lists.
@@ -222,7 +159,7 @@ pub fn profile(t: &RolloutTable, inputs: &InputTable, allow_partial: bool) -> Re
     let mut warnings = Warnings::default();
     if pairs.is_empty() {
         let agents = coverage_entries(t, inputs, &matched, &[], &mut Vec::new());
-        return Ok(ProfileOutput { tasks: vec![], sample_rows: vec![], agents, repeats: vec![], summary, warnings });
+        return Ok(ProfileOutput { tasks: None, agents, repeats: vec![], summary, warnings });
     }
     let result_rows: Vec<usize> = pairs.iter().map(|&(_, r)| r).collect();
     let input_of: HashMap<usize, usize> = pairs.iter().map(|&(i, r)| (r, i)).collect();
@@ -234,39 +171,23 @@ pub fn profile(t: &RolloutTable, inputs: &InputTable, allow_partial: bool) -> Re
         let k = (inputs.task[i], if p.fan_out { label_of(i) } else { None });
         *expected.entry(k).or_default() += 1;
     }
-    let groups = task_level(&p, &keys, p.fan_out);
-    let mut tasks = Vec::with_capacity(groups.len());
-    let mut sample_rows = Vec::with_capacity(groups.len());
-    let built: Vec<Json> = groups
-        .par_iter()
-        .map(|(entry, a, b)| {
-            let mut e = entry.clone();
-            let n = b - a;
-            let label = &p.labels[p.label[*a] as usize];
-            let exp =
-                expected.get(&(p.task(*a), if p.fan_out { Some(label.as_str()) } else { None })).copied().unwrap_or(0);
-            e.push(Arc::from("sample"), Json::Null);
-            e.push(Arc::from("num_rollouts"), Json::Int(n as i64));
-            e.push(Arc::from("expected_num_rollouts"), Json::Int(exp as i64));
-            e.push(Arc::from("missing_num_rollouts"), Json::Int(exp as i64 - n as i64));
-            let pct = if exp == 0 { 100.0 } else { 100.0 * n as f64 / exp as f64 };
-            e.push(Arc::from("reward_profile_completion_pct"), Json::Float(pct));
-            let infos: Vec<Json> = (*a..*b).map(|pos| rollout_info(t, p.rows[pos])).collect();
-            e.push(Arc::from("rollout_infos"), Json::Arr(infos));
-            e
+    let groups = p.task_groups();
+    let expected_per: Vec<i64> = groups
+        .iter()
+        .map(|&(a, _)| {
+            let label = p.labels[p.label[a] as usize].as_str();
+            expected.get(&(p.task(a), if p.fan_out { Some(label) } else { None })).copied().unwrap_or(0) as i64
         })
         .collect();
-    for ((_, a, _), e) in groups.iter().zip(built) {
-        sample_rows.push(input_of[&p.rows[*a]]);
-        tasks.push(e);
-    }
+    let sample_rows: Vec<usize> = groups.iter().map(|&(a, _)| input_of[&p.rows[a]]).collect();
     // Agent level.
     let agent_stats = agent_level(&p, &keys);
+    let labels_of_p = p.labels.clone();
     let repeats = repeat_level(&p, &mut warnings);
     let across = across_repeats(&repeats, p.labels.len(), &mut warnings);
     let mut agents: Vec<Json> = Vec::new();
     for (l, (mut items, acr)) in agent_stats.into_iter().zip(across).enumerate() {
-        items.push((Arc::from("agent_ref"), Json::name_ref(&p.labels[l])));
+        items.push((Arc::from("agent_ref"), Json::name_ref(&labels_of_p[l])));
         items.extend(acr);
         agents.push(Json::Obj(items));
     }
@@ -274,12 +195,21 @@ pub fn profile(t: &RolloutTable, inputs: &InputTable, allow_partial: bool) -> Re
     let repeats: Vec<Json> = repeats
         .into_iter()
         .map(|(l, _, e)| {
-            let mut items: Vec<(Key, Json)> = vec![(Arc::from("agent_ref"), Json::name_ref(&p.labels[l as usize]))];
+            let mut items: Vec<(Key, Json)> = vec![(Arc::from("agent_ref"), Json::name_ref(&labels_of_p[l as usize]))];
             items.extend(e);
             Json::Obj(items)
         })
         .collect();
-    Ok(ProfileOutput { tasks, sample_rows, agents, repeats, summary, warnings })
+    let with_agent_ref = p.fan_out;
+    let plan = TaskPlan {
+        p,
+        keys,
+        groups,
+        expected: Some(expected_per),
+        samples: Samples::Inputs { table: inputs, rows: sample_rows },
+        with_agent_ref,
+    };
+    Ok(ProfileOutput { tasks: Some(plan), agents, repeats, summary, warnings })
 }
 
 /// Appends each agent's coverage (keyed by `agent_ref.name` of the input rows, over all

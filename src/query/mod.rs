@@ -10,6 +10,7 @@ use polars::sql::SQLContext;
 
 use crate::error::{Error, Result};
 use crate::export::json::Json;
+use crate::metrics::aggregate::AggEntry;
 
 /// The SQL metrics shipped with rollstat (`queries/metrics/*.sql`).
 pub const BUILTIN_SQL_METRICS: [(&str, &str); 4] = [
@@ -143,42 +144,30 @@ pub fn objects_to_frame(rows: &[Vec<(String, Json)>]) -> Result<DataFrame> {
 }
 
 /// The `tasks`, `agents` and `repeats` tables from aggregate entries.
-pub fn level_tables(entries: &[Json]) -> Result<(DataFrame, DataFrame, DataFrame)> {
+pub fn level_tables(entries: &[AggEntry<'_>]) -> Result<(DataFrame, DataFrame, DataFrame)> {
     let mut tasks = Vec::new();
     let mut agents = Vec::new();
     let mut repeats = Vec::new();
     for e in entries {
-        let label = match e.get("agent_ref").and_then(|r| r.get("name")) {
-            Some(Json::Str(s)) => s.clone(),
-            _ => continue,
-        };
+        let label = e.label().to_string();
         let head = || vec![("agent".to_string(), Json::Str(label.clone()))];
-        if let Some(Json::Obj(items)) = e.get("agent_metrics") {
+        if let Some(Json::Obj(items)) = e.member("agent_metrics") {
             let mut row = head();
             row.extend(items.iter().map(|(k, v)| (k.to_string(), v.clone())));
             agents.push(row);
         }
-        if let Some(Json::Arr(list)) = e.get("group_level_metrics") {
-            for g in list {
-                if let Json::Obj(items) = g {
-                    let mut row = head();
-                    row.extend(
-                        items
-                            .iter()
-                            .filter(|(k, _)| &**k != "sample" && &**k != "rollout_infos")
-                            .map(|(k, v)| (k.to_string(), v.clone())),
-                    );
-                    tasks.push(row);
-                }
+        if let Some(plan) = &e.tasks {
+            for m in plan.members() {
+                let mut row = head();
+                row.extend(m.into_iter().map(|(k, v)| (k.to_string(), v)));
+                tasks.push(row);
             }
         }
-        if let Some(Json::Arr(list)) = e.get("repeat_level_metrics") {
-            for g in list {
-                if let Json::Obj(items) = g {
-                    let mut row = head();
-                    row.extend(items.iter().map(|(k, v)| (k.to_string(), v.clone())));
-                    repeats.push(row);
-                }
+        for g in &e.repeats {
+            if let Json::Obj(items) = g {
+                let mut row = head();
+                row.extend(items.iter().map(|(k, v)| (k.to_string(), v.clone())));
+                repeats.push(row);
             }
         }
     }

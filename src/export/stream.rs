@@ -1,0 +1,168 @@
+//! A streaming JSON emitter for the big artifacts (hundreds of MB of task entries at a
+//! million rollouts): members are written straight into a byte buffer — no value tree —
+//! in the same two layouts as [`super::json`] (compact, or indented by two spaces from
+//! a base depth), byte for byte.
+
+use super::json::{write_compact, write_f64, write_i64, write_indented, write_str, Json};
+
+/// Writes one JSON value incrementally into its buffer `out` (drain it as you go).
+pub struct Emitter {
+    pub out: Vec<u8>,
+    /// `None`: compact; `Some(d)`: indented, the outermost value at depth `d`.
+    indent: Option<usize>,
+    /// Per open container: whether it has members yet.
+    stack: Vec<bool>,
+}
+
+impl Emitter {
+    pub fn compact() -> Self {
+        Emitter { out: Vec::new(), indent: None, stack: Vec::new() }
+    }
+    pub fn indented(depth: usize) -> Self {
+        Emitter { out: Vec::new(), indent: Some(depth), stack: Vec::new() }
+    }
+
+    /// Depth of the value being written now (for nested writers).
+    pub fn depth(&self) -> usize {
+        self.indent.unwrap_or(0) + self.stack.len()
+    }
+
+    /// Separator and indentation before a member or element.
+    fn item(&mut self) {
+        let first = match self.stack.last_mut() {
+            Some(has) => {
+                let f = !*has;
+                *has = true;
+                f
+            }
+            None => return,
+        };
+        if !first {
+            self.out.push(b',');
+        }
+        if self.indent.is_some() {
+            let d = self.depth();
+            self.out.push(b'\n');
+            self.out.resize(self.out.len() + 2 * d, b' ');
+        }
+    }
+
+    pub fn begin_obj(&mut self) {
+        self.out.push(b'{');
+        self.stack.push(false);
+    }
+    pub fn begin_arr(&mut self) {
+        self.out.push(b'[');
+        self.stack.push(false);
+    }
+    fn end(&mut self, close: u8) {
+        let had = self.stack.pop().unwrap_or(false);
+        if had && self.indent.is_some() {
+            let d = self.depth();
+            self.out.push(b'\n');
+            self.out.resize(self.out.len() + 2 * d, b' ');
+        }
+        self.out.push(close);
+    }
+    pub fn end_obj(&mut self) {
+        self.end(b'}');
+    }
+    pub fn end_arr(&mut self) {
+        self.end(b']');
+    }
+
+    /// A member key given as pre-escaped bytes including the quotes.
+    pub fn key_raw(&mut self, quoted: &[u8]) {
+        self.item();
+        self.out.extend_from_slice(quoted);
+        self.out.extend_from_slice(if self.indent.is_some() { b": " } else { b":" });
+    }
+    pub fn key(&mut self, k: &str) {
+        self.item();
+        write_str(&mut self.out, k);
+        self.out.extend_from_slice(if self.indent.is_some() { b": " } else { b":" });
+    }
+    /// Starts an array element.
+    pub fn elem(&mut self) {
+        self.item();
+    }
+
+    pub fn f64(&mut self, v: f64) {
+        write_f64(&mut self.out, v);
+    }
+    pub fn i64(&mut self, v: i64) {
+        write_i64(&mut self.out, v);
+    }
+    pub fn bool(&mut self, v: bool) {
+        self.out.extend_from_slice(if v { b"true" } else { b"false" });
+    }
+    pub fn null(&mut self) {
+        self.out.extend_from_slice(b"null");
+    }
+    /// Whether members are indented.
+    pub fn is_indented(&self) -> bool {
+        self.indent.is_some()
+    }
+
+    /// A whole value.
+    pub fn json(&mut self, v: &Json) {
+        match self.indent {
+            None => write_compact(&mut self.out, v),
+            Some(_) => {
+                let d = self.depth();
+                write_indented(&mut self.out, v, d);
+            }
+        }
+    }
+}
+
+/// `"text"` escaped, for [`Emitter::key_raw`].
+pub fn quoted(s: &str) -> Vec<u8> {
+    let mut v = Vec::with_capacity(s.len() + 2);
+    write_str(&mut v, s);
+    v
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::export::json::parse;
+
+    #[test]
+    fn matches_the_tree_writers() {
+        let v = parse(br#"{"a": [1, 2.5, {"b": null, "c": []}], "d": {}, "e": "x"}"#).unwrap();
+        for indent in [None, Some(0), Some(2)] {
+            let mut e = match indent {
+                None => Emitter::compact(),
+                Some(d) => Emitter::indented(d),
+            };
+            e.begin_obj();
+            e.key("a");
+            e.begin_arr();
+            e.elem();
+            e.i64(1);
+            e.elem();
+            e.f64(2.5);
+            e.elem();
+            e.begin_obj();
+            e.key_raw(&quoted("b"));
+            e.null();
+            e.key("c");
+            e.begin_arr();
+            e.end_arr();
+            e.end_obj();
+            e.end_arr();
+            e.key("d");
+            e.json(&Json::obj());
+            e.key("e");
+            e.json(&Json::Str("x".into()));
+            e.end_obj();
+            let mut want = Vec::new();
+            match indent {
+                None => write_compact(&mut want, &v),
+                Some(d) => write_indented(&mut want, &v, d),
+            }
+            assert_eq!(String::from_utf8(e.out).unwrap(), String::from_utf8(want).unwrap());
+        }
+    }
+}

@@ -1,0 +1,213 @@
+//! Task entries (`group_level_metrics` / `S_reward_profiling.jsonl`) and the aggregate
+//! file, streamed: task entries are computed and serialized in parallel batches and
+//! written as each batch completes, so memory stays bounded by a batch, not by the
+//! artifact (hundreds of MB at a million rollouts).
+
+use std::io::{self, Write};
+
+use rayon::prelude::*;
+
+use super::json::{parse, write_str, Json};
+use super::stream::Emitter;
+use crate::ingest::inputs::read_rows;
+use crate::metrics::aggregate::AggEntry;
+use crate::metrics::tasks::{rollout_info_items, Samples, TaskPlan, Val};
+
+/// Task entries per batch.
+const BATCH: usize = 4096;
+
+/// Serializes task entry `g` with the emitter's layout.
+fn entry(plan: &TaskPlan<'_>, g: usize, sample: &Json, em: &mut Emitter, scratch: &mut Vec<f64>) {
+    let p = &plan.p;
+    let (a, b) = plan.groups[g];
+    em.begin_obj();
+    em.key("_ng_task_index");
+    em.i64(p.task(a));
+    let st = plan.stats(g, scratch);
+    let quoted = &plan.keys.quoted;
+    for s in 0..5 {
+        for (f, row) in st.iter().enumerate() {
+            if let Some(v) = row[s] {
+                em.key_raw(&quoted[f][s]);
+                if p.all_int && (s == 1 || s == 2) {
+                    em.i64(v as i64);
+                } else {
+                    em.f64(v);
+                }
+            }
+        }
+    }
+    if plan.with_agent_ref {
+        em.key("agent_ref");
+        em.json(&Json::name_ref(&p.labels[p.label[a] as usize]));
+    }
+    em.key("sample");
+    em.json(sample);
+    let n = (b - a) as i64;
+    let e = plan.expected(g);
+    em.key("num_rollouts");
+    em.i64(n);
+    em.key("expected_num_rollouts");
+    em.i64(e);
+    em.key("missing_num_rollouts");
+    em.i64(e - n);
+    em.key("reward_profile_completion_pct");
+    em.f64(if e == 0 { 100.0 } else { 100.0 * n as f64 / e as f64 });
+    em.key("rollout_infos");
+    em.begin_arr();
+    let t = p.t;
+    for pos in a..b {
+        let row = p.rows[pos];
+        em.elem();
+        em.begin_obj();
+        em.key("rollout_id");
+        let mut id = Vec::with_capacity(24);
+        id.push(b'"');
+        id.extend_from_slice(itoa::Buffer::new().format(t.task[row]).as_bytes());
+        id.push(b':');
+        id.extend_from_slice(itoa::Buffer::new().format(t.rollout[row]).as_bytes());
+        id.push(b'"');
+        em.out.extend_from_slice(&id);
+        em.key("_ng_task_index");
+        em.i64(t.task[row]);
+        em.key("_ng_rollout_index");
+        em.i64(t.rollout[row]);
+        for (k, v) in rollout_info_items(t, row) {
+            em.key(k);
+            match v {
+                Val::Int(i) => em.i64(i),
+                Val::Float(x) => em.f64(x),
+                Val::Bool(x) => em.bool(x),
+                Val::Null => em.null(),
+                Val::Str(s) => write_str(&mut em.out, s),
+            }
+        }
+        em.end_obj();
+    }
+    em.end_arr();
+    em.end_obj();
+}
+
+/// The `sample` of each group in `range`.
+fn samples(plan: &TaskPlan<'_>, range: std::ops::Range<usize>) -> io::Result<Vec<Json>> {
+    match &plan.samples {
+        Samples::Fixed(j) => Ok(vec![j.clone(); range.len()]),
+        Samples::Inputs { table, rows } => {
+            let raw = read_rows(table, &rows[range.clone()]).map_err(|e| io::Error::other(e.to_string()))?;
+            raw.par_iter()
+                .zip(&rows[range])
+                .map(|(bytes, &r)| {
+                    let mut v = parse(bytes).map_err(|m| {
+                        io::Error::new(
+                            io::ErrorKind::InvalidData,
+                            format!("{}, line {}: invalid JSON: {m}", table.path.display(), table.line[r]),
+                        )
+                    })?;
+                    v.remove("_ng_task_index");
+                    v.remove("_ng_rollout_index");
+                    Ok(v)
+                })
+                .collect()
+        }
+    }
+}
+
+/// Writes every task entry: compact, one per line (`indent: None`), or as the elements
+/// of an indented array whose value sits at depth `d` (`Some(d)`; brackets included).
+/// Batches are computed in parallel while a writer thread writes the previous one.
+pub fn write_tasks<W: Write + Send>(plan: &TaskPlan<'_>, indent: Option<usize>, w: &mut W) -> io::Result<()> {
+    let n = plan.groups.len();
+    if indent.is_some() {
+        if n == 0 {
+            return w.write_all(b"[]");
+        }
+        w.write_all(b"[")?;
+    }
+    let (tx, rx) = std::sync::mpsc::sync_channel::<Vec<Vec<u8>>>(1);
+    std::thread::scope(|scope| -> io::Result<()> {
+        let writer = scope.spawn(move || -> io::Result<()> {
+            for parts in rx {
+                for p in parts {
+                    w.write_all(&p)?;
+                }
+            }
+            if let Some(d) = indent {
+                w.write_all(b"\n")?;
+                w.write_all(&vec![b' '; 2 * d])?;
+                w.write_all(b"]")?;
+            }
+            Ok(())
+        });
+        let mut start = 0;
+        let mut result = Ok(());
+        while start < n {
+            let end = (start + BATCH).min(n);
+            let samples = match samples(plan, start..end) {
+                Ok(s) => s,
+                Err(e) => {
+                    result = Err(e);
+                    break;
+                }
+            };
+            let parts: Vec<Vec<u8>> = (start..end)
+                .into_par_iter()
+                .with_min_len(64)
+                .map_init(Vec::new, |scratch, g| {
+                    let mut em = match indent {
+                        None => Emitter::compact(),
+                        Some(d) => Emitter::indented(d + 1),
+                    };
+                    if let Some(d) = indent {
+                        if g > 0 {
+                            em.out.push(b',');
+                        }
+                        em.out.push(b'\n');
+                        em.out.resize(em.out.len() + 2 * (d + 1), b' ');
+                    }
+                    entry(plan, g, &samples[g - start], &mut em, scratch);
+                    if indent.is_none() {
+                        em.out.push(b'\n');
+                    }
+                    em.out
+                })
+                .collect();
+            if tx.send(parts).is_err() {
+                break;
+            }
+            start = end;
+        }
+        drop(tx);
+        let written = writer.join().unwrap_or_else(|_| Err(io::Error::other("writer thread panicked")));
+        result.and(written)
+    })
+}
+
+/// Writes `_aggregate_metrics.json`: a JSON array indented by two spaces.
+pub fn write_aggregate<W: Write + Send>(entries: &[AggEntry<'_>], w: &mut W) -> io::Result<()> {
+    let mut em = Emitter::indented(0);
+    em.begin_arr();
+    for e in entries {
+        em.elem();
+        em.begin_obj();
+        for (k, v) in &e.head {
+            em.key(k);
+            em.json(v);
+        }
+        em.key("group_level_metrics");
+        w.write_all(&em.out)?;
+        em.out.clear();
+        match &e.tasks {
+            Some(plan) => write_tasks(plan, Some(em.depth()), w)?,
+            None => w.write_all(b"[]")?,
+        }
+        em.key("repeat_level_metrics");
+        em.json(&Json::Arr(e.repeats.clone()));
+        if let Some(p) = &e.perf_summary {
+            em.key("perf_summary");
+            em.json(p);
+        }
+        em.end_obj();
+    }
+    em.end_arr();
+    w.write_all(&em.out)
+}

@@ -1,0 +1,138 @@
+//! The task level as a *plan*: the profiled set, its task groups and what each task
+//! entry carries besides statistics. Entries are computed and serialized batch by batch
+//! by `export::tasks`, so a million-rollout profile never holds its task entries (or
+//! their `sample` rows) in memory at once.
+
+use std::sync::Arc;
+
+use super::levels::{describe_stats, Profiled, StatKeys, DESCRIBE};
+use crate::export::json::{Json, Members};
+use crate::ingest::rollouts::SEP;
+use crate::ingest::{tag, InputTable, RolloutTable};
+
+/// Where each task entry's `sample` comes from.
+pub enum Samples<'a> {
+    /// The same value for every task (aggregate: `{"agent_ref": {"name": "agent"}}`).
+    Fixed(Json),
+    /// The input row (index into the table) of each group's first measured rollout.
+    Inputs { table: &'a InputTable, rows: Vec<usize> },
+}
+
+/// Everything needed to write the task entries of one profiled set.
+pub struct TaskPlan<'a> {
+    pub p: Profiled<'a>,
+    pub keys: StatKeys,
+    /// Position ranges of `p`, one per task entry, in output order.
+    pub groups: Vec<(usize, usize)>,
+    /// Expected rollouts per group; `None` means "as many as were measured".
+    pub expected: Option<Vec<i64>>,
+    pub samples: Samples<'a>,
+    pub with_agent_ref: bool,
+}
+
+impl TaskPlan<'_> {
+    /// The five describe statistics per field for group `g`.
+    pub fn stats(&self, g: usize, scratch: &mut Vec<f64>) -> Vec<[Option<f64>; 5]> {
+        let (a, b) = self.groups[g];
+        let cols: Vec<&[f64]> = self.p.vals.iter().map(|v| &v[a..b]).collect();
+        describe_stats(&cols, scratch)
+    }
+
+    pub fn expected(&self, g: usize) -> i64 {
+        let (a, b) = self.groups[g];
+        match &self.expected {
+            Some(e) => e[g],
+            None => (b - a) as i64,
+        }
+    }
+
+    /// Each entry's scalar members (no `sample`, no `rollout_infos`), for tables.
+    pub fn members(&self) -> Vec<Members> {
+        let mut scratch = Vec::new();
+        (0..self.groups.len())
+            .map(|g| {
+                let (a, b) = self.groups[g];
+                let mut m: Members = vec![(Arc::from("_ng_task_index"), Json::Int(self.p.task(a)))];
+                let st = self.stats(g, &mut scratch);
+                for (s, _) in DESCRIBE.iter().enumerate() {
+                    for (f, row) in st.iter().enumerate() {
+                        if let Some(v) = row[s] {
+                            let j =
+                                if self.p.all_int && (s == 1 || s == 2) { Json::Int(v as i64) } else { Json::Float(v) };
+                            m.push((self.keys.keys[f][s].clone(), j));
+                        }
+                    }
+                }
+                let n = (b - a) as i64;
+                let e = self.expected(g);
+                m.push((Arc::from("num_rollouts"), Json::Int(n)));
+                m.push((Arc::from("expected_num_rollouts"), Json::Int(e)));
+                m.push((Arc::from("missing_num_rollouts"), Json::Int(e - n)));
+                m
+            })
+            .collect()
+    }
+}
+
+/// A value of a rollout's compact record.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Val<'a> {
+    Int(i64),
+    Float(f64),
+    Bool(bool),
+    Null,
+    Str(&'a str),
+}
+
+/// One rollout's `rollout_infos` members after the three ids (SPEC §3): `reward` as
+/// given, then numeric `response.usage` keys, then other numeric non-`_` top-level keys
+/// (bools as 0/1); a top-level key that repeats a usage key keeps the usage key's place
+/// and takes the top-level value, as a Python dict update does.
+pub fn rollout_info_items(t: &RolloutTable, row: usize) -> Vec<(&str, Val<'_>)> {
+    let seq = &t.orders[t.order[row] as usize];
+    let sep = seq.iter().position(|&c| c == SEP).unwrap_or(seq.len());
+    let value = |c: usize, keep_bool: bool| -> Option<Val<'_>> {
+        let col = &t.columns[c];
+        match col.tags[row] {
+            tag::INT => Some(Val::Int(col.nums[row] as i64)),
+            tag::FLOAT => Some(Val::Float(col.nums[row])),
+            tag::BOOL if keep_bool => Some(Val::Bool(col.nums[row] != 0.0)),
+            tag::BOOL => Some(Val::Int(col.nums[row] as i64)),
+            _ => None,
+        }
+    };
+    let mut out: Vec<(&str, Val<'_>)> = Vec::with_capacity(seq.len());
+    if let Some(&rc) = seq[..sep].iter().find(|&&c| t.columns[c as usize].name == "reward") {
+        let col = &t.columns[rc as usize];
+        let v = match col.tags[row] {
+            tag::NULL | tag::LONG_STR => Some(Val::Null),
+            tag::STR => col.str_at(row).map(Val::Str),
+            _ => value(rc as usize, true),
+        };
+        if let Some(v) = v {
+            out.push(("reward", v));
+        }
+    }
+    for &u in &seq[sep + 1..] {
+        if let Some(v) = value(u as usize, false) {
+            let name = t.columns[u as usize].name.as_str();
+            match out.iter_mut().find(|(k, _)| *k == name) {
+                Some(slot) => slot.1 = v,
+                None => out.push((name, v)),
+            }
+        }
+    }
+    for &c in &seq[..sep] {
+        let name = t.columns[c as usize].name.as_str();
+        if name == "reward" {
+            continue;
+        }
+        if let Some(v) = value(c as usize, false) {
+            match out.iter_mut().find(|(k, _)| *k == name) {
+                Some(slot) => slot.1 = v,
+                None => out.push((name, v)),
+            }
+        }
+    }
+    out
+}
