@@ -11,7 +11,7 @@ use super::json::{parse, write_str, Json};
 use super::stream::Emitter;
 use crate::ingest::inputs::read_rows;
 use crate::metrics::aggregate::AggEntry;
-use crate::metrics::tasks::{rollout_info_items, Samples, TaskPlan, Val};
+use crate::metrics::tasks::{rollout_info_each, Samples, TaskPlan, Val};
 
 /// Task entries per batch.
 const BATCH: usize = 4096;
@@ -72,7 +72,7 @@ fn entry(plan: &TaskPlan<'_>, g: usize, sample: &Json, em: &mut Emitter, scratch
         em.i64(t.task[row]);
         em.key("_ng_rollout_index");
         em.i64(t.rollout[row]);
-        for (k, v) in rollout_info_items(t, row) {
+        rollout_info_each(t, &plan.info[t.order[row] as usize], row, |k, v| {
             em.key(k);
             match v {
                 Val::Int(i) => em.i64(i),
@@ -81,7 +81,7 @@ fn entry(plan: &TaskPlan<'_>, g: usize, sample: &Json, em: &mut Emitter, scratch
                 Val::Null => em.null(),
                 Val::Str(s) => write_str(&mut em.out, s),
             }
-        }
+        });
         em.end_obj();
     }
     em.end_arr();

@@ -95,29 +95,16 @@ impl<'a> Scanner<'a> {
         if self.peek() != Some(b'"') {
             return self.err("expected a string");
         }
-        self.i += 1;
-        let start = self.i;
-        let mut escaped = false;
-        loop {
-            match memchr::memchr2(b'"', b'\\', &self.b[self.i..]) {
-                None => {
-                    self.i = self.b.len();
-                    return self.err("unterminated string");
-                }
-                Some(off) => {
-                    self.i += off;
-                    if self.b[self.i] == b'"' {
-                        let s = &self.b[start..self.i];
-                        self.i += 1;
-                        return Ok((s, escaped));
-                    }
-                    escaped = true;
-                    self.i += 2; // backslash and the escaped byte
-                    if self.i > self.b.len() {
-                        self.i = self.b.len();
-                        return self.err("unterminated string");
-                    }
-                }
+        let start = self.i + 1;
+        match string_end(self.b, start) {
+            Some(end) => {
+                let s = &self.b[start..end];
+                self.i = end + 1;
+                Ok((s, memchr::memchr(b'\\', s).is_some()))
+            }
+            None => {
+                self.i = self.b.len();
+                self.err("unterminated string")
             }
         }
     }
@@ -259,8 +246,8 @@ impl<'a> Scanner<'a> {
         let object = open == b'{';
         self.i += 1;
         let empty = matches!(self.peek(), Some(b'}') | Some(b']'));
-        // Nesting stack as a bit string: 1 = object, 0 = array; deep lines fall back to a Vec.
-        let mut stack: Vec<u8> = Vec::new();
+        // Open brackets: the first 64 levels in a fixed array, deeper ones in a Vec.
+        let mut stack = BracketStack::default();
         stack.push(open);
         let b = self.b;
         let mut i = self.i;
@@ -268,25 +255,11 @@ impl<'a> Scanner<'a> {
             let c = b[i];
             match c {
                 b'"' => {
-                    i += 1;
-                    loop {
-                        match memchr::memchr2(b'"', b'\\', &b[i..]) {
-                            None => {
-                                self.i = b.len();
-                                return self.err("unterminated string");
-                            }
-                            Some(off) => {
-                                i += off;
-                                if b[i] == b'"' {
-                                    i += 1;
-                                    break;
-                                }
-                                i += 2;
-                                if i > b.len() {
-                                    self.i = b.len();
-                                    return self.err("unterminated string");
-                                }
-                            }
+                    match string_end(b, i + 1) {
+                        Some(end) => i = end + 1,
+                        None => {
+                            self.i = b.len();
+                            return self.err("unterminated string");
                         }
                     }
                     continue;
@@ -309,6 +282,66 @@ impl<'a> Scanner<'a> {
         }
         self.i = b.len();
         self.err("unexpected end of line inside an object or array")
+    }
+}
+
+/// A stack of open brackets without heap allocation for the usual nesting depths.
+struct BracketStack {
+    small: [u8; 64],
+    len: usize,
+    deep: Vec<u8>,
+}
+
+impl Default for BracketStack {
+    fn default() -> Self {
+        BracketStack { small: [0; 64], len: 0, deep: Vec::new() }
+    }
+}
+
+impl BracketStack {
+    #[inline]
+    fn push(&mut self, c: u8) {
+        if self.len < 64 {
+            self.small[self.len] = c;
+        } else {
+            self.deep.push(c);
+        }
+        self.len += 1;
+    }
+    #[inline]
+    fn pop(&mut self) -> Option<u8> {
+        if self.len == 0 {
+            return None;
+        }
+        self.len -= 1;
+        if self.len < 64 {
+            Some(self.small[self.len])
+        } else {
+            self.deep.pop()
+        }
+    }
+    #[inline]
+    fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+}
+
+/// Index of the quote that closes a string whose content starts at `from`: the next
+/// `"` not preceded by an odd run of backslashes. Found with `memchr` on quotes only, so
+/// text full of escapes (`\n`, `\"`) is crossed at SIMD speed.
+#[inline]
+fn string_end(b: &[u8], from: usize) -> Option<usize> {
+    let mut at = from;
+    loop {
+        let q = at + memchr::memchr(b'"', &b[at..])?;
+        let mut k = q;
+        while k > from && b[k - 1] == b'\\' {
+            k -= 1;
+        }
+        if (q - k).is_multiple_of(2) {
+            return Some(q);
+        }
+        at = q + 1;
     }
 }
 

@@ -224,30 +224,31 @@ impl StatKeys {
 /// values (NaN = missing), with the one-rollout rule for std: when std is undefined for
 /// every field, fields without missing values get 0.0.
 pub fn describe_stats(cols: &[&[f64]], scratch: &mut Vec<f64>) -> Vec<[Option<f64>; 5]> {
-    let mut st: Vec<[Option<f64>; 5]> = Vec::with_capacity(cols.len());
-    let mut any_std = false;
-    for col in cols {
+    fn one(col: &[f64], scratch: &mut Vec<f64>) -> [Option<f64>; 5] {
         scratch.clear();
         scratch.extend(col.iter().copied().filter(|x| !x.is_nan()));
         if scratch.is_empty() {
-            st.push([None; 5]);
-            continue;
+            return [None; 5];
         }
         let (mean, std) = if scratch.len() == col.len() {
             (stats::mean(scratch), stats::std(scratch, 1))
         } else {
             (stats::nan_mean(col), stats::nan_std(col, 1))
         };
-        if std.is_some() {
-            any_std = true;
-        }
-        stats::sort_f64(scratch);
+        let at = stats::positions_for(scratch.len(), &[]);
+        stats::order_at(scratch, &at);
         let min = scratch[0];
         let max = scratch[scratch.len() - 1];
         let median = stats::median_sorted(scratch);
-        st.push([mean, Some(max), Some(min), Some(median), std]);
+        [mean, Some(max), Some(min), Some(median), std]
     }
-    if !any_std {
+    // Large groups (an agent's every rollout): one job per field.
+    let mut st: Vec<[Option<f64>; 5]> = if cols.first().is_some_and(|c| c.len() > 65_536) {
+        cols.par_iter().map(|c| one(c, &mut Vec::new())).collect()
+    } else {
+        cols.iter().map(|c| one(c, scratch)).collect()
+    };
+    if st.iter().all(|s| s[4].is_none()) {
         for (f, col) in cols.iter().enumerate() {
             if !col.iter().any(|x| x.is_nan()) {
                 st[f][4] = Some(0.0);
@@ -317,7 +318,8 @@ pub fn repeat_level(p: &Profiled<'_>, warn: &mut Warnings) -> Vec<RepeatEntry> {
                 let std = if n > 1 { stats::std(&x, 1).unwrap_or(f64::NAN) } else { 0.0 };
                 let sem = std / (n as f64).sqrt();
                 let mut sorted = x.clone();
-                stats::sort_f64(&mut sorted);
+                let at = stats::positions_for(n, &[0.25, 0.75]);
+                stats::order_at(&mut sorted, &at);
                 let k = |s: &str| -> Key { Arc::from(format!("{s}/{name}").as_str()) };
                 e.push((k("mean"), Json::Float(mean)));
                 e.push((k("median"), Json::Float(stats::median_sorted(&sorted))));

@@ -28,6 +28,8 @@ pub struct TaskPlan<'a> {
     pub expected: Option<Vec<i64>>,
     pub samples: Samples<'a>,
     pub with_agent_ref: bool,
+    /// Per key order of the table, how its rows write `rollout_infos`.
+    pub info: Vec<InfoPlan>,
 }
 
 impl TaskPlan<'_> {
@@ -84,55 +86,84 @@ pub enum Val<'a> {
     Str(&'a str),
 }
 
-/// One rollout's `rollout_infos` members after the three ids (SPEC §3): `reward` as
-/// given, then numeric `response.usage` keys, then other numeric non-`_` top-level keys
-/// (bools as 0/1); a top-level key that repeats a usage key keeps the usage key's place
-/// and takes the top-level value, as a Python dict update does.
-pub fn rollout_info_items(t: &RolloutTable, row: usize) -> Vec<(&str, Val<'_>)> {
-    let seq = &t.orders[t.order[row] as usize];
-    let sep = seq.iter().position(|&c| c == SEP).unwrap_or(seq.len());
-    let value = |c: usize, keep_bool: bool| -> Option<Val<'_>> {
-        let col = &t.columns[c];
-        match col.tags[row] {
-            tag::INT => Some(Val::Int(col.nums[row] as i64)),
-            tag::FLOAT => Some(Val::Float(col.nums[row])),
-            tag::BOOL if keep_bool => Some(Val::Bool(col.nums[row] != 0.0)),
-            tag::BOOL => Some(Val::Int(col.nums[row] as i64)),
-            _ => None,
-        }
-    };
-    let mut out: Vec<(&str, Val<'_>)> = Vec::with_capacity(seq.len());
-    if let Some(&rc) = seq[..sep].iter().find(|&&c| t.columns[c as usize].name == "reward") {
-        let col = &t.columns[rc as usize];
+/// How a rollout with a given key order writes its `rollout_infos` record: precomputed
+/// once per distinct key order so each row is written without allocating.
+#[derive(Debug, Clone, Default)]
+pub struct InfoPlan {
+    /// The top-level `reward` column, if the row has the key.
+    pub reward: Option<usize>,
+    /// Usage columns in order, each with the top-level column of the same name (whose
+    /// numeric value, when present, replaces the usage value at the usage key's place).
+    pub usage: Vec<(usize, Option<usize>)>,
+    /// Top-level columns in order (not `reward`), each with the usage column of the same
+    /// name (when that usage value is numeric, the key was already written).
+    pub top: Vec<(usize, Option<usize>)>,
+}
+
+/// One [`InfoPlan`] per interned key order of the table.
+pub fn info_plans(t: &RolloutTable) -> Vec<InfoPlan> {
+    t.orders
+        .iter()
+        .map(|seq| {
+            let sep = seq.iter().position(|&c| c == SEP).unwrap_or(seq.len());
+            let (top, usage) = (&seq[..sep], &seq[(sep + 1).min(seq.len())..]);
+            let name = |c: u32| t.columns[c as usize].name.as_str();
+            let find = |list: &[u32], n: &str| list.iter().find(|&&c| name(c) == n).map(|&c| c as usize);
+            InfoPlan {
+                reward: find(top, "reward"),
+                usage: usage.iter().map(|&u| (u as usize, find(top, name(u)))).collect(),
+                top: top
+                    .iter()
+                    .filter(|&&c| name(c) != "reward")
+                    .map(|&c| (c as usize, find(usage, name(c))))
+                    .collect(),
+            }
+        })
+        .collect()
+}
+
+/// A numeric value of a rollout's record (bools as 0/1 unless `keep_bool`).
+#[inline]
+pub fn info_value(t: &RolloutTable, c: usize, row: usize, keep_bool: bool) -> Option<Val<'_>> {
+    let col = &t.columns[c];
+    match col.tags[row] {
+        tag::INT => Some(Val::Int(col.nums[row] as i64)),
+        tag::FLOAT => Some(Val::Float(col.nums[row])),
+        tag::BOOL if keep_bool => Some(Val::Bool(col.nums[row] != 0.0)),
+        tag::BOOL => Some(Val::Int(col.nums[row] as i64)),
+        _ => None,
+    }
+}
+
+/// Calls `emit` for each member of a rollout's record after the three ids (SPEC §3):
+/// `reward` as given, then numeric `response.usage` keys, then other numeric non-`_`
+/// top-level keys (bools as 0/1); a top-level key that repeats a usage key keeps the
+/// usage key's place and takes the top-level value, as a Python dict update does.
+#[inline]
+pub fn rollout_info_each<'t>(t: &'t RolloutTable, plan: &InfoPlan, row: usize, mut emit: impl FnMut(&'t str, Val<'t>)) {
+    if let Some(rc) = plan.reward {
+        let col = &t.columns[rc];
         let v = match col.tags[row] {
             tag::NULL | tag::LONG_STR => Some(Val::Null),
             tag::STR => col.str_at(row).map(Val::Str),
-            _ => value(rc as usize, true),
+            _ => info_value(t, rc, row, true),
         };
         if let Some(v) = v {
-            out.push(("reward", v));
+            emit("reward", v);
         }
     }
-    for &u in &seq[sep + 1..] {
-        if let Some(v) = value(u as usize, false) {
-            let name = t.columns[u as usize].name.as_str();
-            match out.iter_mut().find(|(k, _)| *k == name) {
-                Some(slot) => slot.1 = v,
-                None => out.push((name, v)),
-            }
+    for &(u, dup) in &plan.usage {
+        if let Some(v) = info_value(t, u, row, false) {
+            let v = dup.and_then(|c| info_value(t, c, row, false)).unwrap_or(v);
+            emit(t.columns[u].name.as_str(), v);
         }
     }
-    for &c in &seq[..sep] {
-        let name = t.columns[c as usize].name.as_str();
-        if name == "reward" {
+    for &(c, dup) in &plan.top {
+        if dup.is_some_and(|u| info_value(t, u, row, false).is_some()) {
             continue;
         }
-        if let Some(v) = value(c as usize, false) {
-            match out.iter_mut().find(|(k, _)| *k == name) {
-                Some(slot) => slot.1 = v,
-                None => out.push((name, v)),
-            }
+        if let Some(v) = info_value(t, c, row, false) {
+            emit(t.columns[c].name.as_str(), v);
         }
     }
-    out
 }

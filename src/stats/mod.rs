@@ -26,7 +26,7 @@ pub use moments::{
     pandas_var_with_scratch, std, var, var_with_scratch,
 };
 pub use nan::{nan_mean, nan_std};
-pub use quantile::{median_sorted, quantile_linear_sorted, sort_f64};
+pub use quantile::{median_sorted, order_at, positions_for, quantile_linear_sorted, sort_f64};
 pub use sum::{numpy_sum, pairwise_sum};
 pub use t_dist::{t_interval, t_ppf};
 pub use variance::{group_variance, reward_variance};

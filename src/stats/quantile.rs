@@ -15,6 +15,48 @@ pub fn sort_f64(v: &mut [f64]) {
     v.sort_unstable_by(f64::total_cmp);
 }
 
+/// Partially orders NaN-free `v` so that `v[k]` is the k-th smallest value for every
+/// `k` in `at` (other positions hold the rest in no particular order). O(n) per index
+/// (quickselect) instead of a full sort; small inputs are simply sorted. Callers then
+/// use [`median_sorted`] / [`quantile_linear_sorted`], which read only those positions
+/// (and the first and last).
+pub fn order_at(v: &mut [f64], at: &[usize]) {
+    if v.len() <= 64 {
+        sort_f64(v);
+        return;
+    }
+    let mut ks: Vec<usize> = at.iter().copied().filter(|&k| k < v.len()).collect();
+    ks.push(0);
+    ks.push(v.len() - 1);
+    ks.sort_unstable();
+    ks.dedup();
+    let mut lo = 0;
+    for k in ks {
+        if k < lo {
+            continue;
+        }
+        v[lo..].select_nth_unstable_by(k - lo, f64::total_cmp);
+        lo = k + 1;
+    }
+}
+
+/// The positions [`median_sorted`] and [`quantile_linear_sorted`] at `qs` read, for `n`
+/// values.
+pub fn positions_for(n: usize, qs: &[f64]) -> Vec<usize> {
+    let mut out = Vec::new();
+    if n == 0 {
+        return out;
+    }
+    out.extend([0, n - 1, n / 2, n.saturating_sub(1) / 2, (n / 2).saturating_sub(1)]);
+    for &q in qs {
+        let v = (n - 1) as f64 * q;
+        let f = v.floor() as usize;
+        out.push(f.min(n - 1));
+        out.push((f + 1).min(n - 1));
+    }
+    out
+}
+
 /// `np.median` of sorted, NaN-free data.
 ///
 /// numpy (`_median` in `numpy/lib/_function_base_impl.py`) takes the middle
@@ -88,6 +130,26 @@ pub fn quantile_linear_sorted(sorted: &[f64], q: f64) -> f64 {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn partial_order_agrees_with_sorting() {
+        let mut x: Vec<f64> = (0..1001u64).map(|i| ((i * 7919) % 1009) as f64 * 0.37 - 50.0).collect();
+        let mut sorted = x.clone();
+        sort_f64(&mut sorted);
+        let qs = [0.25, 0.75, 0.9, 0.99];
+        let at = positions_for(x.len(), &qs);
+        order_at(&mut x, &at);
+        assert_eq!(median_sorted(&x).to_bits(), median_sorted(&sorted).to_bits());
+        for q in qs {
+            assert_eq!(quantile_linear_sorted(&x, q).to_bits(), quantile_linear_sorted(&sorted, q).to_bits());
+        }
+        assert_eq!(x[0], sorted[0]);
+        assert_eq!(x[1000], sorted[1000]);
+        let mut even = sorted[..1000].to_vec();
+        even.reverse();
+        order_at(&mut even, &positions_for(1000, &[]));
+        assert_eq!(median_sorted(&even), median_sorted(&sorted[..1000]));
+    }
 
     #[test]
     fn sorting() {
