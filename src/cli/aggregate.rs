@@ -139,14 +139,7 @@ pub fn sql_metrics(
     default_agent: Option<&str>,
     specs: &[&MetricSpec],
 ) -> Result<HashMap<String, Vec<(String, Json)>>> {
-    let (keys, mut labels) = common::run_labels(t, inputs);
-    if let Some(d) = default_agent {
-        for l in labels.iter_mut() {
-            if l.is_none() {
-                *l = Some(d.to_string());
-            }
-        }
-    }
+    let (keys, labels) = common::run_labels(t, inputs, default_agent);
     let frame = crate::ingest::frame::rollouts_frame(t, &keys, &labels)?;
     let mut out: HashMap<String, Vec<(String, Json)>> = HashMap::new();
     for m in specs {
@@ -166,7 +159,7 @@ pub fn merge_custom_profile(
     specs: &[MetricSpec],
     agents: &mut [Json],
 ) -> Result<()> {
-    let (_, labels) = common::run_labels(t, inputs);
+    let (_, labels) = common::run_labels(t, inputs, None);
     let sql: Vec<&MetricSpec> = specs.iter().filter(|m| matches!(m, MetricSpec::Sql { .. })).collect();
     let sql_vals = if sql.is_empty() { HashMap::new() } else { sql_metrics(t, inputs, None, &sql)? };
     for e in agents.iter_mut() {

@@ -9,7 +9,7 @@ use crate::error::{Error, Result};
 use crate::export::json::{self, Json};
 use crate::ingest::{self, InputTable, RolloutTable};
 use crate::metrics::custom::{self, MetricSpec};
-use crate::metrics::labels::{labels_for, run_key};
+use crate::metrics::labels::runs;
 
 /// Prints read warnings (cut-off last lines) to stderr.
 pub fn report_read_warnings(w: &[String]) {
@@ -40,32 +40,17 @@ pub fn read_both(rollouts: &Path, inputs: Option<&Path>) -> Result<(RolloutTable
     Ok((r, i))
 }
 
-/// Run key and label per rollout row (SPEC §5), from the input row when given.
-pub fn run_labels(t: &RolloutTable, inputs: Option<&InputTable>) -> (Vec<Option<String>>, Vec<Option<String>>) {
-    let map: Option<std::collections::HashMap<(i64, i64), usize>> =
-        inputs.map(|inp| (0..inp.len()).map(|i| ((inp.task[i], inp.rollout[i]), i)).collect());
-    let who = |r: usize| -> (Option<&str>, Option<&str>) {
-        if let (Some(inp), Some(m)) = (inputs, map.as_ref()) {
-            if let Some(&i) = m.get(&(t.task[r], t.rollout[r])) {
-                return (inp.name(inp.server[i]), inp.name(inp.agent[i]));
-            }
-        }
-        (t.name(t.server[r]), t.name(t.agent[r]))
-    };
-    let labels = match inputs {
-        Some(inp) => labels_for((0..inp.len()).map(|i| (inp.name(inp.server[i]), inp.name(inp.agent[i])))),
-        None => labels_for((0..t.len()).map(|r| (t.name(t.server[r]), t.name(t.agent[r])))),
-    };
-    let mut keys = Vec::with_capacity(t.len());
-    let mut labs = Vec::with_capacity(t.len());
-    for r in 0..t.len() {
-        let (s, a) = who(r);
-        let k = run_key(s, a).map(|x| x.to_string());
-        let l = k.as_ref().map(|k| labels.get(k).cloned().unwrap_or_else(|| k.clone()));
-        keys.push(k);
-        labs.push(l);
-    }
-    (keys, labs)
+/// Run key and label per rollout row (SPEC §5); `default_agent` labels rollouts that
+/// name no agent.
+pub fn run_labels(
+    t: &RolloutTable,
+    inputs: Option<&InputTable>,
+    default_agent: Option<&str>,
+) -> (Vec<Option<String>>, Vec<Option<String>>) {
+    let r = runs(t, inputs);
+    let keys = (0..t.len()).map(|i| r.key_of(i).map(|s| s.to_string())).collect();
+    let labels = (0..t.len()).map(|i| r.label_of(i).or(default_agent).map(|s| s.to_string())).collect();
+    (keys, labels)
 }
 
 /// Custom-metric flags shared by `profile` and `aggregate`.

@@ -32,12 +32,7 @@ pub struct Args {
 /// Builds the four tables.
 pub fn tables(a: &Args) -> Result<Vec<(&'static str, DataFrame)>> {
     let (t, inputs) = common::read_both(&a.rollouts, a.inputs.as_deref())?;
-    let (keys, mut labels) = common::run_labels(&t, inputs.as_ref());
-    if let Some(d) = &a.agent {
-        for l in labels.iter_mut().filter(|l| l.is_none()) {
-            *l = Some(d.clone());
-        }
-    }
+    let (keys, labels) = common::run_labels(&t, inputs.as_ref(), a.agent.as_deref());
     let rollouts = rollouts_frame(&t, &keys, &labels)?;
     let opts = AggregateOptions { default_agent: a.agent.clone(), ..Default::default() };
     let (entries, _) = aggregate(&t, inputs.as_ref(), &opts)?;

@@ -44,7 +44,7 @@ pub fn execute(a: &Args) -> Result<IngestRun> {
     let mut out = OutputSet::new(&ins);
     out.check(&a.out)?;
     let (t, inputs) = common::read_both(&a.rollouts, a.inputs.as_deref())?;
-    let (keys, labels) = common::run_labels(&t, inputs.as_ref());
+    let (keys, labels) = common::run_labels(&t, inputs.as_ref(), None);
     let t0 = std::time::Instant::now();
     let mut df = rollouts_frame(&t, &keys, &labels)?;
     common::trace("frame", t0);

@@ -6,7 +6,7 @@ use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 
 use super::lines::{read_pieces, ReadReport};
-use super::rollouts::{describe, NONE};
+use super::rollouts::{describe, Names, NONE};
 use super::scan::{decode_str, key_is, Scalar, Scanner};
 use crate::error::{Error, Location, Result};
 
@@ -45,19 +45,13 @@ impl InputTable {
 #[derive(Default)]
 struct Piece {
     t: InputTable,
-    names: HashMap<String, u32>,
+    names: Names,
     warnings: Vec<String>,
 }
 
 impl Piece {
     fn name(&mut self, s: String) -> u32 {
-        if let Some(&i) = self.names.get(&s) {
-            return i;
-        }
-        let i = self.t.names.len() as u32;
-        self.t.names.push(s.clone());
-        self.names.insert(s, i);
-        i
+        self.names.get(s)
     }
 }
 
@@ -175,17 +169,18 @@ pub fn read_inputs(path: &Path) -> Result<InputTable> {
     let mut names: HashMap<String, u32> = HashMap::new();
     for p in pieces {
         report.warnings.extend(p.warnings);
-        let map: Vec<u32> =
-            p.t.names
-                .into_iter()
-                .map(|n| {
-                    let next = t.names.len() as u32;
-                    *names.entry(n.clone()).or_insert_with(|| {
-                        t.names.push(n);
-                        next
-                    })
+        let map: Vec<u32> = p
+            .names
+            .list
+            .into_iter()
+            .map(|n| {
+                let next = t.names.len() as u32;
+                *names.entry(n.clone()).or_insert_with(|| {
+                    t.names.push(n);
+                    next
                 })
-                .collect();
+            })
+            .collect();
         let re = |v: u32| if v == NONE { NONE } else { map[v as usize] };
         t.agent.extend(p.t.agent.iter().map(|&v| re(v)));
         t.server.extend(p.t.server.iter().map(|&v| re(v)));

@@ -70,7 +70,7 @@ struct Piece {
     masked: Vec<bool>,
     agent: Vec<u32>,
     server: Vec<u32>,
-    names: Interner2,
+    names: Names,
     perf: Vec<bool>,
     cols: ColumnsBuilder,
     order: Vec<u32>,
@@ -78,14 +78,15 @@ struct Piece {
     warnings: Vec<String>,
 }
 
+/// Interned names (agents, servers) of one piece.
 #[derive(Default)]
-struct Interner2 {
-    list: Vec<String>,
+pub(crate) struct Names {
+    pub(crate) list: Vec<String>,
     index: HashMap<String, u32>,
 }
 
-impl Interner2 {
-    fn get(&mut self, s: String) -> u32 {
+impl Names {
+    pub(crate) fn get(&mut self, s: String) -> u32 {
         if let Some(&i) = self.index.get(&s) {
             return i;
         }
@@ -408,7 +409,7 @@ pub fn read_rollouts(path: &Path) -> Result<RolloutTable> {
         orders: Vec::new(),
         report: ReadReport::default(),
     };
-    let mut names = Interner2::default();
+    let mut names = Names::default();
     let mut orders = Interner::default();
     let mut col_pieces = Vec::with_capacity(pieces.len());
     let mut piece_meta = Vec::with_capacity(pieces.len());

@@ -1,11 +1,11 @@
 //! Aggregate (SPEC §7): the `_aggregate_metrics.json` entries `gym eval run` writes, one
 //! per run label, each computed as a single agent named `agent` over that run's rollouts.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use super::custom::{self, MetricSpec};
-use super::labels::{labels_for, run_key};
+use super::labels::runs;
 use super::levels::{across_repeats, agent_level, repeat_level, Profiled, StatKeys};
 use super::perf::perf_summary;
 use super::profile::{coverage, index_by_key};
@@ -42,39 +42,18 @@ pub fn groups(
     inputs: Option<&InputTable>,
     default_agent: Option<&str>,
 ) -> Result<(Vec<Group>, Vec<usize>)> {
-    // Each rollout's (server, agent), from its input row when inputs are given.
-    let input_at: Option<HashMap<(i64, i64), usize>> =
-        inputs.map(|inp| (0..inp.len()).map(|i| ((inp.task[i], inp.rollout[i]), i)).collect());
-    let who = |r: usize| -> (Option<&str>, Option<&str>) {
-        if let (Some(inp), Some(map)) = (inputs, input_at.as_ref()) {
-            if let Some(&i) = map.get(&(t.task[r], t.rollout[r])) {
-                return (inp.name(inp.server[i]), inp.name(inp.agent[i]));
-            }
-        }
-        (t.name(t.server[r]), t.name(t.agent[r]))
-    };
-    let labels = match inputs {
-        Some(inp) => labels_for((0..inp.len()).map(|i| (inp.name(inp.server[i]), inp.name(inp.agent[i])))),
-        None => labels_for((0..t.len()).map(|r| (t.name(t.server[r]), t.name(t.agent[r])))),
-    };
+    let runs = runs(t, inputs);
     let mut by: BTreeMap<String, Group> = BTreeMap::new();
-    let mut extra_labels: HashMap<String, String> = HashMap::new();
     let mut orphans = Vec::new();
     for r in 0..t.len() {
-        if let Some(map) = input_at.as_ref() {
-            if !map.contains_key(&(t.task[r], t.rollout[r])) {
-                orphans.push(r);
-                continue;
-            }
+        if inputs.is_some() && !runs.has_input[r] {
+            orphans.push(r);
+            continue;
         }
-        let (server, agent) = who(r);
-        let (label, server) = match run_key(server, agent) {
-            Some(k) => {
-                let l = match labels.get(k) {
-                    Some(l) => l.clone(),
-                    None => extra_labels.entry(k.to_string()).or_insert_with(|| k.to_string()).clone(),
-                };
-                (l, server.map(|s| s.to_string()))
+        let (label, server) = match runs.label_of(r) {
+            Some(l) => {
+                let k = runs.key[r] as usize;
+                (l.to_string(), runs.key_is_server[k].then(|| runs.keys[k].clone()))
             }
             None => match default_agent {
                 Some(a) => (a.to_string(), None),

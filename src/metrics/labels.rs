@@ -2,6 +2,8 @@
 
 use std::collections::{BTreeMap, HashMap};
 
+use crate::ingest::{InputTable, RolloutTable};
+
 /// A rollout's run key: its server stamp when present, else its agent name.
 pub fn run_key<'a>(server: Option<&'a str>, agent: Option<&'a str>) -> Option<&'a str> {
     server.or(agent)
@@ -59,6 +61,91 @@ pub fn labels_for<'a>(rows: impl Iterator<Item = (Option<&'a str>, Option<&'a st
         }
     }
     label_runs(&order)
+}
+
+/// What ran each rollout (SPEC §5), by id: run keys and labels are interned.
+#[derive(Debug, Clone, Default)]
+pub struct Runs {
+    /// Distinct run keys; `key[row]` indexes it (`NONE` when nothing names the run).
+    pub keys: Vec<String>,
+    pub key: Vec<u32>,
+    /// Whether each run key is a server stamp (else an agent name).
+    pub key_is_server: Vec<bool>,
+    /// Distinct labels; `label[row]` indexes it (`NONE` when nothing names the run).
+    pub labels: Vec<String>,
+    pub label: Vec<u32>,
+    /// With inputs: whether the rollout has an input row.
+    pub has_input: Vec<bool>,
+}
+
+/// "No run" in [`Runs`].
+pub const NONE: u32 = u32::MAX;
+
+impl Runs {
+    pub fn label_of(&self, row: usize) -> Option<&str> {
+        let l = self.label[row];
+        (l != NONE).then(|| self.labels[l as usize].as_str())
+    }
+    pub fn key_of(&self, row: usize) -> Option<&str> {
+        let k = self.key[row];
+        (k != NONE).then(|| self.keys[k as usize].as_str())
+    }
+}
+
+/// Run key and label of every rollout: from its input row when inputs are given and the
+/// row exists, else from the rollout's own `_ng_environment_server` / `agent_ref.name`.
+/// Labels are computed from the input rows when given, else from the rollouts.
+pub fn runs(t: &RolloutTable, inputs: Option<&InputTable>) -> Runs {
+    let input_at: Option<HashMap<(i64, i64), usize>> =
+        inputs.map(|inp| (0..inp.len()).map(|i| ((inp.task[i], inp.rollout[i]), i)).collect());
+    let labels = match inputs {
+        Some(inp) => labels_for((0..inp.len()).map(|i| (inp.name(inp.server[i]), inp.name(inp.agent[i])))),
+        None => labels_for((0..t.len()).map(|r| (t.name(t.server[r]), t.name(t.agent[r])))),
+    };
+    let mut out = Runs::default();
+    let mut key_ids: HashMap<String, u32> = HashMap::new();
+    let mut label_ids: HashMap<String, u32> = HashMap::new();
+    out.key.reserve(t.len());
+    out.label.reserve(t.len());
+    for r in 0..t.len() {
+        let row = input_at.as_ref().and_then(|m| m.get(&(t.task[r], t.rollout[r])).copied());
+        out.has_input.push(row.is_some());
+        let (server, agent) = match (inputs, row) {
+            (Some(inp), Some(i)) => (inp.name(inp.server[i]), inp.name(inp.agent[i])),
+            _ => (t.name(t.server[r]), t.name(t.agent[r])),
+        };
+        match run_key(server, agent) {
+            None => {
+                out.key.push(NONE);
+                out.label.push(NONE);
+            }
+            Some(k) => {
+                let kid = match key_ids.get(k) {
+                    Some(&id) => id,
+                    None => {
+                        let id = out.keys.len() as u32;
+                        out.keys.push(k.to_string());
+                        out.key_is_server.push(server.is_some());
+                        key_ids.insert(k.to_string(), id);
+                        id
+                    }
+                };
+                let l = labels.get(k).map(|s| s.as_str()).unwrap_or(k);
+                let lid = match label_ids.get(l) {
+                    Some(&id) => id,
+                    None => {
+                        let id = out.labels.len() as u32;
+                        out.labels.push(l.to_string());
+                        label_ids.insert(l.to_string(), id);
+                        id
+                    }
+                };
+                out.key.push(kid);
+                out.label.push(lid);
+            }
+        }
+    }
+    out
 }
 
 #[cfg(test)]
