@@ -157,11 +157,53 @@ pub fn compute(samples: &[Sample], metrics: &[String], prefix: &str, ddof: usize
                 }
             }
             other => {
-                return Err(Error::Usage(format!("--metric {other}: batch metrics are reward_variance and pass_at_k")))
+                // A SQL metric: the batch as a `rollouts` table with one agent, `batch`.
+                let sql = crate::query::metric_files(None)?;
+                let Some((_, text)) = sql.iter().find(|(n, _)| n == other) else {
+                    let known: Vec<&str> = sql.iter().map(|(n, _)| n.as_str()).collect();
+                    return Err(Error::Usage(format!(
+                        "--metric {other}: no such metric; known: reward_variance, pass_at_k, {}",
+                        known.join(", ")
+                    )));
+                };
+                let frame = batch_frame(samples)?;
+                for (_, vals) in crate::query::run_metric(&frame, other, text)? {
+                    out.extend(vals.into_iter().map(|(k, v)| (format!("{prefix}/{k}"), v)));
+                }
             }
         }
     }
     Ok(out)
+}
+
+/// A batch as the `rollouts` table SQL metrics read: agent `batch`, one task per group
+/// (first-seen order), `reward` = the sample's total reward, nothing masked.
+pub fn batch_frame(samples: &[Sample]) -> Result<DataFrame> {
+    let mut ids: std::collections::HashMap<&str, i64> = std::collections::HashMap::new();
+    let mut task = Vec::with_capacity(samples.len());
+    let mut rollout = Vec::with_capacity(samples.len());
+    let mut per: Vec<i64> = Vec::new();
+    for (g, _) in samples {
+        let next = ids.len() as i64;
+        let id = *ids.entry(g.as_str()).or_insert(next);
+        if id as usize == per.len() {
+            per.push(0);
+        }
+        task.push(id);
+        rollout.push(per[id as usize]);
+        per[id as usize] += 1;
+    }
+    let n = samples.len();
+    Ok(DataFrame::new(
+        n,
+        vec![
+            Column::new("_ng_task_index".into(), task),
+            Column::new("_ng_rollout_index".into(), rollout),
+            Column::new("agent".into(), vec!["batch"; n]),
+            Column::new("mask_sample".into(), vec![false; n]),
+            Column::new("reward".into(), samples.iter().map(|s| s.1).collect::<Vec<f64>>()),
+        ],
+    )?)
 }
 
 pub fn run(a: Args) -> Result<()> {

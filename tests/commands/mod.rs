@@ -514,6 +514,12 @@ fn batch_metrics_on_jsonl_and_parquet() {
         let want = direct_reward_variance(&groups, ddof);
         assert!(close(got, want), "ddof {ddof}: {got} vs {want}");
     }
+    // The SQL metric agrees on the same batch.
+    let o = run(&["batch-metrics", jsonl.to_str().unwrap(), "--metric", "reward_variance_sql"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let v = rollstat::export::json::parse(stdout(&o).trim().as_bytes()).unwrap();
+    let sql = v.get("custom_metrics/train/reward_variance_sql/value").and_then(|x| x.as_f64()).unwrap();
+    assert!(close(sql, direct_reward_variance(&groups, 0)), "{sql}");
     // The same batch as Parquet.
     let mut df = df!(
         "group_idx" => [0i64, 0, 1, 2, 2, 2],
@@ -527,6 +533,13 @@ fn batch_metrics_on_jsonl_and_parquet() {
     let v = rollstat::export::json::parse(stdout(&o).trim().as_bytes()).unwrap();
     assert!(close(v.get("p/reward_variance").and_then(|x| x.as_f64()).unwrap(), direct_reward_variance(&groups, 0)));
     assert!(v.get("p/pass@1/accuracy").is_some());
+    let o = run(&["batch-metrics", pq.to_str().unwrap(), "--metric", "reward_variance_sql", "--prefix", "p"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let v = rollstat::export::json::parse(stdout(&o).trim().as_bytes()).unwrap();
+    assert!(close(
+        v.get("p/reward_variance_sql/value").and_then(|x| x.as_f64()).unwrap(),
+        direct_reward_variance(&groups, 0)
+    ));
     // An empty batch has no groups: 0.0.
     let empty = d.write("empty.jsonl", "\n");
     let o = run(&["batch-metrics", empty.to_str().unwrap(), "--metric", "reward_variance"]);
