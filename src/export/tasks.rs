@@ -72,8 +72,8 @@ fn entry(plan: &TaskPlan<'_>, g: usize, sample: &Json, em: &mut Emitter, scratch
         em.i64(t.task[row]);
         em.key("_ng_rollout_index");
         em.i64(t.rollout[row]);
-        rollout_info_each(t, &plan.info[t.order[row] as usize], row, |k, v| {
-            em.key(k);
+        rollout_info_each(t, &plan.info[t.order[row] as usize], row, |c, v| {
+            em.key_raw(&plan.quoted_names[c]);
             match v {
                 Val::Int(i) => em.i64(i),
                 Val::Float(x) => em.f64(x),
@@ -157,6 +157,8 @@ pub fn write_tasks<W: Write + Send>(plan: &TaskPlan<'_>, indent: Option<usize>, 
                         None => Emitter::compact(),
                         Some(d) => Emitter::indented(d + 1),
                     };
+                    let (a, b) = plan.groups[g];
+                    em.out.reserve(2048 + (b - a) * if indent.is_some() { 600 } else { 300 });
                     if let Some(d) = indent {
                         if g > 0 {
                             em.out.push(b',');

@@ -18,7 +18,7 @@ pub const SEP: u32 = u32::MAX;
 /// "No name" in the name columns.
 pub const NONE: u32 = u32::MAX;
 
-/// All rollouts of one file, in file order.
+/// All rollouts of one file, sorted by (`_ng_task_index`, `_ng_rollout_index`, line).
 #[derive(Debug, Clone)]
 pub struct RolloutTable {
     pub path: PathBuf,
@@ -56,6 +56,42 @@ impl RolloutTable {
             Some(&self.names[id as usize])
         }
     }
+    /// Reorders every row by (`_ng_task_index`, `_ng_rollout_index`, line): statistics
+    /// then read the columns sequentially instead of jumping across the file's
+    /// completion order (a large win in cache misses at a million rollouts).
+    pub fn sort_by_key(&mut self) {
+        use rayon::prelude::*;
+        let mut perm: Vec<u32> = (0..self.len() as u32).collect();
+        let (task, rollout, line) = (&self.task, &self.rollout, &self.line);
+        perm.par_sort_unstable_by_key(|&i| (task[i as usize], rollout[i as usize], line[i as usize]));
+        if perm.iter().enumerate().all(|(i, &p)| i as u32 == p) {
+            return;
+        }
+        fn gather<T: Copy + Send + Sync>(v: &mut Vec<T>, perm: &[u32]) {
+            if v.len() == perm.len() {
+                *v = perm.iter().map(|&i| v[i as usize]).collect();
+            }
+        }
+        let perm = &perm;
+        rayon::scope(|s| {
+            s.spawn(|_| gather(&mut self.task, perm));
+            s.spawn(|_| gather(&mut self.rollout, perm));
+            s.spawn(|_| gather(&mut self.line, perm));
+            s.spawn(|_| gather(&mut self.masked, perm));
+            s.spawn(|_| gather(&mut self.agent, perm));
+            s.spawn(|_| gather(&mut self.server, perm));
+            s.spawn(|_| gather(&mut self.perf, perm));
+            s.spawn(|_| gather(&mut self.order, perm));
+            for c in self.columns.iter_mut() {
+                s.spawn(move |_| {
+                    gather(&mut c.tags, perm);
+                    gather(&mut c.nums, perm);
+                    gather(&mut c.codes, perm);
+                });
+            }
+        });
+    }
+
     /// Index of a column by source and name.
     pub fn column(&self, source: Source, name: &str) -> Option<usize> {
         self.columns.iter().position(|c| c.source == source && c.name == name)
@@ -394,6 +430,7 @@ pub fn read_rollouts(path: &Path) -> Result<RolloutTable> {
         }
         Ok(p)
     })?;
+    let merge_start = std::time::Instant::now();
     let mut t = RolloutTable {
         path: path.to_path_buf(),
         task: Vec::new(),
@@ -458,6 +495,9 @@ pub fn read_rollouts(path: &Path) -> Result<RolloutTable> {
     }
     t.columns = columns;
     t.orders = orders.seqs;
+    if std::env::var_os("ROLLSTAT_TRACE").is_some() {
+        eprintln!("trace: merge pieces: {:.3}s", merge_start.elapsed().as_secs_f64());
+    }
     t.names = names.list;
     t.report = report;
     if t.is_empty() {
@@ -466,5 +506,6 @@ pub fn read_rollouts(path: &Path) -> Result<RolloutTable> {
             "no rollout rows: every line is blank; expected one JSON object per line",
         ));
     }
+    t.sort_by_key();
     Ok(t)
 }

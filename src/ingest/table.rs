@@ -3,6 +3,8 @@
 
 use std::collections::HashMap;
 
+use rayon::prelude::*;
+
 /// Value kinds, one byte per (row, column).
 pub mod tag {
     pub const ABSENT: u8 = 0;
@@ -208,57 +210,65 @@ pub fn concat_columns(pieces: Vec<(Vec<Column>, usize)>) -> (Vec<Column>, Vec<Ve
         }
         maps.push(m);
     }
-    let mut out: Vec<Column> = order
-        .into_iter()
-        .map(|(s, n)| {
-            let mut c = Column::new(s, n);
-            c.tags.reserve(total);
-            c.nums.reserve(total);
-            c
+    // Per piece, the local column of each merged column.
+    let locals: Vec<Vec<Option<usize>>> = maps
+        .iter()
+        .map(|m| {
+            let mut v = vec![None; order.len()];
+            for (local, &g) in m.iter().enumerate() {
+                v[g as usize] = Some(local);
+            }
+            v
         })
         .collect();
-    let mut dict_index: Vec<HashMap<String, u32>> = vec![HashMap::new(); out.len()];
-    let mut row0 = 0usize;
-    for ((cols, rows), m) in pieces.into_iter().zip(&maps) {
-        for (c, &g) in cols.into_iter().zip(m) {
-            let o = &mut out[g as usize];
-            o.tags.resize(row0, tag::ABSENT);
-            o.nums.resize(row0, 0.0);
-            if !c.codes.is_empty() {
-                if o.codes.is_empty() {
-                    o.codes.resize(row0, u32::MAX);
-                }
-                let di = &mut dict_index[g as usize];
-                let remap: Vec<u32> = c
-                    .dict
-                    .into_iter()
-                    .map(|s| match di.get(&s) {
-                        Some(&k) => k,
-                        None => {
-                            let k = o.dict.len() as u32;
-                            o.dict.push(s.clone());
-                            di.insert(s, k);
-                            k
+    // Each merged column is built independently, in parallel.
+    let out: Vec<Column> = order
+        .into_par_iter()
+        .enumerate()
+        .map(|(g, (source, name))| {
+            let mut o = Column::new(source, name);
+            o.tags.reserve(total);
+            o.nums.reserve(total);
+            let has_strings =
+                pieces.iter().zip(&locals).any(|((cols, _), l)| l[g].is_some_and(|c| !cols[c].codes.is_empty()));
+            let mut di: HashMap<&str, u32> = HashMap::new();
+            for ((cols, rows), l) in pieces.iter().zip(&locals) {
+                match l[g] {
+                    None => {
+                        o.tags.resize(o.tags.len() + rows, tag::ABSENT);
+                        o.nums.resize(o.nums.len() + rows, 0.0);
+                        if has_strings {
+                            o.codes.resize(o.codes.len() + rows, u32::MAX);
                         }
-                    })
-                    .collect();
-                o.codes.resize(row0, u32::MAX);
-                o.codes.extend(c.codes.iter().map(|&k| if k == u32::MAX { k } else { remap[k as usize] }));
-            } else if !o.codes.is_empty() {
-                o.codes.resize(row0 + rows, u32::MAX);
+                    }
+                    Some(c) => {
+                        let c = &cols[c];
+                        o.tags.extend_from_slice(&c.tags);
+                        o.nums.extend_from_slice(&c.nums);
+                        if !has_strings {
+                            continue;
+                        }
+                        if c.codes.is_empty() {
+                            o.codes.resize(o.codes.len() + rows, u32::MAX);
+                            continue;
+                        }
+                        let remap: Vec<u32> = c
+                            .dict
+                            .iter()
+                            .map(|s| {
+                                *di.entry(s.as_str()).or_insert_with(|| {
+                                    o.dict.push(s.clone());
+                                    (o.dict.len() - 1) as u32
+                                })
+                            })
+                            .collect();
+                        o.codes.extend(c.codes.iter().map(|&k| if k == u32::MAX { k } else { remap[k as usize] }));
+                    }
+                }
             }
-            o.tags.extend_from_slice(&c.tags);
-            o.nums.extend_from_slice(&c.nums);
-        }
-        row0 += rows;
-    }
-    for o in &mut out {
-        o.tags.resize(total, tag::ABSENT);
-        o.nums.resize(total, 0.0);
-        if !o.codes.is_empty() {
-            o.codes.resize(total, u32::MAX);
-        }
-    }
+            o
+        })
+        .collect();
     (out, maps)
 }
 

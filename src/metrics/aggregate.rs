@@ -9,7 +9,7 @@ use super::labels::runs;
 use super::levels::{across_repeats, agent_level, repeat_level, Profiled, StatKeys};
 use super::perf::perf_summary;
 use super::profile::{coverage, index_by_key};
-use super::tasks::{info_plans, Samples, TaskPlan};
+use super::tasks::{info_plans, quoted_names, Samples, TaskPlan};
 use super::warnings::Warnings;
 use crate::error::{Error, Result};
 use crate::export::json::{Json, Members};
@@ -157,6 +157,7 @@ pub fn entry<'a>(t: &'a RolloutTable, g: &Group, opts: &AggregateOptions, warn: 
         samples: Samples::Fixed(Json::Obj(vec![(Arc::from("agent_ref"), Json::name_ref("agent"))])),
         with_agent_ref: false,
         info: info_plans(t),
+        quoted_names: quoted_names(t),
     };
     Ok(AggEntry {
         head,

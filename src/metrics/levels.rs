@@ -8,7 +8,7 @@
 //! are computed in parallel (rayon, one job per field or per group range); sums follow
 //! numpy's pairwise order so results match NeMo Gym's pandas to the last bit.
 
-use std::collections::{BTreeMap, HashSet};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::Arc;
 
 use rayon::prelude::*;
@@ -119,26 +119,46 @@ impl<'a> Profiled<'a> {
     /// Builds a profiled set from table rows and a label per row.
     pub fn new(t: &'a RolloutTable, rows: &[usize], row_label: &[&str]) -> Profiled<'a> {
         // Label ids in name order.
-        let mut names: Vec<&str> = row_label.to_vec();
-        names.sort_unstable();
-        names.dedup();
-        let labels: Vec<String> = names.iter().map(|s| s.to_string()).collect();
-        let lid: Vec<u32> = row_label.iter().map(|l| names.binary_search(l).unwrap() as u32).collect();
+        let mut first: HashMap<&str, u32> = HashMap::new();
+        let mut distinct: Vec<&str> = Vec::new();
+        let mut lid: Vec<u32> = Vec::with_capacity(row_label.len());
+        let mut last: Option<(&str, u32)> = None;
+        for &l in row_label {
+            let id = match last {
+                Some((s, id)) if std::ptr::eq(s, l) || s == l => id,
+                _ => *first.entry(l).or_insert_with(|| {
+                    distinct.push(l);
+                    (distinct.len() - 1) as u32
+                }),
+            };
+            last = Some((l, id));
+            lid.push(id);
+        }
+        let mut by_name: Vec<u32> = (0..distinct.len() as u32).collect();
+        by_name.sort_by(|&a, &b| distinct[a as usize].cmp(distinct[b as usize]));
+        let mut rank = vec![0u32; distinct.len()];
+        for (r, &i) in by_name.iter().enumerate() {
+            rank[i as usize] = r as u32;
+        }
+        let labels: Vec<String> = by_name.iter().map(|&i| distinct[i as usize].to_string()).collect();
+        for l in lid.iter_mut() {
+            *l = rank[*l as usize];
+        }
         // (task, rollout) order for field discovery.
         let mut tr: Vec<usize> = (0..rows.len()).collect();
-        tr.sort_unstable_by_key(|&i| (t.task[rows[i]], t.rollout[rows[i]]));
+        tr.par_sort_unstable_by_key(|&i| (t.task[rows[i]], t.rollout[rows[i]]));
         let tr_rows: Vec<usize> = tr.iter().map(|&i| rows[i]).collect();
         let fields = discover_fields(t, &tr_rows);
         // Fan-out: some task under more than one label.
         let mut pairs: Vec<(i64, u32)> = (0..rows.len()).map(|i| (t.task[rows[i]], lid[i])).collect();
-        pairs.sort_unstable();
+        pairs.par_sort_unstable();
         pairs.dedup();
         let mut tasks: Vec<i64> = pairs.iter().map(|p| p.0).collect();
         tasks.dedup();
         let fan_out = pairs.len() > tasks.len();
         // Final order: (task, label, rollout).
         let mut ord: Vec<usize> = (0..rows.len()).collect();
-        ord.sort_unstable_by_key(|&i| (t.task[rows[i]], lid[i], t.rollout[rows[i]]));
+        ord.par_sort_unstable_by_key(|&i| (t.task[rows[i]], lid[i], t.rollout[rows[i]]));
         let rows_sorted: Vec<usize> = ord.iter().map(|&i| rows[i]).collect();
         let label: Vec<u32> = ord.iter().map(|&i| lid[i]).collect();
         let cols: Vec<(Vec<f64>, bool)> = fields

@@ -11,7 +11,7 @@ use rayon::prelude::*;
 
 use super::labels::{labels_for, run_key};
 use super::levels::{across_repeats, agent_level, repeat_level, Profiled, StatKeys};
-use super::tasks::{info_plans, Samples, TaskPlan};
+use super::tasks::{info_plans, quoted_names, Samples, TaskPlan};
 use super::warnings::Warnings;
 use crate::error::{Error, Result};
 use crate::export::json::{Json, Key};
@@ -209,6 +209,7 @@ pub fn profile<'a>(t: &'a RolloutTable, inputs: &'a InputTable, allow_partial: b
         samples: Samples::Inputs { table: inputs, rows: sample_rows },
         with_agent_ref,
         info: info_plans(t),
+        quoted_names: quoted_names(t),
     };
     Ok(ProfileOutput { tasks: Some(plan), agents, repeats, summary, warnings })
 }

@@ -30,6 +30,8 @@ pub struct TaskPlan<'a> {
     pub with_agent_ref: bool,
     /// Per key order of the table, how its rows write `rollout_infos`.
     pub info: Vec<InfoPlan>,
+    /// Per column of the table, its name JSON-quoted (the `rollout_infos` keys).
+    pub quoted_names: Vec<Vec<u8>>,
 }
 
 impl TaskPlan<'_> {
@@ -140,7 +142,8 @@ pub fn info_value(t: &RolloutTable, c: usize, row: usize, keep_bool: bool) -> Op
 /// top-level keys (bools as 0/1); a top-level key that repeats a usage key keeps the
 /// usage key's place and takes the top-level value, as a Python dict update does.
 #[inline]
-pub fn rollout_info_each<'t>(t: &'t RolloutTable, plan: &InfoPlan, row: usize, mut emit: impl FnMut(&'t str, Val<'t>)) {
+/// `emit` receives the column index (whose name is the key) and the value.
+pub fn rollout_info_each<'t>(t: &'t RolloutTable, plan: &InfoPlan, row: usize, mut emit: impl FnMut(usize, Val<'t>)) {
     if let Some(rc) = plan.reward {
         let col = &t.columns[rc];
         let v = match col.tags[row] {
@@ -149,13 +152,13 @@ pub fn rollout_info_each<'t>(t: &'t RolloutTable, plan: &InfoPlan, row: usize, m
             _ => info_value(t, rc, row, true),
         };
         if let Some(v) = v {
-            emit("reward", v);
+            emit(rc, v);
         }
     }
     for &(u, dup) in &plan.usage {
         if let Some(v) = info_value(t, u, row, false) {
             let v = dup.and_then(|c| info_value(t, c, row, false)).unwrap_or(v);
-            emit(t.columns[u].name.as_str(), v);
+            emit(u, v);
         }
     }
     for &(c, dup) in &plan.top {
@@ -163,7 +166,12 @@ pub fn rollout_info_each<'t>(t: &'t RolloutTable, plan: &InfoPlan, row: usize, m
             continue;
         }
         if let Some(v) = info_value(t, c, row, false) {
-            emit(t.columns[c].name.as_str(), v);
+            emit(c, v);
         }
     }
+}
+
+/// Every column's name JSON-quoted, for [`TaskPlan::quoted_names`].
+pub fn quoted_names(t: &RolloutTable) -> Vec<Vec<u8>> {
+    t.columns.iter().map(|c| crate::export::stream::quoted(&c.name)).collect()
 }

@@ -95,8 +95,10 @@ fn overlay(v: &serde_json::Value) -> Vec<(String, Option<f64>)> {
 fn check_parquet_against_serde(jsonl: &Path, pq: &Path) {
     let df = read_pq(pq);
     let text = std::fs::read_to_string(jsonl).unwrap();
-    let rows: Vec<serde_json::Value> =
+    let mut rows: Vec<serde_json::Value> =
         text.lines().filter(|l| !l.trim().is_empty()).map(|l| serde_json::from_str(l).unwrap()).collect();
+    // The table is sorted by (task, rollout); the sort is stable, so equal keys keep file order.
+    rows.sort_by_key(|v| (v["_ng_task_index"].as_i64(), v["_ng_rollout_index"].as_i64()));
     assert_eq!(df.height(), rows.len(), "{}", jsonl.display());
     let task = df.column("_ng_task_index").unwrap().i64().unwrap().clone();
     let rollout = df.column("_ng_rollout_index").unwrap().i64().unwrap().clone();
