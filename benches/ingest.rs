@@ -193,8 +193,8 @@ fn main() {
     let med: Vec<f64> = times.iter_mut().map(|t| median(t)).collect();
     println!();
     println!(
-        "Sweep: {} rollouts; rollouts {:.2} GB, materialized inputs {:.2} GB; {} rounds, medians",
-        tasks * 5,
+        "Sweep: {} tasks x 5 repeats; rollouts {:.2} GB, materialized inputs {:.2} GB; {} rounds, medians",
+        tasks,
         size_r / 1e9,
         size_i / 1e9,
         rounds
@@ -215,6 +215,10 @@ fn main() {
     }
     if py.is_some() {
         let d = jobs.len() - 1;
-        println!("\nrollstat aggregate is {:.2}x faster than DuckDB; profile {:.2}x", med[d] / med[3], med[d] / med[4]);
+        println!(
+            "\nDuckDB time / rollstat time: aggregate {:.2}, profile {:.2} (above 1 means rollstat is faster)",
+            med[d] / med[3],
+            med[d] / med[4]
+        );
     }
 }

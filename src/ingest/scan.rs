@@ -246,83 +246,39 @@ impl<'a> Scanner<'a> {
         let object = open == b'{';
         self.i += 1;
         let empty = matches!(self.peek(), Some(b'}') | Some(b']'));
-        // Open brackets: the first 64 levels in a fixed array, deeper ones in a Vec.
-        let mut stack = BracketStack::default();
-        stack.push(open);
+        // Only this container's own bracket kind decides where it ends (brackets inside
+        // strings are skipped with the strings), so `memchr3` jumps from one quote or
+        // bracket of that kind to the next instead of visiting every byte.
+        let close = if object { b'}' } else { b']' };
         let b = self.b;
         let mut i = self.i;
-        while i < b.len() {
+        let mut depth = 1usize;
+        while let Some(off) = memchr::memchr3(b'"', open, close, &b[i..]) {
+            i += off;
             let c = b[i];
-            match c {
-                b'"' => {
-                    match string_end(b, i + 1) {
-                        Some(end) => i = end + 1,
-                        None => {
-                            self.i = b.len();
-                            return self.err("unterminated string");
-                        }
-                    }
-                    continue;
-                }
-                b'{' | b'[' => stack.push(c),
-                b'}' | b']' => {
-                    let want = if c == b'}' { b'{' } else { b'[' };
-                    if stack.pop() != Some(want) {
-                        self.i = i;
-                        return self.err("mismatched bracket");
-                    }
-                    if stack.is_empty() {
-                        self.i = i + 1;
-                        return Ok(Scalar::Container { object, empty });
+            if c == b'"' {
+                match string_end(b, i + 1) {
+                    Some(end) => i = end + 1,
+                    None => {
+                        self.i = b.len();
+                        return self.err("unterminated string");
                     }
                 }
-                _ => {}
+                continue;
+            }
+            if c == open {
+                depth += 1;
+            } else {
+                depth -= 1;
+                if depth == 0 {
+                    self.i = i + 1;
+                    return Ok(Scalar::Container { object, empty });
+                }
             }
             i += 1;
         }
         self.i = b.len();
         self.err("unexpected end of line inside an object or array")
-    }
-}
-
-/// A stack of open brackets without heap allocation for the usual nesting depths.
-struct BracketStack {
-    small: [u8; 64],
-    len: usize,
-    deep: Vec<u8>,
-}
-
-impl Default for BracketStack {
-    fn default() -> Self {
-        BracketStack { small: [0; 64], len: 0, deep: Vec::new() }
-    }
-}
-
-impl BracketStack {
-    #[inline]
-    fn push(&mut self, c: u8) {
-        if self.len < 64 {
-            self.small[self.len] = c;
-        } else {
-            self.deep.push(c);
-        }
-        self.len += 1;
-    }
-    #[inline]
-    fn pop(&mut self) -> Option<u8> {
-        if self.len == 0 {
-            return None;
-        }
-        self.len -= 1;
-        if self.len < 64 {
-            Some(self.small[self.len])
-        } else {
-            self.deep.pop()
-        }
-    }
-    #[inline]
-    fn is_empty(&self) -> bool {
-        self.len == 0
     }
 }
 
