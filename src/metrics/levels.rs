@@ -244,29 +244,33 @@ impl StatKeys {
 /// values (NaN = missing), with the one-rollout rule for std: when std is undefined for
 /// every field, fields without missing values get 0.0.
 pub fn describe_stats(cols: &[&[f64]], scratch: &mut Vec<f64>) -> Vec<[Option<f64>; 5]> {
-    fn one(col: &[f64], scratch: &mut Vec<f64>) -> [Option<f64>; 5] {
+    fn one(col: &[f64], scratch: &mut Vec<f64>, squares: &mut Vec<f64>) -> [Option<f64>; 5] {
         scratch.clear();
         scratch.extend(col.iter().copied().filter(|x| !x.is_nan()));
-        if scratch.is_empty() {
+        let n = scratch.len();
+        if n == 0 {
             return [None; 5];
         }
-        let (mean, std) = if scratch.len() == col.len() {
-            (stats::mean(scratch), stats::std(scratch, 1))
+        let (mean, std) = if n == col.len() {
+            (stats::mean(scratch), stats::var_with_scratch(scratch, 1, squares).map(f64::sqrt))
         } else {
             (stats::nan_mean(col), stats::nan_std(col, 1))
         };
-        let at = stats::positions_for(scratch.len(), &[]);
-        stats::order_at(scratch, &at);
-        let min = scratch[0];
-        let max = scratch[scratch.len() - 1];
+        if n <= 64 {
+            stats::sort_f64(scratch);
+        } else {
+            let at = stats::positions_for(n, &[]);
+            stats::order_at(scratch, &at);
+        }
         let median = stats::median_sorted(scratch);
-        [mean, Some(max), Some(min), Some(median), std]
+        [mean, Some(scratch[n - 1]), Some(scratch[0]), Some(median), std]
     }
     // Large groups (an agent's every rollout): one job per field.
     let mut st: Vec<[Option<f64>; 5]> = if cols.first().is_some_and(|c| c.len() > 65_536) {
-        cols.par_iter().map(|c| one(c, &mut Vec::new())).collect()
+        cols.par_iter().map(|c| one(c, &mut Vec::new(), &mut Vec::new())).collect()
     } else {
-        cols.iter().map(|c| one(c, scratch)).collect()
+        let mut squares = Vec::new();
+        cols.iter().map(|c| one(c, scratch, &mut squares)).collect()
     };
     if st.iter().all(|s| s[4].is_none()) {
         for (f, col) in cols.iter().enumerate() {
