@@ -5,8 +5,7 @@ use std::path::{Path, PathBuf};
 
 use clap::Args as ClapArgs;
 
-use crate::error::{Error, Result};
-use crate::export::json::{self, Json};
+use crate::error::Result;
 use crate::ingest::{self, InputTable, RolloutTable};
 use crate::metrics::custom::{self, MetricSpec};
 use crate::metrics::labels::runs;
@@ -94,22 +93,6 @@ impl MetricArgs {
         }
         Ok(out)
     }
-}
-
-/// Input rows re-read and re-serialized as task `sample`s (without the two indexes).
-pub fn samples(inputs: &InputTable, rows: &[usize]) -> Result<Vec<Json>> {
-    let raw = ingest::inputs::read_rows(inputs, rows)?;
-    raw.iter()
-        .zip(rows)
-        .map(|(bytes, &r)| {
-            let mut v = json::parse(bytes).map_err(|m| {
-                Error::bad(crate::error::Location::line(&inputs.path, inputs.line[r]), format!("invalid JSON: {m}"))
-            })?;
-            v.remove("_ng_task_index");
-            v.remove("_ng_rollout_index");
-            Ok(v)
-        })
-        .collect()
 }
 
 /// Prints warnings and returns how many there were.

@@ -99,11 +99,6 @@ impl Emitter {
     pub fn null(&mut self) {
         self.out.extend_from_slice(b"null");
     }
-    /// Whether members are indented.
-    pub fn is_indented(&self) -> bool {
-        self.indent.is_some()
-    }
-
     /// A whole value.
     pub fn json(&mut self, v: &Json) {
         match self.indent {

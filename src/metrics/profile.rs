@@ -87,11 +87,6 @@ pub fn coverage(t: &RolloutTable, rows: &[usize]) -> Vec<(Key, Json)> {
     ]
 }
 
-/// Task-level groups of a profiled set: per task, or per (task, label) under fan-out.
-pub fn task_groups(p: &Profiled<'_>) -> Vec<(usize, usize)> {
-    p.task_groups()
-}
-
 /// Runs the profile. `allow_partial` permits input rows without results.
 pub fn profile<'a>(t: &'a RolloutTable, inputs: &'a InputTable, allow_partial: bool) -> Result<ProfileOutput<'a>> {
     let rows_idx = index_by_key(&inputs.task, &inputs.rollout, &inputs.line, "materialized input", &inputs.path)?;
