@@ -8,9 +8,11 @@
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 
+use rayon::prelude::*;
+
 use super::lines::{read_pieces, Line, ReadReport};
 use super::scan::{decode_str, key_is, Scalar, ScanError, Scanner};
-use super::table::{concat_columns, tag, Column, ColumnsBuilder, Interner, Source, MAX_KEPT_STR};
+use super::table::{merge_columns, tag, Column, ColumnsBuilder, Interner, Source, MAX_KEPT_STR};
 use crate::error::{Error, Location, Result};
 
 /// Separates top-level column ids from usage column ids in a key-order sequence.
@@ -56,42 +58,6 @@ impl RolloutTable {
             Some(&self.names[id as usize])
         }
     }
-    /// Reorders every row by (`_ng_task_index`, `_ng_rollout_index`, line): statistics
-    /// then read the columns sequentially instead of jumping across the file's
-    /// completion order (a large win in cache misses at a million rollouts).
-    pub fn sort_by_key(&mut self) {
-        use rayon::prelude::*;
-        let mut perm: Vec<u32> = (0..self.len() as u32).collect();
-        let (task, rollout, line) = (&self.task, &self.rollout, &self.line);
-        perm.par_sort_unstable_by_key(|&i| (task[i as usize], rollout[i as usize], line[i as usize]));
-        if perm.iter().enumerate().all(|(i, &p)| i as u32 == p) {
-            return;
-        }
-        fn gather<T: Copy + Send + Sync>(v: &mut Vec<T>, perm: &[u32]) {
-            if v.len() == perm.len() {
-                *v = perm.iter().map(|&i| v[i as usize]).collect();
-            }
-        }
-        let perm = &perm;
-        rayon::scope(|s| {
-            s.spawn(|_| gather(&mut self.task, perm));
-            s.spawn(|_| gather(&mut self.rollout, perm));
-            s.spawn(|_| gather(&mut self.line, perm));
-            s.spawn(|_| gather(&mut self.masked, perm));
-            s.spawn(|_| gather(&mut self.agent, perm));
-            s.spawn(|_| gather(&mut self.server, perm));
-            s.spawn(|_| gather(&mut self.perf, perm));
-            s.spawn(|_| gather(&mut self.order, perm));
-            for c in self.columns.iter_mut() {
-                s.spawn(move |_| {
-                    gather(&mut c.tags, perm);
-                    gather(&mut c.nums, perm);
-                    gather(&mut c.codes, perm);
-                });
-            }
-        });
-    }
-
     /// Index of a column by source and name.
     pub fn column(&self, source: Source, name: &str) -> Option<usize> {
         self.columns.iter().position(|c| c.source == source && c.name == name)
@@ -465,7 +431,21 @@ pub fn read_rollouts(path: &Path) -> Result<RolloutTable> {
         piece_meta.push((p.order, p.orders));
         col_pieces.push((p.cols.finish(rows), rows));
     }
-    let (columns, maps) = concat_columns(col_pieces);
+    // Rows sorted by (task, rollout, line): statistics then read the columns sequentially
+    // instead of jumping across the file's completion order.
+    let mut perm: Vec<u32> = (0..t.task.len() as u32).collect();
+    {
+        let (task, rollout, line) = (&t.task, &t.rollout, &t.line);
+        perm.par_sort_unstable_by_key(|&i| (task[i as usize], rollout[i as usize], line[i as usize]));
+    }
+    let mut piece_of: Vec<(u32, u32)> = Vec::with_capacity(t.task.len());
+    for (p, (_, rows)) in col_pieces.iter().enumerate() {
+        piece_of.extend((0..*rows as u32).map(|l| (p as u32, l)));
+    }
+    let src: Vec<(u32, u32)> = perm.iter().map(|&i| piece_of[i as usize]).collect();
+    drop(piece_of);
+    let (columns, maps) = merge_columns(col_pieces, &src);
+    drop(src);
     for ((order, local), map) in piece_meta.into_iter().zip(&maps) {
         let remapped: Vec<u32> = local
             .seqs
@@ -493,6 +473,20 @@ pub fn read_rollouts(path: &Path) -> Result<RolloutTable> {
             ));
         }
     }
+    fn gather<T: Copy + Send + Sync>(v: &mut Vec<T>, perm: &[u32]) {
+        *v = perm.iter().map(|&i| v[i as usize]).collect();
+    }
+    rayon::scope(|s| {
+        let perm = &perm;
+        s.spawn(|_| gather(&mut t.task, perm));
+        s.spawn(|_| gather(&mut t.rollout, perm));
+        s.spawn(|_| gather(&mut t.line, perm));
+        s.spawn(|_| gather(&mut t.masked, perm));
+        s.spawn(|_| gather(&mut t.agent, perm));
+        s.spawn(|_| gather(&mut t.server, perm));
+        s.spawn(|_| gather(&mut t.perf, perm));
+        s.spawn(|_| gather(&mut t.order, perm));
+    });
     t.columns = columns;
     t.orders = orders.seqs;
     if std::env::var_os("ROLLSTAT_TRACE").is_some() {
@@ -506,6 +500,5 @@ pub fn read_rollouts(path: &Path) -> Result<RolloutTable> {
             "no rollout rows: every line is blank; expected one JSON object per line",
         ));
     }
-    t.sort_by_key();
     Ok(t)
 }

@@ -190,11 +190,13 @@ impl ColumnsBuilder {
     }
 }
 
-/// Concatenates per-piece columns (each padded to its piece's row count) by
-/// (source, name), in order of first appearance, remapping string dictionaries.
-/// Returns the merged columns and, per piece, the map from local to merged ids.
-pub fn concat_columns(pieces: Vec<(Vec<Column>, usize)>) -> (Vec<Column>, Vec<Vec<u32>>) {
-    let total: usize = pieces.iter().map(|p| p.1).sum();
+/// Merges per-piece columns (each padded to its piece's row count) by (source, name),
+/// in order of first appearance, into columns whose row `i` is piece row `src[i]`
+/// (`(piece, row in piece)`): concatenation and reordering in one pass. Each merged
+/// column takes its pieces' columns and frees them as soon as it is built, so memory
+/// peaks near one copy of the columns, not two. Returns the merged columns and, per
+/// piece, the map from local to merged column ids.
+pub fn merge_columns(pieces: Vec<(Vec<Column>, usize)>, src: &[(u32, u32)]) -> (Vec<Column>, Vec<Vec<u32>>) {
     let mut order: Vec<(Source, String)> = Vec::new();
     let mut index: HashMap<(Source, String), u32> = HashMap::new();
     let mut maps = Vec::with_capacity(pieces.len());
@@ -210,59 +212,60 @@ pub fn concat_columns(pieces: Vec<(Vec<Column>, usize)>) -> (Vec<Column>, Vec<Ve
         }
         maps.push(m);
     }
-    // Per piece, the local column of each merged column.
-    let locals: Vec<Vec<Option<usize>>> = maps
-        .iter()
-        .map(|m| {
-            let mut v = vec![None; order.len()];
-            for (local, &g) in m.iter().enumerate() {
-                v[g as usize] = Some(local);
-            }
-            v
-        })
-        .collect();
-    // Each merged column is built independently, in parallel.
-    let out: Vec<Column> = order
+    let np = pieces.len();
+    // Column-major: slots[merged column][piece].
+    let mut slots: Vec<Vec<Option<Column>>> = (0..order.len()).map(|_| (0..np).map(|_| None).collect()).collect();
+    for (p, ((cols, _), m)) in pieces.into_iter().zip(&maps).enumerate() {
+        for (c, &g) in cols.into_iter().zip(m) {
+            slots[g as usize][p] = Some(c);
+        }
+    }
+    let out: Vec<Column> = slots
         .into_par_iter()
-        .enumerate()
-        .map(|(g, (source, name))| {
+        .zip(order)
+        .map(|(per_piece, (source, name))| {
             let mut o = Column::new(source, name);
-            o.tags.reserve(total);
-            o.nums.reserve(total);
-            let has_strings =
-                pieces.iter().zip(&locals).any(|((cols, _), l)| l[g].is_some_and(|c| !cols[c].codes.is_empty()));
+            let has_strings = per_piece.iter().flatten().any(|c| !c.codes.is_empty());
+            // Merged dictionary, in piece order, and each piece's code remap.
             let mut di: HashMap<&str, u32> = HashMap::new();
-            for ((cols, rows), l) in pieces.iter().zip(&locals) {
-                match l[g] {
+            let remaps: Vec<Vec<u32>> = per_piece
+                .iter()
+                .map(|c| match c {
+                    Some(c) if !c.codes.is_empty() => c
+                        .dict
+                        .iter()
+                        .map(|s| {
+                            *di.entry(s.as_str()).or_insert_with(|| {
+                                o.dict.push(s.clone());
+                                (o.dict.len() - 1) as u32
+                            })
+                        })
+                        .collect(),
+                    _ => Vec::new(),
+                })
+                .collect();
+            o.tags.reserve_exact(src.len());
+            o.nums.reserve_exact(src.len());
+            if has_strings {
+                o.codes.reserve_exact(src.len());
+            }
+            for &(p, l) in src {
+                let (p, l) = (p as usize, l as usize);
+                match &per_piece[p] {
                     None => {
-                        o.tags.resize(o.tags.len() + rows, tag::ABSENT);
-                        o.nums.resize(o.nums.len() + rows, 0.0);
+                        o.tags.push(tag::ABSENT);
+                        o.nums.push(0.0);
                         if has_strings {
-                            o.codes.resize(o.codes.len() + rows, u32::MAX);
+                            o.codes.push(u32::MAX);
                         }
                     }
                     Some(c) => {
-                        let c = &cols[c];
-                        o.tags.extend_from_slice(&c.tags);
-                        o.nums.extend_from_slice(&c.nums);
-                        if !has_strings {
-                            continue;
+                        o.tags.push(c.tags[l]);
+                        o.nums.push(c.nums[l]);
+                        if has_strings {
+                            let k = if c.codes.is_empty() { u32::MAX } else { c.codes[l] };
+                            o.codes.push(if k == u32::MAX { k } else { remaps[p][k as usize] });
                         }
-                        if c.codes.is_empty() {
-                            o.codes.resize(o.codes.len() + rows, u32::MAX);
-                            continue;
-                        }
-                        let remap: Vec<u32> = c
-                            .dict
-                            .iter()
-                            .map(|s| {
-                                *di.entry(s.as_str()).or_insert_with(|| {
-                                    o.dict.push(s.clone());
-                                    (o.dict.len() - 1) as u32
-                                })
-                            })
-                            .collect();
-                        o.codes.extend(c.codes.iter().map(|&k| if k == u32::MAX { k } else { remap[k as usize] }));
                     }
                 }
             }
