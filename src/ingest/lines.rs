@@ -38,6 +38,36 @@ pub struct ReadReport {
     pub warnings: Vec<String>,
 }
 
+/// A progress line on stderr for long reads, only when stderr is a terminal.
+struct Progress {
+    label: String,
+    size: u64,
+    on: bool,
+}
+
+impl Progress {
+    fn new(path: &Path, size: u64) -> Self {
+        use std::io::IsTerminal;
+        let on = size >= (256 << 20) && std::io::stderr().is_terminal();
+        Progress { label: path.display().to_string(), size, on }
+    }
+    fn update(&self, done: u64) {
+        if self.on {
+            let pct = 100.0 * done as f64 / self.size.max(1) as f64;
+            eprint!("\rreading {}: {pct:5.1}% ({:.2}/{:.2} GB)", self.label, done as f64 / 1e9, self.size as f64 / 1e9);
+        }
+    }
+}
+
+impl Drop for Progress {
+    /// Clears the line, also when reading stops on an error.
+    fn drop(&mut self) {
+        if self.on {
+            eprint!("\r\x1b[2K");
+        }
+    }
+}
+
 /// One newline-aligned block of the file.
 struct Block {
     data: Vec<u8>,
@@ -106,6 +136,8 @@ where
     F: Fn(&[Line<'_>]) -> Result<T> + Sync,
 {
     let file = File::open(path).map_err(|e| Error::read(path, e))?;
+    let size = file.metadata().map(|m| m.len()).unwrap_or(0);
+    let progress = Progress::new(path, size);
     let mut report = ReadReport::default();
     let mut out: Vec<T> = Vec::new();
     let mut line_no: u64 = 0; // lines before the current block
@@ -187,10 +219,12 @@ where
                 out.push(r?);
             }
             line_no = acc;
+            progress.update(report.bytes);
             let _ = spent_tx.send(block.data);
         }
         Ok(())
     })?;
+    drop(progress);
     report.lines = line_no;
     if report.bytes == 0 {
         return Err(Error::bad(Location::file(path), "the file is empty; expected one JSON object per line"));
