@@ -174,7 +174,10 @@ pub fn merge_custom_profile(
         }
         let tasks = custom::tasks_of(t, &rows);
         for m in specs {
-            for (k, v) in custom::compute(m, t, &tasks)? {
+            let mut w = crate::metrics::warnings::Warnings::default();
+            let vals = custom::compute(m, t, &tasks, &mut w)?;
+            common::print_warnings(&w);
+            for (k, v) in vals {
                 e.set(&k, v);
             }
         }

@@ -29,10 +29,9 @@ fn entry(plan: &TaskPlan<'_>, g: usize, sample: &Json, em: &mut Emitter, scratch
         for (f, row) in st.iter().enumerate() {
             if let Some(v) = row[s] {
                 em.key_raw(&quoted[f][s]);
-                if p.all_int && (s == 1 || s == 2) {
-                    em.i64(v as i64);
-                } else {
-                    em.f64(v);
+                match plan.int_extreme(g, f, s) {
+                    Some(i) => em.i64(i),
+                    None => em.f64(v),
                 }
             }
         }

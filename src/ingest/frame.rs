@@ -55,7 +55,7 @@ pub fn rollouts_frame(
             }
         }
         if all_int {
-            let v: Vec<Option<i64>> = vals.iter().map(|o| o.map(|x| x as i64)).collect();
+            let v: Vec<Option<i64>> = vals.iter().enumerate().map(|(r, o)| o.map(|_| f.int(t, r))).collect();
             cols.push(Column::new(f.name.as_str().into(), v));
         } else {
             cols.push(Column::new(f.name.as_str().into(), vals));

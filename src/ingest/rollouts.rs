@@ -115,7 +115,7 @@ fn scalar_tag(v: &Scalar<'_>) -> Option<(u8, f64)> {
     Some(match *v {
         Scalar::Null => (tag::NULL, 0.0),
         Scalar::Bool(b) => (tag::BOOL, if b { 1.0 } else { 0.0 }),
-        Scalar::Int(i) => (tag::INT, i as f64),
+        Scalar::Int(i) => (tag::INT, f64::from_bits(i as u64)),
         Scalar::Float(f) => (tag::FLOAT, f),
         Scalar::Str(s, _) if s.len() > MAX_KEPT_STR => (tag::LONG_STR, 0.0),
         Scalar::Str(..) => return None,

@@ -44,7 +44,8 @@ pub struct Column {
     pub name: String,
     /// One [`tag`] per row.
     pub tags: Vec<u8>,
-    /// The number for numeric tags (bools as 0/1; ints exactly when |v| < 2^53).
+    /// The number for numeric tags: floats as they are, bools as 0/1, and ints as their
+    /// exact i64 bit pattern (read them with [`Column::int`] / [`Column::float`]).
     pub nums: Vec<f64>,
     /// Index into `dict` for `STR` rows (`u32::MAX` elsewhere); empty when the column
     /// never held a kept string.
@@ -61,9 +62,28 @@ impl Column {
     #[inline]
     pub fn num(&self, row: usize) -> Option<f64> {
         if tag::is_numeric(self.tags[row]) {
-            Some(self.nums[row])
+            Some(self.float(row))
         } else {
             None
+        }
+    }
+
+    /// The value at a numeric `row` as f64 (ints are stored exactly, see [`Column::nums`]).
+    #[inline]
+    pub fn float(&self, row: usize) -> f64 {
+        if self.tags[row] == tag::INT {
+            self.int(row) as f64
+        } else {
+            self.nums[row]
+        }
+    }
+
+    /// The exact integer at an `INT` row (bools as 0/1).
+    #[inline]
+    pub fn int(&self, row: usize) -> i64 {
+        match self.tags[row] {
+            tag::INT => self.nums[row].to_bits() as i64,
+            _ => self.nums[row] as i64,
         }
     }
 
@@ -157,7 +177,9 @@ impl ColumnsBuilder {
     pub fn set_str(&mut self, id: u32, row: usize, s: &str) {
         let dict = &mut self.dicts[id as usize];
         let c = &mut self.cols[id as usize];
-        if c.codes.is_empty() {
+        Self::pad(c, row);
+        if c.codes.len() < c.tags.len() {
+            // The column's first kept string: codes start here, aligned with the tags.
             c.codes.resize(c.tags.len(), u32::MAX);
         }
         let code = match dict.get(s) {
@@ -182,6 +204,8 @@ impl ColumnsBuilder {
     }
 
     /// Pads every column to `rows` and returns them.
+    ///
+    /// Invariant: a column's `codes` is empty or exactly as long as its `tags`.
     pub fn finish(mut self, rows: usize) -> Vec<Column> {
         for c in &mut self.cols {
             Self::pad(c, rows);
@@ -291,5 +315,29 @@ impl Interner {
         self.seqs.push(seq.to_vec());
         self.index.insert(seq.to_vec(), i);
         i
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_first_string_after_absent_rows_keeps_codes_aligned() {
+        let mut b = ColumnsBuilder::default();
+        let other = b.id(Source::Top, b"x");
+        b.set(other, 0, tag::INT, 0.0);
+        let id = b.id(Source::Top, b"answer");
+        // The column appears at row 5: rows 0..5 are absent.
+        b.set_str(id, 5, "A");
+        b.set(id, 7, tag::NULL, 0.0);
+        b.set_str(id, 8, "B");
+        let cols = b.finish(12);
+        let c = &cols[id as usize];
+        assert_eq!(c.codes.len(), c.tags.len());
+        assert_eq!((c.str_at(5), c.str_at(8), c.str_at(6), c.str_at(7)), (Some("A"), Some("B"), None, None));
+        let (merged, _) = merge_columns(vec![(cols, 12)], &(0..12u32).rev().map(|l| (0, l)).collect::<Vec<_>>());
+        let m = merged.iter().find(|c| c.name == "answer").unwrap();
+        assert_eq!((m.str_at(6), m.str_at(3)), (Some("A"), Some("B")));
     }
 }

@@ -134,7 +134,7 @@ pub fn entry<'a>(t: &'a RolloutTable, g: &Group, opts: &AggregateOptions, warn: 
     // Custom metrics over the scored rollouts grouped by task.
     let by_task = custom::tasks_of(t, &scored);
     for m in &opts.metrics {
-        for (k, v) in custom::compute(m, t, &by_task)? {
+        for (k, v) in custom::compute(m, t, &by_task, warn)? {
             agent.set(&k, v);
         }
     }

@@ -10,6 +10,7 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 use super::pass_at_k::{self, Rollout, Score};
+use super::warnings::Warnings;
 use crate::error::{Error, Result};
 use crate::export::json::{Json, Key};
 use crate::ingest::{tag, RolloutTable, Source};
@@ -53,7 +54,7 @@ fn field_value(t: &RolloutTable, name: &str, r: usize) -> Option<Json> {
     let c = t.column(Source::Top, name)?;
     let c = &t.columns[c];
     match c.tags[r] {
-        tag::INT => Some(Json::Int(c.nums[r] as i64)),
+        tag::INT => Some(Json::Int(c.int(r))),
         tag::FLOAT => Some(Json::Float(c.nums[r])),
         tag::BOOL => Some(Json::Bool(c.nums[r] != 0.0)),
         tag::STR => c.str_at(r).map(|s| Json::Str(s.to_string())),
@@ -62,9 +63,16 @@ fn field_value(t: &RolloutTable, name: &str, r: usize) -> Option<Json> {
     }
 }
 
+/// An answer as a comparable key. Python's `Counter` treats `1`, `1.0` and `True` as one
+/// answer (equal and equally hashed), so numbers and bools compare by numeric value.
 fn answer_repr(v: &Json) -> String {
+    let v = match v {
+        Json::Bool(b) => Json::Float(if *b { 1.0 } else { 0.0 }),
+        Json::Int(i) => Json::Float(*i as f64),
+        other => other.clone(),
+    };
     let mut out = Vec::new();
-    crate::export::json::write_compact(&mut out, v);
+    crate::export::json::write_compact(&mut out, &v);
     String::from_utf8(out).unwrap_or_default()
 }
 
@@ -72,16 +80,33 @@ fn answer_repr(v: &Json) -> String {
 fn reward_score(t: &RolloutTable, r: usize) -> Option<Score> {
     let c = &t.columns[t.column(Source::Top, "reward")?];
     match c.tags[r] {
-        tag::INT | tag::BOOL => Some(Score::Int(c.nums[r] as i64)),
+        tag::INT | tag::BOOL => Some(Score::Int(c.int(r))),
         tag::FLOAT => Some(Score::Float(c.nums[r])),
         _ => None,
     }
 }
 
 /// Computes one built-in metric for one agent; SQL metrics return nothing here.
-pub fn compute(m: &MetricSpec, t: &RolloutTable, tasks: &[Vec<usize>]) -> Result<Vec<(String, Json)>> {
+/// Rollouts without a numeric reward (null, missing, a string) are left out of pass@k
+/// with a warning; NeMo Gym 0.7.0 stops with a `TypeError` / `KeyError` on them.
+pub fn compute(
+    m: &MetricSpec,
+    t: &RolloutTable,
+    tasks: &[Vec<usize>],
+    warn: &mut Warnings,
+) -> Result<Vec<(String, Json)>> {
     match m {
         MetricSpec::PassAtK { answer_key, subset_key } => {
+            let unscored: Vec<usize> =
+                tasks.iter().flatten().copied().filter(|&r| reward_score(t, r).is_none()).collect();
+            if let Some(&first) = unscored.first() {
+                warn.add(format!(
+                    "pass_at_k: {} rollout(s) have no numeric reward (first: {}, line {}); they are left out of pass@k",
+                    unscored.len(),
+                    t.path.display(),
+                    t.line[first]
+                ));
+            }
             let build = |rows: &Vec<usize>| -> Vec<Rollout> {
                 rows.iter()
                     .map(|&r| Rollout {

@@ -34,17 +34,28 @@ impl Field {
     /// The overlaid value's tag and number at a table row (usage replaces top-level).
     #[inline]
     pub fn at(&self, t: &RolloutTable, row: usize) -> (u8, f64) {
+        match self.column(t, row) {
+            Some(c) => (c.tags[row], if tag::is_numeric(c.tags[row]) { c.float(row) } else { 0.0 }),
+            None => (tag::ABSENT, 0.0),
+        }
+    }
+
+    /// The column that holds the overlaid value at `row`.
+    #[inline]
+    pub fn column<'t>(&self, t: &'t RolloutTable, row: usize) -> Option<&'t crate::ingest::Column> {
         if let Some(u) = self.usage {
             let c = &t.columns[u];
             if c.tags[row] != tag::ABSENT {
-                return (c.tags[row], c.nums[row]);
+                return Some(c);
             }
         }
-        if let Some(tp) = self.top {
-            let c = &t.columns[tp];
-            return (c.tags[row], c.nums[row]);
-        }
-        (tag::ABSENT, 0.0)
+        self.top.map(|tp| &t.columns[tp])
+    }
+
+    /// The exact integer at `row` (for int and bool values).
+    #[inline]
+    pub fn int(&self, t: &RolloutTable, row: usize) -> i64 {
+        self.column(t, row).map(|c| c.int(row)).unwrap_or(0)
     }
 }
 
@@ -62,6 +73,8 @@ pub struct Profiled<'a> {
     pub vals: Vec<Vec<f64>>,
     /// Whether every field is an int or bool in every row (SPEC §2 typing of max/min).
     pub all_int: bool,
+    /// With `all_int`: the exact integers, `ints[f][pos]` (max/min are written from them).
+    pub ints: Vec<Vec<i64>>,
     /// Task-level grouping per (task, label) rather than per task.
     pub fan_out: bool,
 }
@@ -71,7 +84,8 @@ pub fn discover_fields(t: &RolloutTable, rows_task_rollout_order: &[usize]) -> V
     // Names that could ever be numeric, to stop early once all are found.
     let mut possible: HashSet<&str> = HashSet::new();
     for c in &t.columns {
-        if (c.source == Source::Top || c.source == Source::Usage) && c.has_numbers() {
+        // `_`-prefixed keys never count, also when they come from `response.usage`.
+        if (c.source == Source::Top || c.source == Source::Usage) && !c.name.starts_with('_') && c.has_numbers() {
             possible.insert(c.name.as_str());
         }
     }
@@ -87,7 +101,7 @@ pub fn discover_fields(t: &RolloutTable, rows_task_rollout_order: &[usize]) -> V
         usage_names.clear();
         usage_names.extend(seq[sep + 1..].iter().map(|&c| t.columns[c as usize].name.as_str()));
         let consider = |name: &str, tg: u8, seen: &mut Vec<String>, seen_set: &mut HashSet<String>| {
-            if tag::is_numeric(tg) && !seen_set.contains(name) {
+            if tag::is_numeric(tg) && !name.starts_with('_') && !seen_set.contains(name) {
                 seen_set.insert(name.to_string());
                 seen.push(name.to_string());
             }
@@ -184,7 +198,12 @@ impl<'a> Profiled<'a> {
             .collect();
         let all_int = cols.iter().all(|c| c.1);
         let vals = cols.into_iter().map(|c| c.0).collect();
-        Profiled { t, rows: rows_sorted, label, labels, fields, vals, all_int, fan_out }
+        let ints = if all_int {
+            fields.par_iter().map(|f| rows_sorted.iter().map(|&r| f.int(t, r)).collect()).collect()
+        } else {
+            Vec::new()
+        };
+        Profiled { t, rows: rows_sorted, label, labels, fields, vals, all_int, ints, fan_out }
     }
 
     pub fn task(&self, pos: usize) -> i64 {
@@ -282,14 +301,31 @@ pub fn describe_stats(cols: &[&[f64]], scratch: &mut Vec<f64>) -> Vec<[Option<f6
     st
 }
 
-/// [`describe_stats`] as members in stat-major order (`max`/`min` as ints when
-/// `all_int`), appended to `out`.
-pub fn describe(cols: &[&[f64]], keys: &StatKeys, all_int: bool, out: &mut Members, scratch: &mut Vec<f64>) {
+/// Exact (max, min) of integers.
+pub fn int_extremes(v: &[i64]) -> (i64, i64) {
+    v.iter().fold((i64::MIN, i64::MAX), |(hi, lo), &x| (hi.max(x), lo.min(x)))
+}
+
+/// [`describe_stats`] as members in stat-major order, appended to `out`; with `ints`
+/// (an all-int profile) `max`/`min` are the exact integers.
+pub fn describe(
+    cols: &[&[f64]],
+    keys: &StatKeys,
+    ints: Option<&[Vec<i64>]>,
+    out: &mut Members,
+    scratch: &mut Vec<f64>,
+) {
     let st = describe_stats(cols, scratch);
     for s in 0..5 {
         for (f, row) in st.iter().enumerate() {
             if let Some(v) = row[s] {
-                let j = if all_int && (s == 1 || s == 2) { Json::Int(v as i64) } else { Json::Float(v) };
+                let j = match ints {
+                    Some(ints) if s == 1 || s == 2 => {
+                        let (hi, lo) = int_extremes(&ints[f]);
+                        Json::Int(if s == 1 { hi } else { lo })
+                    }
+                    _ => Json::Float(v),
+                };
                 out.push((keys.keys[f][s].clone(), j));
             }
         }
@@ -488,9 +524,11 @@ pub fn agent_level(p: &Profiled<'_>, keys: &StatKeys) -> Vec<Vec<(Key, Json)>> {
         .map(|positions| {
             let cols: Vec<Vec<f64>> = p.vals.iter().map(|v| positions.iter().map(|&pos| v[pos]).collect()).collect();
             let refs: Vec<&[f64]> = cols.iter().map(|c| c.as_slice()).collect();
+            let ints: Option<Vec<Vec<i64>>> =
+                p.all_int.then(|| p.ints.iter().map(|v| positions.iter().map(|&pos| v[pos]).collect()).collect());
             let mut out = Vec::new();
             let mut scratch = Vec::new();
-            describe(&refs, keys, p.all_int, &mut out, &mut scratch);
+            describe(&refs, keys, ints.as_deref(), &mut out, &mut scratch);
             out
         })
         .collect()

@@ -157,7 +157,7 @@ pub fn perf_summary(t: &RolloutTable, rows: &[usize]) -> Option<Json> {
         let c = &t.columns[c];
         with.iter()
             .filter_map(|&r| match c.tags[r] {
-                tag::INT | tag::BOOL => Some(Num::I(c.nums[r] as i64)),
+                tag::INT | tag::BOOL => Some(Num::I(c.int(r))),
                 tag::FLOAT => Some(Num::F(c.nums[r])),
                 _ => None,
             })
@@ -169,7 +169,7 @@ pub fn perf_summary(t: &RolloutTable, rows: &[usize]) -> Option<Json> {
     let positive = match col("token_observability_coverage") {
         Some(c) => {
             let c = &t.columns[c];
-            with.iter().filter(|&&r| tag::is_numeric(c.tags[r]) && c.nums[r] > 0.0).count()
+            with.iter().filter(|&&r| tag::is_numeric(c.tags[r]) && c.float(r) > 0.0).count()
         }
         None => 0,
     };
@@ -199,8 +199,8 @@ pub fn perf_summary(t: &RolloutTable, rows: &[usize]) -> Option<Json> {
         let (cc, tc) = (&t.columns[cc], &t.columns[tc]);
         let ratio: Vec<Num> = with
             .iter()
-            .filter(|&&r| tag::is_numeric(cc.tags[r]) && tag::is_numeric(tc.tags[r]) && tc.nums[r] > 0.0)
-            .map(|&r| Num::F(cc.nums[r] / tc.nums[r]))
+            .filter(|&&r| tag::is_numeric(cc.tags[r]) && tag::is_numeric(tc.tags[r]) && tc.float(r) > 0.0)
+            .map(|&r| Num::F(cc.float(r) / tc.float(r)))
             .collect();
         if !ratio.is_empty() {
             put("mean_tokens_per_turn".into(), Json::Float(fmean(&ratio)));

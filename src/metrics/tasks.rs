@@ -5,7 +5,7 @@
 
 use std::sync::Arc;
 
-use super::levels::{describe_stats, Profiled, StatKeys, DESCRIBE};
+use super::levels::{describe_stats, int_extremes, Profiled, StatKeys, DESCRIBE};
 use crate::export::json::{Json, Members};
 use crate::ingest::rollouts::SEP;
 use crate::ingest::{tag, InputTable, RolloutTable};
@@ -42,6 +42,17 @@ impl TaskPlan<'_> {
         describe_stats(&cols, scratch)
     }
 
+    /// In an all-int profile, the exact `max` (s = 1) or `min` (s = 2) of field `f` in
+    /// group `g`; `None` for other statistics or when some value is a float.
+    pub fn int_extreme(&self, g: usize, f: usize, s: usize) -> Option<i64> {
+        if !self.p.all_int || !(s == 1 || s == 2) {
+            return None;
+        }
+        let (a, b) = self.groups[g];
+        let (hi, lo) = int_extremes(&self.p.ints[f][a..b]);
+        Some(if s == 1 { hi } else { lo })
+    }
+
     pub fn expected(&self, g: usize) -> i64 {
         let (a, b) = self.groups[g];
         match &self.expected {
@@ -61,8 +72,10 @@ impl TaskPlan<'_> {
                 for (s, _) in DESCRIBE.iter().enumerate() {
                     for (f, row) in st.iter().enumerate() {
                         if let Some(v) = row[s] {
-                            let j =
-                                if self.p.all_int && (s == 1 || s == 2) { Json::Int(v as i64) } else { Json::Float(v) };
+                            let j = match self.int_extreme(g, f, s) {
+                                Some(i) => Json::Int(i),
+                                None => Json::Float(v),
+                            };
                             m.push((self.keys.keys[f][s].clone(), j));
                         }
                     }
@@ -129,7 +142,7 @@ pub fn info_plans(t: &RolloutTable) -> Vec<InfoPlan> {
 pub fn info_value(t: &RolloutTable, c: usize, row: usize, keep_bool: bool) -> Option<Val<'_>> {
     let col = &t.columns[c];
     match col.tags[row] {
-        tag::INT => Some(Val::Int(col.nums[row] as i64)),
+        tag::INT => Some(Val::Int(col.int(row))),
         tag::FLOAT => Some(Val::Float(col.nums[row])),
         tag::BOOL if keep_bool => Some(Val::Bool(col.nums[row] != 0.0)),
         tag::BOOL => Some(Val::Int(col.nums[row] as i64)),
@@ -144,18 +157,26 @@ pub fn info_value(t: &RolloutTable, c: usize, row: usize, keep_bool: bool) -> Op
 #[inline]
 /// `emit` receives the column index (whose name is the key) and the value.
 pub fn rollout_info_each<'t>(t: &'t RolloutTable, plan: &InfoPlan, row: usize, mut emit: impl FnMut(usize, Val<'t>)) {
+    // A numeric usage `reward` overwrites the top-level one, keeping its first place.
+    let usage_reward = plan.usage.iter().find(|(u, _)| t.columns[*u].name == "reward").map(|&(u, _)| u);
     if let Some(rc) = plan.reward {
         let col = &t.columns[rc];
-        let v = match col.tags[row] {
-            tag::NULL | tag::LONG_STR => Some(Val::Null),
-            tag::STR => col.str_at(row).map(Val::Str),
-            _ => info_value(t, rc, row, true),
+        let v = match usage_reward.and_then(|u| info_value(t, u, row, false)) {
+            Some(v) => Some(v),
+            None => match col.tags[row] {
+                tag::NULL | tag::LONG_STR => Some(Val::Null),
+                tag::STR => col.str_at(row).map(Val::Str),
+                _ => info_value(t, rc, row, true),
+            },
         };
         if let Some(v) = v {
             emit(rc, v);
         }
     }
     for &(u, dup) in &plan.usage {
+        if plan.reward.is_some() && Some(u) == usage_reward {
+            continue;
+        }
         if let Some(v) = info_value(t, u, row, false) {
             let v = dup.and_then(|c| info_value(t, c, row, false)).unwrap_or(v);
             emit(u, v);

@@ -548,3 +548,69 @@ fn batch_metrics_on_jsonl_and_parquet() {
     assert!(o.status.success(), "{}", stderr(&o));
     assert!(stdout(&o).contains("\"custom_metrics/train/reward_variance\": 0.0"), "{}", stdout(&o));
 }
+
+/// Differential findings against NeMo Gym 0.7.0 on inputs outside the corpus.
+mod reference_rules {
+    use super::*;
+
+    const INPUTS: &str = "{\"_ng_task_index\":0,\"_ng_rollout_index\":0,\"agent_ref\":{\"name\":\"a\"}}\n{\"_ng_task_index\":0,\"_ng_rollout_index\":1,\"agent_ref\":{\"name\":\"a\"}}\n";
+
+    fn profile(rollouts: &str) -> (TempDir, Vec<Json>, Json) {
+        let d = TempDir::new("rules");
+        let i = d.write("inputs.jsonl", INPUTS);
+        let r = d.write("rollouts.jsonl", rollouts);
+        let o = run(&["profile", "--inputs", i.to_str().unwrap(), "--rollouts", r.to_str().unwrap()]);
+        assert!(o.status.success(), "{}", stderr(&o));
+        let tasks = read_jsonl(&d.join("rollouts_reward_profiling.jsonl"));
+        let Json::Arr(mut agents) = read_json(&d.join("rollouts_agent_metrics.json")) else { panic!() };
+        (d, tasks, agents.remove(0))
+    }
+
+    #[test]
+    fn underscore_usage_keys_are_not_statistics() {
+        let (_d, tasks, agent) = profile(
+            "{\"_ng_task_index\":0,\"_ng_rollout_index\":0,\"reward\":1,\"response\":{\"usage\":{\"_hidden\":1,\"output_tokens\":3}}}\n{\"_ng_task_index\":0,\"_ng_rollout_index\":1,\"reward\":0,\"response\":{\"usage\":{\"_hidden\":2,\"output_tokens\":5}}}\n",
+        );
+        assert!(agent.get("mean/_hidden").is_none() && tasks[0].get("max/_hidden").is_none());
+        assert_eq!(agent.get("mean/output_tokens"), Some(&Json::Float(4.0)));
+        // rollout_infos keeps every numeric usage key, as NeMo Gym does.
+        let Some(Json::Arr(infos)) = tasks[0].get("rollout_infos") else { panic!() };
+        assert_eq!(infos[0].get("_hidden"), Some(&Json::Int(1)));
+    }
+
+    #[test]
+    fn integers_beyond_2_pow_53_stay_exact() {
+        let (_d, tasks, agent) = profile(
+            "{\"_ng_task_index\":0,\"_ng_rollout_index\":0,\"ts_ns\":9007199254740993}\n{\"_ng_task_index\":0,\"_ng_rollout_index\":1,\"ts_ns\":9007199254740995}\n",
+        );
+        assert_eq!(agent.get("max/ts_ns"), Some(&Json::Int(9007199254740995)));
+        assert_eq!(tasks[0].get("min/ts_ns"), Some(&Json::Int(9007199254740993)));
+        let Some(Json::Arr(infos)) = tasks[0].get("rollout_infos") else { panic!() };
+        assert_eq!(infos[1].get("ts_ns"), Some(&Json::Int(9007199254740995)));
+    }
+
+    #[test]
+    fn a_usage_reward_overrides_the_record_reward_in_place() {
+        let (_d, tasks, _) = profile(
+            "{\"_ng_task_index\":0,\"_ng_rollout_index\":0,\"reward\":1,\"response\":{\"usage\":{\"reward\":0.5}}}\n{\"_ng_task_index\":0,\"_ng_rollout_index\":1,\"reward\":0,\"response\":{\"usage\":{\"reward\":0.5}}}\n",
+        );
+        let Some(Json::Arr(infos)) = tasks[0].get("rollout_infos") else { panic!() };
+        let Json::Obj(members) = &infos[0] else { panic!() };
+        assert_eq!(&*members[3].0, "reward");
+        assert_eq!(members[3].1, Json::Float(0.5));
+    }
+
+    #[test]
+    fn pass_at_k_leaves_out_rollouts_without_a_numeric_reward_with_a_warning() {
+        let d = TempDir::new("passk-null");
+        let r = d.write(
+            "rollouts.jsonl",
+            "{\"_ng_task_index\":0,\"_ng_rollout_index\":0,\"reward\":1,\"agent_ref\":{\"name\":\"a\"}}\n{\"_ng_task_index\":0,\"_ng_rollout_index\":1,\"reward\":null,\"agent_ref\":{\"name\":\"a\"}}\n",
+        );
+        let o = run(&["aggregate", "--rollouts", r.to_str().unwrap(), "--metric", "pass_at_k", "-q"]);
+        assert!(o.status.success(), "{}", stderr(&o));
+        assert!(stderr(&o).contains("no numeric reward"), "{}", stderr(&o));
+        let Json::Arr(e) = read_json(&d.join("rollouts_aggregate_metrics.json")) else { panic!() };
+        assert_eq!(e[0].get("agent_metrics").unwrap().get("pass@1/accuracy"), Some(&Json::Float(100.0)));
+    }
+}
