@@ -89,8 +89,10 @@ pub fn write_i64(out: &mut Vec<u8>, v: i64) {
     out.extend_from_slice(b.format(v).as_bytes());
 }
 
-pub fn write_str(out: &mut Vec<u8>, s: &str) {
-    out.push(b'"');
+/// Appends `s` JSON-escaped, without quotes: `"`, `\\` and control characters only
+/// (UTF-8 passes through, `/` is not escaped), as orjson writes strings.
+pub fn escape_into(out: &mut Vec<u8>, s: &str) {
+    const HEX: &[u8; 16] = b"0123456789abcdef";
     let bytes = s.as_bytes();
     let mut start = 0;
     for (i, &c) in bytes.iter().enumerate() {
@@ -102,9 +104,11 @@ pub fn write_str(out: &mut Vec<u8>, s: &str) {
             b'\t' => b"\\t",
             8 => b"\\b",
             12 => b"\\f",
-            c if c < 0x20 => {
+            0..=0x1f => {
                 out.extend_from_slice(&bytes[start..i]);
-                out.extend_from_slice(format!("\\u{:04x}", c).as_bytes());
+                out.extend_from_slice(b"\\u00");
+                out.push(HEX[usize::from(c >> 4)]);
+                out.push(HEX[usize::from(c & 0xf)]);
                 start = i + 1;
                 continue;
             }
@@ -115,6 +119,12 @@ pub fn write_str(out: &mut Vec<u8>, s: &str) {
         start = i + 1;
     }
     out.extend_from_slice(&bytes[start..]);
+}
+
+/// Appends `s` as a quoted JSON string.
+pub fn write_str(out: &mut Vec<u8>, s: &str) {
+    out.push(b'"');
+    escape_into(out, s);
     out.push(b'"');
 }
 

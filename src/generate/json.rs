@@ -1,35 +1,6 @@
 //! Minimal JSON emission into byte buffers (no serde on the hot path).
 
-/// Appends `s` with JSON string escaping (without the surrounding quotes).
-pub(super) fn escape_into(out: &mut Vec<u8>, s: &str) {
-    const HEX: &[u8; 16] = b"0123456789abcdef";
-    let bytes = s.as_bytes();
-    let mut start = 0;
-    for (i, &b) in bytes.iter().enumerate() {
-        let esc: &[u8] = match b {
-            b'"' => b"\\\"",
-            b'\\' => b"\\\\",
-            b'\n' => b"\\n",
-            b'\r' => b"\\r",
-            b'\t' => b"\\t",
-            0x08 => b"\\b",
-            0x0c => b"\\f",
-            0x00..=0x1f => {
-                out.extend_from_slice(&bytes[start..i]);
-                out.extend_from_slice(b"\\u00");
-                out.push(HEX[usize::from(b >> 4)]);
-                out.push(HEX[usize::from(b & 0xf)]);
-                start = i + 1;
-                continue;
-            }
-            _ => continue,
-        };
-        out.extend_from_slice(&bytes[start..i]);
-        out.extend_from_slice(esc);
-        start = i + 1;
-    }
-    out.extend_from_slice(&bytes[start..]);
-}
+use crate::export::json::escape_into;
 
 /// Returns `s` JSON-escaped (without quotes).
 pub(super) fn escaped(s: &str) -> Vec<u8> {
