@@ -614,3 +614,58 @@ mod reference_rules {
         assert_eq!(e[0].get("agent_metrics").unwrap().get("pass@1/accuracy"), Some(&Json::Float(100.0)));
     }
 }
+
+#[test]
+fn a_users_sql_metric_folder_adds_metrics_by_file_name() {
+    let d = TempDir::new("metric-dir");
+    let (r, i) = sweep(&d);
+    let dir = d.join("my_metrics");
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(
+        dir.join("rollouts_per_agent.sql"),
+        "-- rollouts_per_agent: how many measured rollouts each agent has.\nSELECT agent, COUNT(*) AS n FROM rollouts WHERE NOT mask_sample GROUP BY agent\n",
+    )
+    .unwrap();
+    let out = d.join("agg.json");
+    let o = run(&[
+        "aggregate",
+        "--rollouts",
+        r.to_str().unwrap(),
+        "--inputs",
+        i.to_str().unwrap(),
+        "--out",
+        out.to_str().unwrap(),
+        "-q",
+        "--metric-dir",
+        dir.to_str().unwrap(),
+        "--metric",
+        "rollouts_per_agent",
+        "--key-metric",
+        "rollouts_per_agent/*",
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let Json::Arr(entries) = read_json(&out) else { panic!() };
+    for e in &entries {
+        let am = e.get("agent_metrics").unwrap();
+        let Some(Json::Obj(cov)) = e.get("key_metrics").cloned() else { panic!() };
+        let measured = match am.get("coverage/measured_rollouts") {
+            Some(Json::Int(n)) => *n,
+            _ => match e.get("group_level_metrics") {
+                Some(Json::Arr(tasks)) => tasks
+                    .iter()
+                    .map(|t| match t.get("num_rollouts") {
+                        Some(Json::Int(n)) => *n,
+                        _ => 0,
+                    })
+                    .sum(),
+                _ => 0,
+            },
+        };
+        assert_eq!(am.get("rollouts_per_agent/n"), Some(&Json::Int(measured)));
+        assert!(cov.iter().any(|(k, _)| &**k == "rollouts_per_agent/n"), "key metric selected by glob");
+    }
+    // An unknown metric name is a usage error that lists what exists.
+    let o = run(&["aggregate", "--rollouts", r.to_str().unwrap(), "--metric", "nope", "-q"]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(stderr(&o).contains("pass_at_k") && stderr(&o).contains("frac_reward_zero_std"), "{}", stderr(&o));
+}
