@@ -53,5 +53,5 @@ m = con.execute(
               WHERE NOT mask_sample GROUP BY agent) b USING (agent)"""
 ).fetchone()[0]
 check(m is not None and m < 1e-12, "agents.mean/reward equals DuckDB's mean over rollouts")
-print(f"parquet interop: {passed} passed, {failed} failed")
+print(f"interop: {passed} passed, {failed} failed")
 sys.exit(1 if failed else 0)
