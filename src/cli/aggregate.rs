@@ -17,6 +17,7 @@ use crate::export::tasks::write_aggregate;
 use crate::ingest::{InputTable, RolloutTable};
 use crate::metrics::aggregate::{aggregate, AggregateOptions};
 use crate::metrics::custom::{self, MetricSpec};
+use crate::metrics::labels::runs;
 
 #[derive(ClapArgs, Debug, Clone)]
 pub struct Args {
@@ -79,44 +80,18 @@ pub fn execute(a: &Args) -> Result<AggregateRun> {
     out.check(&path)?;
     let (t, inputs) = common::read_both(&a.rollouts, a.inputs.as_deref())?;
     let builtin: Vec<MetricSpec> = specs.iter().filter(|m| !matches!(m, MetricSpec::Sql { .. })).cloned().collect();
+    let sql: Vec<&MetricSpec> = specs.iter().filter(|m| matches!(m, MetricSpec::Sql { .. })).collect();
+    let extra =
+        if sql.is_empty() { HashMap::new() } else { sql_metrics(&t, inputs.as_ref(), a.agent.as_deref(), &sql)? };
     let opts = AggregateOptions {
         default_agent: a.agent.clone(),
         metrics: builtin,
         key_metrics: a.metrics.key_metric.clone(),
+        extra,
     };
     let t0 = std::time::Instant::now();
-    let (mut entries, warnings) = aggregate(&t, inputs.as_ref(), &opts)?;
+    let (entries, warnings) = aggregate(&t, inputs.as_ref(), &opts)?;
     common::trace("statistics", t0);
-    let sql: Vec<&MetricSpec> = specs.iter().filter(|m| matches!(m, MetricSpec::Sql { .. })).collect();
-    if !sql.is_empty() {
-        let by_label = sql_metrics(&t, inputs.as_ref(), a.agent.as_deref(), &sql)?;
-        for e in &mut entries {
-            let Some(vals) = by_label.get(e.label()) else { continue };
-            let Some(am) = e.member("agent_metrics").cloned() else { continue };
-            let mut am = am;
-            let num_repeats = am.remove("num_repeats");
-            for (k, v) in vals {
-                am.set(k, v.clone());
-            }
-            if let Some(n) = num_repeats {
-                am.set("num_repeats", n);
-            }
-            let cov: Vec<(String, Json)> = match e.member("key_metrics") {
-                Some(Json::Obj(items)) => items
-                    .iter()
-                    .filter(|(k, _)| k.starts_with("coverage/"))
-                    .map(|(k, v)| (k.to_string(), v.clone()))
-                    .collect(),
-                _ => vec![],
-            };
-            let mut km = custom::key_metrics(&am, &a.metrics.key_metric);
-            for (k, v) in cov {
-                km.set(&k, v);
-            }
-            *e.member_mut("agent_metrics").unwrap() = am;
-            *e.member_mut("key_metrics").unwrap() = km;
-        }
-    }
     let t0 = std::time::Instant::now();
     let mut w = out.create(&path)?;
     write_aggregate(&entries, &mut w).map_err(|e| stream_error(&path, e))?;
@@ -139,8 +114,7 @@ pub fn sql_metrics(
     default_agent: Option<&str>,
     specs: &[&MetricSpec],
 ) -> Result<HashMap<String, Vec<(String, Json)>>> {
-    let (keys, labels) = common::run_labels(t, inputs, default_agent);
-    let frame = crate::ingest::frame::rollouts_frame(t, &keys, &labels)?;
+    let frame = crate::ingest::frame::rollouts_frame(t, &runs(t, inputs), default_agent)?;
     let mut out: HashMap<String, Vec<(String, Json)>> = HashMap::new();
     for m in specs {
         if let MetricSpec::Sql { name, sql } = m {
@@ -159,7 +133,7 @@ pub fn merge_custom_profile(
     specs: &[MetricSpec],
     agents: &mut [Json],
 ) -> Result<()> {
-    let (_, labels) = common::run_labels(t, inputs, None);
+    let runs = runs(t, inputs);
     let sql: Vec<&MetricSpec> = specs.iter().filter(|m| matches!(m, MetricSpec::Sql { .. })).collect();
     let sql_vals = if sql.is_empty() { HashMap::new() } else { sql_metrics(t, inputs, None, &sql)? };
     for e in agents.iter_mut() {
@@ -168,7 +142,7 @@ pub fn merge_custom_profile(
             _ => continue,
         };
         let rows: Vec<usize> =
-            (0..t.len()).filter(|&r| !t.masked[r] && labels[r].as_deref() == Some(name.as_str())).collect();
+            (0..t.len()).filter(|&r| !t.masked[r] && runs.label_of(r) == Some(name.as_str())).collect();
         if rows.is_empty() {
             continue;
         }

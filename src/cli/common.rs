@@ -8,7 +8,6 @@ use clap::Args as ClapArgs;
 use crate::error::Result;
 use crate::ingest::{self, InputTable, RolloutTable};
 use crate::metrics::custom::{self, MetricSpec};
-use crate::metrics::labels::runs;
 
 /// Prints read warnings (cut-off last lines) to stderr.
 pub fn report_read_warnings(w: &[String]) {
@@ -37,19 +36,6 @@ pub fn read_both(rollouts: &Path, inputs: Option<&Path>) -> Result<(RolloutTable
     }
     trace("read", t0);
     Ok((r, i))
-}
-
-/// Run key and label per rollout row (SPEC §5); `default_agent` labels rollouts that
-/// name no agent.
-pub fn run_labels(
-    t: &RolloutTable,
-    inputs: Option<&InputTable>,
-    default_agent: Option<&str>,
-) -> (Vec<Option<String>>, Vec<Option<String>>) {
-    let r = runs(t, inputs);
-    let keys = (0..t.len()).map(|i| r.key_of(i).map(|s| s.to_string())).collect();
-    let labels = (0..t.len()).map(|i| r.label_of(i).or(default_agent).map(|s| s.to_string())).collect();
-    (keys, labels)
 }
 
 /// Custom-metric flags shared by `profile` and `aggregate`.

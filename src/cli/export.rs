@@ -12,6 +12,7 @@ use crate::export::atomic::OutputSet;
 use crate::export::parquet::write_parquet;
 use crate::ingest::frame::rollouts_frame;
 use crate::metrics::aggregate::{aggregate, AggregateOptions};
+use crate::metrics::labels::runs;
 
 #[derive(ClapArgs, Debug, Clone)]
 pub struct Args {
@@ -32,8 +33,7 @@ pub struct Args {
 /// Builds the four tables.
 pub fn tables(a: &Args) -> Result<Vec<(&'static str, DataFrame)>> {
     let (t, inputs) = common::read_both(&a.rollouts, a.inputs.as_deref())?;
-    let (keys, labels) = common::run_labels(&t, inputs.as_ref(), a.agent.as_deref());
-    let rollouts = rollouts_frame(&t, &keys, &labels)?;
+    let rollouts = rollouts_frame(&t, &runs(&t, inputs.as_ref()), a.agent.as_deref())?;
     let opts = AggregateOptions { default_agent: a.agent.clone(), ..Default::default() };
     let (entries, _) = aggregate(&t, inputs.as_ref(), &opts)?;
     let (tasks, agents, repeats) = crate::query::level_tables(&entries)?;

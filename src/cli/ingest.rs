@@ -11,6 +11,7 @@ use crate::error::Result;
 use crate::export::atomic::OutputSet;
 use crate::export::parquet::write_parquet;
 use crate::ingest::frame::rollouts_frame;
+use crate::metrics::labels::runs;
 
 #[derive(ClapArgs, Debug, Clone)]
 pub struct Args {
@@ -44,18 +45,17 @@ pub fn execute(a: &Args) -> Result<IngestRun> {
     let mut out = OutputSet::new(&ins);
     out.check(&a.out)?;
     let (t, inputs) = common::read_both(&a.rollouts, a.inputs.as_deref())?;
-    let (keys, labels) = common::run_labels(&t, inputs.as_ref(), None);
+    let runs = runs(&t, inputs.as_ref());
     let t0 = std::time::Instant::now();
-    let mut df = rollouts_frame(&t, &keys, &labels)?;
+    let mut df = rollouts_frame(&t, &runs, None)?;
     common::trace("frame", t0);
     let t0 = std::time::Instant::now();
     let tmp = out.temp_for(&a.out)?;
     write_parquet(&mut df, &tmp)?;
     common::trace("parquet", t0);
     out.commit()?;
-    let mut agents: Vec<String> = labels.iter().flatten().cloned().collect();
+    let mut agents: Vec<String> = runs.labels.clone();
     agents.sort();
-    agents.dedup();
     let mut tasks = t.task.clone();
     tasks.sort_unstable();
     tasks.dedup();

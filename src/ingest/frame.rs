@@ -13,20 +13,20 @@ use polars::prelude::*;
 
 use super::table::{tag, Source};
 use super::RolloutTable;
+use crate::metrics::labels::Runs;
 use crate::metrics::levels::discover_fields;
 
-/// Builds the rollouts frame. `labels[row]` and `run_keys[row]` come from SPEC §5.
-pub fn rollouts_frame(
-    t: &RolloutTable,
-    run_keys: &[Option<String>],
-    labels: &[Option<String>],
-) -> PolarsResult<DataFrame> {
+/// Builds the rollouts frame from the runs of SPEC §5; `default_agent` labels rollouts
+/// that name no agent.
+pub fn rollouts_frame(t: &RolloutTable, runs: &Runs, default_agent: Option<&str>) -> PolarsResult<DataFrame> {
     let n = t.len();
+    let run_keys: Vec<Option<&str>> = (0..n).map(|r| runs.key_of(r)).collect();
+    let labels: Vec<Option<&str>> = (0..n).map(|r| runs.label_of(r).or(default_agent)).collect();
     let mut cols: Vec<Column> = vec![
         Column::new("_ng_task_index".into(), t.task.clone()),
         Column::new("_ng_rollout_index".into(), t.rollout.clone()),
-        Column::new("run_key".into(), run_keys.iter().map(|s| s.as_deref()).collect::<Vec<_>>()),
-        Column::new("agent".into(), labels.iter().map(|s| s.as_deref()).collect::<Vec<_>>()),
+        Column::new("run_key".into(), run_keys),
+        Column::new("agent".into(), labels),
         Column::new("mask_sample".into(), t.masked.clone()),
     ];
     let mut order: Vec<usize> = (0..n).collect();

@@ -250,18 +250,19 @@ impl<'a> Scanner<'a> {
         // strings do not count), found 64 bytes at a time with bit masks.
         let close = if object { b'}' } else { b']' };
         match skip_to_close(self.b, self.i, open, close) {
-            Some(end) => {
+            Ok(end) => {
                 self.i = end;
-                return Ok(Scalar::Container { object, empty });
+                Ok(Scalar::Container { object, empty })
             }
-            None => {
+            Err(ended_in_string) => {
                 self.i = self.b.len();
-                if string_unterminated(self.b) {
-                    return self.err("unterminated string");
+                if ended_in_string {
+                    self.err("unterminated string")
+                } else {
+                    self.err("unexpected end of line inside an object or array")
                 }
             }
         }
-        self.err("unexpected end of line inside an object or array")
     }
 }
 
@@ -321,8 +322,9 @@ fn prefix_xor(mut x: u64) -> u64 {
 }
 
 /// From just after an opening bracket at `from - 1`, the index just after its matching
-/// close: counts `open`/`close` outside strings, 64 bytes at a time.
-fn skip_to_close(b: &[u8], from: usize, open: u8, close: u8) -> Option<usize> {
+/// close: counts `open`/`close` outside strings, 64 bytes at a time. When the line ends
+/// first, `Err` tells whether it ended inside a string.
+fn skip_to_close(b: &[u8], from: usize, open: u8, close: u8) -> Result<usize, bool> {
     let mut depth: u32 = 1;
     let mut i = from;
     let mut in_string: u64 = 0; // all ones when the previous block ended inside a string
@@ -342,7 +344,7 @@ fn skip_to_close(b: &[u8], from: usize, open: u8, close: u8) -> Option<usize> {
             } else {
                 depth -= 1;
                 if depth == 0 {
-                    return Some(i + bit as usize + 1);
+                    return Ok(i + bit as usize + 1);
                 }
             }
             m &= m - 1;
@@ -369,32 +371,12 @@ fn skip_to_close(b: &[u8], from: usize, open: u8, close: u8) -> Option<usize> {
         } else if c == close {
             depth -= 1;
             if depth == 0 {
-                return Some(i + 1);
+                return Ok(i + 1);
             }
         }
         i += 1;
     }
-    None
-}
-
-/// Whether a line ends inside a string (for the error message of a cut-off value).
-fn string_unterminated(b: &[u8]) -> bool {
-    let mut in_str = false;
-    let mut escaped = false;
-    for &c in b {
-        if in_str {
-            if escaped {
-                escaped = false;
-            } else if c == b'\\' {
-                escaped = true;
-            } else if c == b'"' {
-                in_str = false;
-            }
-        } else if c == b'"' {
-            in_str = true;
-        }
-    }
-    in_str
+    Err(in_str)
 }
 
 /// Index of the quote that closes a string whose content starts at `from`: the next
@@ -588,8 +570,13 @@ mod tests {
                     v.push(outside[(next() % outside.len() as u64) as usize]);
                 }
             }
-            assert_eq!(skip_to_close(&v, 1, b'[', b']'), scalar(&v, 1, b'[', b']'), "{}", String::from_utf8_lossy(&v));
-            assert_eq!(skip_to_close(&v, 1, b'{', b'}'), scalar(&v, 1, b'{', b'}'));
+            assert_eq!(
+                skip_to_close(&v, 1, b'[', b']').ok(),
+                scalar(&v, 1, b'[', b']'),
+                "{}",
+                String::from_utf8_lossy(&v)
+            );
+            assert_eq!(skip_to_close(&v, 1, b'{', b'}').ok(), scalar(&v, 1, b'{', b'}'));
         }
     }
 

@@ -1,7 +1,7 @@
 //! Aggregate (SPEC §7): the `_aggregate_metrics.json` entries `gym eval run` writes, one
 //! per run label, each computed as a single agent named `agent` over that run's rollouts.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 
 use super::custom::{self, MetricSpec};
@@ -24,6 +24,9 @@ pub struct AggregateOptions {
     pub metrics: Vec<MetricSpec>,
     /// Key-metric selection patterns; empty means the default `mean/*` (+ coverage).
     pub key_metrics: Vec<String>,
+    /// Metric values computed outside (SQL metrics), per run label, merged after the
+    /// built-in custom metrics.
+    pub extra: HashMap<String, Vec<(String, Json)>>,
 }
 
 /// One run's rows and how it is named.
@@ -99,9 +102,6 @@ impl AggEntry<'_> {
     pub fn member(&self, k: &str) -> Option<&Json> {
         self.head.iter().find(|(kk, _)| &**kk == k).map(|(_, v)| v)
     }
-    pub fn member_mut(&mut self, k: &str) -> Option<&mut Json> {
-        self.head.iter_mut().find(|(kk, _)| &**kk == k).map(|(_, v)| v)
-    }
 }
 
 /// Computes one aggregate entry.
@@ -137,6 +137,9 @@ pub fn entry<'a>(t: &'a RolloutTable, g: &Group, opts: &AggregateOptions, warn: 
         for (k, v) in custom::compute(m, t, &by_task, warn)? {
             agent.set(&k, v);
         }
+    }
+    for (k, v) in opts.extra.get(&g.label).into_iter().flatten() {
+        agent.set(k, v.clone());
     }
     let mut reps: Vec<i64> = g.rows.iter().map(|&r| t.rollout[r]).collect();
     reps.sort_unstable();

@@ -308,20 +308,14 @@ pub fn int_extremes(v: &[i64]) -> (i64, i64) {
 
 /// [`describe_stats`] as members in stat-major order, appended to `out`; with `ints`
 /// (an all-int profile) `max`/`min` are the exact integers.
-pub fn describe(
-    cols: &[&[f64]],
-    keys: &StatKeys,
-    ints: Option<&[Vec<i64>]>,
-    out: &mut Members,
-    scratch: &mut Vec<f64>,
-) {
+pub fn describe(cols: &[&[f64]], keys: &StatKeys, ints: Option<&[&[i64]]>, out: &mut Members, scratch: &mut Vec<f64>) {
     let st = describe_stats(cols, scratch);
     for s in 0..5 {
         for (f, row) in st.iter().enumerate() {
             if let Some(v) = row[s] {
                 let j = match ints {
                     Some(ints) if s == 1 || s == 2 => {
-                        let (hi, lo) = int_extremes(&ints[f]);
+                        let (hi, lo) = int_extremes(ints[f]);
                         Json::Int(if s == 1 { hi } else { lo })
                     }
                     _ => Json::Float(v),
@@ -526,9 +520,10 @@ pub fn agent_level(p: &Profiled<'_>, keys: &StatKeys) -> Vec<Vec<(Key, Json)>> {
             let refs: Vec<&[f64]> = cols.iter().map(|c| c.as_slice()).collect();
             let ints: Option<Vec<Vec<i64>>> =
                 p.all_int.then(|| p.ints.iter().map(|v| positions.iter().map(|&pos| v[pos]).collect()).collect());
+            let int_refs: Option<Vec<&[i64]>> = ints.as_ref().map(|v| v.iter().map(|c| c.as_slice()).collect());
             let mut out = Vec::new();
             let mut scratch = Vec::new();
-            describe(&refs, keys, ints.as_deref(), &mut out, &mut scratch);
+            describe(&refs, keys, int_refs.as_deref(), &mut out, &mut scratch);
             out
         })
         .collect()

@@ -5,7 +5,7 @@
 
 use std::sync::Arc;
 
-use super::levels::{describe_stats, int_extremes, Profiled, StatKeys, DESCRIBE};
+use super::levels::{describe, describe_stats, int_extremes, Profiled, StatKeys};
 use crate::export::json::{Json, Members};
 use crate::ingest::rollouts::SEP;
 use crate::ingest::{tag, InputTable, RolloutTable};
@@ -68,18 +68,9 @@ impl TaskPlan<'_> {
             .map(|g| {
                 let (a, b) = self.groups[g];
                 let mut m: Members = vec![(Arc::from("_ng_task_index"), Json::Int(self.p.task(a)))];
-                let st = self.stats(g, &mut scratch);
-                for (s, _) in DESCRIBE.iter().enumerate() {
-                    for (f, row) in st.iter().enumerate() {
-                        if let Some(v) = row[s] {
-                            let j = match self.int_extreme(g, f, s) {
-                                Some(i) => Json::Int(i),
-                                None => Json::Float(v),
-                            };
-                            m.push((self.keys.keys[f][s].clone(), j));
-                        }
-                    }
-                }
+                let cols: Vec<&[f64]> = self.p.vals.iter().map(|v| &v[a..b]).collect();
+                let ints: Option<Vec<&[i64]>> = self.p.all_int.then(|| self.p.ints.iter().map(|v| &v[a..b]).collect());
+                describe(&cols, &self.keys, ints.as_deref(), &mut m, &mut scratch);
                 let n = (b - a) as i64;
                 let e = self.expected(g);
                 m.push((Arc::from("num_rollouts"), Json::Int(n)));
