@@ -23,7 +23,8 @@ impl Score {
             Score::Float(f) => f,
         }
     }
-    fn json(self) -> Json {
+    /// The value as JSON, an int staying an int.
+    pub fn json(self) -> Json {
         match self {
             Score::Int(i) => Json::Int(i),
             Score::Float(f) => Json::Float(f),
@@ -283,7 +284,6 @@ pub fn metrics(tasks: &[Vec<Rollout>], with_answers: bool, avg_sample_std_dev: b
             }
         }
     }
-    let _ = Score::json;
     out
 }
 

@@ -4,31 +4,10 @@
 
 use std::sync::Arc;
 
+use super::pass_at_k::{py_sum, Score};
 use crate::export::json::{Json, Key};
 use crate::ingest::{tag, RolloutTable, Source};
 use crate::stats;
-
-/// A number as Python holds it: int or float.
-#[derive(Clone, Copy, Debug)]
-enum Num {
-    I(i64),
-    F(f64),
-}
-
-impl Num {
-    fn f(self) -> f64 {
-        match self {
-            Num::I(i) => i as f64,
-            Num::F(f) => f,
-        }
-    }
-    fn json(self) -> Json {
-        match self {
-            Num::I(i) => Json::Int(i),
-            Num::F(f) => Json::Float(f),
-        }
-    }
-}
 
 /// Exactly rounded sum of floats (Shewchuk's algorithm, as Python's `math.fsum`).
 pub fn fsum(xs: impl IntoIterator<Item = f64>) -> f64 {
@@ -81,51 +60,26 @@ pub fn fsum(xs: impl IntoIterator<Item = f64>) -> f64 {
     hi
 }
 
-fn median(v: &[Num]) -> Num {
+fn median(v: &[Score]) -> Score {
     let mut s = v.to_vec();
     s.sort_by(|a, b| a.f().total_cmp(&b.f()));
     let n = s.len();
     if n % 2 == 1 {
         s[n / 2]
     } else {
-        Num::F((s[n / 2 - 1].f() + s[n / 2].f()) / 2.0)
+        Score::Float((s[n / 2 - 1].f() + s[n / 2].f()) / 2.0)
     }
 }
 
-fn total(v: &[Num]) -> Num {
-    if v.iter().all(|x| matches!(x, Num::I(_))) {
-        Num::I(v.iter().map(|x| if let Num::I(i) = x { *i } else { 0 }).sum())
-    } else {
-        // Python's sum(): left to right.
-        let mut acc = 0.0;
-        let mut int_acc: i64 = 0;
-        let mut float = false;
-        for x in v {
-            match *x {
-                Num::I(i) if !float => int_acc += i,
-                Num::I(i) => acc += i as f64,
-                Num::F(f) => {
-                    if !float {
-                        acc = int_acc as f64;
-                        float = true;
-                    }
-                    acc += f;
-                }
-            }
-        }
-        Num::F(acc)
-    }
-}
-
-fn fmean(v: &[Num]) -> f64 {
+fn fmean(v: &[Score]) -> f64 {
     fsum(v.iter().map(|x| x.f())) / v.len() as f64
 }
 
 /// Population standard deviation, computed around an exactly rounded mean with a
 /// compensated sum of squares (Python's `statistics.pstdev` is exact; this agrees to
 /// well within 1e-12 relative).
-fn pstdev(v: &[Num]) -> f64 {
-    if v.iter().all(|x| matches!(x, Num::I(_))) {
+fn pstdev(v: &[Score]) -> f64 {
+    if v.iter().all(|x| matches!(x, Score::Int(_))) {
         // Exact in integers: var = (n*S2 - S1^2) / n^2.
         let n = v.len() as i128;
         let s1: i128 = v.iter().map(|x| x.f() as i128).sum();
@@ -138,7 +92,7 @@ fn pstdev(v: &[Num]) -> f64 {
     (ss / v.len() as f64).sqrt()
 }
 
-fn quantile(v: &[Num], q: f64) -> f64 {
+fn quantile(v: &[Score], q: f64) -> f64 {
     let mut s: Vec<f64> = v.iter().map(|x| x.f()).collect();
     stats::sort_f64(&mut s);
     stats::quantile_linear_sorted(&s, q)
@@ -152,13 +106,13 @@ pub fn perf_summary(t: &RolloutTable, rows: &[usize]) -> Option<Json> {
     }
     let total_n = rows.len() as f64;
     let col = |name: &str| t.column(Source::Perf, name);
-    let values = |name: &str| -> Vec<Num> {
+    let values = |name: &str| -> Vec<Score> {
         let Some(c) = col(name) else { return Vec::new() };
         let c = &t.columns[c];
         with.iter()
             .filter_map(|&r| match c.tags[r] {
-                tag::INT | tag::BOOL => Some(Num::I(c.int(r))),
-                tag::FLOAT => Some(Num::F(c.nums[r])),
+                tag::INT | tag::BOOL => Some(Score::Int(c.int(r))),
+                tag::FLOAT => Some(Score::Float(c.nums[r])),
                 _ => None,
             })
             .collect()
@@ -181,7 +135,7 @@ pub fn perf_summary(t: &RolloutTable, rows: &[usize]) -> Option<Json> {
         }
         put(format!("mean_{field}"), Json::Float(fmean(&v)));
         put(format!("median_{field}"), median(&v).json());
-        put(format!("total_{field}"), total(&v).json());
+        put(format!("total_{field}"), py_sum(v.iter().copied()).json());
     }
     let turns = values("num_turns");
     if !turns.is_empty() {
@@ -197,10 +151,10 @@ pub fn perf_summary(t: &RolloutTable, rows: &[usize]) -> Option<Json> {
     // Per-rollout completion tokens per turn.
     if let (Some(cc), Some(tc)) = (col("completion_tokens"), col("num_turns")) {
         let (cc, tc) = (&t.columns[cc], &t.columns[tc]);
-        let ratio: Vec<Num> = with
+        let ratio: Vec<Score> = with
             .iter()
             .filter(|&&r| tag::is_numeric(cc.tags[r]) && tag::is_numeric(tc.tags[r]) && tc.float(r) > 0.0)
-            .map(|&r| Num::F(cc.float(r) / tc.float(r)))
+            .map(|&r| Score::Float(cc.float(r) / tc.float(r)))
             .collect();
         if !ratio.is_empty() {
             put("mean_tokens_per_turn".into(), Json::Float(fmean(&ratio)));
