@@ -77,6 +77,14 @@ impl Emitter {
         self.out.extend_from_slice(quoted);
         self.out.extend_from_slice(if self.indent.is_some() { b": " } else { b":" });
     }
+    /// A member key known to need no escaping (a literal name).
+    pub fn key_plain(&mut self, k: &str) {
+        debug_assert!(!k.bytes().any(|c| c < 0x20 || c == b'"' || c == b'\\'));
+        self.item();
+        self.out.push(b'"');
+        self.out.extend_from_slice(k.as_bytes());
+        self.out.extend_from_slice(if self.indent.is_some() { b"\": " } else { b"\":" });
+    }
     pub fn key(&mut self, k: &str) {
         self.item();
         write_str(&mut self.out, k);

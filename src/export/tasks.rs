@@ -15,13 +15,15 @@ use crate::metrics::tasks::{rollout_info_each, Samples, TaskPlan, Val};
 
 /// Task entries per batch.
 const BATCH: usize = 4096;
+/// Task entries rendered into one buffer.
+const CHUNK: usize = 64;
 
 /// Serializes task entry `g` with the emitter's layout.
 fn entry(plan: &TaskPlan<'_>, g: usize, sample: &Json, em: &mut Emitter, scratch: &mut Vec<f64>) {
     let p = &plan.p;
     let (a, b) = plan.groups[g];
     em.begin_obj();
-    em.key("_ng_task_index");
+    em.key_plain("_ng_task_index");
     em.i64(p.task(a));
     let st = plan.stats(g, scratch);
     let quoted = &plan.keys.quoted;
@@ -37,39 +39,37 @@ fn entry(plan: &TaskPlan<'_>, g: usize, sample: &Json, em: &mut Emitter, scratch
         }
     }
     if plan.with_agent_ref {
-        em.key("agent_ref");
+        em.key_plain("agent_ref");
         em.json(&Json::name_ref(&p.labels[p.label[a] as usize]));
     }
-    em.key("sample");
+    em.key_plain("sample");
     em.json(sample);
     let n = (b - a) as i64;
     let e = plan.expected(g);
-    em.key("num_rollouts");
+    em.key_plain("num_rollouts");
     em.i64(n);
-    em.key("expected_num_rollouts");
+    em.key_plain("expected_num_rollouts");
     em.i64(e);
-    em.key("missing_num_rollouts");
+    em.key_plain("missing_num_rollouts");
     em.i64(e - n);
-    em.key("reward_profile_completion_pct");
+    em.key_plain("reward_profile_completion_pct");
     em.f64(if e == 0 { 100.0 } else { 100.0 * n as f64 / e as f64 });
-    em.key("rollout_infos");
+    em.key_plain("rollout_infos");
     em.begin_arr();
     let t = p.t;
     for pos in a..b {
         let row = p.rows[pos];
         em.elem();
         em.begin_obj();
-        em.key("rollout_id");
-        let mut id = Vec::with_capacity(24);
-        id.push(b'"');
-        id.extend_from_slice(itoa::Buffer::new().format(t.task[row]).as_bytes());
-        id.push(b':');
-        id.extend_from_slice(itoa::Buffer::new().format(t.rollout[row]).as_bytes());
-        id.push(b'"');
-        em.out.extend_from_slice(&id);
-        em.key("_ng_task_index");
+        em.key_plain("rollout_id");
+        em.out.push(b'"');
+        em.out.extend_from_slice(itoa::Buffer::new().format(t.task[row]).as_bytes());
+        em.out.push(b':');
+        em.out.extend_from_slice(itoa::Buffer::new().format(t.rollout[row]).as_bytes());
+        em.out.push(b'"');
+        em.key_plain("_ng_task_index");
         em.i64(t.task[row]);
-        em.key("_ng_rollout_index");
+        em.key_plain("_ng_rollout_index");
         em.i64(t.rollout[row]);
         rollout_info_each(t, &plan.info[t.order[row] as usize], row, |c, v| {
             em.key_raw(&plan.quoted_names[c]);
@@ -123,11 +123,17 @@ pub fn write_tasks<W: Write + Send>(plan: &TaskPlan<'_>, indent: Option<usize>, 
         w.write_all(b"[")?;
     }
     let (tx, rx) = std::sync::mpsc::sync_channel::<Vec<Vec<u8>>>(1);
+    // Written buffers come back for reuse, so each batch fills memory that is already
+    // mapped instead of fresh pages.
+    let pool: std::sync::Mutex<Vec<Vec<u8>>> = std::sync::Mutex::new(Vec::new());
     std::thread::scope(|scope| -> io::Result<()> {
+        let pool = &pool;
         let writer = scope.spawn(move || -> io::Result<()> {
             for parts in rx {
-                for p in parts {
+                for mut p in parts {
                     w.write_all(&p)?;
+                    p.clear();
+                    pool.lock().unwrap_or_else(|e| e.into_inner()).push(p);
                 }
             }
             if let Some(d) = indent {
@@ -148,26 +154,30 @@ pub fn write_tasks<W: Write + Send>(plan: &TaskPlan<'_>, indent: Option<usize>, 
                     break;
                 }
             };
+            // Consecutive entries render into one buffer per chunk.
             let parts: Vec<Vec<u8>> = (start..end)
+                .step_by(CHUNK)
+                .collect::<Vec<_>>()
                 .into_par_iter()
-                .with_min_len(64)
-                .map_init(Vec::new, |scratch, g| {
+                .map_init(Vec::new, |scratch, g0| {
+                    let buf = pool.lock().unwrap_or_else(|e| e.into_inner()).pop().unwrap_or_default();
                     let mut em = match indent {
                         None => Emitter::compact(),
                         Some(d) => Emitter::indented(d + 1),
                     };
-                    let (a, b) = plan.groups[g];
-                    em.out.reserve(2048 + (b - a) * if indent.is_some() { 600 } else { 300 });
-                    if let Some(d) = indent {
-                        if g > 0 {
-                            em.out.push(b',');
+                    em.out = buf;
+                    for g in g0..(g0 + CHUNK).min(end) {
+                        if let Some(d) = indent {
+                            if g > 0 {
+                                em.out.push(b',');
+                            }
+                            em.out.push(b'\n');
+                            em.out.resize(em.out.len() + 2 * (d + 1), b' ');
                         }
-                        em.out.push(b'\n');
-                        em.out.resize(em.out.len() + 2 * (d + 1), b' ');
-                    }
-                    entry(plan, g, &samples[g - start], &mut em, scratch);
-                    if indent.is_none() {
-                        em.out.push(b'\n');
+                        entry(plan, g, &samples[g - start], &mut em, scratch);
+                        if indent.is_none() {
+                            em.out.push(b'\n');
+                        }
                     }
                     em.out
                 })

@@ -5,9 +5,10 @@
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 
-use super::lines::{read_pieces, ReadReport};
+use super::lines::{read_pieces, PieceLines, ReadReport};
+use super::rollouts::str_value;
 use super::rollouts::{describe, Names, NONE};
-use super::scan::{decode_str, key_is, Scalar, Scanner};
+use super::scan::{key_is, Scalar, Scanner};
 use crate::error::{Error, Location, Result};
 
 /// Expected rollouts, in file order.
@@ -46,11 +47,12 @@ impl InputTable {
 struct Piece {
     t: InputTable,
     names: Names,
-    warnings: Vec<String>,
+    /// The file's last line when it was cut off mid-write: piece-local number, reason.
+    cut_off: Option<(u64, String)>,
 }
 
 impl Piece {
-    fn name(&mut self, s: String) -> u32 {
+    fn name(&mut self, s: &str) -> u32 {
         self.names.get(s)
     }
 }
@@ -62,11 +64,12 @@ type LineProblem = (Option<String>, String);
 
 /// Reads a materialized-inputs file.
 pub fn read_inputs(path: &Path) -> Result<InputTable> {
-    let (pieces, mut report) = read_pieces(path, |lines| {
+    let (pieces, mut report) = read_pieces(path, |lines: &mut PieceLines<'_>| {
         let mut p = Piece::default();
+        let utf8_valid = lines.utf8_valid;
         for l in lines {
             let r: std::result::Result<RowKeys, LineProblem> = (|| {
-                if simdutf8::basic::from_utf8(l.bytes).is_err() {
+                if !utf8_valid && simdutf8::basic::from_utf8(l.bytes).is_err() {
                     let e = std::str::from_utf8(l.bytes).unwrap_err();
                     return Err((
                         None,
@@ -104,9 +107,9 @@ pub fn read_inputs(path: &Path) -> Result<InputTable> {
                         }
                     } else if key_is(k, b"_ng_environment_server") {
                         if let Scalar::Str(raw, e) = s.value().map_err(inv)? {
-                            let n = decode_str(raw, e)
+                            let n = str_value(raw, e)
                                 .map_err(|m| (Some("_ng_environment_server".to_string()), m.to_string()))?;
-                            server = p.name(n);
+                            server = p.name(&n);
                         }
                     } else if key_is(k, b"agent_ref") && s.peek() == Some(b'{') {
                         s.i += 1;
@@ -115,9 +118,9 @@ pub fn read_inputs(path: &Path) -> Result<InputTable> {
                             let v = s.value().map_err(inv)?;
                             if key_is(ak, b"name") {
                                 if let Scalar::Str(raw, e) = v {
-                                    let n = decode_str(raw, e)
+                                    let n = str_value(raw, e)
                                         .map_err(|m| (Some("agent_ref.name".to_string()), m.to_string()))?;
-                                    agent = p.name(n);
+                                    agent = p.name(&n);
                                 }
                             }
                         }
@@ -148,11 +151,7 @@ pub fn read_inputs(path: &Path) -> Result<InputTable> {
                 }
                 Err((key, msg)) => {
                     if l.unterminated {
-                        p.warnings.push(format!(
-                            "{}, line {}: the last line is cut off (no newline, {msg}); skipped it",
-                            path.display(),
-                            l.number
-                        ));
+                        p.cut_off = Some((l.number, msg));
                         continue;
                     }
                     let mut loc = Location::line(path, l.number);
@@ -167,8 +166,14 @@ pub fn read_inputs(path: &Path) -> Result<InputTable> {
     })?;
     let mut t = InputTable { path: path.to_path_buf(), ..Default::default() };
     let mut names: HashMap<String, u32> = HashMap::new();
-    for p in pieces {
-        report.warnings.extend(p.warnings);
+    for (p, base) in pieces {
+        if let Some((line, msg)) = p.cut_off {
+            report.warnings.push(format!(
+                "{}, line {}: the last line is cut off (no newline, {msg}); skipped it",
+                path.display(),
+                line + base
+            ));
+        }
         let map: Vec<u32> = p
             .names
             .list
@@ -186,7 +191,7 @@ pub fn read_inputs(path: &Path) -> Result<InputTable> {
         t.server.extend(p.t.server.iter().map(|&v| re(v)));
         t.task.extend(p.t.task);
         t.rollout.extend(p.t.rollout);
-        t.line.extend(p.t.line);
+        t.line.extend(p.t.line.iter().map(|l| l + base));
         t.offset.extend(p.t.offset);
         t.len.extend(p.t.len);
     }

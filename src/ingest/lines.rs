@@ -1,32 +1,92 @@
 //! Parallel, bounded-memory reading of a JSONL file.
 //!
-//! The file is read in large blocks (never the whole file); each block is cut at line
-//! boundaries into pieces that are parsed in parallel with rayon. A piece's parser sees
-//! raw line bytes with their 1-based line numbers and its own byte offset in the file,
-//! and returns a partial result; results come back in file order. Memory therefore
-//! follows what the parsers keep, not the size of the file.
+//! The file is memory-mapped (no copy through a read buffer) and cut at line boundaries
+//! into pieces of a few MB that are parsed in parallel with rayon. A piece's parser walks
+//! its own lines, numbered from 1 within the piece; the numbers before each piece are
+//! known only once every earlier piece is done, so results come back with their base
+//! and callers add it. Pages of a parsed piece are dropped from the mapping at once, so
+//! resident memory follows what the parsers keep, not the size of the file. Files that
+//! cannot be mapped (pipes) are read into memory instead.
 
 use std::fs::File;
-use std::io::Read;
 use std::path::Path;
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 
 use rayon::prelude::*;
 
 use crate::error::{Error, Location, Result};
 
-/// Size of one read block. Two blocks are alive at most (current + carried tail).
-const BLOCK: usize = 32 << 20;
+/// Target size of one piece.
+const PIECE: usize = 8 << 20;
 
 /// One line handed to a piece parser.
 pub struct Line<'a> {
     /// The bytes without the trailing newline (and without a trailing `\r`).
     pub bytes: &'a [u8],
-    /// 1-based line number in the file.
+    /// 1-based line number within the piece; add the piece's base for the file's.
     pub number: u64,
     /// Byte offset of the line's first byte in the file.
     pub offset: u64,
     /// True for the file's last line when it has no trailing newline (a cut-off write).
     pub unterminated: bool,
+}
+
+/// The non-blank lines of one piece, in order.
+pub struct PieceLines<'a> {
+    data: &'a [u8],
+    pos: usize,
+    number: u64,
+    /// File offset of `data[0]`.
+    offset: u64,
+    /// Whether the piece ends the file.
+    last: bool,
+    /// Whether the whole piece is valid UTF-8 (checked once, SIMD); when false the
+    /// parser checks line by line to say where.
+    pub utf8_valid: bool,
+}
+
+impl<'a> PieceLines<'a> {
+    fn new(data: &'a [u8], offset: u64, last: bool) -> Self {
+        let utf8_valid = simdutf8::basic::from_utf8(data).is_ok();
+        PieceLines { data, pos: 0, number: 0, offset, last, utf8_valid }
+    }
+    /// Lines seen so far (blank ones included).
+    pub fn seen(&self) -> u64 {
+        self.number
+    }
+}
+
+impl<'a> Iterator for PieceLines<'a> {
+    type Item = Line<'a>;
+    #[inline]
+    fn next(&mut self) -> Option<Line<'a>> {
+        let d = self.data;
+        while self.pos < d.len() {
+            let start = self.pos;
+            let (raw, terminated) = match memchr::memchr(b'\n', &d[start..]) {
+                Some(p) => {
+                    self.pos = start + p + 1;
+                    (&d[start..start + p], true)
+                }
+                None => {
+                    self.pos = d.len();
+                    (&d[start..], false)
+                }
+            };
+            self.number += 1;
+            let raw = raw.strip_suffix(b"\r").unwrap_or(raw);
+            if raw.iter().all(|c| matches!(c, b' ' | b'\t' | b'\r')) {
+                continue;
+            }
+            return Some(Line {
+                bytes: raw,
+                number: self.number,
+                offset: self.offset + start as u64,
+                unterminated: !terminated && self.last,
+            });
+        }
+        None
+    }
 }
 
 /// What a reader found besides the parsed results.
@@ -43,16 +103,18 @@ struct Progress {
     label: String,
     size: u64,
     on: bool,
+    done: AtomicU64,
 }
 
 impl Progress {
     fn new(path: &Path, size: u64) -> Self {
         use std::io::IsTerminal;
         let on = size >= (256 << 20) && std::io::stderr().is_terminal();
-        Progress { label: path.display().to_string(), size, on }
+        Progress { label: path.display().to_string(), size, on, done: AtomicU64::new(0) }
     }
-    fn update(&self, done: u64) {
+    fn add(&self, bytes: u64) {
         if self.on {
+            let done = self.done.fetch_add(bytes, Ordering::Relaxed) + bytes;
             let pct = 100.0 * done as f64 / self.size.max(1) as f64;
             eprint!("\rreading {}: {pct:5.1}% ({:.2}/{:.2} GB)", self.label, done as f64 / 1e9, self.size as f64 / 1e9);
         }
@@ -68,166 +130,213 @@ impl Drop for Progress {
     }
 }
 
-/// One newline-aligned block of the file.
-struct Block {
-    data: Vec<u8>,
-    /// File offset of `data[0]`.
-    offset: u64,
-    /// Whether this block ends the file.
-    eof: bool,
+/// The file's bytes: mapped when possible, else read into memory.
+enum Bytes {
+    Mapped(memmap2::Mmap),
+    Owned(Vec<u8>),
 }
 
-/// Reads blocks cut at the last newline (the tail is carried into the next block).
-/// Consumed blocks come back on `spent` for reuse, so pages are not faulted in anew.
-fn read_blocks(
-    mut file: File,
-    tx: std::sync::mpsc::SyncSender<std::io::Result<Block>>,
-    spent: std::sync::mpsc::Receiver<Vec<u8>>,
-) {
-    let mut carry: Vec<u8> = Vec::new();
-    let mut offset: u64 = 0;
-    loop {
-        let need = BLOCK.max(carry.len() + (1 << 20)) + 64;
-        let mut buf = match spent.try_recv() {
-            Ok(mut b) => {
-                b.clear();
-                b.reserve(need);
-                b
-            }
-            Err(_) => Vec::with_capacity(need),
-        };
-        buf.append(&mut carry);
-        let want = (buf.capacity() - buf.len()) as u64;
-        let eof = match (&mut file).take(want).read_to_end(&mut buf) {
-            Ok(n) => n == 0 || (n as u64) < want,
-            Err(e) => {
-                let _ = tx.send(Err(e));
-                return;
-            }
-        };
-        if !eof {
-            match memchr::memrchr(b'\n', &buf) {
-                Some(p) => carry = buf.split_off(p + 1),
-                None => {
-                    // One line longer than the block: keep reading into it.
-                    carry = buf;
-                    continue;
-                }
+impl Bytes {
+    fn open(path: &Path) -> Result<Bytes> {
+        let mut file = File::open(path).map_err(|e| Error::read(path, e))?;
+        let meta = file.metadata().map_err(|e| Error::read(path, e))?;
+        if meta.is_file() && meta.len() > 0 {
+            // SAFETY: the mapping is read-only and private. A file changed by another
+            // process while we read it is outside what rollstat supports (as with any
+            // reader of a file being rewritten); we never write through the mapping.
+            if let Ok(m) = unsafe { memmap2::Mmap::map(&file) } {
+                return Ok(Bytes::Mapped(m));
             }
         }
-        let len = buf.len() as u64;
-        if tx.send(Ok(Block { data: buf, offset, eof })).is_err() {
-            return;
+        let mut v = Vec::new();
+        std::io::Read::read_to_end(&mut file, &mut v).map_err(|e| Error::read(path, e))?;
+        Ok(Bytes::Owned(v))
+    }
+    fn data(&self) -> &[u8] {
+        match self {
+            Bytes::Mapped(m) => m,
+            Bytes::Owned(v) => v,
         }
-        offset += len;
-        if eof {
-            return;
+    }
+    /// Drops the pages wholly inside `range` from the mapping (they stay in the page
+    /// cache); a later access would fault them in again.
+    fn release(&self, range: std::ops::Range<usize>) {
+        if let Bytes::Mapped(m) = self {
+            const PAGE: usize = 4096;
+            let start = range.start.div_ceil(PAGE) * PAGE;
+            let end = range.end / PAGE * PAGE;
+            if end > start {
+                // SAFETY: nothing refers to these bytes after their piece is parsed
+                // (parsers copy what they keep); DontNeed on a private read-only file
+                // mapping only unmaps the pages.
+                let _ = unsafe { m.unchecked_advise_range(memmap2::UncheckedAdvice::DontNeed, start, end - start) };
+            }
         }
     }
 }
 
-/// Reads `path` and calls `parse` on pieces of consecutive lines in parallel. `parse`
-/// receives the lines of a piece (blank lines already removed) and returns a `T`.
-/// Results are returned in file order. A reader thread fetches the next block while
-/// the current one is parsed.
-pub fn read_pieces<T, F>(path: &Path, parse: F) -> Result<(Vec<T>, ReadReport)>
+/// Cuts `data` into newline-aligned ranges of about [`PIECE`] bytes.
+fn cut(data: &[u8]) -> Vec<(usize, usize)> {
+    let mut bounds = Vec::with_capacity(data.len() / PIECE + 1);
+    let mut s = 0;
+    while s < data.len() {
+        let e = if s + PIECE >= data.len() {
+            data.len()
+        } else {
+            match memchr::memchr(b'\n', &data[s + PIECE..]) {
+                Some(p) => s + PIECE + p + 1,
+                None => data.len(),
+            }
+        };
+        bounds.push((s, e));
+        s = e;
+    }
+    bounds
+}
+
+/// Reads `path` and calls `parse` on pieces of consecutive lines in parallel. Returns each
+/// piece's result in file order with the number of lines before the piece (add it to the
+/// piece-local line numbers). An error is the first one in file order, with its line
+/// number made file-wide.
+pub fn read_pieces<T, F>(path: &Path, parse: F) -> Result<(Vec<(T, u64)>, ReadReport)>
 where
     T: Send,
-    F: Fn(&[Line<'_>]) -> Result<T> + Sync,
+    F: Fn(&mut PieceLines<'_>) -> Result<T> + Sync,
 {
-    let file = File::open(path).map_err(|e| Error::read(path, e))?;
-    let size = file.metadata().map(|m| m.len()).unwrap_or(0);
-    let progress = Progress::new(path, size);
-    let mut report = ReadReport::default();
-    let mut out: Vec<T> = Vec::new();
-    let mut line_no: u64 = 0; // lines before the current block
-    let pieces_per_block = rayon::current_num_threads().max(1) * 4;
-    let (tx, rx) = std::sync::mpsc::sync_channel::<std::io::Result<Block>>(1);
-    let (spent_tx, spent_rx) = std::sync::mpsc::channel::<Vec<u8>>();
-    std::thread::scope(|scope| -> Result<()> {
-        scope.spawn(move || read_blocks(file, tx, spent_rx));
-        for block in rx {
-            let block = block.map_err(|e| Error::read(path, e))?;
-            report.bytes += block.data.len() as u64;
-            let data = &block.data[..];
-            let file_offset = block.offset;
-            let is_last_block = block.eof;
-            if data.is_empty() {
-                continue;
-            }
-            // Cut into pieces at newlines.
-            let target = data.len().div_ceil(pieces_per_block).max(1 << 16);
-            let mut bounds = Vec::new();
-            let mut s = 0;
-            while s < data.len() {
-                let e = if s + target >= data.len() {
-                    data.len()
-                } else {
-                    match memchr::memchr(b'\n', &data[s + target..]) {
-                        Some(p) => s + target + p + 1,
-                        None => data.len(),
-                    }
-                };
-                bounds.push((s, e));
-                s = e;
-            }
-            // Line counts per piece, to number lines.
-            let counts: Vec<u64> = bounds
-                .par_iter()
-                .map(|&(s, e)| {
-                    let d = &data[s..e];
-                    let n = memchr::memchr_iter(b'\n', d).count() as u64;
-                    n + u64::from(!d.is_empty() && *d.last().unwrap() != b'\n')
-                })
-                .collect();
-            let mut firsts = Vec::with_capacity(counts.len());
-            let mut acc = line_no;
-            for c in &counts {
-                firsts.push(acc);
-                acc += c;
-            }
-            let results: Vec<Result<T>> = bounds
-                .par_iter()
-                .zip(firsts.par_iter())
-                .map(|(&(s, e), &first)| {
-                    let d = &data[s..e];
-                    let mut lines = Vec::new();
-                    let mut pos = 0;
-                    let mut no = first;
-                    while pos < d.len() {
-                        let end = memchr::memchr(b'\n', &d[pos..]).map(|p| pos + p);
-                        let (raw, next, terminated) = match end {
-                            Some(p) => (&d[pos..p], p + 1, true),
-                            None => (&d[pos..], d.len(), false),
-                        };
-                        no += 1;
-                        let raw = raw.strip_suffix(b"\r").unwrap_or(raw);
-                        if !raw.iter().all(|c| matches!(c, b' ' | b'\t' | b'\r')) {
-                            lines.push(Line {
-                                bytes: raw,
-                                number: no,
-                                offset: file_offset + (s + pos) as u64,
-                                unterminated: !terminated && is_last_block && e == data.len(),
-                            });
-                        }
-                        pos = next;
-                    }
-                    parse(&lines)
-                })
-                .collect();
-            for r in results {
-                out.push(r?);
-            }
-            line_no = acc;
-            progress.update(report.bytes);
-            let _ = spent_tx.send(block.data);
-        }
-        Ok(())
-    })?;
-    drop(progress);
-    report.lines = line_no;
-    if report.bytes == 0 {
+    let bytes = Bytes::open(path)?;
+    let data = bytes.data();
+    if data.is_empty() {
         return Err(Error::bad(Location::file(path), "the file is empty; expected one JSON object per line"));
     }
+    let progress = Progress::new(path, data.len() as u64);
+    let bounds = cut(data);
+    // Pieces after a failed one are not parsed; earlier ones are, so the error reported
+    // is the first in the file.
+    let failed = AtomicUsize::new(usize::MAX);
+    let results: Vec<Option<Result<(T, u64)>>> = bounds
+        .par_iter()
+        .enumerate()
+        .map(|(k, &(s, e))| {
+            if k > failed.load(Ordering::Relaxed) {
+                return None;
+            }
+            let mut lines = PieceLines::new(&data[s..e], s as u64, e == data.len());
+            let r = parse(&mut lines).map(|t| (t, lines.seen()));
+            if r.is_err() {
+                failed.fetch_min(k, Ordering::Relaxed);
+            }
+            bytes.release(s..e);
+            progress.add((e - s) as u64);
+            Some(r)
+        })
+        .collect();
+    drop(progress);
+    let mut out = Vec::with_capacity(results.len());
+    let mut base = 0u64;
+    for r in results {
+        match r {
+            Some(Ok((t, n))) => {
+                out.push((t, base));
+                base += n;
+            }
+            Some(Err(e)) => return Err(shift_line(e, base)),
+            None => unreachable!("a piece is skipped only after an earlier one failed"),
+        }
+    }
+    let report = ReadReport { lines: base, bytes: data.len() as u64, warnings: Vec::new() };
     Ok((out, report))
+}
+
+/// Makes a piece-local line number in an error file-wide.
+fn shift_line(e: Error, base: u64) -> Error {
+    match e {
+        Error::BadInput { mut loc, msg } => {
+            loc.line = loc.line.map(|l| l + base);
+            Error::BadInput { loc, msg }
+        }
+        other => other,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn pieces_cover_the_data_at_line_ends() {
+        let mut data = Vec::new();
+        for i in 0..1_000_000u32 {
+            data.extend_from_slice(format!("{{\"i\":{i}}}\n").as_bytes());
+        }
+        data.extend_from_slice(b"{\"tail\":1}");
+        let b = cut(&data);
+        assert!(b.len() > 1);
+        assert_eq!(b[0].0, 0);
+        assert_eq!(b.last().unwrap().1, data.len());
+        for w in b.windows(2) {
+            assert_eq!(w[0].1, w[1].0);
+            assert_eq!(data[w[0].1 - 1], b'\n');
+        }
+    }
+
+    #[test]
+    fn piece_lines_skip_blanks_and_mark_the_unterminated_tail() {
+        let data = b"a\n\n  \r\nb\r\nc";
+        let lines: Vec<(Vec<u8>, u64, u64, bool)> =
+            PieceLines::new(data, 100, true).map(|l| (l.bytes.to_vec(), l.number, l.offset, l.unterminated)).collect();
+        assert_eq!(
+            lines,
+            vec![(b"a".to_vec(), 1, 100, false), (b"b".to_vec(), 4, 107, false), (b"c".to_vec(), 5, 110, true)]
+        );
+        let not_last: Vec<bool> = PieceLines::new(data, 0, false).map(|l| l.unterminated).collect();
+        assert_eq!(not_last, vec![false, false, false]);
+    }
+
+    /// Line numbers stay file-wide across pieces, in results and in errors.
+    #[test]
+    fn numbers_lines_across_pieces() {
+        let dir = std::env::temp_dir().join(format!("rollstat-lines-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("many.jsonl");
+        let mut data = Vec::new();
+        let n = 2_500_000u64; // about 3 pieces
+        for i in 1..=n {
+            if i % 1000 == 0 {
+                data.push(b'\n'); // a blank line still counts
+            } else {
+                data.extend_from_slice(format!("{i:07}\n").as_bytes());
+            }
+        }
+        std::fs::write(&path, &data).unwrap();
+        let parse = |bad: u64| {
+            move |lines: &mut PieceLines<'_>| -> Result<Vec<(u64, u64)>> {
+                let mut seen = Vec::new();
+                for l in lines {
+                    let want: u64 = std::str::from_utf8(l.bytes).unwrap().parse().unwrap();
+                    if want == bad {
+                        return Err(Error::bad(Location::line(Path::new("x"), l.number), "bad"));
+                    }
+                    seen.push((l.number, want));
+                }
+                Ok(seen)
+            }
+        };
+        let (pieces, report) = read_pieces(&path, parse(0)).unwrap();
+        assert!(pieces.len() >= 3);
+        assert_eq!(report.lines, n);
+        let mut count = 0;
+        for (seen, base) in &pieces {
+            for &(local, want) in seen {
+                assert_eq!(local + base, want);
+                count += 1;
+            }
+        }
+        assert_eq!(count, n - n / 1000);
+        let late = n - 7;
+        match read_pieces(&path, parse(late)) {
+            Err(Error::BadInput { loc, .. }) => assert_eq!(loc.line, Some(late)),
+            other => panic!("expected a bad-input error, got {:?}", other.map(|_| ())),
+        }
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
 }

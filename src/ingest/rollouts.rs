@@ -10,7 +10,7 @@ use std::path::{Path, PathBuf};
 
 use rayon::prelude::*;
 
-use super::lines::{read_pieces, Line, ReadReport};
+use super::lines::{read_pieces, Line, PieceLines, ReadReport};
 use super::scan::{decode_str, key_is, Scalar, ScanError, Scanner};
 use super::table::{merge_columns, tag, Column, ColumnsBuilder, Interner, Source, MAX_KEPT_STR};
 use crate::error::{Error, Location, Result};
@@ -77,24 +77,37 @@ struct Piece {
     cols: ColumnsBuilder,
     order: Vec<u32>,
     orders: Interner,
-    warnings: Vec<String>,
+    /// The file's last line when it was cut off mid-write: its piece-local number and
+    /// what was wrong with it.
+    cut_off: Option<(u64, String)>,
 }
 
 /// Interned names (agents, servers) of one piece.
 #[derive(Default)]
 pub(crate) struct Names {
     pub(crate) list: Vec<String>,
-    index: HashMap<String, u32>,
+    index: HashMap<String, u32, foldhash::fast::RandomState>,
+    /// The last name looked up (most rows repeat their neighbour's agent and server).
+    last: Option<(String, u32)>,
 }
 
 impl Names {
-    pub(crate) fn get(&mut self, s: String) -> u32 {
-        if let Some(&i) = self.index.get(&s) {
-            return i;
+    pub(crate) fn get(&mut self, s: &str) -> u32 {
+        if let Some((n, i)) = &self.last {
+            if n == s {
+                return *i;
+            }
         }
-        let i = self.list.len() as u32;
-        self.list.push(s.clone());
-        self.index.insert(s, i);
+        let i = match self.index.get(s) {
+            Some(&i) => i,
+            None => {
+                let i = self.list.len() as u32;
+                self.list.push(s.to_string());
+                self.index.insert(s.to_string(), i);
+                i
+            }
+        };
+        self.last = Some((s.to_string(), i));
         i
     }
 }
@@ -144,7 +157,7 @@ fn key_string(k: (&[u8], bool)) -> std::borrow::Cow<'_, [u8]> {
 }
 
 /// A string value's text without allocating when it has no escapes.
-fn str_value(raw: &[u8], escaped: bool) -> std::result::Result<std::borrow::Cow<'_, str>, &'static str> {
+pub(crate) fn str_value(raw: &[u8], escaped: bool) -> std::result::Result<std::borrow::Cow<'_, str>, &'static str> {
     if escaped {
         decode_str(raw, true).map(std::borrow::Cow::Owned)
     } else {
@@ -180,12 +193,13 @@ impl Piece {
     fn parse_line(
         &mut self,
         l: &Line<'_>,
+        utf8_valid: bool,
         prev: &[u32],
         top_ids: &mut Vec<u32>,
         usage_ids: &mut Vec<u32>,
     ) -> std::result::Result<(), LineErr> {
         let row = self.task.len();
-        if simdutf8::basic::from_utf8(l.bytes).is_err() {
+        if !utf8_valid && simdutf8::basic::from_utf8(l.bytes).is_err() {
             let bad = std::str::from_utf8(l.bytes).unwrap_err().valid_up_to();
             return Err(LineErr {
                 offset: Some(bad),
@@ -220,12 +234,12 @@ impl Piece {
                 rollout = Some(index_value(s.value()?, "_ng_rollout_index")?);
             } else if key_is(k, b"_ng_environment_server") {
                 if let Scalar::Str(raw, e) = s.value()? {
-                    let name = decode_str(raw, e).map_err(|m| LineErr {
+                    let name = str_value(raw, e).map_err(|m| LineErr {
                         offset: None,
                         key: Some("_ng_environment_server".into()),
                         msg: m.into(),
                     })?;
-                    server = self.names.get(name);
+                    server = self.names.get(&name);
                 }
             } else if !kb.is_empty() && kb[0] == b'_' {
                 s.value()?;
@@ -265,12 +279,12 @@ impl Piece {
                         let v = s.value()?;
                         if key_is(ak, b"name") {
                             if let Scalar::Str(raw, e) = v {
-                                let name = decode_str(raw, e).map_err(|m| LineErr {
+                                let name = str_value(raw, e).map_err(|m| LineErr {
                                     offset: None,
                                     key: Some("agent_ref.name".into()),
                                     msg: m.into(),
                                 })?;
-                                agent = self.names.get(name);
+                                agent = self.names.get(&name);
                             }
                         }
                     }
@@ -351,14 +365,15 @@ impl Piece {
 
 /// Reads a rollouts file. A last line cut off mid-write is dropped with a warning.
 pub fn read_rollouts(path: &Path) -> Result<RolloutTable> {
-    let (pieces, mut report) = read_pieces(path, |lines| {
+    let (pieces, mut report) = read_pieces(path, |lines: &mut PieceLines<'_>| {
         let mut p = Piece::default();
         let mut top = Vec::new();
         let mut usage = Vec::new();
         let mut prev: Vec<u32> = Vec::new();
         let mut prev_id = u32::MAX;
+        let utf8_valid = lines.utf8_valid;
         for l in lines {
-            let r = p.parse_line(l, &prev, &mut top, &mut usage);
+            let r = p.parse_line(&l, utf8_valid, &prev, &mut top, &mut usage);
             if r.is_ok() {
                 let id = *p.order.last().unwrap();
                 if id != prev_id {
@@ -375,12 +390,7 @@ pub fn read_rollouts(path: &Path) -> Result<RolloutTable> {
                     c.codes.truncate(row);
                 }
                 if l.unterminated {
-                    p.warnings.push(format!(
-                        "{}, line {}: the last line is cut off (no newline, {}); skipped it, as from a run that crashed mid-write",
-                        path.display(),
-                        l.number,
-                        e.msg
-                    ));
+                    p.cut_off = Some((l.number, e.msg));
                     continue;
                 }
                 let mut loc = Location::line(path, l.number);
@@ -416,10 +426,19 @@ pub fn read_rollouts(path: &Path) -> Result<RolloutTable> {
     let mut orders = Interner::default();
     let mut col_pieces = Vec::with_capacity(pieces.len());
     let mut piece_meta = Vec::with_capacity(pieces.len());
-    for p in pieces {
+    for (mut p, base) in pieces {
         let rows = p.task.len();
-        report.warnings.extend(p.warnings);
-        let name_map: Vec<u32> = p.names.list.into_iter().map(|n| names.get(n)).collect();
+        if let Some((line, why)) = p.cut_off {
+            report.warnings.push(format!(
+                "{}, line {}: the last line is cut off (no newline, {why}); skipped it, as from a run that crashed mid-write",
+                path.display(),
+                line + base
+            ));
+        }
+        for l in &mut p.line {
+            *l += base;
+        }
+        let name_map: Vec<u32> = p.names.list.iter().map(|n| names.get(n)).collect();
         let remap_name = |v: u32| if v == NONE { NONE } else { name_map[v as usize] };
         t.agent.extend(p.agent.iter().map(|&v| remap_name(v)));
         t.server.extend(p.server.iter().map(|&v| remap_name(v)));

@@ -303,17 +303,26 @@ pub fn merge_columns(pieces: Vec<(Vec<Column>, usize)>, src: &[(u32, u32)]) -> (
 #[derive(Default, Clone, Debug)]
 pub struct Interner {
     pub seqs: Vec<Vec<u32>>,
-    index: HashMap<Vec<u32>, u32>,
+    index: HashMap<Vec<u32>, u32, foldhash::fast::RandomState>,
+    /// The last id returned (rows mostly repeat their neighbour's key order).
+    last: Option<u32>,
 }
 
 impl Interner {
     pub fn intern(&mut self, seq: &[u32]) -> u32 {
+        if let Some(l) = self.last {
+            if self.seqs[l as usize] == seq {
+                return l;
+            }
+        }
         if let Some(&i) = self.index.get(seq) {
+            self.last = Some(i);
             return i;
         }
         let i = self.seqs.len() as u32;
         self.seqs.push(seq.to_vec());
         self.index.insert(seq.to_vec(), i);
+        self.last = Some(i);
         i
     }
 }

@@ -52,7 +52,13 @@ pub fn label_runs(agent_by_key: &[(String, Option<String>)]) -> HashMap<String, 
 pub fn labels_for<'a>(rows: impl Iterator<Item = (Option<&'a str>, Option<&'a str>)>) -> HashMap<String, String> {
     let mut order: Vec<(String, Option<String>)> = Vec::new();
     let mut seen: HashMap<String, ()> = HashMap::new();
+    let mut last: Option<(Option<&str>, Option<&str>)> = None;
     for (s, a) in rows {
+        // Neighbouring rows mostly share their run.
+        if last == Some((s, a)) {
+            continue;
+        }
+        last = Some((s, a));
         if let Some(k) = run_key(s, a) {
             if !seen.contains_key(k) {
                 seen.insert(k.to_string(), ());
@@ -96,7 +102,8 @@ impl Runs {
 /// row exists, else from the rollout's own `_ng_environment_server` / `agent_ref.name`.
 /// Labels are computed from the input rows when given, else from the rollouts.
 pub fn runs(t: &RolloutTable, inputs: Option<&InputTable>) -> Runs {
-    let input_at: Option<HashMap<(i64, i64), usize>> =
+    type Fast = foldhash::fast::RandomState;
+    let input_at: Option<HashMap<(i64, i64), usize, Fast>> =
         inputs.map(|inp| (0..inp.len()).map(|i| ((inp.task[i], inp.rollout[i]), i)).collect());
     let labels = match inputs {
         Some(inp) => labels_for((0..inp.len()).map(|i| (inp.name(inp.server[i]), inp.name(inp.agent[i])))),
@@ -107,12 +114,24 @@ pub fn runs(t: &RolloutTable, inputs: Option<&InputTable>) -> Runs {
     let mut label_ids: HashMap<String, u32> = HashMap::new();
     out.key.reserve(t.len());
     out.label.reserve(t.len());
+    // (from inputs, server id, agent id) -> (key, label): names are interned per table,
+    // so each distinct pair is resolved once.
+    let mut resolved: HashMap<(bool, u32, u32), (u32, u32), Fast> = HashMap::default();
     for r in 0..t.len() {
         let row = input_at.as_ref().and_then(|m| m.get(&(t.task[r], t.rollout[r])).copied());
         out.has_input.push(row.is_some());
-        let (server, agent) = match (inputs, row) {
-            (Some(inp), Some(i)) => (inp.name(inp.server[i]), inp.name(inp.agent[i])),
-            _ => (t.name(t.server[r]), t.name(t.agent[r])),
+        let ids = match (inputs, row) {
+            (Some(inp), Some(i)) => (true, inp.server[i], inp.agent[i]),
+            _ => (false, t.server[r], t.agent[r]),
+        };
+        if let Some(&(k, l)) = resolved.get(&ids) {
+            out.key.push(k);
+            out.label.push(l);
+            continue;
+        }
+        let (server, agent) = match (inputs, ids.0) {
+            (Some(inp), true) => (inp.name(ids.1), inp.name(ids.2)),
+            _ => (t.name(ids.1), t.name(ids.2)),
         };
         match run_key(server, agent) {
             None => {
@@ -144,6 +163,7 @@ pub fn runs(t: &RolloutTable, inputs: Option<&InputTable>) -> Runs {
                 out.label.push(lid);
             }
         }
+        resolved.insert(ids, (*out.key.last().unwrap(), *out.label.last().unwrap()));
     }
     out
 }
