@@ -86,16 +86,20 @@ pub fn execute(a: &Args) -> Result<ProfileRun> {
     }
     let (t, inputs) = common::read_both(&a.rollouts, Some(&a.inputs))?;
     let inputs = inputs.expect("inputs were given");
+    let t0 = std::time::Instant::now();
     let mut res = profile(&t, &inputs, a.allow_partial)?;
+    common::trace("statistics", t0);
     if !specs.is_empty() {
         super::aggregate::merge_custom_profile(&t, Some(&inputs), &specs, &mut res.agents)?;
     }
+    let t0 = std::time::Instant::now();
     let mut w = out.create(&paths[0])?;
     if let Some(plan) = &res.tasks {
         write_tasks(plan, None, &mut w).map_err(|e| stream_error(&paths[0], e))?;
     }
     w.flush().map_err(|e| Error::write(&paths[0], e))?;
     drop(w);
+    common::trace("task entries + write", t0);
     out.add(&paths[1], &compact_array(&res.agents))?;
     out.add(&paths[2], &compact_array(&res.repeats))?;
     let files = out.commit()?;

@@ -221,6 +221,108 @@ pub fn parse(bytes: &[u8]) -> Result<Json, String> {
     Ok(v)
 }
 
+/// Re-serializes one JSON object compactly, as [`parse`] then [`write_compact`] would,
+/// without building a tree, leaving out the top-level keys in `drop`. Returns `false`
+/// (with `out` restored) for what only the tree path handles exactly: duplicate keys,
+/// raw control characters in strings, or text that is not valid JSON.
+pub fn transcode_compact(bytes: &[u8], drop: &[&str], out: &mut Vec<u8>) -> bool {
+    let start = out.len();
+    let mut s = crate::ingest::scan::Scanner::new(bytes);
+    let ok = simdutf8::basic::from_utf8(bytes).is_ok()
+        && s.peek() == Some(b'{')
+        && transcode_value(&mut s, drop, 0, out).is_some()
+        && s.end().is_ok();
+    if !ok {
+        out.truncate(start);
+    }
+    ok
+}
+
+fn transcode_value(
+    s: &mut crate::ingest::scan::Scanner<'_>,
+    drop: &[&str],
+    depth: usize,
+    out: &mut Vec<u8>,
+) -> Option<()> {
+    use crate::ingest::scan::{decode_str, Scalar};
+    if depth > 512 {
+        return None;
+    }
+    match s.peek()? {
+        b'{' => {
+            s.i += 1;
+            out.push(b'{');
+            let mut keys: Vec<std::borrow::Cow<'_, str>> = Vec::new();
+            let mut first = true;
+            let mut wrote = false;
+            while let Some((raw, esc)) = s.next_key(&mut first).ok()? {
+                let key = if esc {
+                    std::borrow::Cow::Owned(decode_str(raw, true).ok()?)
+                } else {
+                    std::borrow::Cow::Borrowed(std::str::from_utf8(raw).ok()?)
+                };
+                if keys.contains(&key) {
+                    return None;
+                }
+                if depth == 0 && drop.contains(&key.as_ref()) {
+                    crate::ingest::scan::Scanner::value(s).ok()?;
+                    keys.push(key);
+                    continue;
+                }
+                if wrote {
+                    out.push(b',');
+                }
+                wrote = true;
+                write_str(out, &key);
+                out.push(b':');
+                keys.push(key);
+                transcode_value(s, drop, depth + 1, out)?;
+            }
+            out.push(b'}');
+        }
+        b'[' => {
+            s.i += 1;
+            out.push(b'[');
+            if s.peek()? == b']' {
+                s.i += 1;
+            } else {
+                loop {
+                    transcode_value(s, drop, depth + 1, out)?;
+                    match s.peek()? {
+                        b',' => {
+                            s.i += 1;
+                            out.push(b',');
+                        }
+                        b']' => {
+                            s.i += 1;
+                            break;
+                        }
+                        _ => return None,
+                    }
+                }
+            }
+            out.push(b']');
+        }
+        _ => match s.value().ok()? {
+            Scalar::Null => out.extend_from_slice(b"null"),
+            Scalar::Bool(b) => out.extend_from_slice(if b { b"true" } else { b"false" }),
+            Scalar::Int(i) => write_i64(out, i),
+            Scalar::Float(f) => write_f64(out, f),
+            Scalar::Str(raw, false) => {
+                if raw.iter().any(|&c| c < 0x20) {
+                    return None;
+                }
+                out.push(b'"');
+                out.extend_from_slice(raw);
+                out.push(b'"');
+            }
+            Scalar::Str(raw, true) => write_str(out, &decode_str(raw, true).ok()?),
+            Scalar::Container { .. } => return None,
+        },
+    }
+    Some(())
+}
+
 struct Parser<'a> {
     b: &'a [u8],
     i: usize,
@@ -326,6 +428,40 @@ mod tests {
             o.push(b' ');
         }
         assert_eq!(String::from_utf8(o).unwrap(), "1.0 0.1 1e-7 1e16 100000.0 -2.5 null ");
+    }
+
+    /// The streaming re-serializer writes what parse + write_compact write, or declines.
+    #[test]
+    fn transcode_matches_the_tree_path() {
+        let cases: [&[u8]; 9] = [
+            "{\"s\": \"plain text ✓\", \"_ng_rollout_index\": 2}".as_bytes(),
+            br#"{"_ng_task_index": 3, "a": [1, 2.50, -0.0, 1e5, {"b": null}], "_ng_rollout_index": 0, "c": "\u00e9\/x\n"}"#,
+            br#"{ "x" : { } , "y" : [ ] , "z" : true , "w" : false , "n" : NaN, "big": 12345678901234567890 }"#,
+            br#"{"nested": {"_ng_task_index": 1}, "s": "plain text"}"#,
+            br#"{"dup": 1, "dup": 2}"#,
+            b"{\"ctl\": \"a\tb\"}",
+            br#"{"a": 1,}"#,
+            br#"{"a": [1, 2}"#,
+            br#"[1, 2]"#,
+        ];
+        for c in cases {
+            let mut got = Vec::new();
+            let ok = transcode_compact(c, &["_ng_task_index", "_ng_rollout_index"], &mut got);
+            match parse(c) {
+                Ok(mut tree) if matches!(tree, Json::Obj(_)) && ok => {
+                    tree.remove("_ng_task_index");
+                    tree.remove("_ng_rollout_index");
+                    let mut want = Vec::new();
+                    write_compact(&mut want, &tree);
+                    assert_eq!(String::from_utf8(got).unwrap(), String::from_utf8(want).unwrap());
+                }
+                _ => assert!(got.is_empty(), "{}", String::from_utf8_lossy(c)),
+            }
+        }
+        // Declined only where the tree path is needed.
+        let mut o = Vec::new();
+        assert!(transcode_compact(br#"{"a": {"b": [1, "x"]}}"#, &[], &mut o));
+        assert!(!transcode_compact(br#"{"dup": 1, "dup": 2}"#, &[], &mut o));
     }
 
     /// The whole-number shortcut prints exactly what ryu prints.

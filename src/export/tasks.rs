@@ -7,7 +7,7 @@ use std::io::{self, Write};
 
 use rayon::prelude::*;
 
-use super::json::{parse, write_str, Json};
+use super::json::{parse, transcode_compact, write_str, Json};
 use super::stream::Emitter;
 use crate::ingest::inputs::read_rows;
 use crate::metrics::aggregate::AggEntry;
@@ -19,7 +19,7 @@ const BATCH: usize = 4096;
 const CHUNK: usize = 64;
 
 /// Serializes task entry `g` with the emitter's layout.
-fn entry(plan: &TaskPlan<'_>, g: usize, sample: &Json, em: &mut Emitter, scratch: &mut Vec<f64>) {
+fn entry(plan: &TaskPlan<'_>, g: usize, sample: &Sample, em: &mut Emitter, scratch: &mut Vec<f64>) {
     let p = &plan.p;
     let (a, b) = plan.groups[g];
     em.begin_obj();
@@ -43,7 +43,10 @@ fn entry(plan: &TaskPlan<'_>, g: usize, sample: &Json, em: &mut Emitter, scratch
         em.json(&Json::name_ref(&p.labels[p.label[a] as usize]));
     }
     em.key_plain("sample");
-    em.json(sample);
+    match sample {
+        Sample::Value(v) => em.json(v),
+        Sample::Compact(text) => em.out.extend_from_slice(text),
+    }
     let n = (b - a) as i64;
     let e = plan.expected(g);
     em.key_plain("num_rollouts");
@@ -87,24 +90,39 @@ fn entry(plan: &TaskPlan<'_>, g: usize, sample: &Json, em: &mut Emitter, scratch
     em.end_obj();
 }
 
-/// The `sample` of each group in `range`.
-fn samples(plan: &TaskPlan<'_>, range: std::ops::Range<usize>) -> io::Result<Vec<Json>> {
+/// A task entry's `sample`: a value, or its compact text already serialized.
+enum Sample {
+    Value(Json),
+    Compact(Vec<u8>),
+}
+
+/// The `sample` of each group in `range`. Input rows go straight to compact text when
+/// the layout is compact (profile's JSONL), without a value tree.
+fn samples(plan: &TaskPlan<'_>, range: std::ops::Range<usize>, compact: bool) -> io::Result<Vec<Sample>> {
+    const DROP: [&str; 2] = ["_ng_task_index", "_ng_rollout_index"];
     match &plan.samples {
-        Samples::Fixed(j) => Ok(vec![j.clone(); range.len()]),
+        Samples::Fixed(j) => Ok(vec![j; range.len()].into_iter().map(|j| Sample::Value(j.clone())).collect()),
         Samples::Inputs { table, rows } => {
             let raw = read_rows(table, &rows[range.clone()]).map_err(|e| io::Error::other(e.to_string()))?;
             raw.par_iter()
                 .zip(&rows[range])
                 .map(|(bytes, &r)| {
+                    if compact {
+                        let mut out = Vec::with_capacity(bytes.len());
+                        if transcode_compact(bytes, &DROP, &mut out) {
+                            return Ok(Sample::Compact(out));
+                        }
+                    }
                     let mut v = parse(bytes).map_err(|m| {
                         io::Error::new(
                             io::ErrorKind::InvalidData,
                             format!("{}, line {}: invalid JSON: {m}", table.path.display(), table.line[r]),
                         )
                     })?;
-                    v.remove("_ng_task_index");
-                    v.remove("_ng_rollout_index");
-                    Ok(v)
+                    for k in DROP {
+                        v.remove(k);
+                    }
+                    Ok(Sample::Value(v))
                 })
                 .collect()
         }
@@ -147,7 +165,7 @@ pub fn write_tasks<W: Write + Send>(plan: &TaskPlan<'_>, indent: Option<usize>, 
         let mut result = Ok(());
         while start < n {
             let end = (start + BATCH).min(n);
-            let samples = match samples(plan, start..end) {
+            let samples = match samples(plan, start..end, indent.is_none()) {
                 Ok(s) => s,
                 Err(e) => {
                     result = Err(e);

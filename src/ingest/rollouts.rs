@@ -363,6 +363,43 @@ impl Piece {
     }
 }
 
+/// Row order by (task, rollout, line), given rows in line order. Keys are packed into
+/// one integer with the row as the tiebreak when the indexes' ranges allow (always, in
+/// practice), so the sort compares plain integers instead of chasing three columns.
+fn sort_order(task: &[i64], rollout: &[i64]) -> Vec<u32> {
+    let range = |v: &[i64]| -> Option<(i64, u64)> {
+        let lo = *v.iter().min()?;
+        let hi = *v.iter().max()?;
+        Some((lo, hi.checked_sub(lo)? as u64))
+    };
+    let bits = |span: u64| 64 - span.leading_zeros();
+    if let (Some((tlo, tspan)), Some((rlo, rspan))) = (range(task), range(rollout)) {
+        let (tb, rb, ib) = (bits(tspan), bits(rspan), bits(task.len() as u64));
+        if tb + rb + ib <= 128 && task.len() < u32::MAX as usize {
+            let mut keys: Vec<u128> = (0..task.len())
+                .map(|i| {
+                    let tk = (task[i] - tlo) as u64 as u128;
+                    let rk = (rollout[i] - rlo) as u64 as u128;
+                    tk.checked_shl(rb + ib).unwrap_or(0) | rk.checked_shl(ib).unwrap_or(0) | i as u128
+                })
+                .collect();
+            if tb + rb + ib <= 64 {
+                let mut small: Vec<u64> = keys.iter().map(|&k| k as u64).collect();
+                drop(keys);
+                small.par_sort_unstable();
+                let mask = (1u64 << ib) - 1;
+                return small.into_iter().map(|k| (k & mask) as u32).collect();
+            }
+            keys.par_sort_unstable();
+            let mask = (1u128 << ib) - 1;
+            return keys.into_iter().map(|k| (k & mask) as u32).collect();
+        }
+    }
+    let mut perm: Vec<u32> = (0..task.len() as u32).collect();
+    perm.par_sort_by_key(|&i| (task[i as usize], rollout[i as usize]));
+    perm
+}
+
 /// Reads a rollouts file. A last line cut off mid-write is dropped with a warning.
 pub fn read_rollouts(path: &Path) -> Result<RolloutTable> {
     let (pieces, mut report) = read_pieces(path, |lines: &mut PieceLines<'_>| {
@@ -452,11 +489,7 @@ pub fn read_rollouts(path: &Path) -> Result<RolloutTable> {
     }
     // Rows sorted by (task, rollout, line): statistics then read the columns sequentially
     // instead of jumping across the file's completion order.
-    let mut perm: Vec<u32> = (0..t.task.len() as u32).collect();
-    {
-        let (task, rollout, line) = (&t.task, &t.rollout, &t.line);
-        perm.par_sort_unstable_by_key(|&i| (task[i as usize], rollout[i as usize], line[i as usize]));
-    }
+    let perm = sort_order(&t.task, &t.rollout);
     let mut piece_of: Vec<(u32, u32)> = Vec::with_capacity(t.task.len());
     for (p, (_, rows)) in col_pieces.iter().enumerate() {
         piece_of.extend((0..*rows as u32).map(|l| (p as u32, l)));
@@ -520,4 +553,30 @@ pub fn read_rollouts(path: &Path) -> Result<RolloutTable> {
         ));
     }
     Ok(t)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Packed-key sorting gives the (task, rollout, row) order for narrow, wide (u128)
+    /// and unpackable index ranges alike.
+    #[test]
+    fn sort_order_matches_a_plain_sort() {
+        let mut state = 0x2545_F491_4F6C_DD1Du64;
+        let mut next = move || {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            state
+        };
+        for (tspan, rspan) in [(1u64, 1u64), (200, 5), (1 << 40, 1 << 20), (u64::MAX, 3), (u64::MAX, u64::MAX)] {
+            let n = 5000;
+            let task: Vec<i64> = (0..n).map(|_| (next() % tspan) as i64 - (tspan / 2) as i64).collect();
+            let rollout: Vec<i64> = (0..n).map(|_| (next() % rspan) as i64).collect();
+            let mut want: Vec<u32> = (0..n as u32).collect();
+            want.sort_by_key(|&i| (task[i as usize], rollout[i as usize], i));
+            assert_eq!(sort_order(&task, &rollout), want, "spans {tspan} {rspan}");
+        }
+    }
 }

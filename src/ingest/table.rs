@@ -268,30 +268,22 @@ pub fn merge_columns(pieces: Vec<(Vec<Column>, usize)>, src: &[(u32, u32)]) -> (
                     _ => Vec::new(),
                 })
                 .collect();
-            o.tags.reserve_exact(src.len());
-            o.nums.reserve_exact(src.len());
+            // Gathers, one array at a time; an absent piece column reads as ABSENT / 0.
+            const NO_TAGS: [u8; 0] = [];
+            let tags: Vec<&[u8]> = per_piece.iter().map(|c| c.as_ref().map_or(&NO_TAGS[..], |c| &c.tags)).collect();
+            let nums: Vec<&[f64]> = per_piece.iter().map(|c| c.as_ref().map_or(&[][..], |c| &c.nums)).collect();
+            o.tags =
+                src.iter().map(|&(p, l)| tags[p as usize].get(l as usize).copied().unwrap_or(tag::ABSENT)).collect();
+            o.nums = src.iter().map(|&(p, l)| nums[p as usize].get(l as usize).copied().unwrap_or(0.0)).collect();
             if has_strings {
-                o.codes.reserve_exact(src.len());
-            }
-            for &(p, l) in src {
-                let (p, l) = (p as usize, l as usize);
-                match &per_piece[p] {
-                    None => {
-                        o.tags.push(tag::ABSENT);
-                        o.nums.push(0.0);
-                        if has_strings {
-                            o.codes.push(u32::MAX);
-                        }
-                    }
-                    Some(c) => {
-                        o.tags.push(c.tags[l]);
-                        o.nums.push(c.nums[l]);
-                        if has_strings {
-                            let k = if c.codes.is_empty() { u32::MAX } else { c.codes[l] };
-                            o.codes.push(if k == u32::MAX { k } else { remaps[p][k as usize] });
-                        }
-                    }
-                }
+                let codes: Vec<&[u32]> = per_piece.iter().map(|c| c.as_ref().map_or(&[][..], |c| &c.codes)).collect();
+                o.codes = src
+                    .iter()
+                    .map(|&(p, l)| match codes[p as usize].get(l as usize) {
+                        Some(&k) if k != u32::MAX => remaps[p as usize][k as usize],
+                        _ => u32::MAX,
+                    })
+                    .collect();
             }
             o
         })

@@ -132,7 +132,7 @@ pub fn entry<'a>(t: &'a RolloutTable, g: &Group, opts: &AggregateOptions, warn: 
     agent.extend(cov.clone());
     let mut agent = Json::Obj(agent);
     // Custom metrics over the scored rollouts grouped by task.
-    let by_task = custom::tasks_of(t, &scored);
+    let by_task = if opts.metrics.is_empty() { Vec::new() } else { custom::tasks_of(t, &scored) };
     for m in &opts.metrics {
         for (k, v) in custom::compute(m, t, &by_task, warn)? {
             agent.set(&k, v);

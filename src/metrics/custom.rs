@@ -38,6 +38,21 @@ pub const BUILTINS: [&str; 2] = ["pass_at_k", "reward_variance"];
 /// Rows grouped by task (sorted by task index), each task's rows by rollout index —
 /// so "the first k rollouts" of pass@k do not depend on the order rollouts finished in.
 pub fn tasks_of(t: &RolloutTable, rows: &[usize]) -> Vec<Vec<usize>> {
+    // The table is sorted by (task, rollout): rows given in table order split into runs.
+    if rows.windows(2).all(|w| w[0] < w[1]) {
+        let mut out: Vec<Vec<usize>> = Vec::new();
+        for (i, &r) in rows.iter().enumerate() {
+            if i == 0 || t.task[rows[i - 1]] != t.task[r] {
+                out.push(Vec::new());
+            }
+            out.last_mut().expect("a group was opened").push(r);
+        }
+        if out.iter().all(|v| v.windows(2).all(|w| t.rollout[w[0]] <= t.rollout[w[1]]))
+            && out.windows(2).all(|w| t.task[w[0][0]] < t.task[w[1][0]])
+        {
+            return out;
+        }
+    }
     let mut by: std::collections::BTreeMap<i64, Vec<usize>> = std::collections::BTreeMap::new();
     for &r in rows {
         by.entry(t.task[r]).or_default().push(r);

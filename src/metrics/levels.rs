@@ -337,9 +337,16 @@ pub fn repeat_level(p: &Profiled<'_>, warn: &mut Warnings) -> Vec<RepeatEntry> {
     for &(l, _) in by.keys() {
         n_repeats[l as usize] += 1;
     }
-    let mut tasks_of = vec![HashSet::new(); p.labels.len()];
+    // Distinct tasks per label (positions are in task order).
+    let mut tasks_of = vec![0usize; p.labels.len()];
+    let mut last_task: Vec<Option<i64>> = vec![None; p.labels.len()];
     for pos in 0..p.rows.len() {
-        tasks_of[p.label[pos] as usize].insert(p.task(pos));
+        let l = p.label[pos] as usize;
+        let task = p.task(pos);
+        if last_task[l] != Some(task) {
+            last_task[l] = Some(task);
+            tasks_of[l] += 1;
+        }
     }
     // Fields in alphabetical order.
     let mut alpha: Vec<usize> = (0..p.fields.len()).collect();
@@ -353,7 +360,7 @@ pub fn repeat_level(p: &Profiled<'_>, warn: &mut Warnings) -> Vec<RepeatEntry> {
             present.sort_unstable();
             present.dedup();
             let sample_count = present.len();
-            let missing = tasks_of[l as usize].len() - sample_count;
+            let missing = tasks_of[l as usize] - sample_count;
             let mut e: Vec<(Key, Json)> = vec![
                 (Arc::from("_ng_rollout_index"), Json::Int(r)),
                 (Arc::from("sample_count"), Json::Int(sample_count as i64)),

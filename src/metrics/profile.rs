@@ -4,7 +4,12 @@
 //! Pure computation: the caller reads the files and later fills each task entry's
 //! `sample` from the input row this module names.
 
-use std::collections::{BTreeMap, HashMap, HashSet};
+use std::collections::BTreeMap;
+
+/// Hash maps keyed by row numbers and names: foldhash, not SipHash (no untrusted-key
+/// flooding concern here, and a million lookups per run).
+type HashMap<K, V> = std::collections::HashMap<K, V, foldhash::fast::RandomState>;
+type HashSet<K> = std::collections::HashSet<K, foldhash::fast::RandomState>;
 use std::sync::Arc;
 
 use rayon::prelude::*;
@@ -77,14 +82,31 @@ pub fn coverage(t: &RolloutTable, rows: &[usize]) -> Vec<(Key, Json)> {
     if masked == 0 {
         return Vec::new();
     }
-    let all: HashSet<i64> = rows.iter().map(|&r| t.task[r]).collect();
-    let measured: HashSet<i64> = rows.iter().filter(|&&r| !t.masked[r]).map(|&r| t.task[r]).collect();
+    let all = distinct(rows.iter().map(|&r| t.task[r]));
+    let measured = distinct(rows.iter().filter(|&&r| !t.masked[r]).map(|&r| t.task[r]));
     vec![
         (Arc::from("coverage/measured_rollouts"), Json::Int((rows.len() - masked) as i64)),
         (Arc::from("coverage/masked_rollouts"), Json::Int(masked as i64)),
-        (Arc::from("coverage/measured_tasks"), Json::Int(measured.len() as i64)),
-        (Arc::from("coverage/fully_masked_tasks"), Json::Int((all.len() - measured.len()) as i64)),
+        (Arc::from("coverage/measured_tasks"), Json::Int(measured as i64)),
+        (Arc::from("coverage/fully_masked_tasks"), Json::Int((all - measured) as i64)),
     ]
+}
+
+/// Number of distinct values: by runs when they come sorted (table order), else hashed.
+pub fn distinct(values: impl Iterator<Item = i64> + Clone) -> usize {
+    let mut prev: Option<i64> = None;
+    let mut runs = 0;
+    for v in values.clone() {
+        match prev {
+            Some(p) if p > v => {
+                return values.collect::<HashSet<i64>>().len();
+            }
+            Some(p) if p == v => {}
+            _ => runs += 1,
+        }
+        prev = Some(v);
+    }
+    runs
 }
 
 /// Runs the profile. `allow_partial` permits input rows without results.
@@ -128,11 +150,16 @@ pub fn profile<'a>(t: &'a RolloutTable, inputs: &'a InputTable, allow_partial: b
     let measured_inputs: Vec<usize> = rows_idx.iter().map(|&(_, i)| i).filter(|i| !masked_rows.contains(i)).collect();
     let labels =
         labels_for(measured_inputs.iter().map(|&i| (inputs.name(inputs.server[i]), inputs.name(inputs.agent[i]))));
-    let label_of = |i: usize| -> Option<&str> {
-        run_key(inputs.name(inputs.server[i]), inputs.name(inputs.agent[i]))
-            .and_then(|k| labels.get(k))
-            .map(|s| s.as_str())
-    };
+    // Labels depend only on the (server, agent) name ids: resolved once per pair.
+    let mut pair_label: HashMap<(u32, u32), Option<&str>> = HashMap::default();
+    for i in 0..inputs.len() {
+        pair_label.entry((inputs.server[i], inputs.agent[i])).or_insert_with(|| {
+            run_key(inputs.name(inputs.server[i]), inputs.name(inputs.agent[i]))
+                .and_then(|k| labels.get(k))
+                .map(|s| s.as_str())
+        });
+    }
+    let label_of = |i: usize| -> Option<&str> { pair_label[&(inputs.server[i], inputs.agent[i])] };
     let pairs: Vec<(usize, usize)> = matched.iter().copied().filter(|&(_, r)| !t.masked[r]).collect();
     let mut row_labels: Vec<&str> = Vec::with_capacity(pairs.len());
     for &(i, r) in &pairs {
@@ -157,11 +184,14 @@ pub fn profile<'a>(t: &'a RolloutTable, inputs: &'a InputTable, allow_partial: b
         return Ok(ProfileOutput { tasks: None, agents, repeats: vec![], summary, warnings });
     }
     let result_rows: Vec<usize> = pairs.iter().map(|&(_, r)| r).collect();
-    let input_of: HashMap<usize, usize> = pairs.iter().map(|&(i, r)| (r, i)).collect();
+    let mut input_of: Vec<usize> = vec![usize::MAX; t.len()];
+    for &(i, r) in &pairs {
+        input_of[r] = i;
+    }
     let p = Profiled::new(t, &result_rows, &row_labels);
     let keys = StatKeys::new(&p.fields);
     // Expected rollouts per group key over the measured input rows.
-    let mut expected: HashMap<(i64, Option<&str>), usize> = HashMap::new();
+    let mut expected: HashMap<(i64, Option<&str>), usize> = HashMap::default();
     for &i in &measured_inputs {
         let k = (inputs.task[i], if p.fan_out { label_of(i) } else { None });
         *expected.entry(k).or_default() += 1;
@@ -174,7 +204,7 @@ pub fn profile<'a>(t: &'a RolloutTable, inputs: &'a InputTable, allow_partial: b
             expected.get(&(p.task(a), if p.fan_out { Some(label) } else { None })).copied().unwrap_or(0) as i64
         })
         .collect();
-    let sample_rows: Vec<usize> = groups.iter().map(|&(a, _)| input_of[&p.rows[a]]).collect();
+    let sample_rows: Vec<usize> = groups.iter().map(|&(a, _)| input_of[p.rows[a]]).collect();
     // Agent level.
     let agent_stats = agent_level(&p, &keys);
     let labels_of_p = p.labels.clone();
@@ -219,7 +249,7 @@ fn coverage_entries(
     _scratch: &mut Vec<usize>,
 ) -> Vec<Json> {
     let mut per_agent: BTreeMap<usize, (String, Vec<usize>)> = BTreeMap::new(); // first-seen order
-    let mut order_of: HashMap<&str, usize> = HashMap::new();
+    let mut order_of: HashMap<&str, usize> = HashMap::default();
     for &(i, r) in matched {
         if let Some(name) = inputs.name(inputs.agent[i]) {
             let n = order_of.len();
@@ -259,11 +289,11 @@ fn completion_summary(
     matched: &[(usize, usize)],
 ) -> CompletionSummary {
     let group_of = |i: usize| (inputs.task[i], run_key(inputs.name(inputs.server[i]), inputs.name(inputs.agent[i])));
-    let mut expected: HashMap<(i64, Option<&str>), usize> = HashMap::new();
+    let mut expected: HashMap<(i64, Option<&str>), usize> = HashMap::default();
     for &(_, i) in rows_idx {
         *expected.entry(group_of(i)).or_default() += 1;
     }
-    let mut completed: HashMap<(i64, Option<&str>), usize> = HashMap::new();
+    let mut completed: HashMap<(i64, Option<&str>), usize> = HashMap::default();
     for &(i, _) in matched {
         *completed.entry(group_of(i)).or_default() += 1;
     }
