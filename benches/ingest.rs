@@ -6,7 +6,8 @@
 //! `rollstat profile --allow-partial` and — when Python is available — the same task,
 //! agent, repeat and across-repeat statistics as a hand-written DuckDB query reading
 //! the JSONL with an explicit column list (DuckDB installed into a throwaway venv by
-//! pip). Prints median wall time, peak RSS, GB/s and ratios.
+//! pip). Prints median wall time, peak RSS, GB/s and ratios. Every run starts after a
+//! `sync` (untimed), so none pays for writing back an earlier run's output.
 //!
 //! Environment: `ROLLSTAT_BENCH_TASKS` (default 200000; ×5 repeats = 1M rollouts),
 //! `ROLLSTAT_BENCH_ROUNDS` (default 3), `ROLLSTAT_BENCH_DIR` (default
@@ -184,6 +185,9 @@ fn main() {
     let mut peaks: Vec<u64> = vec![0; jobs.len()];
     for round in 0..rounds {
         for (j, (name, make)) in jobs.iter().enumerate() {
+            // Untimed: the previous run's output is written back to disk first, so no run
+            // pays for another's writeback.
+            let _ = Command::new("sync").status();
             let (wall, peak) = measure(&mut make());
             times[j].push(wall.as_secs_f64());
             peaks[j] = peaks[j].max(peak);
