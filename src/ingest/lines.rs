@@ -152,6 +152,15 @@ impl Bytes {
         std::io::Read::read_to_end(&mut file, &mut v).map_err(|e| Error::read(path, e))?;
         Ok(Bytes::Owned(v))
     }
+    /// Asks the kernel to start reading `range` from disk now (files larger than the page
+    /// cache would otherwise be read a few pages per fault).
+    fn will_need(&self, range: std::ops::Range<usize>) {
+        if let Bytes::Mapped(m) = self {
+            const PAGE: usize = 4096;
+            let start = range.start / PAGE * PAGE;
+            let _ = m.advise_range(memmap2::Advice::WillNeed, start, range.end.min(m.len()) - start);
+        }
+    }
     fn data(&self) -> &[u8] {
         match self {
             Bytes::Mapped(m) => m,
@@ -220,6 +229,8 @@ where
             if k > failed.load(Ordering::Relaxed) {
                 return None;
             }
+            // Read ahead: this piece and the next one.
+            bytes.will_need(s..(e + PIECE + (1 << 20)).min(data.len()));
             let mut lines = PieceLines::new(&data[s..e], s as u64, e == data.len());
             let r = parse(&mut lines).map(|t| (t, lines.seen()));
             if r.is_err() {
