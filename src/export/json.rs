@@ -78,7 +78,7 @@ impl Json {
 pub fn write_f64(out: &mut Vec<u8>, v: f64) {
     // Whole numbers below 1e16 print as the integer and `.0` (ryu's decimal form); the
     // integer printer is several times faster. -0.0 keeps its sign through ryu.
-    if v.fract() == 0.0 && v.abs() < 1e16 && (v != 0.0 || v.is_sign_positive()) {
+    if v.abs() < 1e16 && (v as i64) as f64 == v && (v != 0.0 || v.is_sign_positive()) {
         let mut b = itoa::Buffer::new();
         out.extend_from_slice(b.format(v as i64).as_bytes());
         out.extend_from_slice(b".0");

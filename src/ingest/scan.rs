@@ -90,7 +90,7 @@ impl<'a> Scanner<'a> {
     }
 
     /// Reads a string starting at the opening quote; returns its raw content.
-    #[inline]
+    #[inline(always)]
     pub fn string(&mut self) -> ScanResult<(&'a [u8], bool)> {
         if self.peek() != Some(b'"') {
             return self.err("expected a string");
@@ -129,7 +129,7 @@ impl<'a> Scanner<'a> {
     }
 
     /// Reads any value: scalars are returned, containers are skipped.
-    #[inline]
+    #[inline(always)]
     pub fn value(&mut self) -> ScanResult<Scalar<'a>> {
         match self.peek() {
             Some(b'"') => {
