@@ -148,10 +148,23 @@ pub fn write_tasks<W: Write + Send>(plan: &TaskPlan<'_>, indent: Option<usize>, 
         let pool = &pool;
         let writer = scope.spawn(move || -> io::Result<()> {
             for parts in rx {
+                // One vectored write per batch: no copy into the writer's buffer, and
+                // large writes (which the kernel handles best).
+                let mut slices: Vec<io::IoSlice<'_>> = parts.iter().map(|p| io::IoSlice::new(p)).collect();
+                let mut rest = &mut slices[..];
+                while !rest.is_empty() {
+                    match w.write_vectored(rest) {
+                        Ok(0) => return Err(io::Error::from(io::ErrorKind::WriteZero)),
+                        Ok(n) => io::IoSlice::advance_slices(&mut rest, n),
+                        Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                        Err(e) => return Err(e),
+                    }
+                }
+                drop(slices);
+                let mut pool = pool.lock().unwrap_or_else(|e| e.into_inner());
                 for mut p in parts {
-                    w.write_all(&p)?;
                     p.clear();
-                    pool.lock().unwrap_or_else(|e| e.into_inner()).push(p);
+                    pool.push(p);
                 }
             }
             if let Some(d) = indent {
