@@ -6,9 +6,10 @@
 //! known only once every earlier piece is done, so results come back with their base
 //! and callers add it. Pages of a parsed piece are dropped from the mapping at once, so
 //! resident memory follows what the parsers keep, not the size of the file. Files that
-//! cannot be mapped (pipes) are read into memory instead.
+//! cannot be mapped (pipes) are read in newline-aligned blocks of [`BLOCK`] bytes.
 
 use std::fs::File;
+use std::io::Read;
 use std::path::Path;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 
@@ -18,6 +19,8 @@ use crate::error::{Error, Location, Result};
 
 /// Target size of one piece.
 const PIECE: usize = 8 << 20;
+/// Block size when a file cannot be mapped and is read in blocks (a pipe).
+const BLOCK: usize = 64 << 20;
 
 /// One line handed to a piece parser.
 pub struct Line<'a> {
@@ -130,56 +133,49 @@ impl Drop for Progress {
     }
 }
 
-/// The file's bytes: mapped when possible, else read into memory.
-enum Bytes {
-    Mapped(memmap2::Mmap),
-    Owned(Vec<u8>),
+/// A regular file mapped into memory.
+struct Mapped {
+    map: memmap2::Mmap,
+    page: usize,
 }
 
-impl Bytes {
-    fn open(path: &Path) -> Result<Bytes> {
-        let mut file = File::open(path).map_err(|e| Error::read(path, e))?;
-        let meta = file.metadata().map_err(|e| Error::read(path, e))?;
-        if meta.is_file() && meta.len() > 0 {
-            // SAFETY: the mapping is read-only and private. A file changed by another
-            // process while we read it is outside what rollstat supports (as with any
-            // reader of a file being rewritten); we never write through the mapping.
-            if let Ok(m) = unsafe { memmap2::Mmap::map(&file) } {
-                return Ok(Bytes::Mapped(m));
-            }
+impl Mapped {
+    /// Maps `file` when it is a non-empty regular file the system lets us map.
+    fn new(file: &File) -> Option<Mapped> {
+        let meta = file.metadata().ok()?;
+        if !meta.is_file() || meta.len() == 0 {
+            return None;
         }
-        let mut v = Vec::new();
-        std::io::Read::read_to_end(&mut file, &mut v).map_err(|e| Error::read(path, e))?;
-        Ok(Bytes::Owned(v))
+        // SAFETY: the mapping is read-only (shared, as memmap2 maps files). A file that
+        // another process truncates while we read it raises SIGBUS; rewriting the inputs
+        // of a running analysis is outside what rollstat supports, as for any reader.
+        let map = unsafe { memmap2::Mmap::map(file) }.ok()?;
+        // SAFETY: sysconf has no preconditions.
+        let page = match unsafe { libc::sysconf(libc::_SC_PAGESIZE) } {
+            p if p > 0 => p as usize,
+            _ => 4096,
+        };
+        Some(Mapped { map, page })
     }
     /// Asks the kernel to start reading `range` from disk now (files larger than the page
     /// cache would otherwise be read a few pages per fault).
     fn will_need(&self, range: std::ops::Range<usize>) {
-        if let Bytes::Mapped(m) = self {
-            const PAGE: usize = 4096;
-            let start = range.start / PAGE * PAGE;
-            let _ = m.advise_range(memmap2::Advice::WillNeed, start, range.end.min(m.len()) - start);
-        }
-    }
-    fn data(&self) -> &[u8] {
-        match self {
-            Bytes::Mapped(m) => m,
-            Bytes::Owned(v) => v,
+        let start = range.start / self.page * self.page;
+        let end = range.end.min(self.map.len());
+        if end > start {
+            let _ = self.map.advise_range(memmap2::Advice::WillNeed, start, end - start);
         }
     }
     /// Drops the pages wholly inside `range` from the mapping (they stay in the page
     /// cache); a later access would fault them in again.
     fn release(&self, range: std::ops::Range<usize>) {
-        if let Bytes::Mapped(m) = self {
-            const PAGE: usize = 4096;
-            let start = range.start.div_ceil(PAGE) * PAGE;
-            let end = range.end / PAGE * PAGE;
-            if end > start {
-                // SAFETY: nothing refers to these bytes after their piece is parsed
-                // (parsers copy what they keep); DontNeed on a private read-only file
-                // mapping only unmaps the pages.
-                let _ = unsafe { m.unchecked_advise_range(memmap2::UncheckedAdvice::DontNeed, start, end - start) };
-            }
+        let start = range.start.div_ceil(self.page) * self.page;
+        let end = range.end / self.page * self.page;
+        if end > start {
+            // SAFETY: nothing refers to these bytes after their piece is parsed (parsers
+            // copy what they keep), and pages shared with a neighbouring piece are never
+            // wholly inside; DontNeed on a read-only file mapping only unmaps the pages.
+            let _ = unsafe { self.map.unchecked_advise_range(memmap2::UncheckedAdvice::DontNeed, start, end - start) };
         }
     }
 }
@@ -203,22 +199,29 @@ fn cut(data: &[u8]) -> Vec<(usize, usize)> {
     bounds
 }
 
-/// Reads `path` and calls `parse` on pieces of consecutive lines in parallel. Returns each
-/// piece's result in file order with the number of lines before the piece (add it to the
-/// piece-local line numbers). An error is the first one in file order, with its line
-/// number made file-wide.
-pub fn read_pieces<T, F>(path: &Path, parse: F) -> Result<(Vec<(T, u64)>, ReadReport)>
+/// Results of the pieces read so far, in file order, and the lines before the next one.
+struct Collected<T> {
+    out: Vec<(T, u64)>,
+    base: u64,
+}
+
+/// Parses the pieces of `region` (file bytes from `offset`, ending the file when
+/// `ends_file`) in parallel and appends their results. With the file's mapping, pages
+/// are read ahead and released piece by piece.
+fn parse_region<T, F>(
+    region: &[u8],
+    offset: usize,
+    ends_file: bool,
+    mapped: Option<&Mapped>,
+    parse: &F,
+    progress: &Progress,
+    acc: &mut Collected<T>,
+) -> Result<()>
 where
     T: Send,
     F: Fn(&mut PieceLines<'_>) -> Result<T> + Sync,
 {
-    let bytes = Bytes::open(path)?;
-    let data = bytes.data();
-    if data.is_empty() {
-        return Err(Error::bad(Location::file(path), "the file is empty; expected one JSON object per line"));
-    }
-    let progress = Progress::new(path, data.len() as u64);
-    let bounds = cut(data);
+    let bounds = cut(region);
     // Pieces after a failed one are not parsed; earlier ones are, so the error reported
     // is the first in the file.
     let failed = AtomicUsize::new(usize::MAX);
@@ -229,33 +232,85 @@ where
             if k > failed.load(Ordering::Relaxed) {
                 return None;
             }
-            // Read ahead: this piece and the next one.
-            bytes.will_need(s..(e + PIECE + (1 << 20)).min(data.len()));
-            let mut lines = PieceLines::new(&data[s..e], s as u64, e == data.len());
+            if let Some(m) = mapped {
+                // Read ahead: this piece and the next one.
+                m.will_need(offset + s..offset + e + PIECE + (1 << 20));
+            }
+            let last = ends_file && e == region.len();
+            let mut lines = PieceLines::new(&region[s..e], (offset + s) as u64, last);
             let r = parse(&mut lines).map(|t| (t, lines.seen()));
             if r.is_err() {
                 failed.fetch_min(k, Ordering::Relaxed);
             }
-            bytes.release(s..e);
+            if let Some(m) = mapped {
+                m.release(offset + s..offset + e);
+            }
             progress.add((e - s) as u64);
             Some(r)
         })
         .collect();
-    drop(progress);
-    let mut out = Vec::with_capacity(results.len());
-    let mut base = 0u64;
     for r in results {
         match r {
             Some(Ok((t, n))) => {
-                out.push((t, base));
-                base += n;
+                acc.out.push((t, acc.base));
+                acc.base += n;
             }
-            Some(Err(e)) => return Err(shift_line(e, base)),
+            Some(Err(e)) => return Err(shift_line(e, acc.base)),
             None => unreachable!("a piece is skipped only after an earlier one failed"),
         }
     }
-    let report = ReadReport { lines: base, bytes: data.len() as u64, warnings: Vec::new() };
-    Ok((out, report))
+    Ok(())
+}
+
+/// Reads `path` and calls `parse` on pieces of consecutive lines in parallel. Returns each
+/// piece's result in file order with the number of lines before the piece (add it to the
+/// piece-local line numbers). An error is the first one in file order, with its line
+/// number made file-wide. Regular files are mapped; anything else (a pipe) is read in
+/// newline-aligned blocks, so memory stays bounded either way.
+pub fn read_pieces<T, F>(path: &Path, parse: F) -> Result<(Vec<(T, u64)>, ReadReport)>
+where
+    T: Send,
+    F: Fn(&mut PieceLines<'_>) -> Result<T> + Sync,
+{
+    let mut file = File::open(path).map_err(|e| Error::read(path, e))?;
+    let size = file.metadata().map(|m| m.len()).unwrap_or(0);
+    let progress = Progress::new(path, size);
+    let mut acc = Collected { out: Vec::new(), base: 0 };
+    let total = match Mapped::new(&file) {
+        Some(m) => {
+            parse_region(&m.map, 0, true, Some(&m), &parse, &progress, &mut acc)?;
+            m.map.len()
+        }
+        None => {
+            // Blocks cut at the last newline; the tail is carried into the next block.
+            let mut total = 0usize;
+            let mut block: Vec<u8> = Vec::new();
+            loop {
+                let want = BLOCK.max(block.len() + (1 << 20)) - block.len();
+                let n = std::io::Read::by_ref(&mut file)
+                    .take(want as u64)
+                    .read_to_end(&mut block)
+                    .map_err(|e| Error::read(path, e))?;
+                let eof = n == 0;
+                let cut_at = if eof { block.len() } else { memchr::memrchr(b'\n', &block).map_or(0, |p| p + 1) };
+                if cut_at > 0 {
+                    parse_region(&block[..cut_at], total, eof, None, &parse, &progress, &mut acc)?;
+                    total += cut_at;
+                    block.drain(..cut_at);
+                }
+                if eof {
+                    break;
+                }
+            }
+            total
+        }
+    };
+    drop(progress);
+    if total == 0 {
+        return Err(Error::bad(Location::file(path), "the file is empty; expected one JSON object per line"));
+    }
+    let report = ReadReport { lines: acc.base, bytes: total as u64, warnings: Vec::new() };
+    Ok((acc.out, report))
 }
 
 /// Makes a piece-local line number in an error file-wide.
@@ -348,6 +403,49 @@ mod tests {
             Err(Error::BadInput { loc, .. }) => assert_eq!(loc.line, Some(late)),
             other => panic!("expected a bad-input error, got {:?}", other.map(|_| ())),
         }
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    /// A pipe cannot be mapped: it is read in blocks, with the same lines, numbers and
+    /// cut-off tail as a mapped file.
+    #[cfg(unix)]
+    #[test]
+    fn reads_a_pipe_in_blocks() {
+        let dir = std::env::temp_dir().join(format!("rollstat-pipe-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let fifo = dir.join("lines.fifo");
+        let c = std::ffi::CString::new(fifo.to_str().unwrap()).unwrap();
+        // SAFETY: a valid NUL-terminated path.
+        assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0);
+        let n = 9_000_000u64; // about 72 MB: more than one block
+        let writer = {
+            let fifo = fifo.clone();
+            std::thread::spawn(move || {
+                use std::io::Write;
+                let mut f = std::io::BufWriter::new(std::fs::OpenOptions::new().write(true).open(&fifo).unwrap());
+                for i in 1..n {
+                    writeln!(f, "{i:07}").unwrap();
+                }
+                write!(f, "{n:07}").unwrap(); // no trailing newline
+            })
+        };
+        let (pieces, report) = read_pieces(&fifo, |lines: &mut PieceLines<'_>| -> Result<Vec<(u64, u64, bool)>> {
+            Ok(lines
+                .map(|l| (l.number, std::str::from_utf8(l.bytes).unwrap().parse().unwrap(), l.unterminated))
+                .collect())
+        })
+        .unwrap();
+        writer.join().unwrap();
+        assert_eq!(report.lines, n);
+        let mut count = 0;
+        for (seen, base) in &pieces {
+            for &(local, want, unterminated) in seen {
+                assert_eq!(local + base, want);
+                assert_eq!(unterminated, want == n);
+                count += 1;
+            }
+        }
+        assert_eq!(count, n);
         std::fs::remove_dir_all(&dir).unwrap();
     }
 }

@@ -87,15 +87,16 @@ struct Piece {
 pub(crate) struct Names {
     pub(crate) list: Vec<String>,
     index: HashMap<String, u32, foldhash::fast::RandomState>,
-    /// The last name looked up (most rows repeat their neighbour's agent and server).
-    last: Option<(String, u32)>,
+    /// The last two ids looked up: rows mostly repeat their neighbour's agent and
+    /// server, which are looked up in turn.
+    recent: [Option<u32>; 2],
 }
 
 impl Names {
     pub(crate) fn get(&mut self, s: &str) -> u32 {
-        if let Some((n, i)) = &self.last {
-            if n == s {
-                return *i;
+        for i in self.recent.into_iter().flatten() {
+            if self.list[i as usize] == s {
+                return i;
             }
         }
         let i = match self.index.get(s) {
@@ -107,7 +108,7 @@ impl Names {
                 i
             }
         };
-        self.last = Some((s.to_string(), i));
+        self.recent = [Some(i), self.recent[0]];
         i
     }
 }
@@ -376,20 +377,18 @@ fn sort_order(task: &[i64], rollout: &[i64]) -> Vec<u32> {
     if let (Some((tlo, tspan)), Some((rlo, rspan))) = (range(task), range(rollout)) {
         let (tb, rb, ib) = (bits(tspan), bits(rspan), bits(task.len() as u64));
         if tb + rb + ib <= 128 && task.len() < u32::MAX as usize {
-            let mut keys: Vec<u128> = (0..task.len())
-                .map(|i| {
-                    let tk = (task[i] - tlo) as u64 as u128;
-                    let rk = (rollout[i] - rlo) as u64 as u128;
-                    tk.checked_shl(rb + ib).unwrap_or(0) | rk.checked_shl(ib).unwrap_or(0) | i as u128
-                })
-                .collect();
+            let key = |i: usize| -> u128 {
+                let tk = (task[i] - tlo) as u64 as u128;
+                let rk = (rollout[i] - rlo) as u64 as u128;
+                tk.checked_shl(rb + ib).unwrap_or(0) | rk.checked_shl(ib).unwrap_or(0) | i as u128
+            };
             if tb + rb + ib <= 64 {
-                let mut small: Vec<u64> = keys.iter().map(|&k| k as u64).collect();
-                drop(keys);
+                let mut small: Vec<u64> = (0..task.len()).map(|i| key(i) as u64).collect();
                 small.par_sort_unstable();
                 let mask = (1u64 << ib) - 1;
                 return small.into_iter().map(|k| (k & mask) as u32).collect();
             }
+            let mut keys: Vec<u128> = (0..task.len()).map(key).collect();
             keys.par_sort_unstable();
             let mask = (1u128 << ib) - 1;
             return keys.into_iter().map(|k| (k & mask) as u32).collect();
@@ -572,7 +571,7 @@ mod tests {
         };
         for (tspan, rspan) in [(1u64, 1u64), (200, 5), (1 << 40, 1 << 20), (u64::MAX, 3), (u64::MAX, u64::MAX)] {
             let n = 5000;
-            let task: Vec<i64> = (0..n).map(|_| (next() % tspan) as i64 - (tspan / 2) as i64).collect();
+            let task: Vec<i64> = (0..n).map(|_| ((next() % tspan) as i64).wrapping_sub((tspan / 2) as i64)).collect();
             let rollout: Vec<i64> = (0..n).map(|_| (next() % rspan) as i64).collect();
             let mut want: Vec<u32> = (0..n as u32).collect();
             want.sort_by_key(|&i| (task[i as usize], rollout[i as usize], i));
