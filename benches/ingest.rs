@@ -6,8 +6,9 @@
 //! `rollstat profile --allow-partial` and — when Python is available — the same task,
 //! agent, repeat and across-repeat statistics as a hand-written DuckDB query reading
 //! the JSONL with an explicit column list (DuckDB installed into a throwaway venv by
-//! pip). Prints median wall time, peak RSS, GB/s and ratios. Every run starts after a
-//! `sync` (untimed), so none pays for writing back an earlier run's output.
+//! pip). Prints median wall time, peak RSS, GB/s and ratios. Every run starts after the
+//! previous round's artifacts are removed and a `sync` (untimed), so none pays for
+//! writing back or freeing an earlier run's output.
 //!
 //! Environment: `ROLLSTAT_BENCH_TASKS` (default 200000; ×5 repeats = 1M rollouts),
 //! `ROLLSTAT_BENCH_ROUNDS` (default 3), `ROLLSTAT_BENCH_DIR` (default
@@ -185,8 +186,15 @@ fn main() {
     let mut peaks: Vec<u64> = vec![0; jobs.len()];
     for round in 0..rounds {
         for (j, (name, make)) in jobs.iter().enumerate() {
-            // Untimed: the previous run's output is written back to disk first, so no run
-            // pays for another's writeback.
+            // Untimed: the previous round's artifacts are removed and written back first,
+            // so each run writes fresh files and pays neither for another run's writeback
+            // nor for freeing the artifacts it would replace.
+            for f in ["agg.json", "rollouts.parquet"] {
+                let _ = std::fs::remove_file(out.join(f));
+            }
+            for f in ["reward_profiling.jsonl", "agent_metrics.json", "repeat_level_metrics.json"] {
+                let _ = std::fs::remove_file(out.join(format!("rollouts_{f}")));
+            }
             let _ = Command::new("sync").status();
             let (wall, peak) = measure(&mut make());
             times[j].push(wall.as_secs_f64());
