@@ -104,6 +104,8 @@ pub struct InfoPlan {
     /// Top-level columns in order (not `reward`), each with the usage column of the same
     /// name (when that usage value is numeric, the key was already written).
     pub top: Vec<(usize, Option<usize>)>,
+    /// The usage column named `reward`, if any.
+    pub usage_reward: Option<usize>,
 }
 
 /// One [`InfoPlan`] per interned key order of the table.
@@ -117,6 +119,7 @@ pub fn info_plans(t: &RolloutTable) -> Vec<InfoPlan> {
             let find = |list: &[u32], n: &str| list.iter().find(|&&c| name(c) == n).map(|&c| c as usize);
             InfoPlan {
                 reward: find(top, "reward"),
+                usage_reward: find(usage, "reward"),
                 usage: usage.iter().map(|&u| (u as usize, find(top, name(u)))).collect(),
                 top: top
                     .iter()
@@ -149,7 +152,7 @@ pub fn info_value(t: &RolloutTable, c: usize, row: usize, keep_bool: bool) -> Op
 /// `emit` receives the column index (whose name is the key) and the value.
 pub fn rollout_info_each<'t>(t: &'t RolloutTable, plan: &InfoPlan, row: usize, mut emit: impl FnMut(usize, Val<'t>)) {
     // A numeric usage `reward` overwrites the top-level one, keeping its first place.
-    let usage_reward = plan.usage.iter().find(|(u, _)| t.columns[*u].name == "reward").map(|&(u, _)| u);
+    let usage_reward = plan.usage_reward;
     if let Some(rc) = plan.reward {
         let col = &t.columns[rc];
         let v = match usage_reward.and_then(|u| info_value(t, u, row, false)) {
