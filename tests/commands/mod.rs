@@ -292,6 +292,60 @@ fn output_bytes_do_not_depend_on_threads() {
     assert_eq!(outs[0], outs[1]);
 }
 
+/// A file of several read pieces gives the same aggregate bytes with one thread, two
+/// threads, and read from a pipe (which is streamed in blocks instead of mapped).
+#[cfg(unix)]
+#[test]
+fn multi_piece_files_and_pipes_read_the_same() {
+    let d = TempDir::new("pieces");
+    generate(
+        d.path(),
+        &["--tasks", "2400", "--repeats", "4", "--agents", "1", "--seed", "17", "--missing-frac", "0.02"],
+    );
+    let r = d.join("rollouts.jsonl");
+    assert!(std::fs::metadata(&r).unwrap().len() > 16 << 20, "the file should span several 8 MB pieces");
+    let mut outs = Vec::new();
+    for th in ["1", "2"] {
+        let out = d.join(&format!("agg{th}.json"));
+        let o = run(&[
+            "--threads",
+            th,
+            "aggregate",
+            "--rollouts",
+            r.to_str().unwrap(),
+            "--out",
+            out.to_str().unwrap(),
+            "-q",
+        ]);
+        assert!(o.status.success(), "{}", stderr(&o));
+        outs.push(std::fs::read(&out).unwrap());
+    }
+    let piped = d.join("agg_pipe.json");
+    let o = std::process::Command::new(bin())
+        .args(["aggregate", "--rollouts", "/dev/stdin", "--out", piped.to_str().unwrap(), "-q"])
+        .stdin(std::fs::File::open(&r).unwrap())
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert_eq!(outs[0], outs[1]);
+    // stdin is a regular file here (mapped); read the same bytes through a real pipe too.
+    let mut child = std::process::Command::new(bin())
+        .args(["aggregate", "--rollouts", "/dev/stdin", "--out", d.join("agg_fifo.json").to_str().unwrap(), "-q"])
+        .stdin(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    {
+        use std::io::Write;
+        let mut stdin = child.stdin.take().unwrap();
+        stdin.write_all(&std::fs::read(&r).unwrap()).unwrap();
+    }
+    let o = child.wait_with_output().unwrap();
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert_eq!(std::fs::read(&piped).unwrap(), outs[0]);
+    assert_eq!(std::fs::read(d.join("agg_fifo.json")).unwrap(), outs[0]);
+}
+
 #[test]
 fn demo_runs_the_main_job() {
     let d = TempDir::new("demo");
