@@ -1,8 +1,8 @@
 //! Ingest: NeMo Gym rollout and materialized-input JSONL files into typed columns.
 //!
 //! Files are memory-mapped (pipes: read in bounded blocks) and parsed in parallel pieces
-//! (see [`lines`]); the JSON
-//! scanner ([`scan`]) skips model payloads without building them. The result is a
+//! (see [`lines`]); the JSON scanner ([`scan`]) skips model payloads without building
+//! them. The result is a
 //! [`RolloutTable`] (one row per rollout, one column per scalar field) and an
 //! [`InputTable`] (one row per expected rollout, with where its bytes are).
 
