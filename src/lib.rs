@@ -13,5 +13,6 @@ pub mod ingest;
 pub mod metrics;
 pub mod query;
 pub mod stats;
+pub mod trace;
 
 pub use error::{Error, Result};

@@ -16,12 +16,7 @@ pub fn report_read_warnings(w: &[String]) {
     }
 }
 
-/// With `ROLLSTAT_TRACE` set, prints how long a phase took to stderr.
-pub fn trace(what: &str, since: std::time::Instant) {
-    if std::env::var_os("ROLLSTAT_TRACE").is_some() {
-        eprintln!("trace: {what}: {:.3}s", since.elapsed().as_secs_f64());
-    }
-}
+pub use crate::trace::trace;
 
 /// Reads rollouts and (optionally) inputs in parallel.
 pub fn read_both(rollouts: &Path, inputs: Option<&Path>) -> Result<(RolloutTable, Option<InputTable>)> {

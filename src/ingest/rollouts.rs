@@ -540,9 +540,7 @@ pub fn read_rollouts(path: &Path) -> Result<RolloutTable> {
     });
     t.columns = columns;
     t.orders = orders.seqs;
-    if std::env::var_os("ROLLSTAT_TRACE").is_some() {
-        eprintln!("trace: merge pieces: {:.3}s", merge_start.elapsed().as_secs_f64());
-    }
+    crate::trace::trace("merge pieces", merge_start);
     t.names = names.list;
     t.report = report;
     if t.is_empty() {
