@@ -8,7 +8,7 @@ use super::custom::{self, MetricSpec};
 use super::labels::runs;
 use super::levels::{across_repeats, agent_level, repeat_level, Profiled, StatKeys};
 use super::perf::perf_summary;
-use super::profile::{coverage, index_by_key};
+use super::profile::{coverage, duplicate_key, index_by_key};
 use super::tasks::{info_plans, quoted_names, Samples, TaskPlan};
 use super::warnings::Warnings;
 use crate::error::{Error, Result};
@@ -122,10 +122,19 @@ impl AggEntry<'_> {
 
 /// Computes one aggregate entry.
 pub fn entry<'a>(t: &'a RolloutTable, g: &Group, opts: &AggregateOptions, warn: &mut Warnings) -> Result<AggEntry<'a>> {
-    let task: Vec<i64> = g.rows.iter().map(|&r| t.task[r]).collect();
-    let rollout: Vec<i64> = g.rows.iter().map(|&r| t.rollout[r]).collect();
-    let line: Vec<u64> = g.rows.iter().map(|&r| t.line[r]).collect();
-    index_by_key(&task, &rollout, &line, "result", &t.path)?;
+    if g.rows.windows(2).all(|w| w[0] < w[1]) {
+        // Rows in table order, which is sorted by (task, rollout, line): a repeated key
+        // sits next to itself.
+        let key = |r: usize| (t.task[r], t.rollout[r]);
+        if let Some(w) = g.rows.windows(2).find(|w| key(w[0]) == key(w[1])) {
+            return Err(duplicate_key("result", key(w[0]), t.line[w[0]], t.line[w[1]], &t.path));
+        }
+    } else {
+        let task: Vec<i64> = g.rows.iter().map(|&r| t.task[r]).collect();
+        let rollout: Vec<i64> = g.rows.iter().map(|&r| t.rollout[r]).collect();
+        let line: Vec<u64> = g.rows.iter().map(|&r| t.line[r]).collect();
+        index_by_key(&task, &rollout, &line, "result", &t.path)?;
+    }
     let mut head: Members = vec![(Arc::from("agent_ref"), Json::name_ref(&g.label))];
     if let Some(s) = &g.server {
         head.push((Arc::from("_ng_environment_server"), Json::Str(s.clone())));

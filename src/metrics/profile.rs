@@ -65,15 +65,19 @@ pub fn index_by_key(
     v.par_sort_unstable();
     for w in v.windows(2) {
         if w[0].0 == w[1].0 {
-            let (a, b) = w[0].0;
             let (l1, l2) = (line[w[0].1].min(line[w[1].1]), line[w[0].1].max(line[w[1].1]));
-            return Err(Error::Mismatch(format!(
-                "Duplicate {what} row for rollout key ({a}, {b}): {}, lines {l1} and {l2} have the same _ng_task_index and _ng_rollout_index",
-                file.display()
-            )));
+            return Err(duplicate_key(what, w[0].0, l1, l2, file));
         }
     }
     Ok(v)
+}
+
+/// Two rows share a rollout key.
+pub fn duplicate_key(what: &str, (a, b): (i64, i64), l1: u64, l2: u64, file: &std::path::Path) -> Error {
+    Error::Mismatch(format!(
+        "Duplicate {what} row for rollout key ({a}, {b}): {}, lines {l1} and {l2} have the same _ng_task_index and _ng_rollout_index",
+        file.display()
+    ))
 }
 
 /// Coverage keys (SPEC §6) for a set of rows, or empty when nothing was masked.

@@ -79,6 +79,12 @@ fn duplicate_keys() {
     let dup = format!("{GOOD_ROLLOUTS}{}", GOOD_ROLLOUTS.lines().next().unwrap());
     let r = profile(GOOD_INPUT.as_bytes(), format!("{dup}\n").as_bytes(), &[]);
     refused(&r, &["Duplicate result row for rollout key (0, 0)", "lines 1 and 3"]);
+    // aggregate (no inputs) names the same key and lines.
+    let dir = TempDir::new("bad-agg");
+    dir.write("inputs.jsonl", GOOD_INPUT);
+    let rp = dir.write("rollouts.jsonl", &format!("{dup}\n"));
+    let out = run(&["aggregate", "--rollouts", rp.to_str().unwrap(), "--out", dir.join("agg.json").to_str().unwrap()]);
+    refused(&Run { dir, out }, &["Duplicate result row for rollout key (0, 0)", "lines 1 and 3"]);
 }
 
 #[test]
