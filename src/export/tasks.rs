@@ -101,7 +101,7 @@ enum Sample {
 fn samples(plan: &TaskPlan<'_>, range: std::ops::Range<usize>, compact: bool) -> io::Result<Vec<Sample>> {
     const DROP: [&str; 2] = ["_ng_task_index", "_ng_rollout_index"];
     match &plan.samples {
-        Samples::Fixed(j) => Ok(vec![j; range.len()].into_iter().map(|j| Sample::Value(j.clone())).collect()),
+        Samples::Fixed(j) => Ok(range.map(|_| Sample::Value(j.clone())).collect()),
         Samples::Inputs { table, rows } => {
             let raw = read_rows(table, &rows[range.clone()]).map_err(|e| io::Error::other(e.to_string()))?;
             raw.par_iter()

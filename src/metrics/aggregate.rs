@@ -48,49 +48,32 @@ pub fn groups(
     let runs = runs(t, inputs);
     let mut by: BTreeMap<String, Group> = BTreeMap::new();
     let mut orphans = Vec::new();
-    // The group of the previous row's label id (rows mostly repeat their neighbour's).
-    let mut last: Option<(u32, String)> = None;
     for r in 0..t.len() {
         if inputs.is_some() && !runs.has_input[r] {
             orphans.push(r);
             continue;
         }
-        let lid = runs.label[r];
-        let server = || {
-            let k = runs.key[r];
-            (k != crate::metrics::labels::NONE && runs.key_is_server[k as usize]).then(|| runs.keys[k as usize].clone())
-        };
-        if let Some((l, label)) = &last {
-            if *l == lid {
-                let g = by.get_mut(label).expect("the group was created");
-                if g.server.is_none() {
-                    g.server = server();
-                }
-                g.rows.push(r);
-                continue;
+        let label = match runs.label_of(r).or(default_agent) {
+            Some(l) => l,
+            None => {
+                return Err(Error::Mismatch(format!(
+                    "{}, line {}: this rollout names no agent (no `agent_ref.name`, no `_ng_environment_server`{}); pass --agent NAME to label such rollouts",
+                    t.path.display(),
+                    t.line[r],
+                    if inputs.is_some() { ", and no materialized input row that names one" } else { ", and no --inputs" }
+                )))
             }
-        }
-        let label = match runs.label_of(r) {
-            Some(l) => l.to_string(),
-            None => match default_agent {
-                Some(a) => a.to_string(),
-                None => {
-                    return Err(Error::Mismatch(format!(
-                        "{}, line {}: this rollout names no agent (no `agent_ref.name`, no `_ng_environment_server`{}); pass --agent NAME to label such rollouts",
-                        t.path.display(),
-                        t.line[r],
-                        if inputs.is_some() { ", and no materialized input row that names one" } else { ", and no --inputs" }
-                    )))
-                }
-            },
         };
-        let g =
-            by.entry(label.clone()).or_insert_with(|| Group { label: label.clone(), server: None, rows: Vec::new() });
-        if g.server.is_none() {
-            g.server = server();
+        // A label is allocated once, when its group is created.
+        if !by.contains_key(label) {
+            by.insert(label.to_string(), Group { label: label.to_string(), server: None, rows: Vec::new() });
+        }
+        let g = by.get_mut(label).expect("the group exists");
+        if g.server.is_none() && runs.label_of(r).is_some() {
+            let k = runs.key[r] as usize;
+            g.server = runs.key_is_server[k].then(|| runs.keys[k].clone());
         }
         g.rows.push(r);
-        last = Some((lid, label));
     }
     Ok((by.into_values().collect(), orphans))
 }

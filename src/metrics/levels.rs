@@ -519,29 +519,31 @@ pub fn across_repeats(repeats: &[RepeatEntry], n_labels: usize, warn: &mut Warni
 }
 
 /// Agent-level statistics per label (SPEC §3), stat-major keys.
+/// Each column's values at `positions`: the columns themselves when `whole` (every
+/// position, in order), else gathered copies.
+fn columns_at<'v, T: Copy>(cols: &'v [Vec<T>], positions: &[usize], whole: bool) -> Vec<std::borrow::Cow<'v, [T]>> {
+    use std::borrow::Cow;
+    cols.iter()
+        .map(|v| {
+            if whole {
+                Cow::Borrowed(v.as_slice())
+            } else {
+                Cow::Owned(positions.iter().map(|&pos| v[pos]).collect())
+            }
+        })
+        .collect()
+}
+
 pub fn agent_level(p: &Profiled<'_>, keys: &StatKeys) -> Vec<Vec<(Key, Json)>> {
     p.label_positions()
         .par_iter()
         .map(|positions| {
             // One label holding every position (the usual case) reads the columns as they are.
             let whole = positions.len() == p.rows.len();
-            let cols: Vec<Vec<f64>> = if whole {
-                Vec::new()
-            } else {
-                p.vals.iter().map(|v| positions.iter().map(|&pos| v[pos]).collect()).collect()
-            };
-            let refs: Vec<&[f64]> = if whole {
-                p.vals.iter().map(|c| c.as_slice()).collect()
-            } else {
-                cols.iter().map(|c| c.as_slice()).collect()
-            };
-            let ints: Option<Vec<Vec<i64>>> = (p.all_int && !whole)
-                .then(|| p.ints.iter().map(|v| positions.iter().map(|&pos| v[pos]).collect()).collect());
-            let int_refs: Option<Vec<&[i64]>> = match (&ints, p.all_int && whole) {
-                (_, true) => Some(p.ints.iter().map(|c| c.as_slice()).collect()),
-                (Some(v), false) => Some(v.iter().map(|c| c.as_slice()).collect()),
-                (None, false) => None,
-            };
+            let cols = columns_at(&p.vals, positions, whole);
+            let refs: Vec<&[f64]> = cols.iter().map(|c| &**c).collect();
+            let ints = p.all_int.then(|| columns_at(&p.ints, positions, whole));
+            let int_refs: Option<Vec<&[i64]>> = ints.as_ref().map(|v| v.iter().map(|c| &**c).collect());
             let mut out = Vec::new();
             let mut scratch = Vec::new();
             describe(&refs, keys, int_refs.as_deref(), &mut out, &mut scratch);
