@@ -79,20 +79,63 @@ pub fn write_f64(out: &mut Vec<u8>, v: f64) {
     // Whole numbers below 1e16 print as the integer and `.0` (ryu's decimal form); the
     // integer printer is several times faster. -0.0 keeps its sign through ryu.
     if v.abs() < 1e16 && (v as i64) as f64 == v && (v != 0.0 || v.is_sign_positive()) {
-        let mut b = itoa::Buffer::new();
-        out.extend_from_slice(b.format(v as i64).as_bytes());
+        write_i64(out, v as i64);
         out.extend_from_slice(b".0");
     } else if v.is_finite() {
-        let mut b = ryu::Buffer::new();
-        out.extend_from_slice(b.format_finite(v).as_bytes());
+        out.reserve(24);
+        // SAFETY: ryu writes at most 24 bytes at the pointer, which the reserve made
+        // spare capacity; they are initialized before the length covers them.
+        unsafe {
+            let n = ryu::raw::format64(v, out.as_mut_ptr().add(out.len()));
+            out.set_len(out.len() + n);
+        }
     } else {
         out.extend_from_slice(b"null");
     }
 }
 
+/// Two-digit groups `00`..`99`.
+const DIGITS2: &[u8; 200] = b"0001020304050607080910111213141516171819\
+2021222324252627282930313233343536373839\
+4041424344454647484950515253545556575859\
+6061626364656667686970717273747576777879\
+8081828384858687888990919293949596979899";
+
+/// Appends `v` in decimal, written in place (no intermediate buffer or copy call).
+#[inline]
+pub fn write_u64(out: &mut Vec<u8>, mut v: u64) {
+    let n = v.checked_ilog10().unwrap_or(0) as usize + 1;
+    out.reserve(n);
+    // SAFETY: `n` bytes of spare capacity are reserved; every one of them is written
+    // (two digits at a time from the end, then the leading one or two) before the
+    // length grows over them.
+    unsafe {
+        let start = out.as_mut_ptr().add(out.len());
+        let mut p = start.add(n);
+        while v >= 100 {
+            let r = (v % 100) as usize * 2;
+            v /= 100;
+            p = p.sub(2);
+            std::ptr::copy_nonoverlapping(DIGITS2.as_ptr().add(r), p, 2);
+        }
+        if v >= 10 {
+            p = p.sub(2);
+            std::ptr::copy_nonoverlapping(DIGITS2.as_ptr().add(v as usize * 2), p, 2);
+        } else {
+            p = p.sub(1);
+            *p = b'0' + v as u8;
+        }
+        debug_assert_eq!(p, start);
+        out.set_len(out.len() + n);
+    }
+}
+
+#[inline]
 pub fn write_i64(out: &mut Vec<u8>, v: i64) {
-    let mut b = itoa::Buffer::new();
-    out.extend_from_slice(b.format(v).as_bytes());
+    if v < 0 {
+        out.push(b'-');
+    }
+    write_u64(out, v.unsigned_abs());
 }
 
 /// Appends `s` JSON-escaped, without quotes: `"`, `\\` and control characters only
@@ -477,6 +520,48 @@ mod tests {
             let mut o = Vec::new();
             write_f64(&mut o, v);
             assert_eq!(String::from_utf8(o).unwrap(), ryu::Buffer::new().format_finite(v), "{v}");
+        }
+    }
+
+    /// Floats with fractions and exponents print as ryu's buffer API prints them, also
+    /// when appended after existing bytes.
+    #[test]
+    fn fractional_floats_match_ryu() {
+        let mut x = 1.234_567_890_123e-300f64;
+        while x < 1e300 {
+            for v in [x, -x, 1.0 / x, x + 0.5] {
+                let mut o = b"ab".to_vec();
+                write_f64(&mut o, v);
+                assert_eq!(&o[..2], b"ab");
+                assert_eq!(std::str::from_utf8(&o[2..]).unwrap(), ryu::Buffer::new().format_finite(v), "{v}");
+            }
+            x *= 7.77;
+        }
+        for v in [f64::NAN, f64::INFINITY, f64::NEG_INFINITY] {
+            let mut o = Vec::new();
+            write_f64(&mut o, v);
+            assert_eq!(o, b"null");
+        }
+    }
+
+    /// The in-place integer printer agrees with itoa at every digit-count boundary.
+    #[test]
+    fn integers_match_itoa() {
+        let mut vals = vec![0i64, 1, -1, 9, 10, 99, 100, 101, i64::MAX, i64::MIN, i64::MIN + 1];
+        let mut p = 1i64;
+        while let Some(q) = p.checked_mul(10) {
+            vals.extend([p - 1, p, p + 1, -(p - 1), -p, -(p + 1), q / 3]);
+            p = q;
+        }
+        for v in vals {
+            let mut o = b"x".to_vec();
+            write_i64(&mut o, v);
+            assert_eq!(std::str::from_utf8(&o[1..]).unwrap(), itoa::Buffer::new().format(v), "{v}");
+        }
+        for v in [u64::MAX, u64::MAX - 1, 1 << 63, 18_446_744_073_709_551_606] {
+            let mut o = Vec::new();
+            write_u64(&mut o, v);
+            assert_eq!(std::str::from_utf8(&o).unwrap(), itoa::Buffer::new().format(v), "{v}");
         }
     }
 

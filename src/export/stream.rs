@@ -17,6 +17,55 @@ pub fn newline_indent(out: &mut Vec<u8>, depth: usize) {
     }
 }
 
+/// Longest [`Snip`] appended with one fixed-size copy.
+const SNIP: usize = 64;
+
+/// A short byte string appended with one fixed-size copy (no copy call, no length
+/// dispatch): the members' `,` + newline + indentation + `"key": ` prefixes, thousands
+/// per task batch. Longer strings fall back to an ordinary copy.
+pub struct Snip {
+    len: usize,
+    short: [u8; SNIP],
+    long: Vec<u8>,
+}
+
+impl Snip {
+    pub fn new(bytes: &[u8]) -> Snip {
+        let mut short = [0u8; SNIP];
+        if bytes.len() <= SNIP {
+            short[..bytes.len()].copy_from_slice(bytes);
+            Snip { len: bytes.len(), short, long: Vec::new() }
+        } else {
+            Snip { len: bytes.len(), short, long: bytes.to_vec() }
+        }
+    }
+    /// The prefix of a member that follows another one: separator, indentation for
+    /// `depth` (none when compact), the quoted key and the colon.
+    pub fn member(quoted_key: &[u8], depth: Option<usize>) -> Snip {
+        let mut b = vec![b','];
+        if let Some(d) = depth {
+            newline_indent(&mut b, d);
+        }
+        b.extend_from_slice(quoted_key);
+        b.extend_from_slice(if depth.is_some() { b": " } else { b":" });
+        Snip::new(&b)
+    }
+    #[inline(always)]
+    pub fn put(&self, out: &mut Vec<u8>) {
+        if self.len <= SNIP {
+            out.reserve(SNIP);
+            // SAFETY: SNIP bytes of spare capacity are reserved and `short` is SNIP bytes;
+            // only the first `len` (initialized from `bytes`) are covered by the length.
+            unsafe {
+                std::ptr::copy_nonoverlapping(self.short.as_ptr(), out.as_mut_ptr().add(out.len()), SNIP);
+                out.set_len(out.len() + self.len);
+            }
+        } else {
+            out.extend_from_slice(&self.long);
+        }
+    }
+}
+
 /// Writes one JSON value incrementally into its buffer `out` (drain it as you go).
 pub struct Emitter {
     pub out: Vec<u8>,
@@ -86,6 +135,13 @@ impl Emitter {
         self.item();
         self.out.extend_from_slice(quoted);
         self.out.extend_from_slice(if self.indent.is_some() { b": " } else { b":" });
+    }
+    /// A member that follows another one in the open object, its whole prefix given
+    /// (see [`Snip::member`], built for this emitter's layout and depth).
+    #[inline(always)]
+    pub fn member(&mut self, prefix: &Snip) {
+        debug_assert_eq!(self.stack.last(), Some(&true));
+        prefix.put(&mut self.out);
     }
     /// A member key known to need no escaping (a literal name).
     pub fn key_plain(&mut self, k: &str) {

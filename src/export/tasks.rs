@@ -8,7 +8,7 @@ use std::io::{self, Write};
 use rayon::prelude::*;
 
 use super::json::{parse, transcode_compact, write_str, Json};
-use super::stream::Emitter;
+use super::stream::{Emitter, Snip};
 use crate::ingest::inputs::read_rows;
 use crate::metrics::aggregate::AggEntry;
 use crate::metrics::tasks::{rollout_info_each, Samples, TaskPlan, Val};
@@ -18,19 +18,44 @@ const BATCH: usize = 4096;
 /// Task entries rendered into one buffer.
 const CHUNK: usize = 64;
 
+/// The prefixes of the members that task entries repeat, built once for the layout.
+struct Prefixes {
+    /// Per field, per statistic.
+    stat: Vec<[Snip; 5]>,
+    /// Per column of the table: its `rollout_infos` member.
+    info: Vec<Snip>,
+    /// `_ng_task_index` and `_ng_rollout_index` inside `rollout_infos`.
+    info_task: Snip,
+    info_rollout: Snip,
+}
+
+impl Prefixes {
+    /// For entries whose members sit at `depth` (`None`: compact).
+    fn new(plan: &TaskPlan<'_>, depth: Option<usize>) -> Prefixes {
+        // Members of a rollout info: two levels (array, object) below the entry's.
+        let inner = depth.map(|d| d + 2);
+        let quote = |k: &str| super::stream::quoted(k);
+        Prefixes {
+            stat: plan.keys.quoted.iter().map(|q| std::array::from_fn(|s| Snip::member(&q[s], depth))).collect(),
+            info: plan.quoted_names.iter().map(|q| Snip::member(q, inner)).collect(),
+            info_task: Snip::member(&quote("_ng_task_index"), inner),
+            info_rollout: Snip::member(&quote("_ng_rollout_index"), inner),
+        }
+    }
+}
+
 /// Serializes task entry `g` with the emitter's layout.
-fn entry(plan: &TaskPlan<'_>, g: usize, sample: &Sample, em: &mut Emitter, scratch: &mut Vec<f64>) {
+fn entry(plan: &TaskPlan<'_>, pre: &Prefixes, g: usize, sample: &Sample, em: &mut Emitter, scratch: &mut Vec<f64>) {
     let p = &plan.p;
     let (a, b) = plan.groups[g];
     em.begin_obj();
     em.key_plain("_ng_task_index");
     em.i64(p.task(a));
     let st = plan.stats(g, scratch);
-    let quoted = &plan.keys.quoted;
     for s in 0..5 {
         for (f, row) in st.iter().enumerate() {
             if let Some(v) = row[s] {
-                em.key_raw(&quoted[f][s]);
+                em.member(&pre.stat[f][s]);
                 match plan.int_extreme(g, f, s) {
                     Some(i) => em.i64(i),
                     None => em.f64(v),
@@ -66,16 +91,16 @@ fn entry(plan: &TaskPlan<'_>, g: usize, sample: &Sample, em: &mut Emitter, scrat
         em.begin_obj();
         em.key_plain("rollout_id");
         em.out.push(b'"');
-        em.out.extend_from_slice(itoa::Buffer::new().format(t.task[row]).as_bytes());
-        em.out.push(b':');
-        em.out.extend_from_slice(itoa::Buffer::new().format(t.rollout[row]).as_bytes());
-        em.out.push(b'"');
-        em.key_plain("_ng_task_index");
         em.i64(t.task[row]);
-        em.key_plain("_ng_rollout_index");
+        em.out.push(b':');
+        em.i64(t.rollout[row]);
+        em.out.push(b'"');
+        em.member(&pre.info_task);
+        em.i64(t.task[row]);
+        em.member(&pre.info_rollout);
         em.i64(t.rollout[row]);
         rollout_info_each(t, &plan.info[t.order[row] as usize], row, |c, v| {
-            em.key_raw(&plan.quoted_names[c]);
+            em.member(&pre.info[c]);
             match v {
                 Val::Int(i) => em.i64(i),
                 Val::Float(x) => em.f64(x),
@@ -144,6 +169,9 @@ pub fn write_tasks<W: Write + Send>(plan: &TaskPlan<'_>, indent: Option<usize>, 
     // Written buffers come back for reuse, so each batch fills memory that is already
     // mapped instead of fresh pages.
     let pool: std::sync::Mutex<Vec<Vec<u8>>> = std::sync::Mutex::new(Vec::new());
+    // Entries are objects at depth d + 1 in an indented array, so members sit at d + 2.
+    let pre = Prefixes::new(plan, indent.map(|d| d + 2));
+    let pre = &pre;
     std::thread::scope(|scope| -> io::Result<()> {
         let pool = &pool;
         let writer = scope.spawn(move || -> io::Result<()> {
@@ -205,7 +233,7 @@ pub fn write_tasks<W: Write + Send>(plan: &TaskPlan<'_>, indent: Option<usize>, 
                             em.out.push(b'\n');
                             em.out.resize(em.out.len() + 2 * (d + 1), b' ');
                         }
-                        entry(plan, g, &samples[g - start], &mut em, scratch);
+                        entry(plan, pre, g, &samples[g - start], &mut em, scratch);
                         if indent.is_none() {
                             em.out.push(b'\n');
                         }

@@ -66,10 +66,10 @@ type LineProblem = (Option<String>, String);
 pub fn read_inputs(path: &Path) -> Result<InputTable> {
     let (pieces, mut report) = read_pieces(path, |lines: &mut PieceLines<'_>| {
         let mut p = Piece::default();
-        let utf8_valid = lines.utf8_valid;
         for l in lines {
             let r: std::result::Result<RowKeys, LineProblem> = (|| {
-                if !utf8_valid && simdutf8::basic::from_utf8(l.bytes).is_err() {
+                // Checked per line, while the line is in cache from finding its end.
+                if simdutf8::basic::from_utf8(l.bytes).is_err() {
                     let e = std::str::from_utf8(l.bytes).unwrap_err();
                     return Err((
                         None,

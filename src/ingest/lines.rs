@@ -43,15 +43,11 @@ pub struct PieceLines<'a> {
     offset: u64,
     /// Whether the piece ends the file.
     last: bool,
-    /// Whether the whole piece is valid UTF-8 (checked once, SIMD); when false the
-    /// parser checks line by line to say where.
-    pub utf8_valid: bool,
 }
 
 impl<'a> PieceLines<'a> {
     fn new(data: &'a [u8], offset: u64, last: bool) -> Self {
-        let utf8_valid = simdutf8::basic::from_utf8(data).is_ok();
-        PieceLines { data, pos: 0, number: 0, offset, last, utf8_valid }
+        PieceLines { data, pos: 0, number: 0, offset, last }
     }
     /// Lines seen so far (blank ones included).
     pub fn seen(&self) -> u64 {

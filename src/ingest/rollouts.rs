@@ -194,13 +194,13 @@ impl Piece {
     fn parse_line(
         &mut self,
         l: &Line<'_>,
-        utf8_valid: bool,
         prev: &[u32],
         top_ids: &mut Vec<u32>,
         usage_ids: &mut Vec<u32>,
     ) -> std::result::Result<(), LineErr> {
         let row = self.task.len();
-        if !utf8_valid && simdutf8::basic::from_utf8(l.bytes).is_err() {
+        // Checked per line, while the line is in cache from finding its end.
+        if simdutf8::basic::from_utf8(l.bytes).is_err() {
             let bad = std::str::from_utf8(l.bytes).unwrap_err().valid_up_to();
             return Err(LineErr {
                 offset: Some(bad),
@@ -407,9 +407,8 @@ pub fn read_rollouts(path: &Path) -> Result<RolloutTable> {
         let mut usage = Vec::new();
         let mut prev: Vec<u32> = Vec::new();
         let mut prev_id = u32::MAX;
-        let utf8_valid = lines.utf8_valid;
         for l in lines {
-            let r = p.parse_line(&l, utf8_valid, &prev, &mut top, &mut usage);
+            let r = p.parse_line(&l, &prev, &mut top, &mut usage);
             if r.is_ok() {
                 let id = *p.order.last().unwrap();
                 if id != prev_id {
