@@ -108,8 +108,9 @@ impl<'a> Scanner<'a> {
         }
     }
 
-    /// Object protocol: call after `{`; returns the next key or None at `}`.
-    #[inline]
+    /// Object protocol: call after `{`; returns the next key or None at `}`. Always
+    /// inlined: returned through memory, its result stalls the caller's next loads.
+    #[inline(always)]
     pub fn next_key(&mut self, first: &mut bool) -> ScanResult<Option<(&'a [u8], bool)>> {
         match self.peek() {
             Some(b'}') => {

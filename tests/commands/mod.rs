@@ -295,6 +295,36 @@ fn output_bytes_do_not_depend_on_threads() {
 /// A file of several read pieces gives the same aggregate bytes with one thread, two
 /// threads, and read from a pipe (which is streamed in blocks instead of mapped).
 #[cfg(unix)]
+/// An output naming a pipe is written into it, not replaced by a rename: the artifact
+/// arrives on stdout, and a named pipe is still a pipe afterwards.
+#[test]
+fn outputs_to_pipes_stream_in_place() {
+    use std::os::unix::fs::FileTypeExt;
+    let d = TempDir::new("out-pipe");
+    generate(d.path(), &["--tasks", "30", "--repeats", "2", "--agents", "1", "--seed", "3"]);
+    let r = d.join("rollouts.jsonl");
+    let file = d.join("agg.json");
+    let o = run(&["aggregate", "--rollouts", r.to_str().unwrap(), "--out", file.to_str().unwrap(), "-q"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let want = std::fs::read(&file).unwrap();
+    let o = run(&["aggregate", "--rollouts", r.to_str().unwrap(), "--out", "/dev/stdout", "-q"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(o.stdout.starts_with(&want), "the artifact should be written to stdout");
+    assert_eq!(String::from_utf8_lossy(&o.stdout[want.len()..]), "Aggregate metrics: /dev/stdout\n");
+
+    let fifo = d.join("agg.fifo");
+    let made = std::process::Command::new("mkfifo").arg(&fifo).status().unwrap();
+    assert!(made.success());
+    let reader = {
+        let fifo = fifo.clone();
+        std::thread::spawn(move || std::fs::read(fifo).unwrap())
+    };
+    let o = run(&["aggregate", "--rollouts", r.to_str().unwrap(), "--out", fifo.to_str().unwrap(), "-q"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert_eq!(reader.join().unwrap(), want);
+    assert!(std::fs::metadata(&fifo).unwrap().file_type().is_fifo(), "the named pipe was replaced");
+}
+
 #[test]
 fn multi_piece_files_and_pipes_read_the_same() {
     let d = TempDir::new("pieces");
