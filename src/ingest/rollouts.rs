@@ -198,7 +198,6 @@ impl Piece {
         top_ids: &mut Vec<u32>,
         usage_ids: &mut Vec<u32>,
     ) -> std::result::Result<(), LineErr> {
-        let row = self.task.len();
         // Checked per line, while the line is in cache from finding its end.
         if simdutf8::basic::from_utf8(l.bytes).is_err() {
             let bad = std::str::from_utf8(l.bytes).unwrap_err().valid_up_to();
@@ -261,7 +260,7 @@ impl Piece {
                                         p.get(at).copied()
                                     });
                                     let id = self.cols.id_guess(Source::Usage, &key, guess);
-                                    self.cols.set(id, row, t, x);
+                                    self.cols.set(id, t, x);
                                     usage_ids.push(id);
                                 }
                             }
@@ -304,7 +303,7 @@ impl Piece {
                         if let Some((t, x)) = scalar_tag(&v) {
                             let key = key_string(pk);
                             let id = self.cols.id(Source::Perf, &key);
-                            self.cols.set(id, row, t, x);
+                            self.cols.set(id, t, x);
                         }
                     }
                 } else {
@@ -323,14 +322,14 @@ impl Piece {
                             key: Some(String::from_utf8_lossy(&key).into()),
                             msg: m.into(),
                         })?;
-                        self.cols.set_str(id, row, &text);
+                        self.cols.set_str(id, &text);
                         top_ids.push(id);
                     }
                     other => {
                         if let Some((t, x)) = scalar_tag(&other) {
                             let key = key_string(k);
                             let id = self.cols.id_guess(Source::Top, &key, guess);
-                            self.cols.set(id, row, t, x);
+                            self.cols.set(id, t, x);
                             top_ids.push(id);
                         }
                     }
@@ -360,6 +359,7 @@ impl Piece {
         self.server.push(server);
         self.perf.push(perf);
         self.order.push(o);
+        self.cols.end_row();
         Ok(())
     }
 }
@@ -418,12 +418,7 @@ pub fn read_rollouts(path: &Path) -> Result<RolloutTable> {
             }
             if let Err(e) = r {
                 // Undo a half-written row: columns may hold a value for it.
-                let row = p.task.len();
-                for c in &mut p.cols.cols {
-                    c.tags.truncate(row);
-                    c.nums.truncate(row);
-                    c.codes.truncate(row);
-                }
+                p.cols.undo_row();
                 if l.unterminated {
                     p.cut_off = Some((l.number, e.msg));
                     continue;
@@ -483,14 +478,15 @@ pub fn read_rollouts(path: &Path) -> Result<RolloutTable> {
         t.masked.extend(p.masked);
         t.perf.extend(p.perf);
         piece_meta.push((p.order, p.orders));
-        col_pieces.push((p.cols.finish(rows), rows));
+        debug_assert_eq!(p.cols.rows(), rows);
+        col_pieces.push(p.cols);
     }
     // Rows sorted by (task, rollout, line): statistics then read the columns sequentially
     // instead of jumping across the file's completion order.
     let perm = sort_order(&t.task, &t.rollout);
     let mut piece_of: Vec<(u32, u32)> = Vec::with_capacity(t.task.len());
-    for (p, (_, rows)) in col_pieces.iter().enumerate() {
-        piece_of.extend((0..*rows as u32).map(|l| (p as u32, l)));
+    for (p, cols) in col_pieces.iter().enumerate() {
+        piece_of.extend((0..cols.rows() as u32).map(|l| (p as u32, l)));
     }
     let src: Vec<(u32, u32)> = perm.iter().map(|&i| piece_of[i as usize]).collect();
     drop(piece_of);

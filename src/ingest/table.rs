@@ -107,12 +107,29 @@ impl Column {
     }
 }
 
-/// Builds columns for one piece: sets values row by row and pads lazily.
+/// One value set while parsing: its column (piece-local id), tag, and payload (the
+/// number's bits, or the dictionary code of a kept string).
+#[derive(Clone, Copy)]
+pub struct Rec {
+    pub bits: u64,
+    pub col: u32,
+    pub tag: u8,
+}
+
+/// A piece's values, row-major: each row's records in the order they were set, so a row
+/// is one contiguous run and setting a value is one append (no per-column padding).
+/// Columns are built once, by [`merge_columns`], already in the table's row order.
 #[derive(Default)]
 pub struct ColumnsBuilder {
+    /// Each column's source, name and dictionary (its `tags`/`nums`/`codes` stay empty).
     pub cols: Vec<Column>,
     index: [HashMap<Box<[u8]>, u32, foldhash::fast::RandomState>; 3],
     dicts: Vec<HashMap<String, u32, foldhash::fast::RandomState>>,
+    /// Whether each column ever held a kept string (it then gets `codes`).
+    stringy: Vec<bool>,
+    recs: Vec<Rec>,
+    /// End of each finished row's records in `recs`.
+    row_end: Vec<u32>,
 }
 
 impl ColumnsBuilder {
@@ -125,6 +142,7 @@ impl ColumnsBuilder {
         let i = self.cols.len() as u32;
         self.cols.push(Column::new(source, String::from_utf8_lossy(key).into_owned()));
         self.dicts.push(HashMap::default());
+        self.stringy.push(false);
         self.index[source as usize].insert(key.into(), i);
         i
     }
@@ -141,47 +159,17 @@ impl ColumnsBuilder {
         self.id(source, key)
     }
 
+    /// Sets a numeric/null value (`t` one of NULL, INT, FLOAT, BOOL, LONG_STR) in the
+    /// current row. Setting a column twice in a row keeps the last value (as in Python).
     #[inline]
-    fn pad(c: &mut Column, row: usize) {
-        if c.tags.len() < row {
-            c.tags.resize(row, tag::ABSENT);
-            c.nums.resize(row, 0.0);
-            if !c.codes.is_empty() {
-                c.codes.resize(row, u32::MAX);
-            }
-        }
+    pub fn set(&mut self, id: u32, t: u8, v: f64) {
+        self.recs.push(Rec { bits: v.to_bits(), col: id, tag: t });
     }
 
-    /// Sets a numeric/null value (`t` one of NULL, INT, FLOAT, BOOL, LONG_STR).
-    #[inline]
-    pub fn set(&mut self, id: u32, row: usize, t: u8, v: f64) {
-        let c = &mut self.cols[id as usize];
-        Self::pad(c, row);
-        if c.tags.len() > row {
-            // A key repeated in one object: the last value wins (as in Python).
-            c.tags[row] = t;
-            c.nums[row] = v;
-            if !c.codes.is_empty() {
-                c.codes[row] = u32::MAX;
-            }
-            return;
-        }
-        c.tags.push(t);
-        c.nums.push(v);
-        if !c.codes.is_empty() {
-            c.codes.push(u32::MAX);
-        }
-    }
-
-    /// Sets a kept string.
-    pub fn set_str(&mut self, id: u32, row: usize, s: &str) {
+    /// Sets a kept string in the current row.
+    pub fn set_str(&mut self, id: u32, s: &str) {
         let dict = &mut self.dicts[id as usize];
         let c = &mut self.cols[id as usize];
-        Self::pad(c, row);
-        if c.codes.len() < c.tags.len() {
-            // The column's first kept string: codes start here, aligned with the tags.
-            c.codes.resize(c.tags.len(), u32::MAX);
-        }
         let code = match dict.get(s) {
             Some(&k) => k,
             None => {
@@ -191,42 +179,46 @@ impl ColumnsBuilder {
                 k
             }
         };
-        Self::pad(c, row);
-        if c.tags.len() > row {
-            c.tags[row] = tag::STR;
-            c.nums[row] = 0.0;
-            c.codes[row] = code;
-            return;
-        }
-        c.tags.push(tag::STR);
-        c.nums.push(0.0);
-        c.codes.push(code);
+        self.stringy[id as usize] = true;
+        self.recs.push(Rec { bits: u64::from(code), col: id, tag: tag::STR });
     }
 
-    /// Pads every column to `rows` and returns them.
-    ///
-    /// Invariant: a column's `codes` is empty or exactly as long as its `tags`.
-    pub fn finish(mut self, rows: usize) -> Vec<Column> {
-        for c in &mut self.cols {
-            Self::pad(c, rows);
-        }
-        self.cols
+    /// Ends the current row.
+    #[inline]
+    pub fn end_row(&mut self) {
+        self.row_end.push(self.recs.len() as u32);
+    }
+
+    /// Drops what was set in the current (unfinished) row.
+    pub fn undo_row(&mut self) {
+        self.recs.truncate(self.row_end.last().map_or(0, |&e| e as usize));
+    }
+
+    /// Rows finished so far.
+    pub fn rows(&self) -> usize {
+        self.row_end.len()
+    }
+
+    /// The records of finished row `r`.
+    #[inline]
+    fn row(&self, r: usize) -> &[Rec] {
+        let start = if r == 0 { 0 } else { self.row_end[r - 1] as usize };
+        &self.recs[start..self.row_end[r] as usize]
     }
 }
 
-/// Merges per-piece columns (each padded to its piece's row count) by (source, name),
-/// in order of first appearance, into columns whose row `i` is piece row `src[i]`
-/// (`(piece, row in piece)`): concatenation and reordering in one pass. Each merged
-/// column takes its pieces' columns and frees them as soon as it is built, so memory
-/// peaks near one copy of the columns, not two. Returns the merged columns and, per
-/// piece, the map from local to merged column ids.
-pub fn merge_columns(pieces: Vec<(Vec<Column>, usize)>, src: &[(u32, u32)]) -> (Vec<Column>, Vec<Vec<u32>>) {
+/// Merges the pieces' records into columns by (source, name), in order of first
+/// appearance, whose row `i` is piece row `src[i]` (`(piece, row in piece)`):
+/// concatenation and reordering in one pass. Rows are scattered in parallel over
+/// blocks of output rows, each row's records read in one run. Returns the merged
+/// columns and, per piece, the map from local to merged column ids.
+pub fn merge_columns(mut pieces: Vec<ColumnsBuilder>, src: &[(u32, u32)]) -> (Vec<Column>, Vec<Vec<u32>>) {
     let mut order: Vec<(Source, String)> = Vec::new();
     let mut index: HashMap<(Source, String), u32> = HashMap::new();
     let mut maps = Vec::with_capacity(pieces.len());
-    for (cols, _) in &pieces {
-        let mut m = Vec::with_capacity(cols.len());
-        for c in cols {
+    for b in &pieces {
+        let mut m = Vec::with_capacity(b.cols.len());
+        for c in &b.cols {
             let k = (c.source, c.name.clone());
             let id = *index.entry(k.clone()).or_insert_with(|| {
                 order.push(k);
@@ -236,58 +228,91 @@ pub fn merge_columns(pieces: Vec<(Vec<Column>, usize)>, src: &[(u32, u32)]) -> (
         }
         maps.push(m);
     }
-    let np = pieces.len();
-    // Column-major: slots[merged column][piece].
-    let mut slots: Vec<Vec<Option<Column>>> = (0..order.len()).map(|_| (0..np).map(|_| None).collect()).collect();
-    for (p, ((cols, _), m)) in pieces.into_iter().zip(&maps).enumerate() {
-        for (c, &g) in cols.into_iter().zip(m) {
-            slots[g as usize][p] = Some(c);
-        }
-    }
-    let out: Vec<Column> = slots
-        .into_par_iter()
-        .zip(order)
-        .map(|(per_piece, (source, name))| {
-            let mut o = Column::new(source, name);
-            let has_strings = per_piece.iter().flatten().any(|c| !c.codes.is_empty());
-            // Merged dictionary, in piece order, and each piece's code remap.
-            let mut di: HashMap<&str, u32> = HashMap::new();
-            let remaps: Vec<Vec<u32>> = per_piece
+    let n = src.len();
+    let mut out: Vec<Column> = order.into_iter().map(|(source, name)| Column::new(source, name)).collect();
+    // Merged dictionaries, in piece order, and each piece column's code remap.
+    let mut remaps: Vec<Vec<Vec<u32>>> = Vec::with_capacity(pieces.len());
+    {
+        let mut dict_index: Vec<HashMap<String, u32>> = (0..out.len()).map(|_| HashMap::new()).collect();
+        for (b, m) in pieces.iter().zip(&maps) {
+            let per_col = b
+                .cols
                 .iter()
-                .map(|c| match c {
-                    Some(c) if !c.codes.is_empty() => c
-                        .dict
+                .zip(m)
+                .map(|(c, &g)| {
+                    let (o, di) = (&mut out[g as usize], &mut dict_index[g as usize]);
+                    c.dict
                         .iter()
                         .map(|s| {
-                            *di.entry(s.as_str()).or_insert_with(|| {
+                            *di.entry(s.clone()).or_insert_with(|| {
                                 o.dict.push(s.clone());
                                 (o.dict.len() - 1) as u32
                             })
                         })
-                        .collect(),
-                    _ => Vec::new(),
+                        .collect()
                 })
                 .collect();
-            // Gathers, one array at a time; an absent piece column reads as ABSENT / 0.
-            const NO_TAGS: [u8; 0] = [];
-            let tags: Vec<&[u8]> = per_piece.iter().map(|c| c.as_ref().map_or(&NO_TAGS[..], |c| &c.tags)).collect();
-            let nums: Vec<&[f64]> = per_piece.iter().map(|c| c.as_ref().map_or(&[][..], |c| &c.nums)).collect();
-            o.tags =
-                src.iter().map(|&(p, l)| tags[p as usize].get(l as usize).copied().unwrap_or(tag::ABSENT)).collect();
-            o.nums = src.iter().map(|&(p, l)| nums[p as usize].get(l as usize).copied().unwrap_or(0.0)).collect();
-            if has_strings {
-                let codes: Vec<&[u32]> = per_piece.iter().map(|c| c.as_ref().map_or(&[][..], |c| &c.codes)).collect();
-                o.codes = src
-                    .iter()
-                    .map(|&(p, l)| match codes[p as usize].get(l as usize) {
-                        Some(&k) if k != u32::MAX => remaps[p as usize][k as usize],
-                        _ => u32::MAX,
-                    })
-                    .collect();
+            remaps.push(per_col);
+        }
+    }
+    let mut has_codes = vec![false; out.len()];
+    for (b, m) in pieces.iter().zip(&maps) {
+        for (c, &g) in m.iter().enumerate() {
+            has_codes[g as usize] |= b.stringy[c];
+        }
+    }
+    for (o, &codes) in out.iter_mut().zip(&has_codes) {
+        o.tags = vec![tag::ABSENT; n];
+        o.nums = vec![0.0; n];
+        if codes {
+            o.codes = vec![u32::MAX; n];
+        }
+    }
+    // Records switch to merged column ids and merged string codes in place (a sequential
+    // pass), so the scatter below does no lookups.
+    pieces.par_iter_mut().zip(&maps).zip(&remaps).for_each(|((b, m), rm)| {
+        for r in &mut b.recs {
+            let local = r.col as usize;
+            if r.tag == tag::STR {
+                r.bits = u64::from(rm[local][r.bits as usize]);
             }
-            o
-        })
-        .collect();
+            r.col = m[local];
+        }
+    });
+    drop(remaps);
+    // Output rows in blocks; each block owns its slice of every column.
+    const BLOCK: usize = 1 << 15;
+    type Slices<'c> = (&'c mut [u8], &'c mut [f64], &'c mut [u32]);
+    let blocks = n.div_ceil(BLOCK);
+    let mut parts: Vec<Vec<Slices<'_>>> = (0..blocks).map(|_| Vec::with_capacity(out.len())).collect();
+    for o in out.iter_mut() {
+        let mut tags = o.tags.chunks_mut(BLOCK);
+        let mut nums = o.nums.chunks_mut(BLOCK);
+        let mut codes = o.codes.chunks_mut(BLOCK);
+        for part in parts.iter_mut() {
+            let c: &mut [u32] = codes.next().unwrap_or(&mut []);
+            part.push((tags.next().expect("one block per part"), nums.next().expect("one block per part"), c));
+        }
+    }
+    parts.into_par_iter().enumerate().for_each(|(k, mut cols)| {
+        let base = k * BLOCK;
+        for (j, &(p, l)) in src[base..(base + BLOCK).min(n)].iter().enumerate() {
+            for r in pieces[p as usize].row(l as usize) {
+                let (tags, nums, codes) = &mut cols[r.col as usize];
+                tags[j] = r.tag;
+                if r.tag == tag::STR {
+                    nums[j] = 0.0;
+                    codes[j] = r.bits as u32;
+                } else {
+                    nums[j] = f64::from_bits(r.bits);
+                    if let Some(c) = codes.get_mut(j) {
+                        *c = u32::MAX;
+                    }
+                }
+            }
+        }
+    });
+    drop(pieces);
     (out, maps)
 }
 
@@ -324,21 +349,47 @@ mod tests {
     use super::*;
 
     #[test]
-    fn a_first_string_after_absent_rows_keeps_codes_aligned() {
+    fn merged_columns_follow_src_and_keep_the_last_value_of_a_row() {
+        // Piece 0: rows 0..4; piece 1 names its columns in another order.
+        let mut a = ColumnsBuilder::default();
+        let x = a.id(Source::Top, b"x");
+        let ans = a.id(Source::Top, b"answer");
+        a.set(x, tag::INT, f64::from_bits(7));
+        a.end_row(); // row 0: x = 7
+        a.set_str(ans, "A");
+        a.set(ans, tag::NULL, 0.0);
+        a.end_row(); // row 1: answer set twice, null wins
+        a.set(ans, tag::FLOAT, 2.5);
+        a.set_str(ans, "B");
+        a.end_row(); // row 2: "B" wins over 2.5
+        a.set(x, tag::BOOL, 1.0);
+        a.set_str(ans, "half");
+        a.undo_row(); // a failed line leaves nothing behind
+        a.end_row(); // row 3: empty
         let mut b = ColumnsBuilder::default();
-        let other = b.id(Source::Top, b"x");
-        b.set(other, 0, tag::INT, 0.0);
-        let id = b.id(Source::Top, b"answer");
-        // The column appears at row 5: rows 0..5 are absent.
-        b.set_str(id, 5, "A");
-        b.set(id, 7, tag::NULL, 0.0);
-        b.set_str(id, 8, "B");
-        let cols = b.finish(12);
-        let c = &cols[id as usize];
-        assert_eq!(c.codes.len(), c.tags.len());
-        assert_eq!((c.str_at(5), c.str_at(8), c.str_at(6), c.str_at(7)), (Some("A"), Some("B"), None, None));
-        let (merged, _) = merge_columns(vec![(cols, 12)], &(0..12u32).rev().map(|l| (0, l)).collect::<Vec<_>>());
-        let m = merged.iter().find(|c| c.name == "answer").unwrap();
-        assert_eq!((m.str_at(6), m.str_at(3)), (Some("A"), Some("B")));
+        let ans_b = b.id(Source::Top, b"answer");
+        let u = b.id(Source::Usage, b"x");
+        b.set_str(ans_b, "B");
+        b.set(u, tag::INT, f64::from_bits(3));
+        b.end_row(); // piece 1 row 0
+        assert_eq!((a.rows(), b.rows()), (4, 1));
+        // Output order: piece 1 row 0, then piece 0 rows 3, 2, 1, 0.
+        let src = [(1, 0), (0, 3), (0, 2), (0, 1), (0, 0)];
+        let (m, maps) = merge_columns(vec![a, b], &src);
+        let names: Vec<(Source, &str)> = m.iter().map(|c| (c.source, c.name.as_str())).collect();
+        assert_eq!(names, [(Source::Top, "x"), (Source::Top, "answer"), (Source::Usage, "x")]);
+        assert_eq!(maps, [vec![0, 1], vec![1, 2]]);
+        let (x, ans, u) = (&m[0], &m[1], &m[2]);
+        assert!(x.codes.is_empty() && u.codes.is_empty());
+        assert_eq!(x.tags, [tag::ABSENT, tag::ABSENT, tag::ABSENT, tag::ABSENT, tag::INT]);
+        assert_eq!(x.int(4), 7);
+        assert_eq!(u.tags[0], tag::INT);
+        assert_eq!(u.int(0), 3);
+        assert_eq!(ans.tags, [tag::STR, tag::ABSENT, tag::STR, tag::NULL, tag::ABSENT]);
+        assert_eq!(ans.codes.len(), 5);
+        assert_eq!((ans.str_at(0), ans.str_at(2), ans.str_at(3)), (Some("B"), Some("B"), None));
+        // One merged dictionary entry per distinct string, in piece order.
+        assert_eq!(ans.dict[..2], ["A", "B"]);
+        assert_eq!(ans.codes[3], u32::MAX);
     }
 }
