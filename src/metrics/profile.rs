@@ -292,26 +292,51 @@ fn completion_summary(
     rows_idx: &[((i64, i64), usize)],
     matched: &[(usize, usize)],
 ) -> CompletionSummary {
-    let group_of = |i: usize| (inputs.task[i], run_key(inputs.name(inputs.server[i]), inputs.name(inputs.agent[i])));
-    let mut expected: HashMap<(i64, Option<&str>), usize> = HashMap::default();
-    for &(_, i) in rows_idx {
-        *expected.entry(group_of(i)).or_default() += 1;
-    }
-    let mut completed: HashMap<(i64, Option<&str>), usize> = HashMap::default();
-    for &(i, _) in matched {
-        *completed.entry(group_of(i)).or_default() += 1;
-    }
-    let (mut complete, mut partial, mut missing) = (0, 0, 0);
-    for (k, &e) in &expected {
-        let c = completed.get(k).copied().unwrap_or(0);
-        if c == e {
-            complete += 1;
-        } else if c > 0 {
-            partial += 1;
-        } else {
-            missing += 1;
+    // Groups are (task, run key). Run keys are resolved once per (server, agent) name
+    // pair and numbered; rows come in key order, so each task's rows are consecutive and
+    // `matched` (a subsequence of `rows_idx`) is walked alongside.
+    let mut run_ids: HashMap<Option<&str>, u32> = HashMap::default();
+    let mut pair_run: HashMap<(u32, u32), u32> = HashMap::default();
+    let mut run_of = |i: usize| -> u32 {
+        *pair_run.entry((inputs.server[i], inputs.agent[i])).or_insert_with(|| {
+            let k = run_key(inputs.name(inputs.server[i]), inputs.name(inputs.agent[i]));
+            let n = run_ids.len() as u32;
+            *run_ids.entry(k).or_insert(n)
+        })
+    };
+    let (mut groups, mut complete, mut partial, mut missing) = (0, 0, 0, 0);
+    // Per run of the current task: (run id, expected, completed).
+    let mut task_runs: Vec<(u32, usize, usize)> = Vec::new();
+    let (mut k, mut j) = (0, 0);
+    while k < rows_idx.len() {
+        let task = rows_idx[k].0 .0;
+        task_runs.clear();
+        while k < rows_idx.len() && rows_idx[k].0 .0 == task {
+            let i = rows_idx[k].1;
+            let done = j < matched.len() && matched[j].0 == i;
+            j += usize::from(done);
+            let run = run_of(i);
+            match task_runs.iter_mut().find(|(r, _, _)| *r == run) {
+                Some(g) => {
+                    g.1 += 1;
+                    g.2 += usize::from(done);
+                }
+                None => task_runs.push((run, 1, usize::from(done))),
+            }
+            k += 1;
+        }
+        for &(_, e, c) in &task_runs {
+            groups += 1;
+            if c == e {
+                complete += 1;
+            } else if c > 0 {
+                partial += 1;
+            } else {
+                missing += 1;
+            }
         }
     }
+    debug_assert_eq!(j, matched.len());
     let exp = rows_idx.len();
     let done = matched.len();
     CompletionSummary {
@@ -320,7 +345,7 @@ fn completion_summary(
         missing_rollout_rows: exp - done,
         extra_rollout_rows: t.len() - done,
         reward_profile_completion_pct: if exp == 0 { 100.0 } else { 100.0 * done as f64 / exp as f64 },
-        total_input_rows: expected.len(),
+        total_input_rows: groups,
         complete_input_rows: complete,
         partial_input_rows: partial,
         missing_input_rows: missing,
