@@ -194,7 +194,7 @@ impl Piece {
     fn parse_line(
         &mut self,
         l: &Line<'_>,
-        prev: &[u32],
+        prev: Option<u32>,
         top_ids: &mut Vec<u32>,
         usage_ids: &mut Vec<u32>,
     ) -> std::result::Result<(), LineErr> {
@@ -218,7 +218,10 @@ impl Piece {
         s.i += 1;
         top_ids.clear();
         usage_ids.clear();
-        let prev = if prev.is_empty() { None } else { Some(prev) };
+        // The previous row's key order: columns are guessed from it by position (its
+        // top-level ids, SEP, then its usage ids).
+        let prev = prev.map(|id| self.orders.seqs[id as usize].as_slice());
+        let prev_usage = prev.and_then(|p| p.iter().position(|&c| c == SEP)).map_or(0, |at| at + 1);
         let mut task: Option<i64> = None;
         let mut rollout: Option<i64> = None;
         let mut agent = NONE;
@@ -255,10 +258,7 @@ impl Piece {
                                 let v = s.value()?;
                                 if let Some((t, x)) = scalar_tag(&v) {
                                     let key = key_string(uk);
-                                    let guess = prev.as_ref().and_then(|p| {
-                                        let at = p.iter().position(|&c| c == SEP)? + 1 + usage_ids.len();
-                                        p.get(at).copied()
-                                    });
+                                    let guess = prev.and_then(|p| p.get(prev_usage + usage_ids.len()).copied());
                                     let id = self.cols.id_guess(Source::Usage, &key, guess);
                                     self.cols.set(id, t, x);
                                     usage_ids.push(id);
@@ -311,7 +311,7 @@ impl Piece {
                 }
             } else {
                 let v = s.value()?;
-                let guess = prev.as_ref().and_then(|p| p.get(top_ids.len()).copied()).filter(|&c| c != SEP);
+                let guess = prev.and_then(|p| p.get(top_ids.len()).copied()).filter(|&c| c != SEP);
                 match v {
                     Scalar::Container { .. } => {}
                     Scalar::Str(raw, e) if raw.len() <= MAX_KEPT_STR => {
@@ -405,16 +405,11 @@ pub fn read_rollouts(path: &Path) -> Result<RolloutTable> {
         let mut p = Piece::default();
         let mut top = Vec::new();
         let mut usage = Vec::new();
-        let mut prev: Vec<u32> = Vec::new();
-        let mut prev_id = u32::MAX;
+        let mut prev: Option<u32> = None;
         for l in lines {
-            let r = p.parse_line(&l, &prev, &mut top, &mut usage);
+            let r = p.parse_line(&l, prev, &mut top, &mut usage);
             if r.is_ok() {
-                let id = *p.order.last().unwrap();
-                if id != prev_id {
-                    prev_id = id;
-                    prev = p.orders.seqs[id as usize].clone();
-                }
+                prev = p.order.last().copied();
             }
             if let Err(e) = r {
                 // Undo a half-written row: columns may hold a value for it.
