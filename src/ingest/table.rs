@@ -1,5 +1,6 @@
 //! The columnar rollout table: one row per rollout line, one typed column per scalar
-//! field, built per piece of the file and concatenated in file order.
+//! field. Each piece of the file records its values row by row; the pieces' records are
+//! then scattered into the columns in the table's (task, rollout, line) order.
 
 use std::collections::HashMap;
 
