@@ -307,10 +307,13 @@ fn outputs_to_pipes_stream_in_place() {
     let o = run(&["aggregate", "--rollouts", r.to_str().unwrap(), "--out", file.to_str().unwrap(), "-q"]);
     assert!(o.status.success(), "{}", stderr(&o));
     let want = std::fs::read(&file).unwrap();
-    let o = run(&["aggregate", "--rollouts", r.to_str().unwrap(), "--out", "/dev/stdout", "-q"]);
+    // The process's own stdout by its /proc name (what /dev/stdout links to): a path
+    // that cannot be renamed over, so a regression fails here instead of replacing a
+    // system file.
+    let o = run(&["aggregate", "--rollouts", r.to_str().unwrap(), "--out", "/proc/self/fd/1", "-q"]);
     assert!(o.status.success(), "{}", stderr(&o));
-    assert!(o.stdout.starts_with(&want), "the artifact should be written to stdout");
-    assert_eq!(String::from_utf8_lossy(&o.stdout[want.len()..]), "Aggregate metrics: /dev/stdout\n");
+    assert!(o.stdout.starts_with(&want), "the artifact should be written to stdout: {}", stderr(&o));
+    assert_eq!(String::from_utf8_lossy(&o.stdout[want.len()..]), "Aggregate metrics: /proc/self/fd/1\n");
 
     let fifo = d.join("agg.fifo");
     let made = std::process::Command::new("mkfifo").arg(&fifo).status().unwrap();
