@@ -49,8 +49,8 @@ pub fn execute(a: &Args) -> Result<Vec<PathBuf>> {
     let mut out = OutputSet::new(&ins);
     let tables = tables(a)?;
     for (name, mut df) in tables {
-        let tmp = out.temp_for(&a.out_dir.join(format!("{name}.parquet")))?;
-        write_parquet(&mut df, &tmp)?;
+        let f = out.create_file(&a.out_dir.join(format!("{name}.parquet")))?;
+        write_parquet(&mut df, f)?;
     }
     out.commit()
 }

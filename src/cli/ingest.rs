@@ -50,8 +50,8 @@ pub fn execute(a: &Args) -> Result<IngestRun> {
     let mut df = rollouts_frame(&t, &runs, None)?;
     common::trace("frame", t0);
     let t0 = std::time::Instant::now();
-    let tmp = out.temp_for(&a.out)?;
-    write_parquet(&mut df, &tmp)?;
+    let f = out.create_file(&a.out)?;
+    write_parquet(&mut df, f)?;
     common::trace("parquet", t0);
     out.commit()?;
     let mut agents: Vec<String> = runs.labels.clone();

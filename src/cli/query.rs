@@ -168,8 +168,8 @@ pub fn run(a: Args) -> Result<()> {
                 ins.push(r);
             }
             let mut out = OutputSet::new(&ins);
-            let tmp = out.temp_for(path)?;
-            crate::export::parquet::write_parquet(&mut df, &tmp)?;
+            let f = out.create_file(path)?;
+            crate::export::parquet::write_parquet(&mut df, f)?;
             out.commit()?;
             println!("Wrote {} ({} rows)", path.display(), df.height());
             return Ok(());

@@ -1,9 +1,14 @@
 //! Atomic output files: every artifact is written to a temporary name in its target
 //! folder and renamed into place only when all of a command's outputs are complete, so
 //! a failed run leaves no half-written file; an output path that names one of the
-//! command's inputs is refused, so nothing a user gave us is overwritten. An output that
-//! names an existing device or pipe (`/dev/null`, `/dev/stdout`) is a stream: it is
-//! written in place, never replaced by a rename.
+//! command's inputs is refused, so nothing a user gave us is overwritten.
+//!
+//! Paths that are not plain files are resolved first, so no rename ever replaces them:
+//! one of the process's own descriptors by name (`/dev/stdout`, `/dev/stderr`,
+//! `/dev/fd/N`, `/proc/self/fd/N`) is written through that descriptor, at its current
+//! position (a shell's `> file` or `>> file` gets the bytes in order with everything
+//! else printed there); a device or pipe is written in place; a symbolic link to a file
+//! is followed, and the file it names is replaced atomically, the link kept.
 
 use std::fs;
 use std::io::Write;
@@ -53,37 +58,53 @@ impl OutputSet {
         w.write_all(bytes).and_then(|()| w.flush()).map_err(|e| Error::write(path, e))
     }
 
-    /// Reserves a temporary path for `path` that the caller writes itself (`path` itself
-    /// when it is a device or pipe).
-    pub fn temp_for(&mut self, path: &Path) -> Result<PathBuf> {
+    /// Opens `path` for writing: a temporary file staged for a rename at
+    /// [`OutputSet::commit`], or the stream it names (see the module notes).
+    pub fn create_file(&mut self, path: &Path) -> Result<fs::File> {
         self.check(path)?;
-        if is_stream(path) {
-            self.staged.push((None, path.to_path_buf()));
-            return Ok(path.to_path_buf());
+        match target(path) {
+            Target::Descriptor(fd) => {
+                // SAFETY: dup has no memory preconditions; the new descriptor is ours
+                // and owned by the returned File.
+                let dup = unsafe { libc::fcntl(fd, libc::F_DUPFD_CLOEXEC, 0) };
+                if dup < 0 {
+                    return Err(Error::write(path, std::io::Error::last_os_error()));
+                }
+                self.staged.push((None, path.to_path_buf()));
+                // SAFETY: `dup` is a fresh descriptor nothing else owns.
+                Ok(unsafe { <fs::File as std::os::fd::FromRawFd>::from_raw_fd(dup) })
+            }
+            Target::Stream => {
+                let f = fs::OpenOptions::new().write(true).open(path).map_err(|e| Error::write(path, e))?;
+                self.staged.push((None, path.to_path_buf()));
+                Ok(f)
+            }
+            Target::File(dest) => {
+                let name = dest.file_name().map(|s| s.to_string_lossy().into_owned()).unwrap_or_default();
+                let tmp = parent(&dest).join(format!(".{name}.rollstat-tmp-{}", std::process::id()));
+                let f = fs::File::create(&tmp).map_err(|e| Error::write(&tmp, e))?;
+                self.staged.push((Some(tmp), dest));
+                Ok(f)
+            }
         }
-        let name = path.file_name().map(|s| s.to_string_lossy().into_owned()).unwrap_or_default();
-        let tmp = parent(path).join(format!(".{name}.rollstat-tmp-{}", std::process::id()));
-        self.staged.push((Some(tmp.clone()), path.to_path_buf()));
-        Ok(tmp)
     }
 
-    /// Creates the temporary file for `path` and returns a buffered writer to it.
+    /// [`OutputSet::create_file`] with a large write buffer.
     pub fn create(&mut self, path: &Path) -> Result<std::io::BufWriter<fs::File>> {
-        let tmp = self.temp_for(path)?;
-        let f = if tmp == path { fs::OpenOptions::new().write(true).open(&tmp) } else { fs::File::create(&tmp) }
-            .map_err(|e| Error::write(&tmp, e))?;
-        Ok(std::io::BufWriter::with_capacity(8 << 20, f))
+        Ok(std::io::BufWriter::with_capacity(8 << 20, self.create_file(path)?))
     }
 
     /// Renames every staged file into place.
     pub fn commit(mut self) -> Result<Vec<PathBuf>> {
-        let staged = std::mem::take(&mut self.staged);
         let mut done = Vec::new();
-        for (tmp, path) in &staged {
+        while !self.staged.is_empty() {
+            let (tmp, path) = &self.staged[0];
             if let Some(tmp) = tmp {
+                // On failure the rest stay staged, so dropping the set removes their
+                // temporary files.
                 fs::rename(tmp, path).map_err(|e| Error::write(path, e))?;
             }
-            done.push(path.clone());
+            done.push(self.staged.remove(0).1);
         }
         Ok(done)
     }
@@ -99,10 +120,35 @@ impl Drop for OutputSet {
     }
 }
 
-/// Whether `path` exists and is neither a regular file nor a folder: a device, a pipe or
-/// a socket, which a rename would replace instead of writing to.
-fn is_stream(path: &Path) -> bool {
-    fs::metadata(path).is_ok_and(|m| !m.is_file() && !m.is_dir())
+/// Where the bytes for an output path go.
+enum Target {
+    /// One of this process's open descriptors, named through /dev or /proc.
+    Descriptor(i32),
+    /// An existing device, pipe or socket: written in place.
+    Stream,
+    /// A file replaced atomically: the path itself, or the file a symbolic link names.
+    File(PathBuf),
+}
+
+fn target(path: &Path) -> Target {
+    let s = path.to_string_lossy();
+    let fd = match s.as_ref() {
+        "/dev/stdout" => Some(1),
+        "/dev/stderr" => Some(2),
+        _ => s.strip_prefix("/dev/fd/").or_else(|| s.strip_prefix("/proc/self/fd/")).and_then(|n| n.parse().ok()),
+    };
+    if let Some(fd) = fd {
+        return Target::Descriptor(fd);
+    }
+    if fs::metadata(path).is_ok_and(|m| !m.is_file() && !m.is_dir()) {
+        return Target::Stream;
+    }
+    if fs::symlink_metadata(path).is_ok_and(|m| m.file_type().is_symlink()) {
+        if let Ok(real) = fs::canonicalize(path) {
+            return Target::File(real);
+        }
+    }
+    Target::File(path.to_path_buf())
 }
 
 fn parent(path: &Path) -> PathBuf {

@@ -8,9 +8,8 @@ use polars::prelude::*;
 
 use crate::error::{Error, Result};
 
-/// Writes `df` to `path` (the caller passes a temporary path from an `OutputSet`).
-pub fn write_parquet(df: &mut DataFrame, path: &Path) -> Result<()> {
-    let f = File::create(path).map_err(|e| Error::write(path, e))?;
+/// Writes `df` to `f` (a file from [`super::atomic::OutputSet::create_file`]).
+pub fn write_parquet(df: &mut DataFrame, f: File) -> Result<()> {
     ParquetWriter::new(f).with_compression(ParquetCompression::Zstd(None)).finish(df)?;
     Ok(())
 }

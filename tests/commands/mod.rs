@@ -292,21 +292,23 @@ fn output_bytes_do_not_depend_on_threads() {
     assert_eq!(outs[0], outs[1]);
 }
 
-/// A file of several read pieces gives the same aggregate bytes with one thread, two
-/// threads, and read from a pipe (which is streamed in blocks instead of mapped).
-#[cfg(unix)]
+/// A small generated sweep in `d` and its aggregate artifact written to a plain file.
+fn small_aggregate(d: &TempDir) -> (std::path::PathBuf, Vec<u8>) {
+    generate(d.path(), &["--tasks", "30", "--repeats", "2", "--agents", "1", "--seed", "3"]);
+    let r = d.join("rollouts.jsonl");
+    let file = d.join("agg.json");
+    let o = run(&["aggregate", "--rollouts", r.to_str().unwrap(), "--out", file.to_str().unwrap(), "-q"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    (r, std::fs::read(&file).unwrap())
+}
+
 /// An output naming a pipe is written into it, not replaced by a rename: the artifact
 /// arrives on stdout, and a named pipe is still a pipe afterwards.
 #[test]
 fn outputs_to_pipes_stream_in_place() {
     use std::os::unix::fs::FileTypeExt;
     let d = TempDir::new("out-pipe");
-    generate(d.path(), &["--tasks", "30", "--repeats", "2", "--agents", "1", "--seed", "3"]);
-    let r = d.join("rollouts.jsonl");
-    let file = d.join("agg.json");
-    let o = run(&["aggregate", "--rollouts", r.to_str().unwrap(), "--out", file.to_str().unwrap(), "-q"]);
-    assert!(o.status.success(), "{}", stderr(&o));
-    let want = std::fs::read(&file).unwrap();
+    let (r, want) = small_aggregate(&d);
     // The process's own stdout by its /proc name (what /dev/stdout links to): a path
     // that cannot be renamed over, so a regression fails here instead of replacing a
     // system file.
@@ -328,6 +330,42 @@ fn outputs_to_pipes_stream_in_place() {
     assert!(std::fs::metadata(&fifo).unwrap().file_type().is_fifo(), "the named pipe was replaced");
 }
 
+/// An output naming the process's stdout when stdout is a file (a shell's `>> log`)
+/// goes through that descriptor at its position, after what the file already holds and
+/// before what rollstat prints; an output naming a symbolic link replaces the file it
+/// points to and keeps the link.
+#[test]
+fn outputs_through_descriptors_and_symlinks() {
+    let d = TempDir::new("out-fd");
+    let (r, want) = small_aggregate(&d);
+
+    let log = d.join("log.txt");
+    std::fs::write(&log, "earlier line\n").unwrap();
+    let append = std::fs::OpenOptions::new().append(true).open(&log).unwrap();
+    let o = std::process::Command::new(bin())
+        .args(["aggregate", "--rollouts", r.to_str().unwrap(), "--out", "/dev/fd/1", "-q"])
+        .stdout(append)
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", stderr(&o));
+    let got = std::fs::read(&log).unwrap();
+    let expected = [&b"earlier line\n"[..], &want, b"Aggregate metrics: /dev/fd/1\n"].concat();
+    assert!(got == expected, "log holds {} bytes, expected {}", got.len(), expected.len());
+
+    let real = d.join("real.json");
+    std::fs::write(&real, "old").unwrap();
+    let link = d.join("link.json");
+    std::os::unix::fs::symlink(&real, &link).unwrap();
+    let o = run(&["aggregate", "--rollouts", r.to_str().unwrap(), "--out", link.to_str().unwrap(), "-q"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(std::fs::symlink_metadata(&link).unwrap().file_type().is_symlink(), "the link was replaced");
+    assert_eq!(std::fs::read(&real).unwrap(), want);
+    assert!(d.files().iter().all(|f| !f.contains("rollstat-tmp")), "{:?}", d.files());
+}
+
+/// A file of several read pieces gives the same aggregate bytes with one thread, two
+/// threads, and read from a pipe (which is streamed in blocks instead of mapped).
+#[cfg(unix)]
 #[test]
 fn multi_piece_files_and_pipes_read_the_same() {
     let d = TempDir::new("pieces");
