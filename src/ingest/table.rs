@@ -131,6 +131,10 @@ pub struct ColumnsBuilder {
     recs: Vec<Rec>,
     /// End of each finished row's records in `recs`.
     row_end: Vec<u32>,
+    /// Columns that existed when the current row began, and the columns whose first
+    /// kept string is in the current row: what [`ColumnsBuilder::undo_row`] takes back.
+    row_cols: usize,
+    row_stringy: Vec<u32>,
 }
 
 impl ColumnsBuilder {
@@ -180,7 +184,10 @@ impl ColumnsBuilder {
                 k
             }
         };
-        self.stringy[id as usize] = true;
+        if !self.stringy[id as usize] {
+            self.stringy[id as usize] = true;
+            self.row_stringy.push(id);
+        }
         self.recs.push(Rec { bits: u64::from(code), col: id, tag: tag::STR });
     }
 
@@ -188,11 +195,24 @@ impl ColumnsBuilder {
     #[inline]
     pub fn end_row(&mut self) {
         self.row_end.push(self.recs.len() as u32);
+        self.row_cols = self.cols.len();
+        self.row_stringy.clear();
     }
 
-    /// Drops what was set in the current (unfinished) row.
+    /// Drops what was set in the current (unfinished) row, and the columns it alone
+    /// introduced or first gave a string, so a cut-off last line leaves no trace.
     pub fn undo_row(&mut self) {
         self.recs.truncate(self.row_end.last().map_or(0, |&e| e as usize));
+        for id in self.row_stringy.drain(..) {
+            if let Some(s) = self.stringy.get_mut(id as usize) {
+                *s = false;
+            }
+        }
+        for c in self.cols.drain(self.row_cols..) {
+            self.index[c.source as usize].remove(c.name.as_bytes());
+        }
+        self.dicts.truncate(self.row_cols);
+        self.stringy.truncate(self.row_cols);
     }
 
     /// Rows finished so far.
@@ -365,7 +385,10 @@ mod tests {
         a.end_row(); // row 2: "B" wins over 2.5
         a.set(x, tag::BOOL, 1.0);
         a.set_str(ans, "half");
-        a.undo_row(); // a failed line leaves nothing behind
+        let late = a.id(Source::Top, b"late");
+        a.set_str(late, "z");
+        a.set_str(x, "s");
+        a.undo_row(); // a failed line leaves nothing behind: no values, no `late`, x stays numeric
         a.end_row(); // row 3: empty
         let mut b = ColumnsBuilder::default();
         let ans_b = b.id(Source::Top, b"answer");

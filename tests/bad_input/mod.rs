@@ -148,6 +148,22 @@ fn cut_off_last_line_is_skipped_with_a_warning() {
     assert!(stdout(&r.out).contains("Reward profile completion: 2/2"));
 }
 
+/// A key that only the cut-off last line has leaves no column behind.
+#[test]
+fn cut_off_last_line_adds_no_field() {
+    let d = TempDir::new("cut-field");
+    let text = format!(
+        "{GOOD_ROLLOUTS}{{\"_ng_task_index\": 5, \"_ng_rollout_index\": 0, \"only_here\": \"x\", \"reward\": 1"
+    );
+    let r = d.write("rollouts.jsonl", &text);
+    let out = d.join("r.parquet");
+    let o = run(&["ingest", r.to_str().unwrap(), "--out", out.to_str().unwrap()]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(stderr(&o).contains("cut off"), "{}", stderr(&o));
+    let fields = stdout(&o).lines().find(|l| l.starts_with("Fields:")).unwrap_or_default().to_string();
+    assert!(fields.contains("reward") && !fields.contains("only_here"), "{fields}");
+}
+
 #[test]
 fn non_utf8_byte() {
     let text = [b"{\"name\xff\": 1, \"_ng_task_index\": 0, \"_ng_rollout_index\": 0}\n".as_slice()].concat();
