@@ -130,12 +130,6 @@ impl Emitter {
         self.end(b']');
     }
 
-    /// A member key given as pre-escaped bytes including the quotes.
-    pub fn key_raw(&mut self, quoted: &[u8]) {
-        self.item();
-        self.out.extend_from_slice(quoted);
-        self.out.extend_from_slice(if self.indent.is_some() { b": " } else { b":" });
-    }
     /// A member that follows another one in the open object, its whole prefix given
     /// (see [`Snip::member`], built for this emitter's layout and depth).
     #[inline(always)]
@@ -185,7 +179,7 @@ impl Emitter {
     }
 }
 
-/// `"text"` escaped, for [`Emitter::key_raw`].
+/// `"text"` escaped, for [`Snip::member`].
 pub fn quoted(s: &str) -> Vec<u8> {
     let mut v = Vec::with_capacity(s.len() + 2);
     write_str(&mut v, s);
@@ -214,7 +208,7 @@ mod tests {
             e.f64(2.5);
             e.elem();
             e.begin_obj();
-            e.key_raw(&quoted("b"));
+            e.key("b");
             e.null();
             e.key("c");
             e.begin_arr();

@@ -25,7 +25,7 @@
 //! `itoa` crates, so it can be compiled standalone.
 
 mod json;
-mod rng;
+pub(crate) mod rng;
 mod rows;
 
 use std::fs::{self, File};

@@ -26,14 +26,14 @@ pub(super) fn hash(parts: &[u64]) -> u64 {
 /// splitmix64 generator: tiny state, fast, good enough statistical quality
 /// for synthetic data.
 #[derive(Clone, Debug)]
-pub(super) struct Rng(u64);
+pub(crate) struct Rng(u64);
 
 impl Rng {
-    pub(super) fn new(seed: u64) -> Self {
+    pub(crate) fn new(seed: u64) -> Self {
         Rng(seed)
     }
 
-    pub(super) fn next_u64(&mut self) -> u64 {
+    pub(crate) fn next_u64(&mut self) -> u64 {
         self.0 = self.0.wrapping_add(GOLDEN);
         mix64(self.0)
     }

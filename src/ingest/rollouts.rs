@@ -550,13 +550,8 @@ mod tests {
     /// and unpackable index ranges alike.
     #[test]
     fn sort_order_matches_a_plain_sort() {
-        let mut state = 0x2545_F491_4F6C_DD1Du64;
-        let mut next = move || {
-            state ^= state << 13;
-            state ^= state >> 7;
-            state ^= state << 17;
-            state
-        };
+        let mut rng = crate::generate::rng::Rng::new(0x2545_F491_4F6C_DD1Du64);
+        let mut next = move || rng.next_u64();
         for (tspan, rspan) in [(1u64, 1u64), (200, 5), (1 << 40, 1 << 20), (u64::MAX, 3), (u64::MAX, u64::MAX)] {
             let n = 5000;
             let task: Vec<i64> = (0..n).map(|_| ((next() % tspan) as i64).wrapping_sub((tspan / 2) as i64)).collect();

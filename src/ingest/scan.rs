@@ -635,13 +635,8 @@ mod tests {
         // them, escaped quotes and escaped backslashes (backslashes only occur in strings).
         let outside = b"[]{}a ";
         let inside = b"[]{}a \"\\";
-        let mut state = 0x9E37_79B9_7F4A_7C15u64;
-        let mut next = move || {
-            state ^= state << 13;
-            state ^= state >> 7;
-            state ^= state << 17;
-            state
-        };
+        let mut rng = crate::generate::rng::Rng::new(0x9E37_79B9_7F4A_7C15u64);
+        let mut next = move || rng.next_u64();
         for n in 0..4000 {
             let len = 1 + n % 300;
             let mut v = vec![b'['];

@@ -457,6 +457,26 @@ fn sweep(d: &TempDir) -> (std::path::PathBuf, std::path::PathBuf) {
     (d.join("rollouts.jsonl"), d.join("materialized_inputs.jsonl"))
 }
 
+/// `aggregate` of the sweep's rollouts with its inputs and `extra` flags into
+/// `d/agg.json`; the parsed artifact.
+fn aggregate_sweep(d: &TempDir, r: &Path, i: &Path, extra: &[&str]) -> Json {
+    let out = d.join("agg.json");
+    let mut args = vec![
+        "aggregate",
+        "--rollouts",
+        r.to_str().unwrap(),
+        "--inputs",
+        i.to_str().unwrap(),
+        "--out",
+        out.to_str().unwrap(),
+        "-q",
+    ];
+    args.extend_from_slice(extra);
+    let o = run(&args);
+    assert!(o.status.success(), "{}", stderr(&o));
+    read_json(&out)
+}
+
 #[test]
 fn export_tables_have_documented_columns_and_query_matches_dataframe_api() {
     let d = TempDir::new("export");
@@ -545,27 +565,22 @@ fn direct_reward_variance(groups: &[Vec<f64>], ddof: usize) -> f64 {
 fn reward_variance_builtin_and_sql_equal_a_direct_formula() {
     let d = TempDir::new("rv");
     let (r, i) = sweep(&d);
-    let agg = d.join("agg.json");
-    let o = run(&[
-        "aggregate",
-        "--rollouts",
-        r.to_str().unwrap(),
-        "--inputs",
-        i.to_str().unwrap(),
-        "--out",
-        agg.to_str().unwrap(),
-        "-q",
-        "--metric",
-        "reward_variance",
-        "--metric",
-        "reward_variance_sql",
-        "--metric",
-        "frac_reward_zero_std",
-        "--metric",
-        "pass_at_1",
-    ]);
-    assert!(o.status.success(), "{}", stderr(&o));
-    let Json::Arr(entries) = read_json(&agg) else { panic!() };
+    let agg = aggregate_sweep(
+        &d,
+        &r,
+        &i,
+        &[
+            "--metric",
+            "reward_variance",
+            "--metric",
+            "reward_variance_sql",
+            "--metric",
+            "frac_reward_zero_std",
+            "--metric",
+            "pass_at_1",
+        ],
+    );
+    let Json::Arr(entries) = agg else { panic!() };
     // Independent reading of rewards per (agent, task).
     let text = std::fs::read_to_string(&r).unwrap();
     let mut by: std::collections::BTreeMap<(String, i64), Vec<f64>> = Default::default();
@@ -751,25 +766,20 @@ fn a_users_sql_metric_folder_adds_metrics_by_file_name() {
         "-- rollouts_per_agent: how many measured rollouts each agent has.\nSELECT agent, COUNT(*) AS n FROM rollouts WHERE NOT mask_sample GROUP BY agent\n",
     )
     .unwrap();
-    let out = d.join("agg.json");
-    let o = run(&[
-        "aggregate",
-        "--rollouts",
-        r.to_str().unwrap(),
-        "--inputs",
-        i.to_str().unwrap(),
-        "--out",
-        out.to_str().unwrap(),
-        "-q",
-        "--metric-dir",
-        dir.to_str().unwrap(),
-        "--metric",
-        "rollouts_per_agent",
-        "--key-metric",
-        "rollouts_per_agent/*",
-    ]);
-    assert!(o.status.success(), "{}", stderr(&o));
-    let Json::Arr(entries) = read_json(&out) else { panic!() };
+    let agg = aggregate_sweep(
+        &d,
+        &r,
+        &i,
+        &[
+            "--metric-dir",
+            dir.to_str().unwrap(),
+            "--metric",
+            "rollouts_per_agent",
+            "--key-metric",
+            "rollouts_per_agent/*",
+        ],
+    );
+    let Json::Arr(entries) = agg else { panic!() };
     for e in &entries {
         let am = e.get("agent_metrics").unwrap();
         let Some(Json::Obj(cov)) = e.get("key_metrics").cloned() else { panic!() };
