@@ -8,7 +8,7 @@ use std::io::{self, Write};
 use rayon::prelude::*;
 
 use super::json::{parse, transcode_compact, write_str, Json};
-use super::stream::{Emitter, Snip};
+use super::stream::{quoted, Emitter, Snip};
 use crate::ingest::inputs::read_rows;
 use crate::metrics::aggregate::AggEntry;
 use crate::metrics::tasks::{rollout_info_each, Samples, TaskPlan, Val};
@@ -34,12 +34,11 @@ impl Prefixes {
     fn new(plan: &TaskPlan<'_>, depth: Option<usize>) -> Prefixes {
         // Members of a rollout info: two levels (array, object) below the entry's.
         let inner = depth.map(|d| d + 2);
-        let quote = |k: &str| super::stream::quoted(k);
         Prefixes {
             stat: plan.keys.quoted.iter().map(|q| std::array::from_fn(|s| Snip::member(&q[s], depth))).collect(),
             info: plan.quoted_names.iter().map(|q| Snip::member(q, inner)).collect(),
-            info_task: Snip::member(&quote("_ng_task_index"), inner),
-            info_rollout: Snip::member(&quote("_ng_rollout_index"), inner),
+            info_task: Snip::member(&quoted("_ng_task_index"), inner),
+            info_rollout: Snip::member(&quoted("_ng_rollout_index"), inner),
         }
     }
 }
