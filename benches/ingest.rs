@@ -78,12 +78,20 @@ fn duckdb_python(dir: &Path) -> Option<PathBuf> {
     Some(py)
 }
 
+/// The checkout being benchmarked: cargo names it when it runs the bench; the path baked in
+/// at compile time is only a fallback (a build shared with another checkout would point there).
+fn manifest_dir() -> PathBuf {
+    std::env::var_os("CARGO_MANIFEST_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")))
+}
+
 fn main() {
     // `cargo bench` passes --bench; ignore arguments.
     let bin = PathBuf::from(env!("CARGO_BIN_EXE_rollstat"));
     let tasks: usize = std::env::var("ROLLSTAT_BENCH_TASKS").ok().and_then(|s| s.parse().ok()).unwrap_or(200_000);
     let rounds: usize = std::env::var("ROLLSTAT_BENCH_ROUNDS").ok().and_then(|s| s.parse().ok()).unwrap_or(3);
-    let target = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("target");
+    let target = manifest_dir().join("target");
     let dir = std::env::var("ROLLSTAT_BENCH_DIR")
         .map(PathBuf::from)
         .unwrap_or_else(|_| target.join(format!("bench-sweep-{tasks}")));
@@ -118,7 +126,7 @@ fn main() {
     let out = dir.join("out");
     std::fs::create_dir_all(&out).unwrap();
     let py = duckdb_python(&target);
-    let script = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("benches/duckdb_profile.py");
+    let script = manifest_dir().join("benches/duckdb_profile.py");
     // Warm the page cache.
     for _ in 0..2 {
         measure(Command::new("cat").arg(&rollouts).arg(&inputs));
