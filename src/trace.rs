@@ -20,3 +20,31 @@ pub fn memory() -> String {
         _ => String::new(),
     }
 }
+
+/// A one-line note on stderr of what a long run is doing after its progress bar ends
+/// (statistics, writing), shown only when stderr is a terminal and the input is large
+/// enough for the reading progress line to have shown; cleared when dropped.
+pub struct Status {
+    on: bool,
+}
+
+impl Status {
+    /// For a run whose largest input file has `input_bytes`.
+    pub fn new(input_bytes: u64) -> Status {
+        use std::io::IsTerminal;
+        Status { on: input_bytes >= crate::ingest::lines::progress_min_bytes() && std::io::stderr().is_terminal() }
+    }
+    pub fn say(&self, what: &str) {
+        if self.on {
+            eprint!("\r{what}…\x1b[K");
+        }
+    }
+}
+
+impl Drop for Status {
+    fn drop(&mut self) {
+        if self.on {
+            eprint!("\r\x1b[2K");
+        }
+    }
+}

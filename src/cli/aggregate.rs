@@ -79,6 +79,8 @@ pub fn execute(a: &Args) -> Result<AggregateRun> {
     let mut out = OutputSet::new(&inputs_list);
     out.check(&path)?;
     let (t, inputs) = common::read_both(&a.rollouts, a.inputs.as_deref())?;
+    let status = crate::trace::Status::new(t.report.bytes.max(inputs.as_ref().map_or(0, |i| i.report.bytes)));
+    status.say("computing statistics");
     let builtin: Vec<MetricSpec> = specs.iter().filter(|m| !matches!(m, MetricSpec::Sql { .. })).cloned().collect();
     let sql: Vec<&MetricSpec> = specs.iter().filter(|m| matches!(m, MetricSpec::Sql { .. })).collect();
     let extra =
@@ -93,11 +95,13 @@ pub fn execute(a: &Args) -> Result<AggregateRun> {
     let (entries, warnings) = aggregate(&t, inputs.as_ref(), &opts)?;
     common::trace("statistics", t0);
     let t0 = std::time::Instant::now();
+    status.say(&format!("writing {}", path.display()));
     let mut w = out.create(&path)?;
     write_aggregate(&entries, &mut w).map_err(|e| stream_error(&path, e))?;
     w.flush().map_err(|e| Error::write(&path, e))?;
     drop(w);
     common::trace("task entries + write", t0);
+    drop(status);
     let mut files = out.commit()?;
     let warnings = common::print_warnings(&warnings);
     let key_metrics = entries

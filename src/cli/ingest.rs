@@ -45,14 +45,18 @@ pub fn execute(a: &Args) -> Result<IngestRun> {
     let mut out = OutputSet::new(&ins);
     out.check(&a.out)?;
     let (t, inputs) = common::read_both(&a.rollouts, a.inputs.as_deref())?;
+    let status = crate::trace::Status::new(t.report.bytes.max(inputs.as_ref().map_or(0, |i| i.report.bytes)));
+    status.say("building the table");
     let runs = runs(&t, inputs.as_ref());
     let t0 = std::time::Instant::now();
     let mut df = rollouts_frame(&t, &runs, None)?;
     common::trace("frame", t0);
     let t0 = std::time::Instant::now();
+    status.say(&format!("writing {}", a.out.display()));
     let f = out.create_file(&a.out)?;
     write_parquet(&mut df, f)?;
     common::trace("parquet", t0);
+    drop(status);
     out.commit()?;
     let mut agents: Vec<String> = runs.labels.clone();
     agents.sort();

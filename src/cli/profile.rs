@@ -86,6 +86,8 @@ pub fn execute(a: &Args) -> Result<ProfileRun> {
     }
     let (t, inputs) = common::read_both(&a.rollouts, Some(&a.inputs))?;
     let inputs = inputs.expect("inputs were given");
+    let status = crate::trace::Status::new(t.report.bytes.max(inputs.report.bytes));
+    status.say("computing statistics");
     let t0 = std::time::Instant::now();
     let mut res = profile(&t, &inputs, a.allow_partial)?;
     common::trace("statistics", t0);
@@ -93,6 +95,7 @@ pub fn execute(a: &Args) -> Result<ProfileRun> {
         super::aggregate::merge_custom_profile(&t, Some(&inputs), &specs, &mut res.agents)?;
     }
     let t0 = std::time::Instant::now();
+    status.say(&format!("writing {}", paths[0].display()));
     let mut w = out.create(&paths[0])?;
     if let Some(plan) = &res.tasks {
         write_tasks(plan, None, &mut w).map_err(|e| stream_error(&paths[0], e))?;
@@ -102,6 +105,7 @@ pub fn execute(a: &Args) -> Result<ProfileRun> {
     common::trace("task entries + write", t0);
     out.add(&paths[1], &compact_array(&res.agents))?;
     out.add(&paths[2], &compact_array(&res.repeats))?;
+    drop(status);
     let files = out.commit()?;
     let warnings = common::print_warnings(&res.warnings);
     Ok(ProfileRun { files, summary: res.summary, agents: res.agents, warnings })

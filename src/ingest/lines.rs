@@ -11,7 +11,7 @@
 use std::fs::File;
 use std::io::Read;
 use std::path::Path;
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicUsize, Ordering};
 
 use rayon::prelude::*;
 
@@ -97,34 +97,113 @@ pub struct ReadReport {
     pub warnings: Vec<String>,
 }
 
-/// A progress line on stderr for long reads, only when stderr is a terminal.
+/// Files at least this large show a progress line while read (on a terminal):
+/// `ROLLSTAT_PROGRESS_MIN_BYTES`, else 256 MB.
+pub fn progress_min_bytes() -> u64 {
+    static MIN: std::sync::OnceLock<u64> = std::sync::OnceLock::new();
+    *MIN.get_or_init(|| {
+        std::env::var("ROLLSTAT_PROGRESS_MIN_BYTES").ok().and_then(|v| v.trim().parse().ok()).unwrap_or(256 << 20)
+    })
+}
+
+/// A progress line on stderr for long reads, only when stderr is a terminal. Files read
+/// at the same time (`profile` reads both of its files at once) share one line and one
+/// total. It is redrawn at most every [`EVERY_MS`] and once at the end, and cleared when
+/// the last of them is done.
 struct Progress {
-    label: String,
-    size: u64,
     on: bool,
-    done: AtomicU64,
+}
+
+/// The reads that are showing progress now.
+struct Shown {
+    labels: Vec<String>,
+    size: u64,
+    done: u64,
+    active: usize,
+    start: std::time::Instant,
+    /// Milliseconds after `start` of the last redraw (`u64::MAX`: none yet).
+    drawn_at: u64,
+}
+
+static SHOWN: std::sync::Mutex<Option<Shown>> = std::sync::Mutex::new(None);
+
+/// Redraws of the progress line are at least this far apart (ms).
+const EVERY_MS: u64 = 100;
+
+fn shown() -> std::sync::MutexGuard<'static, Option<Shown>> {
+    SHOWN.lock().unwrap_or_else(|e| e.into_inner())
 }
 
 impl Progress {
     fn new(path: &Path, size: u64) -> Self {
         use std::io::IsTerminal;
-        let on = size >= (256 << 20) && std::io::stderr().is_terminal();
-        Progress { label: path.display().to_string(), size, on, done: AtomicU64::new(0) }
+        let on = size >= progress_min_bytes() && std::io::stderr().is_terminal();
+        if on {
+            let mut g = shown();
+            let s = g.get_or_insert_with(|| Shown {
+                labels: Vec::new(),
+                size: 0,
+                done: 0,
+                active: 0,
+                start: std::time::Instant::now(),
+                drawn_at: u64::MAX,
+            });
+            s.labels.push(path.display().to_string());
+            s.size += size;
+            s.active += 1;
+        }
+        Progress { on }
     }
+
+    /// Called once per piece (8 MB), so the lock is taken a few hundred times a second.
     fn add(&self, bytes: u64) {
-        if self.on {
-            let done = self.done.fetch_add(bytes, Ordering::Relaxed) + bytes;
-            let pct = 100.0 * done as f64 / self.size.max(1) as f64;
-            eprint!("\rreading {}: {pct:5.1}% ({:.2}/{:.2} GB)", self.label, done as f64 / 1e9, self.size as f64 / 1e9);
+        if !self.on {
+            return;
+        }
+        let mut g = shown();
+        let Some(s) = g.as_mut() else { return };
+        s.done += bytes;
+        let now = s.start.elapsed().as_millis() as u64;
+        if due(s.drawn_at, now, s.done >= s.size) {
+            s.drawn_at = now;
+            eprint!("\r{}\x1b[K", progress_line(&s.labels.join(" + "), s.done, s.size, now));
         }
     }
 }
 
+/// Whether a redraw is due `now` (ms) when the last one was at `last` (`u64::MAX`: never).
+fn due(last: u64, now: u64, finished: bool) -> bool {
+    finished || last == u64::MAX || now.saturating_sub(last) >= EVERY_MS
+}
+
+/// `reading FILE:  42.0% (1.07/2.54 GB, 1.52 GB/s, 1 s left)` (MB below 1 GB).
+fn progress_line(label: &str, done: u64, size: u64, elapsed_ms: u64) -> String {
+    let pct = 100.0 * done as f64 / size.max(1) as f64;
+    let secs = elapsed_ms as f64 / 1e3;
+    let (unit, name) = if size >= 1_000_000_000 { (1e9, "GB") } else { (1e6, "MB") };
+    let mut s = format!("reading {label}: {pct:5.1}% ({:.2}/{:.2} {name}", done as f64 / unit, size as f64 / unit);
+    if secs > 0.0 && done > 0 {
+        let rate = done as f64 / secs;
+        let left = size.saturating_sub(done) as f64 / rate;
+        s.push_str(&format!(", {:.2} GB/s, {:.0} s left", rate / 1e9, left.ceil()));
+    }
+    s.push(')');
+    s
+}
+
 impl Drop for Progress {
-    /// Clears the line, also when reading stops on an error.
+    /// The last read to finish clears the line, also when reading stops on an error.
     fn drop(&mut self) {
-        if self.on {
-            eprint!("\r\x1b[2K");
+        if !self.on {
+            return;
+        }
+        let mut g = shown();
+        if let Some(s) = g.as_mut() {
+            s.active -= 1;
+            if s.active == 0 {
+                *g = None;
+                eprint!("\r\x1b[2K");
+            }
         }
     }
 }
@@ -323,6 +402,34 @@ fn shift_line(e: Error, base: u64) -> Error {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn progress_redraws_at_most_every_100_ms_and_at_the_end() {
+        assert!(due(u64::MAX, 0, false), "first redraw");
+        assert!(!due(500, 550, false));
+        assert!(!due(500, 599, false));
+        assert!(due(500, 600, false));
+        assert!(due(500, 501, true), "the end is always drawn");
+        // A clock read before a concurrent redraw does not underflow.
+        assert!(!due(500, 400, false));
+    }
+
+    #[test]
+    fn progress_line_shows_share_rate_and_time_left() {
+        assert_eq!(
+            progress_line("r.jsonl", 1_000_000_000, 4_000_000_000, 500),
+            "reading r.jsonl:  25.0% (1.00/4.00 GB, 2.00 GB/s, 2 s left)"
+        );
+        assert_eq!(progress_line("r.jsonl", 0, 4_000_000_000, 0), "reading r.jsonl:   0.0% (0.00/4.00 GB)");
+        assert_eq!(
+            progress_line("i.jsonl", 300_000_000, 400_000_000, 1000),
+            "reading i.jsonl:  75.0% (300.00/400.00 MB, 0.30 GB/s, 1 s left)"
+        );
+        assert_eq!(
+            progress_line("r.jsonl", 4_000_000_000, 4_000_000_000, 2000),
+            "reading r.jsonl: 100.0% (4.00/4.00 GB, 2.00 GB/s, 0 s left)"
+        );
+    }
 
     #[test]
     fn pieces_cover_the_data_at_line_ends() {
