@@ -95,7 +95,7 @@ pub fn execute(a: &Args) -> Result<AggregateRun> {
     let (entries, warnings) = aggregate(&t, inputs.as_ref(), &opts)?;
     common::trace("statistics", t0);
     let t0 = std::time::Instant::now();
-    status.say(&format!("writing {}", path.display()));
+    status.writing(&path);
     let mut w = out.create(&path)?;
     write_aggregate(&entries, &mut w).map_err(|e| stream_error(&path, e))?;
     w.flush().map_err(|e| Error::write(&path, e))?;

@@ -52,7 +52,7 @@ pub fn execute(a: &Args) -> Result<IngestRun> {
     let mut df = rollouts_frame(&t, &runs, None)?;
     common::trace("frame", t0);
     let t0 = std::time::Instant::now();
-    status.say(&format!("writing {}", a.out.display()));
+    status.writing(&a.out);
     let f = out.create_file(&a.out)?;
     write_parquet(&mut df, f)?;
     common::trace("parquet", t0);

@@ -95,7 +95,7 @@ pub fn execute(a: &Args) -> Result<ProfileRun> {
         super::aggregate::merge_custom_profile(&t, Some(&inputs), &specs, &mut res.agents)?;
     }
     let t0 = std::time::Instant::now();
-    status.say(&format!("writing {}", paths[0].display()));
+    status.writing(&paths[0]);
     let mut w = out.create(&paths[0])?;
     if let Some(plan) = &res.tasks {
         write_tasks(plan, None, &mut w).map_err(|e| stream_error(&paths[0], e))?;

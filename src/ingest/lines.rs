@@ -148,7 +148,10 @@ impl Progress {
                 start: std::time::Instant::now(),
                 drawn_at: u64::MAX,
             });
-            s.labels.push(path.display().to_string());
+            let name =
+                path.file_name().map_or_else(|| path.display().to_string(), |n| n.to_string_lossy().into_owned());
+            s.labels.push(name);
+            s.labels.sort();
             s.size += size;
             s.active += 1;
         }
@@ -166,7 +169,8 @@ impl Progress {
         let now = s.start.elapsed().as_millis() as u64;
         if due(s.drawn_at, now, s.done >= s.size) {
             s.drawn_at = now;
-            eprint!("\r{}\x1b[K", progress_line(&s.labels.join(" + "), s.done, s.size, now));
+            let line = progress_line(&s.labels.join(" + "), s.done, s.size, now);
+            eprint!("\r{}\x1b[K", crate::trace::fit_terminal(&line));
         }
     }
 }

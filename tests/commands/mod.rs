@@ -805,34 +805,34 @@ fn a_users_sql_metric_folder_adds_metrics_by_file_name() {
     assert!(stderr(&o).contains("pass_at_k") && stderr(&o).contains("frac_reward_zero_std"), "{}", stderr(&o));
 }
 
-/// A pseudo-terminal: (master, slave).
-fn pty() -> (std::fs::File, std::fs::File) {
+/// A pseudo-terminal, (master, slave), both close-on-exec so that only the child given
+/// the slave as its stderr holds it; None when the system has no pseudo-terminals.
+fn pty() -> Option<(std::fs::File, std::fs::File)> {
     use std::os::fd::FromRawFd;
     let (mut master, mut slave) = (-1, -1);
     // SAFETY: openpty writes two descriptors it opened into the given ints; name, termios
     // and window size may be null.
-    let rc =
-        unsafe { libc::openpty(&mut master, &mut slave, std::ptr::null_mut(), std::ptr::null(), std::ptr::null()) };
-    assert_eq!(rc, 0, "openpty failed");
+    let rc = unsafe {
+        libc::openpty(&mut master, &mut slave, std::ptr::null_mut(), std::ptr::null_mut(), std::ptr::null_mut())
+    };
+    if rc != 0 {
+        return None;
+    }
+    for fd in [master, slave] {
+        // SAFETY: fd is an open descriptor; F_SETFD takes an int flag.
+        unsafe { libc::fcntl(fd, libc::F_SETFD, libc::FD_CLOEXEC) };
+    }
     // SAFETY: both descriptors are open and owned by nothing else.
-    unsafe { (std::fs::File::from_raw_fd(master), std::fs::File::from_raw_fd(slave)) }
+    Some(unsafe { (std::fs::File::from_raw_fd(master), std::fs::File::from_raw_fd(slave)) })
 }
 
-/// With stderr on a terminal, reading draws one progress line (share, speed, time left),
-/// then names what the run does next, and clears the line; the artifact is the same.
-/// With stderr not a terminal, none of it is printed.
-#[test]
-fn progress_shows_on_a_terminal_only() {
+/// Runs rollstat with `args` and its stderr on a new pseudo-terminal (progress shown
+/// from 1 byte); returns what the terminal received, or None without pseudo-terminals.
+fn run_on_terminal(args: &[&str]) -> Option<String> {
     use std::io::Read;
-    let d = TempDir::new("progress");
-    let (r, want) = small_aggregate(&d);
-    let out = d.join("agg-tty.json");
-    let (mut master, slave) = pty();
+    let (mut master, slave) = pty()?;
     let mut cmd = std::process::Command::new(bin());
-    cmd.args(["aggregate", "--rollouts", r.to_str().unwrap(), "--out", out.to_str().unwrap(), "-q"])
-        .env("ROLLSTAT_PROGRESS_MIN_BYTES", "1")
-        .stdout(std::process::Stdio::null())
-        .stderr(slave);
+    cmd.args(args).env("ROLLSTAT_PROGRESS_MIN_BYTES", "1").stdout(std::process::Stdio::null()).stderr(slave);
     let mut child = cmd.spawn().unwrap();
     // The child holds the only copy of the terminal's slave end now, so reading the
     // master ends (EIO) once the child exits.
@@ -840,29 +840,56 @@ fn progress_shows_on_a_terminal_only() {
     let reader = std::thread::spawn(move || {
         let mut seen = Vec::new();
         let mut buf = [0u8; 4096];
-        while let Ok(n) = master.read(&mut buf) {
-            if n == 0 {
-                break;
+        loop {
+            match master.read(&mut buf) {
+                Ok(0) => break,
+                Ok(n) => seen.extend_from_slice(&buf[..n]),
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+                // EIO: the child, the last holder of the slave end, has exited.
+                Err(_) => break,
             }
-            seen.extend_from_slice(&buf[..n]);
         }
         String::from_utf8_lossy(&seen).into_owned()
     });
     assert!(child.wait().unwrap().success());
-    let tty = reader.join().unwrap();
-    let read_line = format!("\rreading {}: 100.0% (", r.display());
-    let at_read = tty.find(&read_line).unwrap_or_else(|| panic!("no finished progress line in {tty:?}"));
+    Some(reader.join().unwrap())
+}
+
+/// With stderr on a terminal, reading draws one progress line (share, speed, time left),
+/// then names what the run does next, and clears the line; the artifact is the same.
+/// An artifact written to that terminal gets no note mixed in. With stderr not a
+/// terminal, none of it is printed.
+#[test]
+fn progress_shows_on_a_terminal_only() {
+    let d = TempDir::new("progress");
+    let (r, want) = small_aggregate(&d);
+    let out = d.join("agg-tty.json");
+    let Some(tty) =
+        run_on_terminal(&["aggregate", "--rollouts", r.to_str().unwrap(), "--out", out.to_str().unwrap(), "-q"])
+    else {
+        eprintln!("SKIPPED progress_shows_on_a_terminal_only: openpty failed (no pseudo-terminals here)");
+        return;
+    };
+    let read_line = "\rreading rollouts.jsonl: 100.0% (";
+    let at_read = tty.find(read_line).unwrap_or_else(|| panic!("no finished progress line in {tty:?}"));
     // Speed and time left are left out when the read took under a millisecond.
     let line_end = tty[at_read..].find("\x1b[K").unwrap_or_else(|| panic!("{tty:?}"));
-    assert!(
-        tty[at_read..at_read + line_end].ends_with(" MB)") || tty[at_read..at_read + line_end].ends_with(" s left)"),
-        "{tty:?}"
-    );
+    let line = &tty[at_read..at_read + line_end];
+    assert!(line.ends_with(" MB)") || line.ends_with(" s left)"), "{tty:?}");
     let at_stats = tty.find("\rcomputing statistics…").unwrap_or_else(|| panic!("{tty:?}"));
-    let at_write = tty.find(&format!("\rwriting {}…", out.display())).unwrap_or_else(|| panic!("{tty:?}"));
+    let at_write = tty.find("\rwriting agg-tty.json…").unwrap_or_else(|| panic!("{tty:?}"));
     let cleared = tty.rfind("\r\x1b[2K").unwrap_or_else(|| panic!("{tty:?}"));
     assert!(at_read < at_stats && at_stats < at_write && at_write < cleared, "{tty:?}");
     assert_eq!(std::fs::read(&out).unwrap(), want);
+
+    // The artifact to the terminal itself (its stderr): no note before or after it.
+    let tty = run_on_terminal(&["aggregate", "--rollouts", r.to_str().unwrap(), "--out", "/proc/self/fd/2", "-q"])
+        .expect("a pseudo-terminal worked above");
+    let text = tty.replace("\r\n", "\n");
+    let want = String::from_utf8(want).unwrap();
+    let at = text.find(&want).unwrap_or_else(|| panic!("artifact not on the terminal intact: {tty:?}"));
+    assert!(!text.contains("writing"), "{tty:?}");
+    assert!(!text[at + want.len()..].contains('\x1b'), "the artifact's end was cleared: {tty:?}");
 
     let o = std::process::Command::new(bin())
         .args(["aggregate", "--rollouts", r.to_str().unwrap(), "--out", out.to_str().unwrap(), "-q"])
