@@ -52,9 +52,7 @@ impl Status {
             self.clear();
             self.on.set(false);
         } else {
-            let name =
-                path.file_name().map_or_else(|| path.display().to_string(), |n| n.to_string_lossy().into_owned());
-            self.say(&format!("writing {name}"));
+            self.say(&format!("writing {}", file_name(path)));
         }
     }
 
@@ -69,6 +67,11 @@ impl Drop for Status {
     fn drop(&mut self) {
         self.clear();
     }
+}
+
+/// A path's last component, for status lines (the whole path when it has none).
+pub fn file_name(path: &std::path::Path) -> String {
+    path.file_name().map_or_else(|| path.display().to_string(), |n| n.to_string_lossy().into_owned())
 }
 
 /// Cuts a status line to the terminal's width (stderr), so it never wraps: a wrapped

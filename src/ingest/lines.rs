@@ -148,9 +148,7 @@ impl Progress {
                 start: std::time::Instant::now(),
                 drawn_at: u64::MAX,
             });
-            let name =
-                path.file_name().map_or_else(|| path.display().to_string(), |n| n.to_string_lossy().into_owned());
-            s.labels.push(name);
+            s.labels.push(crate::trace::file_name(path));
             s.labels.sort();
             s.size += size;
             s.active += 1;
