@@ -4,7 +4,10 @@
 /// memory now and at its peak so far.
 pub fn trace(what: &str, since: std::time::Instant) {
     if std::env::var_os("ROLLSTAT_TRACE").is_some() {
-        eprintln!("trace: {what}: {:.3}s{}", since.elapsed().as_secs_f64(), memory());
+        use std::io::IsTerminal;
+        // On a terminal, start a clean row: a status note may be showing.
+        let clear = if std::io::stderr().is_terminal() { "\r\x1b[2K" } else { "" };
+        eprintln!("{clear}trace: {what}: {:.3}s{}", since.elapsed().as_secs_f64(), memory());
     }
 }
 
