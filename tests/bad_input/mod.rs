@@ -205,3 +205,79 @@ fn rollouts_that_name_no_agent_need_agent_flag() {
     assert!(o.status.success(), "{}", stderr(&o));
     assert_eq!(dir.files(), vec!["rollouts.jsonl", "rollouts_aggregate_metrics.json"]);
 }
+
+/// Randomly damaged rollouts and inputs files (bytes replaced, cut out, inserted, the
+/// file truncated) are read or refused as bad input, and what is read goes through the
+/// aggregate and the profile: nothing panics and no error is ours (exit 1).
+#[test]
+fn damaged_files_are_read_or_refused_never_crash() {
+    use rollstat::ingest::{read_inputs, read_rollouts};
+    use rollstat::metrics::aggregate::{aggregate, AggregateOptions};
+    let d = TempDir::new("damaged");
+    let o = run(&[
+        "generate",
+        "--tasks",
+        "3",
+        "--repeats",
+        "2",
+        "--agents",
+        "1",
+        "--seed",
+        "5",
+        "--out-dir",
+        d.path().to_str().unwrap(),
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let rollouts = std::fs::read(d.join("rollouts.jsonl")).unwrap();
+    let inputs = std::fs::read(d.join("materialized_inputs.jsonl")).unwrap();
+    // JSON punctuation, literals' letters, digits, control bytes, and bytes that are not
+    // or only partly UTF-8.
+    const ALPHABET: &[u8] = b"{}[]\":,\\ \n\t0123456789.eE-+truefalsnul\x00\x7f\xc3\xa9\xff\xed\xa0\x80";
+    // A fixed-seed linear congruential generator: the same damage on every run.
+    let mut state = 0x9E37_79B9_7F4A_7C15u64;
+    let mut next = move |n: usize| -> usize {
+        state = state.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+        ((state >> 33) as usize) % n.max(1)
+    };
+    let (mut read_ok, mut refused) = (0, 0);
+    for round in 0..400 {
+        let damage_inputs = round % 4 == 3;
+        let mut data = if damage_inputs { inputs.clone() } else { rollouts.clone() };
+        for _ in 0..1 + next(4) {
+            let at = next(data.len());
+            match next(10) {
+                0..=3 if !data.is_empty() => data[at] = ALPHABET[next(ALPHABET.len())],
+                4 | 5 => {
+                    let end = (at + 1 + next(20)).min(data.len());
+                    data.drain(at..end);
+                }
+                6 | 7 => {
+                    let bytes: Vec<u8> = (0..1 + next(5)).map(|_| ALPHABET[next(ALPHABET.len())]).collect();
+                    data.splice(at..at, bytes);
+                }
+                _ => data.truncate(at),
+            }
+        }
+        let (r_path, i_path) = (d.join("r.jsonl"), d.join("i.jsonl"));
+        std::fs::write(&r_path, if damage_inputs { &rollouts } else { &data }).unwrap();
+        std::fs::write(&i_path, if damage_inputs { &data } else { &inputs }).unwrap();
+        let outcome = std::panic::catch_unwind(|| -> rollstat::Result<()> {
+            let t = read_rollouts(&r_path)?;
+            let i = read_inputs(&i_path)?;
+            let opts = AggregateOptions { default_agent: Some("unnamed".into()), ..Default::default() };
+            aggregate(&t, Some(&i), &opts)?;
+            rollstat::metrics::profile::profile(&t, &i, true)?;
+            Ok(())
+        });
+        match outcome {
+            Err(_) => panic!("round {round}: panicked on {:?}", String::from_utf8_lossy(&data)),
+            Ok(Ok(())) => read_ok += 1,
+            Ok(Err(e)) => {
+                assert!(e.is_bad_input(), "round {round}: not reported as bad input: {e}");
+                refused += 1;
+            }
+        }
+    }
+    // Both outcomes occur, so the damage is neither always fatal nor always harmless.
+    assert!(read_ok > 20 && refused > 20, "read {read_ok}, refused {refused}");
+}
