@@ -6,8 +6,10 @@ pub fn trace(what: &str, since: std::time::Instant) {
     if std::env::var_os("ROLLSTAT_TRACE").is_some() {
         use std::io::IsTerminal;
         // On a terminal, start a clean row: a status note may be showing.
-        let clear = if std::io::stderr().is_terminal() { "\r\x1b[2K" } else { "" };
-        eprintln!("{clear}trace: {what}: {:.3}s{}", since.elapsed().as_secs_f64(), memory());
+        if std::io::stderr().is_terminal() {
+            clear_line();
+        }
+        eprintln!("trace: {what}: {:.3}s{}", since.elapsed().as_secs_f64(), memory());
     }
 }
 
@@ -24,10 +26,33 @@ pub fn memory() -> String {
     }
 }
 
+/// Files at least this large get notes on the terminal (the reading progress line, then
+/// [`Status`]): `ROLLSTAT_PROGRESS_MIN_BYTES`, else 256 MB.
+pub fn progress_min_bytes() -> u64 {
+    static MIN: std::sync::OnceLock<u64> = std::sync::OnceLock::new();
+    *MIN.get_or_init(|| {
+        std::env::var("ROLLSTAT_PROGRESS_MIN_BYTES").ok().and_then(|v| v.trim().parse().ok()).unwrap_or(256 << 20)
+    })
+}
+
+/// Whether a file of `bytes` gets notes: stderr is a terminal and the file is large.
+pub fn notes_shown(bytes: u64) -> bool {
+    use std::io::IsTerminal;
+    bytes >= progress_min_bytes() && std::io::stderr().is_terminal()
+}
+
+/// Replaces the terminal's current row with `line` (cut to the terminal's width).
+pub fn show_line(line: &str) {
+    eprint!("\r{}\x1b[K", fit_terminal(line));
+}
+
+/// Empties the terminal's current row.
+pub fn clear_line() {
+    eprint!("\r\x1b[2K");
+}
+
 /// A one-line note on stderr of what a long run is doing after reading (statistics,
-/// writing), shown only when stderr is a terminal and an input file had at least
-/// [`progress_min_bytes`](crate::ingest::lines::progress_min_bytes) bytes; cleared when
-/// dropped.
+/// writing), shown when [`notes_shown`] for its largest input file; cleared when dropped.
 pub struct Status {
     on: std::cell::Cell<bool>,
 }
@@ -35,14 +60,12 @@ pub struct Status {
 impl Status {
     /// For a run whose largest input file has `input_bytes`.
     pub fn new(input_bytes: u64) -> Status {
-        use std::io::IsTerminal;
-        let on = input_bytes >= crate::ingest::lines::progress_min_bytes() && std::io::stderr().is_terminal();
-        Status { on: std::cell::Cell::new(on) }
+        Status { on: std::cell::Cell::new(notes_shown(input_bytes)) }
     }
 
     pub fn say(&self, what: &str) {
         if self.on.get() {
-            eprint!("\r{}\x1b[K", fit_terminal(&format!("{what}…")));
+            show_line(&format!("{what}…"));
         }
     }
 
@@ -61,7 +84,7 @@ impl Status {
 
     fn clear(&self) {
         if self.on.get() {
-            eprint!("\r\x1b[2K");
+            clear_line();
         }
     }
 }
@@ -79,7 +102,7 @@ pub fn file_name(path: &std::path::Path) -> String {
 
 /// Cuts a status line to the terminal's width (stderr), so it never wraps: a wrapped
 /// line would leave a row behind on every redraw.
-pub fn fit_terminal(line: &str) -> std::borrow::Cow<'_, str> {
+fn fit_terminal(line: &str) -> std::borrow::Cow<'_, str> {
     let mut ws = libc::winsize { ws_row: 0, ws_col: 0, ws_xpixel: 0, ws_ypixel: 0 };
     // SAFETY: TIOCGWINSZ writes a winsize into the pointer it is given, which is valid.
     let ok = unsafe { libc::ioctl(libc::STDERR_FILENO, libc::TIOCGWINSZ, &mut ws) } == 0;

@@ -79,7 +79,7 @@ pub fn execute(a: &Args) -> Result<AggregateRun> {
     let mut out = OutputSet::new(&inputs_list);
     out.check(&path)?;
     let (t, inputs) = common::read_both(&a.rollouts, a.inputs.as_deref())?;
-    let status = crate::trace::Status::new(t.report.bytes.max(inputs.as_ref().map_or(0, |i| i.report.bytes)));
+    let status = common::status_after_read(&t, inputs.as_ref());
     status.say("computing statistics");
     let builtin: Vec<MetricSpec> = specs.iter().filter(|m| !matches!(m, MetricSpec::Sql { .. })).cloned().collect();
     let sql: Vec<&MetricSpec> = specs.iter().filter(|m| matches!(m, MetricSpec::Sql { .. })).collect();

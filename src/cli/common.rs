@@ -18,6 +18,12 @@ pub fn report_read_warnings(w: &[String]) {
 
 pub use crate::trace::trace;
 
+/// The terminal note for the phases after reading `t` (and `inputs`): shown when the
+/// larger file was large enough for a progress line.
+pub fn status_after_read(t: &RolloutTable, inputs: Option<&InputTable>) -> crate::trace::Status {
+    crate::trace::Status::new(t.report.bytes.max(inputs.map_or(0, |i| i.report.bytes)))
+}
+
 /// Reads rollouts and (optionally) inputs in parallel.
 pub fn read_both(rollouts: &Path, inputs: Option<&Path>) -> Result<(RolloutTable, Option<InputTable>)> {
     let t0 = std::time::Instant::now();

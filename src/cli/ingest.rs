@@ -45,7 +45,7 @@ pub fn execute(a: &Args) -> Result<IngestRun> {
     let mut out = OutputSet::new(&ins);
     out.check(&a.out)?;
     let (t, inputs) = common::read_both(&a.rollouts, a.inputs.as_deref())?;
-    let status = crate::trace::Status::new(t.report.bytes.max(inputs.as_ref().map_or(0, |i| i.report.bytes)));
+    let status = common::status_after_read(&t, inputs.as_ref());
     status.say("building the table");
     let runs = runs(&t, inputs.as_ref());
     let t0 = std::time::Instant::now();

@@ -86,7 +86,7 @@ pub fn execute(a: &Args) -> Result<ProfileRun> {
     }
     let (t, inputs) = common::read_both(&a.rollouts, Some(&a.inputs))?;
     let inputs = inputs.expect("inputs were given");
-    let status = crate::trace::Status::new(t.report.bytes.max(inputs.report.bytes));
+    let status = common::status_after_read(&t, Some(&inputs));
     status.say("computing statistics");
     let t0 = std::time::Instant::now();
     let mut res = profile(&t, &inputs, a.allow_partial)?;

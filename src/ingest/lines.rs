@@ -97,15 +97,6 @@ pub struct ReadReport {
     pub warnings: Vec<String>,
 }
 
-/// Files at least this large show a progress line while read (on a terminal):
-/// `ROLLSTAT_PROGRESS_MIN_BYTES`, else 256 MB.
-pub fn progress_min_bytes() -> u64 {
-    static MIN: std::sync::OnceLock<u64> = std::sync::OnceLock::new();
-    *MIN.get_or_init(|| {
-        std::env::var("ROLLSTAT_PROGRESS_MIN_BYTES").ok().and_then(|v| v.trim().parse().ok()).unwrap_or(256 << 20)
-    })
-}
-
 /// A progress line on stderr for long reads, only when stderr is a terminal. Files read
 /// at the same time (`profile` reads both of its files at once) share one line and one
 /// total. It is redrawn at most every [`EVERY_MS`] and once at the end, and cleared when
@@ -136,8 +127,7 @@ fn shown() -> std::sync::MutexGuard<'static, Option<Shown>> {
 
 impl Progress {
     fn new(path: &Path, size: u64) -> Self {
-        use std::io::IsTerminal;
-        let on = size >= progress_min_bytes() && std::io::stderr().is_terminal();
+        let on = crate::trace::notes_shown(size);
         if on {
             let mut g = shown();
             let s = g.get_or_insert_with(|| Shown {
@@ -167,8 +157,7 @@ impl Progress {
         let now = s.start.elapsed().as_millis() as u64;
         if due(s.drawn_at, now, s.done >= s.size) {
             s.drawn_at = now;
-            let line = progress_line(&s.labels.join(" + "), s.done, s.size, now);
-            eprint!("\r{}\x1b[K", crate::trace::fit_terminal(&line));
+            crate::trace::show_line(&progress_line(&s.labels.join(" + "), s.done, s.size, now));
         }
     }
 }
@@ -204,7 +193,7 @@ impl Drop for Progress {
             s.active -= 1;
             if s.active == 0 {
                 *g = None;
-                eprint!("\r\x1b[2K");
+                crate::trace::clear_line();
             }
         }
     }

@@ -9,13 +9,6 @@ use rollstat::export::json::Json;
 
 use crate::common::*;
 
-fn generate(dir: &Path, extra: &[&str]) {
-    let mut args = vec!["generate", "--out-dir", dir.to_str().unwrap()];
-    args.extend_from_slice(extra);
-    let o = run(&args);
-    assert!(o.status.success(), "{}", stderr(&o));
-}
-
 fn read_pq(p: &Path) -> DataFrame {
     ParquetReader::new(std::fs::File::open(p).unwrap()).finish().unwrap()
 }

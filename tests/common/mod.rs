@@ -137,3 +137,11 @@ pub fn shared() -> Option<PathBuf> {
 pub fn fixtures() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures")
 }
+
+/// Runs `rollstat generate --out-dir DIR` with `extra` arguments; asserts it succeeded.
+pub fn generate(dir: &Path, extra: &[&str]) {
+    let mut args = vec!["generate", "--out-dir", dir.to_str().unwrap()];
+    args.extend_from_slice(extra);
+    let o = run(&args);
+    assert!(o.status.success(), "{}", stderr(&o));
+}
