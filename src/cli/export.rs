@@ -49,8 +49,9 @@ pub fn execute(a: &Args) -> Result<Vec<PathBuf>> {
     let mut out = OutputSet::new(&ins);
     let tables = tables(a)?;
     for (name, mut df) in tables {
-        let f = out.create_file(&a.out_dir.join(format!("{name}.parquet")))?;
-        write_parquet(&mut df, f)?;
+        let path = a.out_dir.join(format!("{name}.parquet"));
+        let mut w = out.create(&path)?;
+        write_parquet(&mut df, &path, &mut w)?;
     }
     out.commit()
 }

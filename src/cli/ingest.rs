@@ -53,8 +53,8 @@ pub fn execute(a: &Args) -> Result<IngestRun> {
     common::trace("frame", t0);
     let t0 = std::time::Instant::now();
     status.writing(&a.out);
-    let f = out.create_file(&a.out)?;
-    write_parquet(&mut df, f)?;
+    let mut w = out.create(&a.out)?;
+    write_parquet(&mut df, &a.out, &mut w)?;
     common::trace("parquet", t0);
     drop(status);
     out.commit()?;

@@ -168,8 +168,8 @@ pub fn run(a: Args) -> Result<()> {
                 ins.push(r);
             }
             let mut out = OutputSet::new(&ins);
-            let f = out.create_file(path)?;
-            crate::export::parquet::write_parquet(&mut df, f)?;
+            let mut w = out.create(path)?;
+            crate::export::parquet::write_parquet(&mut df, path, &mut w)?;
             out.commit()?;
             println!("Wrote {} ({} rows)", path.display(), df.height());
             return Ok(());

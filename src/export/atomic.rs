@@ -14,6 +14,7 @@ use std::fs;
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
+use super::direct::FileWriter;
 use crate::error::{Error, Result};
 
 /// A set of files written together.
@@ -59,8 +60,9 @@ impl OutputSet {
     }
 
     /// Opens `path` for writing: a temporary file staged for a rename at
-    /// [`OutputSet::commit`], or the stream it names (see the module notes).
-    pub fn create_file(&mut self, path: &Path) -> Result<fs::File> {
+    /// [`OutputSet::commit`] (returned with `true`), or the stream it names (see the
+    /// module notes).
+    fn open(&mut self, path: &Path) -> Result<(fs::File, bool)> {
         self.check(path)?;
         match target(path) {
             Target::Descriptor(fd) => {
@@ -72,26 +74,28 @@ impl OutputSet {
                 }
                 self.staged.push((None, path.to_path_buf()));
                 // SAFETY: `dup` is a fresh descriptor nothing else owns.
-                Ok(unsafe { <fs::File as std::os::fd::FromRawFd>::from_raw_fd(dup) })
+                Ok((unsafe { <fs::File as std::os::fd::FromRawFd>::from_raw_fd(dup) }, false))
             }
             Target::Stream => {
                 let f = fs::OpenOptions::new().write(true).open(path).map_err(|e| Error::write(path, e))?;
                 self.staged.push((None, path.to_path_buf()));
-                Ok(f)
+                Ok((f, false))
             }
             Target::File(dest) => {
                 let name = dest.file_name().map(|s| s.to_string_lossy().into_owned()).unwrap_or_default();
                 let tmp = parent(&dest).join(format!(".{name}.rollstat-tmp-{}", std::process::id()));
                 let f = fs::File::create(&tmp).map_err(|e| Error::write(&tmp, e))?;
                 self.staged.push((Some(tmp), dest));
-                Ok(f)
+                Ok((f, true))
             }
         }
     }
 
-    /// [`OutputSet::create_file`] with a large write buffer.
-    pub fn create(&mut self, path: &Path) -> Result<std::io::BufWriter<fs::File>> {
-        Ok(std::io::BufWriter::with_capacity(8 << 20, self.create_file(path)?))
+    /// Opens `path` for writing (see [`OutputSet::open`]) through a large buffer; a
+    /// large new file is written around the page cache (see [`super::direct`]).
+    pub fn create(&mut self, path: &Path) -> Result<FileWriter> {
+        let (f, new_file) = self.open(path)?;
+        Ok(FileWriter::new(f, new_file))
     }
 
     /// Renames every staged file into place.

@@ -2,6 +2,7 @@
 //! ([`nemo_gym`]), Parquet tables ([`parquet`]), all staged atomically ([`atomic`]).
 
 pub mod atomic;
+pub mod direct;
 pub mod json;
 pub mod nemo_gym;
 pub mod parquet;

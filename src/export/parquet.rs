@@ -2,16 +2,20 @@
 //! tools.
 
 use std::fs::File;
+use std::io::Write;
 use std::path::Path;
+
+use super::direct::FileWriter;
 
 use polars::prelude::*;
 
 use crate::error::{Error, Result};
 
-/// Writes `df` to `f` (a file from [`super::atomic::OutputSet::create_file`]).
-pub fn write_parquet(df: &mut DataFrame, f: File) -> Result<()> {
-    ParquetWriter::new(f).with_compression(ParquetCompression::Zstd(None)).finish(df)?;
-    Ok(())
+/// Writes `df` to `w` (from [`super::atomic::OutputSet::create`]) and flushes it;
+/// errors name `path`.
+pub fn write_parquet(df: &mut DataFrame, path: &Path, w: &mut FileWriter) -> Result<()> {
+    ParquetWriter::new(&mut *w).with_compression(ParquetCompression::Zstd(None)).finish(df)?;
+    w.flush().map_err(|e| Error::write(path, e))
 }
 
 /// Reads a Parquet file into a frame.

@@ -1,0 +1,229 @@
+//! The writer behind every staged output file. Small files are written once, through
+//! the page cache. A large file (the task-level artifacts are hundreds of MB at a
+//! million rollouts) is written around the page cache with `O_DIRECT`, in aligned
+//! blocks straight from our buffer to the disk: buffered writes of that size cost a
+//! core of kernel time allocating and copying page-cache pages, which on two cores
+//! competes with rendering the very entries being written, while a direct write only
+//! waits for the disk. The last partial block is written normally. A file system that
+//! refuses `O_DIRECT` (tmpfs, some network mounts) gets ordinary writes; the bytes are
+//! the same either way.
+
+use std::fs::File;
+use std::io::{self, IoSlice, Write};
+
+/// Bytes per block: a multiple of every logical block size (512 B or 4 KiB).
+const BLOCK: usize = 8 << 20;
+/// Alignment of the buffer and of the file offsets of direct writes.
+const ALIGN: usize = 4096;
+
+/// A heap buffer of [`BLOCK`] bytes aligned to [`ALIGN`].
+struct Aligned {
+    ptr: std::ptr::NonNull<u8>,
+}
+
+// SAFETY: the buffer is plain bytes owned by this value alone.
+unsafe impl Send for Aligned {}
+
+impl Aligned {
+    fn layout() -> std::alloc::Layout {
+        std::alloc::Layout::from_size_align(BLOCK, ALIGN).expect("constant layout")
+    }
+    fn new() -> Aligned {
+        // SAFETY: the layout has a non-zero size.
+        let p = unsafe { std::alloc::alloc(Self::layout()) };
+        match std::ptr::NonNull::new(p) {
+            Some(ptr) => Aligned { ptr },
+            None => std::alloc::handle_alloc_error(Self::layout()),
+        }
+    }
+    fn bytes(&self, len: usize) -> &[u8] {
+        debug_assert!(len <= BLOCK);
+        // SAFETY: `len <= BLOCK` bytes of the allocation, all written before being read
+        // (callers pass only the filled length).
+        unsafe { std::slice::from_raw_parts(self.ptr.as_ptr(), len) }
+    }
+    /// Copies `src` to offset `at` (`at + src.len() <= BLOCK`).
+    fn put(&mut self, at: usize, src: &[u8]) {
+        assert!(at + src.len() <= BLOCK);
+        // SAFETY: in bounds, checked above; `src` cannot overlap our own allocation.
+        unsafe { std::ptr::copy_nonoverlapping(src.as_ptr(), self.ptr.as_ptr().add(at), src.len()) }
+    }
+}
+
+impl Drop for Aligned {
+    fn drop(&mut self) {
+        // SAFETY: allocated in `new` with this layout.
+        unsafe { std::alloc::dealloc(self.ptr.as_ptr(), Self::layout()) }
+    }
+}
+
+/// How whole blocks go to the file.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Mode {
+    /// A new regular file, not yet larger than one block: direct writes are tried at the
+    /// first full block.
+    Untried,
+    /// `O_DIRECT` is on.
+    Direct,
+    /// Ordinary writes (a stream, a refusal, or after an unaligned tail).
+    Buffered,
+}
+
+/// A buffered writer over a file that goes direct once the file outgrows one block.
+pub struct FileWriter {
+    file: File,
+    buf: Aligned,
+    len: usize,
+    mode: Mode,
+}
+
+impl FileWriter {
+    /// `new_file`: a regular file we just created (empty, offset 0), where direct
+    /// writes may be used; anything else (a pipe, a device, a shared descriptor) is
+    /// written in order with ordinary writes.
+    pub fn new(file: File, new_file: bool) -> FileWriter {
+        FileWriter { file, buf: Aligned::new(), len: 0, mode: if new_file { Mode::Untried } else { Mode::Buffered } }
+    }
+
+    /// Turns `O_DIRECT` on or off; false when the system refuses.
+    fn set_direct(&self, on: bool) -> bool {
+        use std::os::fd::AsRawFd;
+        let fd = self.file.as_raw_fd();
+        // SAFETY: F_GETFL/F_SETFL on a descriptor we own; no memory is passed.
+        unsafe {
+            let flags = libc::fcntl(fd, libc::F_GETFL);
+            if flags < 0 {
+                return false;
+            }
+            let want = if on { flags | libc::O_DIRECT } else { flags & !libc::O_DIRECT };
+            libc::fcntl(fd, libc::F_SETFL, want) == 0
+        }
+    }
+
+    /// Writes the full buffer.
+    fn write_block(&mut self) -> io::Result<()> {
+        debug_assert_eq!(self.len, BLOCK);
+        if self.mode == Mode::Untried {
+            self.mode = if self.set_direct(true) { Mode::Direct } else { Mode::Buffered };
+        }
+        match self.file.write_all(self.buf.bytes(BLOCK)) {
+            Ok(()) => {}
+            // Accepted by fcntl but refused at the write (the file system cannot do
+            // direct I/O): nothing was written; go on with ordinary writes.
+            Err(e) if self.mode == Mode::Direct && e.raw_os_error() == Some(libc::EINVAL) => {
+                self.set_direct(false);
+                self.mode = Mode::Buffered;
+                self.file.write_all(self.buf.bytes(BLOCK))?;
+            }
+            Err(e) => return Err(e),
+        }
+        self.len = 0;
+        Ok(())
+    }
+
+    /// Copies as much of `data` as fits, writing the block when it fills.
+    fn take(&mut self, data: &[u8]) -> io::Result<usize> {
+        let n = data.len().min(BLOCK - self.len);
+        self.buf.put(self.len, &data[..n]);
+        self.len += n;
+        if self.len == BLOCK {
+            self.write_block()?;
+        }
+        Ok(n)
+    }
+}
+
+impl Write for FileWriter {
+    fn write(&mut self, data: &[u8]) -> io::Result<usize> {
+        if data.is_empty() {
+            return Ok(0);
+        }
+        self.take(data)
+    }
+
+    fn write_all(&mut self, mut data: &[u8]) -> io::Result<()> {
+        while !data.is_empty() {
+            let n = self.take(data)?;
+            data = &data[n..];
+        }
+        Ok(())
+    }
+
+    fn write_vectored(&mut self, bufs: &[IoSlice<'_>]) -> io::Result<usize> {
+        let mut total = 0;
+        for b in bufs {
+            let n = self.take(b)?;
+            total += n;
+            if n < b.len() {
+                break;
+            }
+        }
+        Ok(total)
+    }
+
+    /// Writes what is buffered. A partial block cannot go direct, so after it the file
+    /// is written with ordinary writes (flush is called once, at the end, by rollstat's
+    /// writers).
+    fn flush(&mut self) -> io::Result<()> {
+        if self.len > 0 {
+            if self.mode == Mode::Direct {
+                self.set_direct(false);
+            }
+            self.mode = Mode::Buffered;
+            self.file.write_all(self.buf.bytes(self.len))?;
+            self.len = 0;
+        }
+        self.file.flush()
+    }
+}
+
+impl Drop for FileWriter {
+    fn drop(&mut self) {
+        // As `BufWriter`: what is buffered is written, errors are for `flush` to report.
+        let _ = self.flush();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Every way of writing gives the same bytes: sizes around the block and alignment
+    /// boundaries, written in odd-sized and vectored pieces, with direct writes allowed
+    /// and not.
+    #[test]
+    fn bytes_out_equal_bytes_in() {
+        let dir = std::env::temp_dir().join(format!("rollstat-direct-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let mut rng = crate::generate::rng::Rng::new(7);
+        for (k, &size) in [0, 1, ALIGN - 1, BLOCK - 1, BLOCK, BLOCK + 1, 2 * BLOCK + ALIGN + 17].iter().enumerate() {
+            let data: Vec<u8> = (0..size).map(|_| rng.next_u64() as u8).collect();
+            for new_file in [true, false] {
+                let path = dir.join(format!("f{k}-{new_file}"));
+                let mut w = FileWriter::new(File::create(&path).unwrap(), new_file);
+                let mut at = 0;
+                let mut step = 1;
+                while at < data.len() {
+                    let end = (at + step).min(data.len());
+                    if step % 3 == 0 {
+                        let mid = at + (end - at) / 2;
+                        let mut parts = [IoSlice::new(&data[at..mid]), IoSlice::new(&data[mid..end])];
+                        let mut rest = &mut parts[..];
+                        while !rest.is_empty() {
+                            let n = w.write_vectored(rest).unwrap();
+                            IoSlice::advance_slices(&mut rest, n);
+                        }
+                    } else {
+                        w.write_all(&data[at..end]).unwrap();
+                    }
+                    at = end;
+                    step = step * 7 % 3_000_001 + 1;
+                }
+                w.flush().unwrap();
+                drop(w);
+                assert_eq!(std::fs::read(&path).unwrap(), data, "size {size}, new file {new_file}");
+            }
+        }
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+}
