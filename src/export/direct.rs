@@ -75,6 +75,49 @@ pub struct FileWriter {
     buf: Aligned,
     len: usize,
     mode: Mode,
+    /// With direct writes: the thread that writes full blocks while the next one fills.
+    io: Option<Io>,
+}
+
+/// The block-writing thread: full buffers go to it in file order and come back empty.
+struct Io {
+    tx: std::sync::mpsc::SyncSender<Aligned>,
+    back: std::sync::mpsc::Receiver<Aligned>,
+    /// Buffers allocated so far (the one being filled included).
+    buffers: usize,
+    handle: std::thread::JoinHandle<io::Result<()>>,
+}
+
+/// Buffers in use with a block-writing thread: one filling, one being written, one
+/// waiting.
+const BUFFERS: usize = 3;
+
+impl Io {
+    /// Starts the thread on its own handle of `file` (same open file, same position: only
+    /// the thread writes until it is joined).
+    fn start(file: &File) -> Option<Io> {
+        let mut out = file.try_clone().ok()?;
+        let (tx, rx) = std::sync::mpsc::sync_channel::<Aligned>(1);
+        let (give, back) = std::sync::mpsc::channel::<Aligned>();
+        let handle = std::thread::Builder::new()
+            .name("rollstat-write".into())
+            .spawn(move || -> io::Result<()> {
+                for buf in rx {
+                    out.write_all(buf.bytes(BLOCK))?;
+                    // The writer may have stopped (it failed, or finished early).
+                    let _ = give.send(buf);
+                }
+                Ok(())
+            })
+            .ok()?;
+        Some(Io { tx, back, buffers: 1, handle })
+    }
+
+    /// Waits for every block sent so far to be written; the first error if one failed.
+    fn finish(self) -> io::Result<()> {
+        drop(self.tx);
+        self.handle.join().unwrap_or_else(|_| Err(io::Error::other("the writing thread panicked")))
+    }
 }
 
 impl FileWriter {
@@ -82,7 +125,8 @@ impl FileWriter {
     /// writes may be used; anything else (a pipe, a device, a shared descriptor) is
     /// written in order with ordinary writes.
     pub fn new(file: File, new_file: bool) -> FileWriter {
-        FileWriter { file, buf: Aligned::new(), len: 0, mode: if new_file { Mode::Untried } else { Mode::Buffered } }
+        let mode = if new_file { Mode::Untried } else { Mode::Buffered };
+        FileWriter { file, buf: Aligned::new(), len: 0, mode, io: None }
     }
 
     /// Turns `O_DIRECT` on or off; false when the system refuses.
@@ -100,9 +144,29 @@ impl FileWriter {
         }
     }
 
-    /// Writes the full buffer.
+    /// Writes the full buffer: handed to the writing thread once direct writes are
+    /// known to work, written here before that.
     fn write_block(&mut self) -> io::Result<()> {
         debug_assert_eq!(self.len, BLOCK);
+        self.len = 0;
+        if let Some(io) = &mut self.io {
+            let next = match io.back.try_recv() {
+                Ok(b) => b,
+                Err(_) if io.buffers < BUFFERS => {
+                    io.buffers += 1;
+                    Aligned::new()
+                }
+                Err(_) => match io.back.recv() {
+                    Ok(b) => b,
+                    Err(_) => return Err(self.stopped()),
+                },
+            };
+            let full = std::mem::replace(&mut self.buf, next);
+            if io.tx.send(full).is_err() {
+                return Err(self.stopped());
+            }
+            return Ok(());
+        }
         if self.mode == Mode::Untried {
             self.mode = if self.set_direct(true) { Mode::Direct } else { Mode::Buffered };
         }
@@ -117,8 +181,20 @@ impl FileWriter {
             }
             Err(e) => return Err(e),
         }
-        self.len = 0;
+        if self.mode == Mode::Direct {
+            // Direct writes work here: later blocks are written while the next fills
+            // (without a thread, they are written here).
+            self.io = Io::start(&self.file);
+        }
         Ok(())
+    }
+
+    /// The error of a writing thread that stopped early (it stops only on one).
+    fn stopped(&mut self) -> io::Error {
+        match self.io.take().map(Io::finish) {
+            Some(Err(e)) => e,
+            _ => io::Error::other("the writing thread stopped"),
+        }
     }
 
     /// Copies as much of `data` as fits, writing the block when it fills.
@@ -165,6 +241,9 @@ impl Write for FileWriter {
     /// is written with ordinary writes (flush is called once, at the end, by rollstat's
     /// writers).
     fn flush(&mut self) -> io::Result<()> {
+        if let Some(io) = self.io.take() {
+            io.finish()?;
+        }
         if self.len > 0 {
             if self.mode == Mode::Direct {
                 self.set_direct(false);
@@ -196,7 +275,9 @@ mod tests {
         let dir = std::env::temp_dir().join(format!("rollstat-direct-{}", std::process::id()));
         std::fs::create_dir_all(&dir).unwrap();
         let mut rng = crate::generate::rng::Rng::new(7);
-        for (k, &size) in [0, 1, ALIGN - 1, BLOCK - 1, BLOCK, BLOCK + 1, 2 * BLOCK + ALIGN + 17].iter().enumerate() {
+        for (k, &size) in
+            [0, 1, ALIGN - 1, BLOCK - 1, BLOCK, BLOCK + 1, 2 * BLOCK + ALIGN + 17, 5 * BLOCK + 3].iter().enumerate()
+        {
             let data: Vec<u8> = (0..size).map(|_| rng.next_u64() as u8).collect();
             for new_file in [true, false] {
                 let path = dir.join(format!("f{k}-{new_file}"));
