@@ -323,6 +323,47 @@ fn outputs_to_pipes_stream_in_place() {
     assert!(std::fs::metadata(&fifo).unwrap().file_type().is_fifo(), "the named pipe was replaced");
 }
 
+/// Artifacts larger than one 8 MB block are written to files with direct I/O and to
+/// pipes with ordinary writes: the bytes are the same, with and without a partial last
+/// block, and match what `profile` writes beside them.
+#[test]
+fn large_artifacts_are_the_same_in_files_and_pipes() {
+    let d = TempDir::new("out-large");
+    generate(d.path(), &["--tasks", "3000", "--repeats", "5", "--agents", "1", "--seed", "5"]);
+    let r = d.join("rollouts.jsonl");
+    let file = d.join("agg.json");
+    let o = run(&["aggregate", "--rollouts", r.to_str().unwrap(), "--out", file.to_str().unwrap(), "-q"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let in_file = std::fs::read(&file).unwrap();
+    assert!(in_file.len() > 8 << 20, "the artifact should span several blocks: {} bytes", in_file.len());
+    let o = run(&["aggregate", "--rollouts", r.to_str().unwrap(), "--out", "/proc/self/fd/1", "-q"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert_eq!(o.stdout.len(), in_file.len() + "Aggregate metrics: /proc/self/fd/1\n".len());
+    assert!(o.stdout[..in_file.len()] == in_file[..], "file and pipe bytes differ");
+    // A second run replaces the first file with the same bytes (no stale tail).
+    let o =
+        run(&["aggregate", "--rollouts", r.to_str().unwrap(), "--out", file.to_str().unwrap(), "-q", "--threads", "1"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(std::fs::read(&file).unwrap() == in_file, "a rerun changed the artifact");
+    // The task-level entries of the profile are the same entries, one per line.
+    let i = d.join("materialized_inputs.jsonl");
+    let out = d.join("profile");
+    std::fs::create_dir(&out).unwrap();
+    let o = run(&[
+        "profile",
+        "--rollouts",
+        r.to_str().unwrap(),
+        "--inputs",
+        i.to_str().unwrap(),
+        "--out-dir",
+        out.to_str().unwrap(),
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let lines = std::fs::read_to_string(out.join("rollouts_reward_profiling.jsonl")).unwrap();
+    assert_eq!(lines.lines().count(), 3000);
+    assert!(lines.lines().all(|l| l.starts_with('{') && l.ends_with('}')));
+}
+
 /// An output naming the process's stdout when stdout is a file (a shell's `>> log`)
 /// goes through that descriptor at its position, after what the file already holds and
 /// before what rollstat prints; an output naming a symbolic link replaces the file it
