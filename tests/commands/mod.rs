@@ -349,15 +349,8 @@ fn large_artifacts_are_the_same_in_files_and_pipes() {
     let i = d.join("materialized_inputs.jsonl");
     let out = d.join("profile");
     std::fs::create_dir(&out).unwrap();
-    let o = run(&[
-        "profile",
-        "--rollouts",
-        r.to_str().unwrap(),
-        "--inputs",
-        i.to_str().unwrap(),
-        "--out-dir",
-        out.to_str().unwrap(),
-    ]);
+    let [r, i, o] = [&r, &i, &out].map(|p| p.to_str().unwrap());
+    let o = run(&["profile", "--rollouts", r, "--inputs", i, "--out-dir", o]);
     assert!(o.status.success(), "{}", stderr(&o));
     let lines = std::fs::read_to_string(out.join("rollouts_reward_profiling.jsonl")).unwrap();
     assert_eq!(lines.lines().count(), 3000);
