@@ -69,6 +69,48 @@ enum Mode {
     Buffered,
 }
 
+/// The open file's status flags, or -1.
+fn flags(file: &File) -> libc::c_int {
+    use std::os::fd::AsRawFd;
+    // SAFETY: F_GETFL on a descriptor the caller owns; no memory is passed.
+    unsafe { libc::fcntl(file.as_raw_fd(), libc::F_GETFL) }
+}
+
+fn is_direct(file: &File) -> bool {
+    let f = flags(file);
+    f >= 0 && f & libc::O_DIRECT != 0
+}
+
+/// Turns `O_DIRECT` on or off for the open file (every handle of it); false when the
+/// system refuses.
+fn set_direct(file: &File, on: bool) -> bool {
+    use std::os::fd::AsRawFd;
+    let f = flags(file);
+    if f < 0 {
+        return false;
+    }
+    let want = if on { f | libc::O_DIRECT } else { f & !libc::O_DIRECT };
+    // SAFETY: F_SETFL on a descriptor the caller owns; no memory is passed.
+    unsafe { libc::fcntl(file.as_raw_fd(), libc::F_SETFL, want) == 0 }
+}
+
+/// Writes all of `data`. A direct write the system refuses (`EINVAL`: the file system
+/// cannot do direct I/O, or a short write left the offset unaligned) turns direct I/O
+/// off and the rest goes through ordinary writes; nothing is written twice.
+fn write_whole(file: &File, data: &[u8]) -> io::Result<()> {
+    let mut done = 0;
+    while done < data.len() {
+        match (&*file).write(&data[done..]) {
+            Ok(0) => return Err(io::ErrorKind::WriteZero.into()),
+            Ok(n) => done += n,
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(e) if e.raw_os_error() == Some(libc::EINVAL) && is_direct(file) && set_direct(file, false) => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(())
+}
+
 /// A buffered writer over a file that goes direct once the file outgrows one block.
 pub struct FileWriter {
     file: File,
@@ -96,14 +138,14 @@ impl Io {
     /// Starts the thread on its own handle of `file` (same open file, same position: only
     /// the thread writes until it is joined).
     fn start(file: &File) -> Option<Io> {
-        let mut out = file.try_clone().ok()?;
+        let out = file.try_clone().ok()?;
         let (tx, rx) = std::sync::mpsc::sync_channel::<Aligned>(1);
         let (give, back) = std::sync::mpsc::channel::<Aligned>();
         let handle = std::thread::Builder::new()
             .name("rollstat-write".into())
             .spawn(move || -> io::Result<()> {
                 for buf in rx {
-                    out.write_all(buf.bytes(BLOCK))?;
+                    write_whole(&out, buf.bytes(BLOCK))?;
                     // The writer may have stopped (it failed, or finished early).
                     let _ = give.send(buf);
                 }
@@ -127,21 +169,6 @@ impl FileWriter {
     pub fn new(file: File, new_file: bool) -> FileWriter {
         let mode = if new_file { Mode::Untried } else { Mode::Buffered };
         FileWriter { file, buf: Aligned::new(), len: 0, mode, io: None }
-    }
-
-    /// Turns `O_DIRECT` on or off; false when the system refuses.
-    fn set_direct(&self, on: bool) -> bool {
-        use std::os::fd::AsRawFd;
-        let fd = self.file.as_raw_fd();
-        // SAFETY: F_GETFL/F_SETFL on a descriptor we own; no memory is passed.
-        unsafe {
-            let flags = libc::fcntl(fd, libc::F_GETFL);
-            if flags < 0 {
-                return false;
-            }
-            let want = if on { flags | libc::O_DIRECT } else { flags & !libc::O_DIRECT };
-            libc::fcntl(fd, libc::F_SETFL, want) == 0
-        }
     }
 
     /// Writes the full buffer: handed to the writing thread once direct writes are
@@ -168,19 +195,10 @@ impl FileWriter {
             return Ok(());
         }
         if self.mode == Mode::Untried {
-            self.mode = if self.set_direct(true) { Mode::Direct } else { Mode::Buffered };
+            set_direct(&self.file, true);
         }
-        match self.file.write_all(self.buf.bytes(BLOCK)) {
-            Ok(()) => {}
-            // Accepted by fcntl but refused at the write (the file system cannot do
-            // direct I/O): nothing was written; go on with ordinary writes.
-            Err(e) if self.mode == Mode::Direct && e.raw_os_error() == Some(libc::EINVAL) => {
-                self.set_direct(false);
-                self.mode = Mode::Buffered;
-                self.file.write_all(self.buf.bytes(BLOCK))?;
-            }
-            Err(e) => return Err(e),
-        }
+        write_whole(&self.file, self.buf.bytes(BLOCK))?;
+        self.mode = if self.mode != Mode::Buffered && is_direct(&self.file) { Mode::Direct } else { Mode::Buffered };
         if self.mode == Mode::Direct {
             // Direct writes work here: later blocks are written while the next fills
             // (without a thread, they are written here).
@@ -246,7 +264,7 @@ impl Write for FileWriter {
         }
         if self.len > 0 {
             if self.mode == Mode::Direct {
-                self.set_direct(false);
+                set_direct(&self.file, false);
             }
             self.mode = Mode::Buffered;
             self.file.write_all(self.buf.bytes(self.len))?;
