@@ -143,9 +143,8 @@ impl<'a> Scanner<'a> {
             Some(b'n') => self.lit(b"null", Scalar::Null),
             Some(b'N') => self.lit(b"NaN", Scalar::Float(f64::NAN)),
             Some(b'I') => self.lit(b"Infinity", Scalar::Float(f64::INFINITY)),
-            Some(b'-') if self.b[self.i..].starts_with(b"-Infinity") => {
-                self.i += 9;
-                Ok(Scalar::Float(f64::NEG_INFINITY))
+            Some(b'-') if self.b.get(self.i + 1) == Some(&b'I') => {
+                self.lit(b"-Infinity", Scalar::Float(f64::NEG_INFINITY))
             }
             Some(c) if c == b'-' || c.is_ascii_digit() => self.number(),
             Some(_) => self.err("expected a JSON value"),
@@ -153,10 +152,12 @@ impl<'a> Scanner<'a> {
         }
     }
 
+    /// A literal word, compared as one fixed-size value (no `memcmp` call).
     #[inline]
-    fn lit(&mut self, word: &[u8], v: Scalar<'a>) -> ScanResult<Scalar<'a>> {
-        if self.b[self.i..].starts_with(word) {
-            self.i += word.len();
+    fn lit<const N: usize>(&mut self, word: &[u8; N], v: Scalar<'a>) -> ScanResult<Scalar<'a>> {
+        let here: Option<&[u8; N]> = self.b.get(self.i..self.i + N).and_then(|s| s.try_into().ok());
+        if here == Some(word) {
+            self.i += N;
             Ok(v)
         } else {
             self.err("expected a JSON value")
@@ -547,7 +548,29 @@ pub fn decode_str(raw: &[u8], escaped: bool) -> Result<String, &'static str> {
 /// Compares a raw key with a plain ASCII name (keys with escapes never match).
 #[inline]
 pub fn key_is(raw: (&[u8], bool), name: &[u8]) -> bool {
-    !raw.1 && raw.0 == name
+    !raw.1 && bytes_eq(raw.0, name)
+}
+
+/// `a == b` for short byte strings such as keys, compared with two overlapping loads per
+/// side instead of a `memcmp` call (up to 16 bytes); longer ones fall back to it.
+#[inline(always)]
+pub fn bytes_eq(a: &[u8], b: &[u8]) -> bool {
+    let n = a.len();
+    if n != b.len() {
+        return false;
+    }
+    if (8..=16).contains(&n) {
+        let w = |s: &[u8], i: usize| u64::from_le_bytes(s[i..i + 8].try_into().expect("8 bytes"));
+        return w(a, 0) == w(b, 0) && w(a, n - 8) == w(b, n - 8);
+    }
+    if (4..8).contains(&n) {
+        let w = |s: &[u8], i: usize| u32::from_le_bytes(s[i..i + 4].try_into().expect("4 bytes"));
+        return w(a, 0) == w(b, 0) && w(a, n - 4) == w(b, n - 4);
+    }
+    if n < 4 {
+        return a.iter().zip(b).all(|(x, y)| x == y);
+    }
+    a == b
 }
 
 #[cfg(test)]
@@ -671,6 +694,22 @@ mod tests {
                 let plain = string_end(&v, q + 1).map(|e| (e, memchr::memchr(b'\\', &v[q + 1..e]).is_some()));
                 assert_eq!(scan_string(&v, q + 1), plain);
             }
+        }
+    }
+
+    /// The short-string comparison agrees with `==` for every length up to 40, equal
+    /// and differing at each position.
+    #[test]
+    fn bytes_eq_matches_slice_equality() {
+        for n in 0..40usize {
+            let a: Vec<u8> = (0..n).map(|i| b'a' + (i % 26) as u8).collect();
+            assert!(bytes_eq(&a, &a.clone()));
+            for k in 0..n {
+                let mut b = a.clone();
+                b[k] ^= 0x20;
+                assert!(!bytes_eq(&a, &b), "length {n}, differing at {k}");
+            }
+            assert!(!bytes_eq(&a, &a[..n.saturating_sub(1)]) || n == 0);
         }
     }
 

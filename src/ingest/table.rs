@@ -157,7 +157,7 @@ impl ColumnsBuilder {
     pub fn id_guess(&mut self, source: Source, key: &[u8], guess: Option<u32>) -> u32 {
         if let Some(g) = guess {
             let c = &self.cols[g as usize];
-            if c.source == source && c.name.as_bytes() == key {
+            if c.source == source && super::scan::bytes_eq(c.name.as_bytes(), key) {
                 return g;
             }
         }
