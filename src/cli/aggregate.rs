@@ -7,7 +7,6 @@ use std::path::PathBuf;
 use clap::Args as ClapArgs;
 
 use super::common::{self, MetricArgs};
-use std::io::Write;
 
 use crate::error::{Error, Result};
 use crate::export::atomic::{stream_error, OutputSet};
@@ -98,7 +97,7 @@ pub fn execute(a: &Args) -> Result<AggregateRun> {
     status.writing(&path);
     let mut w = out.create(&path)?;
     write_aggregate(&entries, &mut w).map_err(|e| stream_error(&path, e))?;
-    w.flush().map_err(|e| Error::write(&path, e))?;
+    w.finish().map_err(|e| Error::write(&path, e))?;
     drop(w);
     common::trace("task entries + write", t0);
     drop(status);

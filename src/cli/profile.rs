@@ -8,7 +8,6 @@ use std::path::PathBuf;
 use clap::Args as ClapArgs;
 
 use super::common::{self, MetricArgs};
-use std::io::Write;
 
 use crate::error::{Error, Result};
 use crate::export::atomic::{stream_error, OutputSet};
@@ -100,7 +99,7 @@ pub fn execute(a: &Args) -> Result<ProfileRun> {
     if let Some(plan) = &res.tasks {
         write_tasks(plan, None, &mut w).map_err(|e| stream_error(&paths[0], e))?;
     }
-    w.flush().map_err(|e| Error::write(&paths[0], e))?;
+    w.finish().map_err(|e| Error::write(&paths[0], e))?;
     drop(w);
     common::trace("task entries + write", t0);
     out.add(&paths[1], &compact_array(&res.agents))?;

@@ -56,7 +56,7 @@ impl OutputSet {
     /// Stages `bytes` for `path` (written to a temporary file now).
     pub fn add(&mut self, path: &Path, bytes: &[u8]) -> Result<()> {
         let mut w = self.create(path)?;
-        w.write_all(bytes).and_then(|()| w.flush()).map_err(|e| Error::write(path, e))
+        w.write_all(bytes).and_then(|()| w.finish()).map_err(|e| Error::write(path, e))
     }
 
     /// Opens `path` for writing: a temporary file staged for a rename at

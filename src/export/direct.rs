@@ -29,17 +29,17 @@ impl Aligned {
         std::alloc::Layout::from_size_align(BLOCK, ALIGN).expect("constant layout")
     }
     fn new() -> Aligned {
-        // SAFETY: the layout has a non-zero size.
-        let p = unsafe { std::alloc::alloc(Self::layout()) };
+        // SAFETY: the layout has a non-zero size. Zeroed, so every byte is initialized
+        // and `bytes` is sound for any length.
+        let p = unsafe { std::alloc::alloc_zeroed(Self::layout()) };
         match std::ptr::NonNull::new(p) {
             Some(ptr) => Aligned { ptr },
             None => std::alloc::handle_alloc_error(Self::layout()),
         }
     }
     fn bytes(&self, len: usize) -> &[u8] {
-        debug_assert!(len <= BLOCK);
-        // SAFETY: `len <= BLOCK` bytes of the allocation, all written before being read
-        // (callers pass only the filled length).
+        assert!(len <= BLOCK);
+        // SAFETY: `len <= BLOCK` initialized bytes of the allocation (zeroed at first).
         unsafe { std::slice::from_raw_parts(self.ptr.as_ptr(), len) }
     }
     /// Copies `src` to offset `at` (`at + src.len() <= BLOCK`).
@@ -119,6 +119,9 @@ pub struct FileWriter {
     mode: Mode,
     /// With direct writes: the thread that writes full blocks while the next one fills.
     io: Option<Io>,
+    /// The first failure: every later call reports it again, so a failed write can
+    /// never be followed by a success.
+    failed: Option<(io::ErrorKind, String)>,
 }
 
 /// The block-writing thread: full buffers go to it in file order and come back empty.
@@ -168,7 +171,50 @@ impl FileWriter {
     /// written in order with ordinary writes.
     pub fn new(file: File, new_file: bool) -> FileWriter {
         let mode = if new_file { Mode::Untried } else { Mode::Buffered };
-        FileWriter { file, buf: Aligned::new(), len: 0, mode, io: None }
+        FileWriter { file, buf: Aligned::new(), len: 0, mode, io: None, failed: None }
+    }
+
+    /// The recorded failure, if any, as an error to return.
+    fn check(&self) -> io::Result<()> {
+        match &self.failed {
+            Some((kind, msg)) => Err(io::Error::new(*kind, msg.clone())),
+            None => Ok(()),
+        }
+    }
+
+    /// Records the first failure of `r` and passes it on.
+    fn note<T>(&mut self, r: io::Result<T>) -> io::Result<T> {
+        if let Err(e) = &r {
+            if self.failed.is_none() {
+                self.failed = Some((e.kind(), e.to_string()));
+            }
+        }
+        r
+    }
+
+    /// Writes everything still buffered and waits for it: the end of the file. The
+    /// partial last block goes through ordinary writes. Call once all bytes are written
+    /// (dropping the writer does the same but cannot report errors); later calls only
+    /// report an earlier failure.
+    pub fn finish(&mut self) -> io::Result<()> {
+        self.check()?;
+        let r = self.finish_inner();
+        self.note(r)
+    }
+
+    fn finish_inner(&mut self) -> io::Result<()> {
+        if let Some(io) = self.io.take() {
+            io.finish()?;
+        }
+        if self.len > 0 {
+            if self.mode == Mode::Direct {
+                set_direct(&self.file, false);
+            }
+            self.mode = Mode::Buffered;
+            let len = std::mem::take(&mut self.len);
+            write_whole(&self.file, self.buf.bytes(len))?;
+        }
+        (&self.file).flush()
     }
 
     /// Writes the full buffer: handed to the writing thread once direct writes are
@@ -217,11 +263,13 @@ impl FileWriter {
 
     /// Copies as much of `data` as fits, writing the block when it fills.
     fn take(&mut self, data: &[u8]) -> io::Result<usize> {
+        self.check()?;
         let n = data.len().min(BLOCK - self.len);
         self.buf.put(self.len, &data[..n]);
         self.len += n;
         if self.len == BLOCK {
-            self.write_block()?;
+            let r = self.write_block();
+            self.note(r)?;
         }
         Ok(n)
     }
@@ -255,29 +303,27 @@ impl Write for FileWriter {
         Ok(total)
     }
 
-    /// Writes what is buffered. A partial block cannot go direct, so after it the file
-    /// is written with ordinary writes (flush is called once, at the end, by rollstat's
-    /// writers).
+    /// Ordinary writes (streams) send what is buffered; a file that may go direct
+    /// keeps a partial block until [`FileWriter::finish`], as a partial block written
+    /// now would leave later blocks unaligned. Either way, reports an earlier failure.
     fn flush(&mut self) -> io::Result<()> {
-        if let Some(io) = self.io.take() {
-            io.finish()?;
+        self.check()?;
+        if self.mode != Mode::Buffered {
+            return Ok(());
         }
-        if self.len > 0 {
-            if self.mode == Mode::Direct {
-                set_direct(&self.file, false);
-            }
-            self.mode = Mode::Buffered;
-            self.file.write_all(self.buf.bytes(self.len))?;
-            self.len = 0;
-        }
-        self.file.flush()
+        let r = (|| {
+            let len = std::mem::take(&mut self.len);
+            write_whole(&self.file, self.buf.bytes(len))?;
+            (&self.file).flush()
+        })();
+        self.note(r)
     }
 }
 
 impl Drop for FileWriter {
     fn drop(&mut self) {
-        // As `BufWriter`: what is buffered is written, errors are for `flush` to report.
-        let _ = self.flush();
+        // As `BufWriter`: what is buffered is written, errors are for `finish` to report.
+        let _ = self.finish();
     }
 }
 
@@ -318,10 +364,39 @@ mod tests {
                     at = end;
                     step = step * 7 % 3_000_001 + 1;
                 }
+                // A flush in the middle changes nothing for the bytes.
                 w.flush().unwrap();
+                w.finish().unwrap();
+                w.finish().unwrap();
                 drop(w);
                 assert_eq!(std::fs::read(&path).unwrap(), data, "size {size}, new file {new_file}");
             }
+        }
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    /// A failed write is reported by every later call: a second `finish` (or a drop)
+    /// cannot turn it into a success.
+    #[test]
+    fn a_failure_stays_reported() {
+        let dir = std::env::temp_dir().join(format!("rollstat-direct-fail-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("read-only");
+        std::fs::write(&path, b"").unwrap();
+        for new_file in [true, false] {
+            // Opened for reading only: every write to it fails.
+            let mut w = FileWriter::new(File::open(&path).unwrap(), new_file);
+            let block = vec![7u8; BLOCK];
+            assert!(w.write_all(&block).is_err(), "the first full block cannot be written");
+            assert!(w.write_all(b"more").is_err());
+            assert!(w.flush().is_err());
+            assert!(w.finish().is_err());
+            assert!(w.finish().is_err());
+            // A small write that never reached the file fails at the end.
+            let mut w = FileWriter::new(File::open(&path).unwrap(), new_file);
+            w.write_all(b"small").unwrap();
+            assert!(w.finish().is_err());
+            assert!(w.finish().is_err());
         }
         std::fs::remove_dir_all(&dir).unwrap();
     }

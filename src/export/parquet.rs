@@ -2,7 +2,6 @@
 //! tools.
 
 use std::fs::File;
-use std::io::Write;
 use std::path::Path;
 
 use super::direct::FileWriter;
@@ -11,11 +10,11 @@ use polars::prelude::*;
 
 use crate::error::{Error, Result};
 
-/// Writes `df` to `w` (from [`super::atomic::OutputSet::create`]) and flushes it;
+/// Writes `df` to `w` (from [`super::atomic::OutputSet::create`]) and finishes it;
 /// errors name `path`.
 pub fn write_parquet(df: &mut DataFrame, path: &Path, w: &mut FileWriter) -> Result<()> {
     ParquetWriter::new(&mut *w).with_compression(ParquetCompression::Zstd(None)).finish(df)?;
-    w.flush().map_err(|e| Error::write(path, e))
+    w.finish().map_err(|e| Error::write(path, e))
 }
 
 /// Reads a Parquet file into a frame.
