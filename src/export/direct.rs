@@ -5,8 +5,8 @@
 //! core of kernel time allocating and copying page-cache pages, which on two cores
 //! competes with rendering the very entries being written, while a direct write only
 //! waits for the disk. The last partial block is written normally. A file system that
-//! refuses `O_DIRECT` (tmpfs, some network mounts) gets ordinary writes; the bytes are
-//! the same either way.
+//! refuses `O_DIRECT` (some network mounts, older tmpfs) gets ordinary writes, as does
+//! every file when `ROLLSTAT_DIRECT_IO=0`; the bytes are the same either way.
 
 use std::fs::File;
 use std::io::{self, IoSlice, Write};
@@ -111,6 +111,13 @@ fn write_whole(file: &File, data: &[u8]) -> io::Result<()> {
     Ok(())
 }
 
+/// Whether direct writes may be used: not when the environment sets
+/// `ROLLSTAT_DIRECT_IO=0` (read once).
+pub fn allowed() -> bool {
+    static ALLOWED: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    *ALLOWED.get_or_init(|| std::env::var_os("ROLLSTAT_DIRECT_IO").is_none_or(|v| v != "0"))
+}
+
 /// A buffered writer over a file that goes direct once the file outgrows one block.
 pub struct FileWriter {
     file: File,
@@ -170,7 +177,7 @@ impl FileWriter {
     /// writes may be used; anything else (a pipe, a device, a shared descriptor) is
     /// written in order with ordinary writes.
     pub fn new(file: File, new_file: bool) -> FileWriter {
-        let mode = if new_file { Mode::Untried } else { Mode::Buffered };
+        let mode = if new_file && allowed() { Mode::Untried } else { Mode::Buffered };
         FileWriter { file, buf: Aligned::new(), len: 0, mode, io: None, failed: None }
     }
 
