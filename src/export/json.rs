@@ -352,9 +352,16 @@ fn transcode_value(
             Scalar::Int(i) => write_i64(out, i),
             Scalar::Float(f) => write_f64(out, f),
             Scalar::Str(raw, false) => {
-                if raw.iter().any(|&c| c < 0x20) {
+                if has_control(raw) {
                     return None;
                 }
+                out.push(b'"');
+                out.extend_from_slice(raw);
+                out.push(b'"');
+            }
+            // Escapes that decoding and re-escaping give back unchanged are copied as
+            // they are; `\/`, `\uXXXX` and raw control characters take the long way.
+            Scalar::Str(raw, true) if !has_control(raw) && escapes_kept(raw) => {
                 out.push(b'"');
                 out.extend_from_slice(raw);
                 out.push(b'"');
@@ -364,6 +371,27 @@ fn transcode_value(
         },
     }
     Some(())
+}
+
+/// Whether `raw` holds a byte below 0x20 (checked without an early exit, so the loop
+/// vectorizes).
+#[inline]
+fn has_control(raw: &[u8]) -> bool {
+    raw.iter().fold(false, |any, &c| any | (c < 0x20))
+}
+
+/// Whether every escape in the raw string body `raw` is one that [`escape_into`] writes
+/// back the same (`\"`, `\\`, `\n`, `\r`, `\t`, `\b`, `\f`).
+fn escapes_kept(raw: &[u8]) -> bool {
+    let mut i = 0;
+    while let Some(p) = memchr::memchr(b'\\', &raw[i..]) {
+        let k = i + p;
+        match raw.get(k + 1) {
+            Some(b'"' | b'\\' | b'n' | b'r' | b't' | b'b' | b'f') => i = k + 2,
+            _ => return false,
+        }
+    }
+    true
 }
 
 struct Parser<'a> {
@@ -476,8 +504,16 @@ mod tests {
     /// The streaming re-serializer writes what parse + write_compact write, or declines.
     #[test]
     fn transcode_matches_the_tree_path() {
-        let cases: [&[u8]; 9] = [
+        let cases: [&[u8]; 16] = [
             "{\"s\": \"plain text ✓\", \"_ng_rollout_index\": 2}".as_bytes(),
+            // Escapes copied as they are, and ones that are rewritten, alone and together.
+            br#"{"k": "say \"hi\"\n\ttab \\ back \b\f", "l": "end\\"}"#,
+            br#"{"k": "a\/b", "l": "\u00e9", "m": "\\/"}"#,
+            br#"{"k": "C:\\new \u00e9 \/ \u0001 \ud83d\ude00", "l": "\\\"\\n"}"#,
+            b"{\"k\": \"esc \\\" and a raw\ttab\"}",
+            br#"{"k": "\r\n", "l": ["\\", "\"", "x\\y"]}"#,
+            br#"{"k": "\u005c\u0022 \u00"}"#,
+            br#"{"k": "\u005c\u0022"}"#,
             br#"{"_ng_task_index": 3, "a": [1, 2.50, -0.0, 1e5, {"b": null}], "_ng_rollout_index": 0, "c": "\u00e9\/x\n"}"#,
             br#"{ "x" : { } , "y" : [ ] , "z" : true , "w" : false , "n" : NaN, "big": 12345678901234567890 }"#,
             br#"{"nested": {"_ng_task_index": 1}, "s": "plain text"}"#,
