@@ -351,21 +351,16 @@ fn transcode_value(
             Scalar::Bool(b) => out.extend_from_slice(if b { b"true" } else { b"false" }),
             Scalar::Int(i) => write_i64(out, i),
             Scalar::Float(f) => write_f64(out, f),
-            Scalar::Str(raw, false) => {
-                if has_control(raw) {
-                    return None;
-                }
+            // Copied as it is when writing it back would give the same bytes: no raw
+            // control characters, and only escapes that decoding and re-escaping keep.
+            Scalar::Str(raw, escaped) if !has_control(raw) && (!escaped || escapes_kept(raw)) => {
                 out.push(b'"');
                 out.extend_from_slice(raw);
                 out.push(b'"');
             }
-            // Escapes that decoding and re-escaping give back unchanged are copied as
-            // they are; `\/`, `\uXXXX` and raw control characters take the long way.
-            Scalar::Str(raw, true) if !has_control(raw) && escapes_kept(raw) => {
-                out.push(b'"');
-                out.extend_from_slice(raw);
-                out.push(b'"');
-            }
+            // Raw control characters in an unescaped string: the tree path decides.
+            Scalar::Str(_, false) => return None,
+            // `\/`, `\uXXXX`, or raw control characters next to escapes.
             Scalar::Str(raw, true) => write_str(out, &decode_str(raw, true).ok()?),
             Scalar::Container { .. } => return None,
         },
