@@ -218,9 +218,14 @@ impl FileWriter {
                 set_direct(&self.file, false);
             }
             self.mode = Mode::Buffered;
-            let len = std::mem::take(&mut self.len);
-            write_whole(&self.file, self.buf.bytes(len))?;
         }
+        self.write_out()
+    }
+
+    /// Writes what is buffered with the file's current mode, then flushes the file.
+    fn write_out(&mut self) -> io::Result<()> {
+        let len = std::mem::take(&mut self.len);
+        write_whole(&self.file, self.buf.bytes(len))?;
         (&self.file).flush()
     }
 
@@ -318,11 +323,7 @@ impl Write for FileWriter {
         if self.mode != Mode::Buffered {
             return Ok(());
         }
-        let r = (|| {
-            let len = std::mem::take(&mut self.len);
-            write_whole(&self.file, self.buf.bytes(len))?;
-            (&self.file).flush()
-        })();
+        let r = self.write_out();
         self.note(r)
     }
 }
