@@ -6,7 +6,10 @@ use std::process::ExitCode;
 
 fn main() -> ExitCode {
     match rollstat::cli::main() {
-        Ok(()) => ExitCode::SUCCESS,
+        Ok(()) => {
+            rollstat::trace::trace("done", std::time::Instant::now());
+            ExitCode::SUCCESS
+        }
         Err(e) => {
             if let rollstat::Error::Io { source, .. } = &e {
                 if source.kind() == std::io::ErrorKind::BrokenPipe {

@@ -1,5 +1,13 @@
 //! `ROLLSTAT_TRACE=1`: phase timings and memory on stderr, for finding where time goes.
 
+/// When the command started, for the trace's `at` times.
+static START: std::sync::OnceLock<std::time::Instant> = std::sync::OnceLock::new();
+
+/// Marks the start of the command (the trace's time zero).
+pub fn start() {
+    START.get_or_init(std::time::Instant::now);
+}
+
 /// With `ROLLSTAT_TRACE` set, prints how long a phase took to stderr, with the resident
 /// memory now and at its peak so far.
 pub fn trace(what: &str, since: std::time::Instant) {
@@ -9,8 +17,19 @@ pub fn trace(what: &str, since: std::time::Instant) {
         if std::io::stderr().is_terminal() {
             clear_line();
         }
-        eprintln!("trace: {what}: {:.3}s{}", since.elapsed().as_secs_f64(), memory());
+        let at = START.get().map_or(String::new(), |t| format!(" (at {:.3}s)", t.elapsed().as_secs_f64()));
+        eprintln!("trace: {what}: {:.3}s{at}{}{}", since.elapsed().as_secs_f64(), memory(), cpu());
     }
+}
+
+/// `, cpu N s` — the process's user and system time so far (empty where unknown).
+fn cpu() -> String {
+    let mut u: libc::rusage = unsafe { std::mem::zeroed() };
+    if unsafe { libc::getrusage(libc::RUSAGE_SELF, &mut u) } != 0 {
+        return String::new();
+    }
+    let secs = |t: libc::timeval| t.tv_sec as f64 + t.tv_usec as f64 / 1e6;
+    format!(", cpu {:.2}s user + {:.2}s sys so far", secs(u.ru_utime), secs(u.ru_stime))
 }
 
 /// `, rss N MB (peak M MB)` from /proc (empty elsewhere).

@@ -49,6 +49,7 @@ pub enum Command {
 
 /// Parses the process arguments and runs the command.
 pub fn main() -> Result<()> {
+    crate::trace::start();
     let cli = Cli::parse();
     if let Some(n) = cli.threads {
         if n == 0 {

@@ -107,7 +107,8 @@ pub fn read_inputs(path: &Path) -> Result<InputTable> {
                         }
                     } else if key_is(k, b"_ng_environment_server") {
                         if let Scalar::Str(raw, e) = s.value().map_err(inv)? {
-                            let n = str_value(raw, e)
+                            // SAFETY: `raw` is a string token of this line, validated as UTF-8 on entry.
+                            let n = unsafe { str_value(raw, e) }
                                 .map_err(|m| (Some("_ng_environment_server".to_string()), m.to_string()))?;
                             server = p.name(&n);
                         }
@@ -118,7 +119,8 @@ pub fn read_inputs(path: &Path) -> Result<InputTable> {
                             let v = s.value().map_err(inv)?;
                             if key_is(ak, b"name") {
                                 if let Scalar::Str(raw, e) = v {
-                                    let n = str_value(raw, e)
+                                    // SAFETY: `raw` is a string token of this line, validated as UTF-8 on entry.
+                                    let n = unsafe { str_value(raw, e) }
                                         .map_err(|m| (Some("agent_ref.name".to_string()), m.to_string()))?;
                                     agent = p.name(&n);
                                 }

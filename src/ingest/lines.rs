@@ -53,6 +53,13 @@ impl<'a> PieceLines<'a> {
     pub fn seen(&self) -> u64 {
         self.number
     }
+    /// The lines still to come, estimated from the length of those seen so far.
+    pub fn remaining_estimate(&self) -> usize {
+        if self.pos == 0 {
+            return 0;
+        }
+        ((self.data.len() - self.pos) as f64 * self.number as f64 / self.pos as f64).ceil() as usize
+    }
 }
 
 impl<'a> Iterator for PieceLines<'a> {

@@ -77,6 +77,12 @@ struct Piece {
     cols: ColumnsBuilder,
     order: Vec<u32>,
     orders: Interner,
+    /// Per top-level column (by id + 1; slot 0 is a line's start): the column whose key
+    /// followed it last time, the guess for the next key. A key missing from one line
+    /// costs one failed guess, not one per key after it.
+    next_top: Vec<u32>,
+    /// The same for the keys of `response.usage`.
+    next_usage: Vec<u32>,
     /// The file's last line when it was cut off mid-write: its piece-local number and
     /// what was wrong with it.
     cut_off: Option<(u64, String)>,
@@ -158,12 +164,20 @@ fn key_string(k: (&[u8], bool)) -> std::borrow::Cow<'_, [u8]> {
 }
 
 /// A string value's text without allocating when it has no escapes.
-pub(crate) fn str_value(raw: &[u8], escaped: bool) -> std::result::Result<std::borrow::Cow<'_, str>, &'static str> {
+///
+/// # Safety
+/// `raw` is the inside of a string token of a line already validated as UTF-8: it starts
+/// and ends next to ASCII quotes, so it is valid UTF-8 itself.
+pub(crate) unsafe fn str_value(
+    raw: &[u8],
+    escaped: bool,
+) -> std::result::Result<std::borrow::Cow<'_, str>, &'static str> {
     if escaped {
         decode_str(raw, true).map(std::borrow::Cow::Owned)
     } else {
-        // The whole line was validated as UTF-8 already.
-        std::str::from_utf8(raw).map(std::borrow::Cow::Borrowed).map_err(|_| "invalid UTF-8 in string")
+        debug_assert!(std::str::from_utf8(raw).is_ok());
+        // SAFETY: the caller's contract (a validated line, cut at ASCII bytes).
+        Ok(std::borrow::Cow::Borrowed(unsafe { std::str::from_utf8_unchecked(raw) }))
     }
 }
 
@@ -190,11 +204,34 @@ pub(crate) fn describe(v: &Scalar<'_>) -> &'static str {
     }
 }
 
+/// Records in `next` that column `id` came after the key in slot `after` (see
+/// `Piece::next_top`), and moves `after` to it.
+#[inline]
+fn follows(next: &mut Vec<u32>, after: &mut usize, id: u32) {
+    if next.len() <= *after {
+        next.resize(*after + 1, NONE);
+    }
+    next[*after] = id;
+    *after = id as usize + 1;
+}
+
 impl Piece {
+    /// Room for `more` rows.
+    fn reserve(&mut self, more: usize) {
+        self.task.reserve(more);
+        self.rollout.reserve(more);
+        self.line.reserve(more);
+        self.masked.reserve(more);
+        self.agent.reserve(more);
+        self.server.reserve(more);
+        self.perf.reserve(more);
+        self.order.reserve(more);
+        self.cols.reserve(more);
+    }
+
     fn parse_line(
         &mut self,
         l: &Line<'_>,
-        prev: Option<u32>,
         top_ids: &mut Vec<u32>,
         usage_ids: &mut Vec<u32>,
     ) -> std::result::Result<(), LineErr> {
@@ -218,10 +255,6 @@ impl Piece {
         s.i += 1;
         top_ids.clear();
         usage_ids.clear();
-        // The previous row's key order: columns are guessed from it by position (its
-        // top-level ids, SEP, then its usage ids).
-        let prev = prev.map(|id| self.orders.seqs[id as usize].as_slice());
-        let prev_usage = prev.and_then(|p| p.iter().position(|&c| c == SEP)).map_or(0, |at| at + 1);
         let mut task: Option<i64> = None;
         let mut rollout: Option<i64> = None;
         let mut agent = NONE;
@@ -229,6 +262,8 @@ impl Piece {
         let mut masked = false;
         let mut perf = false;
         let mut first = true;
+        // Slot in `next_top` of the last kept top-level key.
+        let mut after = 0usize;
         while let Some(k) = s.next_key(&mut first)? {
             let kb = k.0;
             if key_is(k, b"_ng_task_index") {
@@ -237,7 +272,8 @@ impl Piece {
                 rollout = Some(index_value(s.value()?, "_ng_rollout_index")?);
             } else if key_is(k, b"_ng_environment_server") {
                 if let Scalar::Str(raw, e) = s.value()? {
-                    let name = str_value(raw, e).map_err(|m| LineErr {
+                    // SAFETY: `raw` is a string token of this line, validated as UTF-8 on entry.
+                    let name = unsafe { str_value(raw, e) }.map_err(|m| LineErr {
                         offset: None,
                         key: Some("_ng_environment_server".into()),
                         msg: m.into(),
@@ -254,14 +290,16 @@ impl Piece {
                         if key_is(rk, b"usage") && s.peek() == Some(b'{') {
                             s.i += 1;
                             let mut f3 = true;
+                            let mut after_usage = 0usize;
                             while let Some(uk) = s.next_key(&mut f3)? {
                                 let v = s.value()?;
                                 if let Some((t, x)) = scalar_tag(&v) {
                                     let key = key_string(uk);
-                                    let guess = prev.and_then(|p| p.get(prev_usage + usage_ids.len()).copied());
+                                    let guess = self.next_usage.get(after_usage).copied().filter(|&c| c != NONE);
                                     let id = self.cols.id_guess(Source::Usage, &key, guess);
                                     self.cols.set(id, t, x);
                                     usage_ids.push(id);
+                                    follows(&mut self.next_usage, &mut after_usage, id);
                                 }
                             }
                         } else {
@@ -279,7 +317,8 @@ impl Piece {
                         let v = s.value()?;
                         if key_is(ak, b"name") {
                             if let Scalar::Str(raw, e) = v {
-                                let name = str_value(raw, e).map_err(|m| LineErr {
+                                // SAFETY: `raw` is a string token of this line, validated as UTF-8 on entry.
+                                let name = unsafe { str_value(raw, e) }.map_err(|m| LineErr {
                                     offset: None,
                                     key: Some("agent_ref.name".into()),
                                     msg: m.into(),
@@ -311,19 +350,21 @@ impl Piece {
                 }
             } else {
                 let v = s.value()?;
-                let guess = prev.and_then(|p| p.get(top_ids.len()).copied()).filter(|&c| c != SEP);
+                let guess = self.next_top.get(after).copied().filter(|&c| c != NONE);
                 match v {
                     Scalar::Container { .. } => {}
                     Scalar::Str(raw, e) if raw.len() <= MAX_KEPT_STR => {
                         let key = key_string(k);
                         let id = self.cols.id_guess(Source::Top, &key, guess);
-                        let text = str_value(raw, e).map_err(|m| LineErr {
+                        // SAFETY: `raw` is a string token of this line, validated as UTF-8 on entry.
+                        let text = unsafe { str_value(raw, e) }.map_err(|m| LineErr {
                             offset: None,
                             key: Some(String::from_utf8_lossy(&key).into()),
                             msg: m.into(),
                         })?;
                         self.cols.set_str(id, &text);
                         top_ids.push(id);
+                        follows(&mut self.next_top, &mut after, id);
                     }
                     other => {
                         if let Some((t, x)) = scalar_tag(&other) {
@@ -331,6 +372,7 @@ impl Piece {
                             let id = self.cols.id_guess(Source::Top, &key, guess);
                             self.cols.set(id, t, x);
                             top_ids.push(id);
+                            follows(&mut self.next_top, &mut after, id);
                         }
                     }
                 }
@@ -405,12 +447,14 @@ pub fn read_rollouts(path: &Path) -> Result<RolloutTable> {
         let mut p = Piece::default();
         let mut top = Vec::new();
         let mut usage = Vec::new();
-        let mut prev: Option<u32> = None;
-        for l in lines {
-            let r = p.parse_line(&l, prev, &mut top, &mut usage);
-            if r.is_ok() {
-                prev = p.order.last().copied();
+        let mut sized = false;
+        while let Some(l) = lines.next() {
+            if !sized && l.number >= 64 {
+                // Sized once from the first lines, instead of grown by doubling.
+                p.reserve(lines.remaining_estimate() + 64);
+                sized = true;
             }
+            let r = p.parse_line(&l, &mut top, &mut usage);
             if let Err(e) = r {
                 // Undo a half-written row: columns may hold a value for it.
                 p.cols.undo_row();
@@ -432,6 +476,7 @@ pub fn read_rollouts(path: &Path) -> Result<RolloutTable> {
         Ok(p)
     })?;
     let merge_start = std::time::Instant::now();
+    crate::trace::trace("pieces parsed", merge_start);
     let mut t = RolloutTable {
         path: path.to_path_buf(),
         task: Vec::new(),
@@ -559,6 +604,111 @@ mod tests {
             let mut want: Vec<u32> = (0..n as u32).collect();
             want.sort_by_key(|&i| (task[i as usize], rollout[i as usize], i));
             assert_eq!(sort_order(&task, &rollout), want, "spans {tspan} {rspan}");
+        }
+    }
+
+    /// Lines whose keys come and go, change order and repeat: every value lands in its
+    /// own column (the last one wins for a repeated key), and each row keeps its key order.
+    /// Column guesses from the neighbouring lines must never put a value in the wrong one.
+    #[test]
+    fn values_land_in_their_columns_whatever_the_key_order() {
+        let mut rng = crate::generate::rng::Rng::new(0x9E37_79B9_7F4A_7C15u64);
+        let mut next = move |n: u64| rng.next_u64() % n;
+        const TOP: [&str; 7] = ["reward", "b", "c", "d", "e", "f", "g"];
+        const USAGE: [&str; 4] = ["input_tokens", "output_tokens", "total_tokens", "x"];
+        // A value's JSON text and what the column should hold: (tag, number bits, text).
+        let value = |k: u64| -> (String, Option<(u8, u64, Option<String>)>) {
+            match k % 7 {
+                0 => (format!("{}", k as i64 - 3), Some((tag::INT, (k as i64 - 3) as u64, None))),
+                1 => (format!("{}.5", k), Some((tag::FLOAT, (k as f64 + 0.5).to_bits(), None))),
+                2 => (format!("\"s{}\"", k % 5), Some((tag::STR, 0, Some(format!("s{}", k % 5))))),
+                3 => ("null".into(), Some((tag::NULL, 0, None))),
+                4 => ("true".into(), Some((tag::BOOL, 1f64.to_bits(), None))),
+                5 => ("[1, {\"reward\": 2}]".into(), None),
+                _ => ("{\"b\": 1}".into(), None),
+            }
+        };
+        let mut text = String::new();
+        type Want = (Vec<(&'static str, Source)>, HashMap<(Source, &'static str), (u8, u64, Option<String>)>);
+        let mut want: Vec<Want> = Vec::new();
+        let mut order: Vec<usize> = (0..TOP.len()).collect();
+        for row in 0..4000u64 {
+            // Mostly the previous line's order; sometimes a new one.
+            if next(10) == 0 {
+                for i in (1..order.len()).rev() {
+                    order.swap(i, next(i as u64 + 1) as usize);
+                }
+            }
+            let mut keys: Vec<&str> = order.iter().map(|&i| TOP[i]).filter(|_| next(6) != 0).collect();
+            if next(20) == 0 && !keys.is_empty() {
+                let again = keys[next(keys.len() as u64) as usize];
+                keys.push(again);
+            }
+            let mut members = vec![format!("\"_ng_task_index\": {row}"), "\"_ng_rollout_index\": 0".to_string()];
+            let (mut seq, mut vals) = (Vec::new(), HashMap::new());
+            for k in keys {
+                let (json, kept) = value(next(1000));
+                members.push(format!("\"{k}\": {json}"));
+                if let Some(v) = kept {
+                    seq.push((k, Source::Top));
+                    vals.insert((Source::Top, k), v);
+                }
+            }
+            let mut usage = Vec::new();
+            let mut useq = Vec::new();
+            let present: Vec<&'static str> = USAGE.iter().copied().filter(|_| next(5) != 0).collect();
+            for k in present {
+                let (json, kept) = value(next(1000));
+                usage.push(format!("\"{k}\": {json}"));
+                // Only numbers, bools and nulls are kept from `usage`.
+                if let Some(v) = kept.filter(|v| v.0 != tag::STR) {
+                    useq.push((k, Source::Usage));
+                    vals.insert((Source::Usage, k), v);
+                }
+            }
+            if next(3) == 0 {
+                usage.reverse();
+                useq.reverse();
+            }
+            members.insert(
+                next(members.len() as u64) as usize,
+                format!("\"response\": {{\"usage\": {{{}}}}}", usage.join(", ")),
+            );
+            text.push_str(&format!("{{{}}}\n", members.join(", ")));
+            seq.push(("", Source::Top));
+            seq.extend(useq);
+            want.push((seq, vals));
+        }
+        let dir = std::env::temp_dir().join(format!("rollstat-keys-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("rollouts.jsonl");
+        std::fs::write(&path, &text).unwrap();
+        let t = read_rollouts(&path).unwrap();
+        std::fs::remove_dir_all(&dir).unwrap();
+        assert_eq!(t.len(), want.len());
+        for (row, (seq, vals)) in want.iter().enumerate() {
+            assert_eq!(t.task[row], row as i64);
+            let got: Vec<(&str, Source)> = t.orders[t.order[row] as usize]
+                .iter()
+                .map(|&c| {
+                    if c == SEP {
+                        ("", Source::Top)
+                    } else {
+                        (t.columns[c as usize].name.as_str(), t.columns[c as usize].source)
+                    }
+                })
+                .collect();
+            assert_eq!(&got, seq, "key order of row {row}");
+            for c in &t.columns {
+                let have = match c.tags[row] {
+                    tag::ABSENT => None,
+                    tag::STR => Some((tag::STR, 0, c.str_at(row).map(str::to_string))),
+                    tg => Some((tg, c.nums[row].to_bits(), None)),
+                };
+                let key = (c.source, c.name.as_str());
+                let expected = vals.iter().find(|(k, _)| **k == key).map(|(_, v)| v.clone());
+                assert_eq!(have, expected, "row {row}, column {} ({:?})", c.name, c.source);
+            }
         }
     }
 }

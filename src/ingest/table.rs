@@ -193,6 +193,13 @@ impl ColumnsBuilder {
 
     /// Ends the current row.
     #[inline]
+    /// Room for `more` rows like the ones so far.
+    pub fn reserve(&mut self, more: usize) {
+        let per_row = self.recs.len().div_ceil(self.row_end.len().max(1));
+        self.recs.reserve(more * per_row + per_row);
+        self.row_end.reserve(more);
+    }
+
     pub fn end_row(&mut self) {
         self.row_end.push(self.recs.len() as u32);
         self.row_cols = self.cols.len();
