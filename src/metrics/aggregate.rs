@@ -1,11 +1,11 @@
 //! Aggregate (SPEC §7): the `_aggregate_metrics.json` entries `gym eval run` writes, one
 //! per run label, each computed as a single agent named `agent` over that run's rollouts.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::HashMap;
 use std::sync::Arc;
 
 use super::custom::{self, MetricSpec};
-use super::labels::runs;
+use super::labels::{runs, NONE};
 use super::levels::{across_repeats, agent_level, repeat_level, Profiled, StatKeys};
 use super::perf::perf_summary;
 use super::profile::{coverage, duplicate_key, index_by_key};
@@ -46,16 +46,20 @@ pub fn groups(
     default_agent: Option<&str>,
 ) -> Result<(Vec<Group>, Vec<usize>)> {
     let runs = runs(t, inputs);
-    let mut by: BTreeMap<String, Group> = BTreeMap::new();
+    // Groups by label id; rows without a label go to the default agent's group, which
+    // is the labelled group of the same name when there is one.
+    let default_slot = default_agent.map(|d| runs.labels.iter().position(|l| l == d).unwrap_or(runs.labels.len()));
+    let mut slots: Vec<Option<Group>> = (0..=runs.labels.len()).map(|_| None).collect();
     let mut orphans = Vec::new();
     for r in 0..t.len() {
         if inputs.is_some() && !runs.has_input[r] {
             orphans.push(r);
             continue;
         }
-        let label = match runs.label_of(r).or(default_agent) {
-            Some(l) => l,
-            None => {
+        let slot = match (runs.label[r], default_slot) {
+            (l, _) if l != NONE => l as usize,
+            (_, Some(d)) => d,
+            (_, None) => {
                 return Err(Error::Mismatch(format!(
                     "{}, line {}: this rollout names no agent (no `agent_ref.name`, no `_ng_environment_server`{}); pass --agent NAME to label such rollouts",
                     t.path.display(),
@@ -64,18 +68,19 @@ pub fn groups(
                 )))
             }
         };
-        // A label is allocated once, when its group is created.
-        if !by.contains_key(label) {
-            by.insert(label.to_string(), Group { label: label.to_string(), server: None, rows: Vec::new() });
-        }
-        let g = by.get_mut(label).expect("the group exists");
-        if g.server.is_none() && runs.label_of(r).is_some() {
+        let g = slots[slot].get_or_insert_with(|| {
+            let label = runs.labels.get(slot).map_or_else(|| default_agent.unwrap_or_default(), |l| l.as_str());
+            Group { label: label.to_string(), server: None, rows: Vec::new() }
+        });
+        if g.server.is_none() && runs.label[r] != NONE {
             let k = runs.key[r] as usize;
             g.server = runs.key_is_server[k].then(|| runs.keys[k].clone());
         }
         g.rows.push(r);
     }
-    Ok((by.into_values().collect(), orphans))
+    let mut by: Vec<Group> = slots.into_iter().flatten().collect();
+    by.sort_by(|a, b| a.label.cmp(&b.label));
+    Ok((by, orphans))
 }
 
 /// One aggregate entry: its members in order, with the task level kept as a plan so

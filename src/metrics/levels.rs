@@ -159,22 +159,37 @@ impl<'a> Profiled<'a> {
             *l = rank[*l as usize];
         }
         // (task, rollout) order for field discovery.
-        let mut tr: Vec<usize> = (0..rows.len()).collect();
-        tr.par_sort_unstable_by_key(|&i| (t.task[rows[i]], t.rollout[rows[i]]));
-        let tr_rows: Vec<usize> = tr.iter().map(|&i| rows[i]).collect();
+        // The orders below are sorted only when they are not already: rows usually come
+        // in table order, which is (task, rollout) order, under one label.
+        fn sorted_by<K: Ord + Send>(n: usize, key: impl Fn(usize) -> K + Sync) -> Option<Vec<usize>> {
+            let mut ord: Vec<usize> = (0..n).collect();
+            if ord.is_sorted_by_key(|&i| key(i)) {
+                return None;
+            }
+            ord.par_sort_unstable_by_key(|&i| key(i));
+            Some(ord)
+        }
+        let tr_rows: Vec<usize> = match sorted_by(rows.len(), |i| (t.task[rows[i]], t.rollout[rows[i]])) {
+            Some(tr) => tr.iter().map(|&i| rows[i]).collect(),
+            None => rows.to_vec(),
+        };
         let fields = discover_fields(t, &tr_rows);
+        drop(tr_rows);
         // Fan-out: some task under more than one label.
         let mut pairs: Vec<(i64, u32)> = (0..rows.len()).map(|i| (t.task[rows[i]], lid[i])).collect();
-        pairs.par_sort_unstable();
+        if !pairs.is_sorted() {
+            pairs.par_sort_unstable();
+        }
         pairs.dedup();
         let mut tasks: Vec<i64> = pairs.iter().map(|p| p.0).collect();
         tasks.dedup();
         let fan_out = pairs.len() > tasks.len();
         // Final order: (task, label, rollout).
-        let mut ord: Vec<usize> = (0..rows.len()).collect();
-        ord.par_sort_unstable_by_key(|&i| (t.task[rows[i]], lid[i], t.rollout[rows[i]]));
-        let rows_sorted: Vec<usize> = ord.iter().map(|&i| rows[i]).collect();
-        let label: Vec<u32> = ord.iter().map(|&i| lid[i]).collect();
+        let (rows_sorted, label): (Vec<usize>, Vec<u32>) =
+            match sorted_by(rows.len(), |i| (t.task[rows[i]], lid[i], t.rollout[rows[i]])) {
+                Some(ord) => (ord.iter().map(|&i| rows[i]).collect(), ord.iter().map(|&i| lid[i]).collect()),
+                None => (rows.to_vec(), lid),
+            };
         let cols: Vec<(Vec<f64>, bool)> = fields
             .par_iter()
             .map(|f| {
@@ -326,13 +341,39 @@ pub fn describe(cols: &[&[f64]], keys: &StatKeys, ints: Option<&[&[i64]]>, out: 
     }
 }
 
+/// Positions per (label id, rollout index), in key order. Rollout indexes are usually
+/// a small range (the repeats), indexed directly instead of looked up per position.
+fn positions_by_label_and_rollout(p: &Profiled<'_>) -> BTreeMap<(u32, i64), Vec<usize>> {
+    let mut by: BTreeMap<(u32, i64), Vec<usize>> = BTreeMap::new();
+    let n = p.rows.len();
+    let lo = (0..n).map(|pos| p.rollout(pos)).min().unwrap_or(0);
+    let hi = (0..n).map(|pos| p.rollout(pos)).max().unwrap_or(0);
+    let span = hi.checked_sub(lo).and_then(|s| usize::try_from(s).ok()).and_then(|s| s.checked_add(1));
+    match span.filter(|&s| s.saturating_mul(p.labels.len()) <= 1 << 16) {
+        Some(span) => {
+            let mut dense: Vec<Vec<usize>> = vec![Vec::new(); span * p.labels.len()];
+            for pos in 0..n {
+                dense[p.label[pos] as usize * span + (p.rollout(pos) - lo) as usize].push(pos);
+            }
+            for (k, v) in dense.into_iter().enumerate() {
+                if !v.is_empty() {
+                    by.insert(((k / span) as u32, lo + (k % span) as i64), v);
+                }
+            }
+        }
+        None => {
+            for pos in 0..n {
+                by.entry((p.label[pos], p.rollout(pos))).or_default().push(pos);
+            }
+        }
+    }
+    by
+}
+
 /// Repeat-level entries (SPEC §3) for every label with two or more rollout indexes.
 /// Each entry is (label id, rollout index, object without `agent_ref`).
 pub fn repeat_level(p: &Profiled<'_>, warn: &mut Warnings) -> Vec<RepeatEntry> {
-    let mut by: BTreeMap<(u32, i64), Vec<usize>> = BTreeMap::new();
-    for pos in 0..p.rows.len() {
-        by.entry((p.label[pos], p.rollout(pos))).or_default().push(pos);
-    }
+    let by = positions_by_label_and_rollout(p);
     let mut n_repeats = vec![0usize; p.labels.len()];
     for &(l, _) in by.keys() {
         n_repeats[l as usize] += 1;
@@ -352,12 +393,49 @@ pub fn repeat_level(p: &Profiled<'_>, warn: &mut Warnings) -> Vec<RepeatEntry> {
     let mut alpha: Vec<usize> = (0..p.fields.len()).collect();
     alpha.sort_by(|&a, &b| p.fields[a].name.cmp(&p.fields[b].name));
     let groups: Vec<(&(u32, i64), &Vec<usize>)> = by.iter().filter(|(k, _)| n_repeats[k.0 as usize] >= 2).collect();
-    let entries: Vec<(RepeatEntry, Warnings)> = groups
+    // One job per (repeat, field): a handful of repeats alone would leave cores idle.
+    let jobs: Vec<(usize, usize)> = (0..groups.len()).flat_map(|g| alpha.iter().map(move |&f| (g, f))).collect();
+    let mut field_stats: Vec<(Vec<(Key, Json)>, Warnings)> = jobs
         .par_iter()
+        .map_init(Vec::new, |x: &mut Vec<f64>, &(g, f)| {
+            let mut w = Warnings::default();
+            let mut e: Vec<(Key, Json)> = Vec::new();
+            x.clear();
+            x.extend(groups[g].1.iter().map(|&pos| p.vals[f][pos]).filter(|v| !v.is_nan()));
+            let n = x.len();
+            if n == 0 {
+                return (e, w);
+            }
+            let name = &p.fields[f].name;
+            let mean = stats::mean(x).unwrap_or(f64::NAN);
+            let std = if n > 1 { stats::std(x, 1).unwrap_or(f64::NAN) } else { 0.0 };
+            let sem = std / (n as f64).sqrt();
+            let sorted = x;
+            let at = stats::positions_for(n, &[0.25, 0.75]);
+            stats::order_at(sorted, &at);
+            let k = |s: &str| -> Key { Arc::from(format!("{s}/{name}").as_str()) };
+            e.push((k("mean"), Json::Float(mean)));
+            e.push((k("median"), Json::Float(stats::median_sorted(sorted))));
+            e.push((k("std"), Json::Float(std)));
+            e.push((k("sem"), Json::Float(sem)));
+            e.push((k("min"), Json::Float(sorted[0])));
+            e.push((k("max"), Json::Float(sorted[n - 1])));
+            e.push((k("p25"), Json::Float(stats::quantile_linear_sorted(sorted, 0.25))));
+            e.push((k("p75"), Json::Float(stats::quantile_linear_sorted(sorted, 0.75))));
+            if let Some((lo, hi)) = interval(mean, sem, n, &mut w) {
+                e.push((k("ci_low_95"), Json::Float(lo)));
+                e.push((k("ci_high_95"), Json::Float(hi)));
+            }
+            (e, w)
+        })
+        .collect();
+    let mut field_stats = field_stats.drain(..);
+    let entries: Vec<(RepeatEntry, Warnings)> = groups
+        .iter()
         .map(|&(&(l, r), positions)| {
             let mut w = Warnings::default();
+            // Positions are in task order: the tasks present come out sorted.
             let mut present: Vec<i64> = positions.iter().map(|&pos| p.task(pos)).collect();
-            present.sort_unstable();
             present.dedup();
             let sample_count = present.len();
             let missing = tasks_of[l as usize] - sample_count;
@@ -366,34 +444,10 @@ pub fn repeat_level(p: &Profiled<'_>, warn: &mut Warnings) -> Vec<RepeatEntry> {
                 (Arc::from("sample_count"), Json::Int(sample_count as i64)),
                 (Arc::from("missing_count"), Json::Int(missing as i64)),
             ];
-            let mut x: Vec<f64> = Vec::new();
-            for &f in &alpha {
-                x.clear();
-                x.extend(positions.iter().map(|&pos| p.vals[f][pos]).filter(|v| !v.is_nan()));
-                let n = x.len();
-                if n == 0 {
-                    continue;
-                }
-                let name = &p.fields[f].name;
-                let mean = stats::mean(&x).unwrap_or(f64::NAN);
-                let std = if n > 1 { stats::std(&x, 1).unwrap_or(f64::NAN) } else { 0.0 };
-                let sem = std / (n as f64).sqrt();
-                let mut sorted = x.clone();
-                let at = stats::positions_for(n, &[0.25, 0.75]);
-                stats::order_at(&mut sorted, &at);
-                let k = |s: &str| -> Key { Arc::from(format!("{s}/{name}").as_str()) };
-                e.push((k("mean"), Json::Float(mean)));
-                e.push((k("median"), Json::Float(stats::median_sorted(&sorted))));
-                e.push((k("std"), Json::Float(std)));
-                e.push((k("sem"), Json::Float(sem)));
-                e.push((k("min"), Json::Float(sorted[0])));
-                e.push((k("max"), Json::Float(sorted[n - 1])));
-                e.push((k("p25"), Json::Float(stats::quantile_linear_sorted(&sorted, 0.25))));
-                e.push((k("p75"), Json::Float(stats::quantile_linear_sorted(&sorted, 0.75))));
-                if let Some((lo, hi)) = interval(mean, sem, n, &mut w) {
-                    e.push((k("ci_low_95"), Json::Float(lo)));
-                    e.push((k("ci_high_95"), Json::Float(hi)));
-                }
+            for _ in &alpha {
+                let (members, fw) = field_stats.next().expect("one result per (repeat, field)");
+                e.extend(members);
+                w.extend(fw);
             }
             ((l, r, e), w)
         })
