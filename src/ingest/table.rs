@@ -227,6 +227,37 @@ impl ColumnsBuilder {
         self.row_end.len()
     }
 
+    /// Hints the cache to load where row `r`'s records start and end.
+    #[inline]
+    fn prefetch_row_end(&self, r: usize) {
+        #[cfg(target_arch = "x86_64")]
+        {
+            use std::arch::x86_64::{_mm_prefetch, _MM_HINT_T0};
+            let at = r.saturating_sub(1).min(self.row_end.len().saturating_sub(1));
+            if at < self.row_end.len() {
+                // SAFETY: a prefetch has no memory effect; the address is in bounds.
+                unsafe { _mm_prefetch::<_MM_HINT_T0>(self.row_end.as_ptr().add(at) as *const i8) };
+            }
+        }
+    }
+
+    /// Hints the cache to load row `r`'s records (up to four cache lines).
+    #[inline]
+    fn prefetch_row(&self, r: usize) {
+        #[cfg(target_arch = "x86_64")]
+        {
+            use std::arch::x86_64::{_mm_prefetch, _MM_HINT_T0};
+            let start = if r == 0 { 0 } else { self.row_end[r - 1] as usize };
+            let end = (self.row_end[r] as usize).min(self.recs.len());
+            let bytes = (end - start) * std::mem::size_of::<Rec>();
+            let p = self.recs[start..end].as_ptr() as *const i8;
+            for off in (0..bytes.min(256)).step_by(64) {
+                // SAFETY: a prefetch has no memory effect; the address is inside the row.
+                unsafe { _mm_prefetch::<_MM_HINT_T0>(p.add(off)) };
+            }
+        }
+    }
+
     /// The records of finished row `r`.
     #[inline]
     fn row(&self, r: usize) -> &[Rec] {
@@ -234,6 +265,9 @@ impl ColumnsBuilder {
         &self.recs[start..self.row_end[r] as usize]
     }
 }
+
+/// How many rows ahead [`merge_columns`] prefetches.
+const PREFETCH_AHEAD: usize = 8;
 
 /// Merges the pieces' records into columns by (source, name), in order of first
 /// appearance, whose row `i` is piece row `src[i]` (`(piece, row in piece)`):
@@ -324,7 +358,17 @@ pub fn merge_columns(mut pieces: Vec<ColumnsBuilder>, src: &[(u32, u32)]) -> (Ve
     }
     parts.into_par_iter().enumerate().for_each(|(k, mut cols)| {
         let base = k * BLOCK;
-        for (j, &(p, l)) in src[base..(base + BLOCK).min(n)].iter().enumerate() {
+        let block = &src[base..(base + BLOCK).min(n)];
+        for (j, &(p, l)) in block.iter().enumerate() {
+            // Rows come from anywhere in the file: ask for a later row's records now so
+            // they are in cache when reached.
+            // Two steps: first where a row's records are, then the records.
+            if let Some(&(p2, l2)) = block.get(j + 2 * PREFETCH_AHEAD) {
+                pieces[p2 as usize].prefetch_row_end(l2 as usize);
+            }
+            if let Some(&(p2, l2)) = block.get(j + PREFETCH_AHEAD) {
+                pieces[p2 as usize].prefetch_row(l2 as usize);
+            }
             for r in pieces[p as usize].row(l as usize) {
                 let (tags, nums, codes) = &mut cols[r.col as usize];
                 tags[j] = r.tag;
