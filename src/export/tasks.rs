@@ -43,8 +43,37 @@ impl Prefixes {
     }
 }
 
+/// Values that repeat across task entries, serialized once per rendering job: the fixed
+/// `sample` and each label's `agent_ref` (entries of one layout sit at one depth, so the
+/// text is the same every time).
+#[derive(Default)]
+struct Rendered {
+    fixed_sample: Option<Vec<u8>>,
+    agent_refs: Vec<Option<Vec<u8>>>,
+}
+
+/// Appends `text` when it is there; otherwise serializes `value()` and keeps its text.
+fn cached(em: &mut Emitter, text: &mut Option<Vec<u8>>, value: impl FnOnce() -> Json) {
+    match text {
+        Some(t) => em.out.extend_from_slice(t),
+        None => {
+            let start = em.out.len();
+            em.json(&value());
+            *text = Some(em.out[start..].to_vec());
+        }
+    }
+}
+
 /// Serializes task entry `g` with the emitter's layout.
-fn entry(plan: &TaskPlan<'_>, pre: &Prefixes, g: usize, sample: &Sample, em: &mut Emitter, scratch: &mut Vec<f64>) {
+fn entry(
+    plan: &TaskPlan<'_>,
+    pre: &Prefixes,
+    g: usize,
+    sample: &Sample,
+    em: &mut Emitter,
+    scratch: &mut Vec<f64>,
+    rendered: &mut Rendered,
+) {
     let p = &plan.p;
     let (a, b) = plan.groups[g];
     em.begin_obj();
@@ -64,10 +93,18 @@ fn entry(plan: &TaskPlan<'_>, pre: &Prefixes, g: usize, sample: &Sample, em: &mu
     }
     if plan.with_agent_ref {
         em.key_plain("agent_ref");
-        em.json(&Json::name_ref(&p.labels[p.label[a] as usize]));
+        let l = p.label[a] as usize;
+        if rendered.agent_refs.len() <= l {
+            rendered.agent_refs.resize(l + 1, None);
+        }
+        cached(em, &mut rendered.agent_refs[l], || Json::name_ref(&p.labels[l]));
     }
     em.key_plain("sample");
     match sample {
+        Sample::Fixed => match &plan.samples {
+            Samples::Fixed(j) => cached(em, &mut rendered.fixed_sample, || j.clone()),
+            Samples::Inputs { .. } => unreachable!("a fixed sample comes from a fixed plan"),
+        },
         Sample::Value(v) => em.json(v),
         Sample::Compact(text) => em.out.extend_from_slice(text),
     }
@@ -114,8 +151,10 @@ fn entry(plan: &TaskPlan<'_>, pre: &Prefixes, g: usize, sample: &Sample, em: &mu
     em.end_obj();
 }
 
-/// A task entry's `sample`: a value, or its compact text already serialized.
+/// A task entry's `sample`: the plan's fixed one, a value, or its compact text already
+/// serialized.
 enum Sample {
+    Fixed,
     Value(Json),
     Compact(Vec<u8>),
 }
@@ -125,7 +164,7 @@ enum Sample {
 fn samples(plan: &TaskPlan<'_>, range: std::ops::Range<usize>, compact: bool) -> io::Result<Vec<Sample>> {
     const DROP: [&str; 2] = ["_ng_task_index", "_ng_rollout_index"];
     match &plan.samples {
-        Samples::Fixed(j) => Ok(range.map(|_| Sample::Value(j.clone())).collect()),
+        Samples::Fixed(_) => Ok(range.map(|_| Sample::Fixed).collect()),
         Samples::Inputs { table, rows } => {
             let raw = read_rows(table, &rows[range.clone()]).map_err(|e| io::Error::other(e.to_string()))?;
             raw.par_iter()
@@ -217,28 +256,31 @@ pub fn write_tasks<W: Write + Send>(plan: &TaskPlan<'_>, indent: Option<usize>, 
                 .step_by(CHUNK)
                 .collect::<Vec<_>>()
                 .into_par_iter()
-                .map_init(Vec::new, |scratch, g0| {
-                    let buf = pool.lock().unwrap_or_else(|e| e.into_inner()).pop().unwrap_or_default();
-                    let mut em = match indent {
-                        None => Emitter::compact(),
-                        Some(d) => Emitter::indented(d + 1),
-                    };
-                    em.out = buf;
-                    for g in g0..(g0 + CHUNK).min(end) {
-                        if let Some(d) = indent {
-                            if g > 0 {
-                                em.out.push(b',');
+                .map_init(
+                    || (Vec::new(), Rendered::default()),
+                    |(scratch, rendered), g0| {
+                        let buf = pool.lock().unwrap_or_else(|e| e.into_inner()).pop().unwrap_or_default();
+                        let mut em = match indent {
+                            None => Emitter::compact(),
+                            Some(d) => Emitter::indented(d + 1),
+                        };
+                        em.out = buf;
+                        for g in g0..(g0 + CHUNK).min(end) {
+                            if let Some(d) = indent {
+                                if g > 0 {
+                                    em.out.push(b',');
+                                }
+                                em.out.push(b'\n');
+                                em.out.resize(em.out.len() + 2 * (d + 1), b' ');
                             }
-                            em.out.push(b'\n');
-                            em.out.resize(em.out.len() + 2 * (d + 1), b' ');
+                            entry(plan, pre, g, &samples[g - start], &mut em, scratch, rendered);
+                            if indent.is_none() {
+                                em.out.push(b'\n');
+                            }
                         }
-                        entry(plan, pre, g, &samples[g - start], &mut em, scratch);
-                        if indent.is_none() {
-                            em.out.push(b'\n');
-                        }
-                    }
-                    em.out
-                })
+                        em.out
+                    },
+                )
                 .collect();
             if tx.send(parts).is_err() {
                 break;
