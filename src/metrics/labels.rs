@@ -117,6 +117,7 @@ pub fn runs(t: &RolloutTable, inputs: Option<&InputTable>) -> Runs {
     // (from inputs, server id, agent id) -> (key, label): names are interned per table,
     // so each distinct pair is resolved once.
     let mut resolved: HashMap<(bool, u32, u32), (u32, u32), Fast> = HashMap::default();
+    let mut last: Option<((bool, u32, u32), (u32, u32))> = None;
     for r in 0..t.len() {
         let row = input_at.as_ref().and_then(|m| m.get(&(t.task[r], t.rollout[r])).copied());
         out.has_input.push(row.is_some());
@@ -124,7 +125,13 @@ pub fn runs(t: &RolloutTable, inputs: Option<&InputTable>) -> Runs {
             (Some(inp), Some(i)) => (true, inp.server[i], inp.agent[i]),
             _ => (false, t.server[r], t.agent[r]),
         };
-        if let Some(&(k, l)) = resolved.get(&ids) {
+        // Neighbouring rows mostly share their names: the last pair is checked first.
+        let hit = match last {
+            Some((prev, kl)) if prev == ids => Some(kl),
+            _ => resolved.get(&ids).copied(),
+        };
+        if let Some((k, l)) = hit {
+            last = Some((ids, (k, l)));
             out.key.push(k);
             out.label.push(l);
             continue;
