@@ -116,8 +116,10 @@ pub fn runs(t: &RolloutTable, inputs: Option<&InputTable>) -> Runs {
     out.label.reserve(t.len());
     // (from inputs, server id, agent id) -> (key, label): names are interned per table,
     // so each distinct pair is resolved once.
-    let mut resolved: HashMap<(bool, u32, u32), (u32, u32), Fast> = HashMap::default();
-    let mut last: Option<((bool, u32, u32), (u32, u32))> = None;
+    type Names = (bool, u32, u32);
+    type Resolved = (u32, u32);
+    let mut resolved: HashMap<Names, Resolved, Fast> = HashMap::default();
+    let mut last: Option<(Names, Resolved)> = None;
     for r in 0..t.len() {
         let row = input_at.as_ref().and_then(|m| m.get(&(t.task[r], t.rollout[r])).copied());
         out.has_input.push(row.is_some());
