@@ -7,7 +7,7 @@ use std::process::ExitCode;
 fn main() -> ExitCode {
     match rollstat::cli::main() {
         Ok(()) => {
-            rollstat::trace::trace("done", std::time::Instant::now());
+            rollstat::trace::mark("done");
             ExitCode::SUCCESS
         }
         Err(e) => {

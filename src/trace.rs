@@ -22,6 +22,15 @@ pub fn trace(what: &str, since: std::time::Instant) {
     }
 }
 
+/// With `ROLLSTAT_TRACE` set, prints a point in the run (no phase length) to stderr,
+/// with the same time since the start, memory and CPU as [`trace`].
+pub fn mark(what: &str) {
+    if std::env::var_os("ROLLSTAT_TRACE").is_some() {
+        let at = START.get().map_or(String::new(), |t| format!(" at {:.3}s", t.elapsed().as_secs_f64()));
+        eprintln!("trace: {what}{at}{}{}", memory(), cpu());
+    }
+}
+
 /// `, cpu N s` — the process's user and system time so far (empty where unknown).
 fn cpu() -> String {
     let mut u: libc::rusage = unsafe { std::mem::zeroed() };

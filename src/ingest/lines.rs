@@ -53,12 +53,15 @@ impl<'a> PieceLines<'a> {
     pub fn seen(&self) -> u64 {
         self.number
     }
-    /// The lines still to come, estimated from the length of those seen so far.
+    /// The lines still to come, estimated from the length of those seen so far (and at
+    /// most one per 32 bytes left: a rollout line is longer than that).
     pub fn remaining_estimate(&self) -> usize {
         if self.pos == 0 {
             return 0;
         }
-        ((self.data.len() - self.pos) as f64 * self.number as f64 / self.pos as f64).ceil() as usize
+        let left = self.data.len() - self.pos;
+        let est = (left as f64 * self.number as f64 / self.pos as f64).ceil() as usize;
+        est.min(left / 32)
     }
 }
 

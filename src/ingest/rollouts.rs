@@ -443,6 +443,7 @@ fn sort_order(task: &[i64], rollout: &[i64]) -> Vec<u32> {
 
 /// Reads a rollouts file. A last line cut off mid-write is dropped with a warning.
 pub fn read_rollouts(path: &Path) -> Result<RolloutTable> {
+    let parse_start = std::time::Instant::now();
     let (pieces, mut report) = read_pieces(path, |lines: &mut PieceLines<'_>| {
         let mut p = Piece::default();
         let mut top = Vec::new();
@@ -475,8 +476,8 @@ pub fn read_rollouts(path: &Path) -> Result<RolloutTable> {
         }
         Ok(p)
     })?;
+    crate::trace::trace("pieces parsed", parse_start);
     let merge_start = std::time::Instant::now();
-    crate::trace::trace("pieces parsed", merge_start);
     let mut t = RolloutTable {
         path: path.to_path_buf(),
         task: Vec::new(),
@@ -614,7 +615,8 @@ mod tests {
     fn values_land_in_their_columns_whatever_the_key_order() {
         let mut rng = crate::generate::rng::Rng::new(0x9E37_79B9_7F4A_7C15u64);
         let mut next = move |n: u64| rng.next_u64() % n;
-        const TOP: [&str; 7] = ["reward", "b", "c", "d", "e", "f", "g"];
+        // `input_tokens` is both a top-level and a usage key: two columns.
+        const TOP: [&str; 7] = ["reward", "b", "input_tokens", "d", "e", "f", "g"];
         const USAGE: [&str; 4] = ["input_tokens", "output_tokens", "total_tokens", "x"];
         // A value's JSON text and what the column should hold: (tag, number bits, text).
         let value = |k: u64| -> (String, Option<(u8, u64, Option<String>)>) {
@@ -674,6 +676,8 @@ mod tests {
                 next(members.len() as u64) as usize,
                 format!("\"response\": {{\"usage\": {{{}}}}}", usage.join(", ")),
             );
+            // Model text in a skipped array makes the file span several read pieces.
+            members.push(format!("\"output\": [\"{}\"]", "x".repeat(2500)));
             text.push_str(&format!("{{{}}}\n", members.join(", ")));
             seq.push(("", Source::Top));
             seq.extend(useq);
@@ -683,6 +687,7 @@ mod tests {
         std::fs::create_dir_all(&dir).unwrap();
         let path = dir.join("rollouts.jsonl");
         std::fs::write(&path, &text).unwrap();
+        assert!(text.len() > 8 << 20, "the file spans more than one piece");
         let t = read_rollouts(&path).unwrap();
         std::fs::remove_dir_all(&dir).unwrap();
         assert_eq!(t.len(), want.len());
@@ -710,5 +715,29 @@ mod tests {
                 assert_eq!(have, expected, "row {row}, column {} ({:?})", c.name, c.source);
             }
         }
+    }
+
+    /// A key missing from a line costs at most two failed column guesses (on that line
+    /// and on the next), not one per key after it.
+    #[test]
+    fn a_missing_key_costs_at_most_two_guesses() {
+        let mut p = Piece::default();
+        let (mut top, mut usage) = (Vec::new(), Vec::new());
+        let mut changed = 0;
+        for i in 0..1000u64 {
+            let b = if i % 10 == 3 { String::new() } else { format!("\"b\": {i}, ") };
+            let input = if i % 7 == 5 { String::new() } else { "\"input_tokens\": 3, ".to_string() };
+            changed += usize::from(b.is_empty()) + usize::from(input.is_empty());
+            let line = format!(
+                "{{\"_ng_task_index\": {i}, \"_ng_rollout_index\": 0, \"a\": 1, {b}\"c\": 2.5, \"d\": null, \"e\": \"x\", \
+                 \"response\": {{\"usage\": {{{input}\"output_tokens\": 4}}}}}}"
+            );
+            let l = Line { bytes: line.as_bytes(), number: i + 1, offset: 0, unterminated: false };
+            assert!(p.parse_line(&l, &mut top, &mut usage).is_ok(), "{line}");
+        }
+        // The first line finds its 5 top-level and 2 usage keys without a guess.
+        let bound = 7 + 2 * changed as u64;
+        assert!(p.cols.guess_misses <= bound, "{} failed guesses, expected at most {bound}", p.cols.guess_misses);
+        assert!(p.cols.guess_misses >= 7);
     }
 }

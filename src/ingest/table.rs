@@ -135,6 +135,8 @@ pub struct ColumnsBuilder {
     /// kept string is in the current row: what [`ColumnsBuilder::undo_row`] takes back.
     row_cols: usize,
     row_stringy: Vec<u32>,
+    /// Lookups whose guess was wrong or missing (what the guesses are judged by).
+    pub guess_misses: u64,
 }
 
 impl ColumnsBuilder {
@@ -152,15 +154,18 @@ impl ColumnsBuilder {
         i
     }
 
-    /// Predicted lookup: if column `guess` has this source and name, use it.
+    /// Predicted lookup: if column `guess` has this source and name, use it. A guess may
+    /// name a column an undone row removed; it then misses like any other.
     #[inline]
     pub fn id_guess(&mut self, source: Source, key: &[u8], guess: Option<u32>) -> u32 {
         if let Some(g) = guess {
-            let c = &self.cols[g as usize];
-            if c.source == source && super::scan::bytes_eq(c.name.as_bytes(), key) {
-                return g;
+            if let Some(c) = self.cols.get(g as usize) {
+                if c.source == source && super::scan::bytes_eq(c.name.as_bytes(), key) {
+                    return g;
+                }
             }
         }
+        self.guess_misses += 1;
         self.id(source, key)
     }
 
@@ -191,8 +196,6 @@ impl ColumnsBuilder {
         self.recs.push(Rec { bits: u64::from(code), col: id, tag: tag::STR });
     }
 
-    /// Ends the current row.
-    #[inline]
     /// Room for `more` rows like the ones so far.
     pub fn reserve(&mut self, more: usize) {
         let per_row = self.recs.len().div_ceil(self.row_end.len().max(1));
@@ -200,6 +203,8 @@ impl ColumnsBuilder {
         self.row_end.reserve(more);
     }
 
+    /// Ends the current row.
+    #[inline]
     pub fn end_row(&mut self) {
         self.row_end.push(self.recs.len() as u32);
         self.row_cols = self.cols.len();
