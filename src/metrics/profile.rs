@@ -62,7 +62,9 @@ pub fn index_by_key(
     file: &std::path::Path,
 ) -> Result<Vec<((i64, i64), usize)>> {
     let mut v: Vec<((i64, i64), usize)> = (0..task.len()).map(|i| ((task[i], rollout[i]), i)).collect();
-    v.par_sort_unstable();
+    if !v.is_sorted() {
+        v.par_sort_unstable();
+    }
     for w in v.windows(2) {
         if w[0].0 == w[1].0 {
             let (l1, l2) = (line[w[0].1].min(line[w[1].1]), line[w[0].1].max(line[w[1].1]));
@@ -150,8 +152,12 @@ pub fn profile<'a>(t: &'a RolloutTable, inputs: &'a InputTable, allow_partial: b
         )));
     }
     // Masked keys leave both sides.
-    let masked_rows: HashSet<usize> = matched.iter().filter(|&&(_, r)| t.masked[r]).map(|&(i, _)| i).collect();
-    let measured_inputs: Vec<usize> = rows_idx.iter().map(|&(_, i)| i).filter(|i| !masked_rows.contains(i)).collect();
+    let mut masked_input = vec![false; inputs.len()];
+    for &(i, r) in &matched {
+        masked_input[i] |= t.masked[r];
+    }
+    let measured_inputs: Vec<usize> = rows_idx.iter().map(|&(_, i)| i).filter(|&i| !masked_input[i]).collect();
+    drop(masked_input);
     let labels =
         labels_for(measured_inputs.iter().map(|&i| (inputs.name(inputs.server[i]), inputs.name(inputs.agent[i]))));
     // Labels depend only on the (server, agent) name ids: resolved once per pair.
@@ -166,8 +172,16 @@ pub fn profile<'a>(t: &'a RolloutTable, inputs: &'a InputTable, allow_partial: b
     let label_of = |i: usize| -> Option<&str> { pair_label[&(inputs.server[i], inputs.agent[i])] };
     let pairs: Vec<(usize, usize)> = matched.iter().copied().filter(|&(_, r)| !t.masked[r]).collect();
     let mut row_labels: Vec<&str> = Vec::with_capacity(pairs.len());
+    // Neighbouring rows mostly share their (server, agent) pair.
+    let mut last: Option<((u32, u32), Option<&str>)> = None;
     for &(i, r) in &pairs {
-        match label_of(i) {
+        let names = (inputs.server[i], inputs.agent[i]);
+        let label = match last {
+            Some((n, l)) if n == names => l,
+            _ => label_of(i),
+        };
+        last = Some((names, label));
+        match label {
             Some(l) => row_labels.push(l),
             None => {
                 return Err(Error::Mismatch(format!(
@@ -195,19 +209,44 @@ pub fn profile<'a>(t: &'a RolloutTable, inputs: &'a InputTable, allow_partial: b
     let p = Profiled::new(t, &result_rows, &row_labels);
     let keys = StatKeys::new(&p.fields);
     // Expected rollouts per group key over the measured input rows.
-    let mut expected: HashMap<(i64, Option<&str>), usize> = HashMap::default();
-    for &i in &measured_inputs {
-        let k = (inputs.task[i], if p.fan_out { label_of(i) } else { None });
-        *expected.entry(k).or_default() += 1;
-    }
     let groups = p.task_groups();
-    let expected_per: Vec<i64> = groups
-        .iter()
-        .map(|&(a, _)| {
-            let label = p.labels[p.label[a] as usize].as_str();
-            expected.get(&(p.task(a), if p.fan_out { Some(label) } else { None })).copied().unwrap_or(0) as i64
-        })
-        .collect();
+    let expected_per: Vec<i64> = if p.fan_out {
+        let mut expected: HashMap<(i64, Option<&str>), usize> = HashMap::default();
+        for &i in &measured_inputs {
+            *expected.entry((inputs.task[i], label_of(i))).or_default() += 1;
+        }
+        groups
+            .iter()
+            .map(|&(a, _)| {
+                let label = p.labels[p.label[a] as usize].as_str();
+                expected.get(&(p.task(a), Some(label))).copied().unwrap_or(0) as i64
+            })
+            .collect()
+    } else {
+        // One group per task: the measured inputs come in key order, so each task's count
+        // is a run, and groups come in task order too.
+        let mut runs: Vec<(i64, i64)> = Vec::new();
+        for &i in &measured_inputs {
+            match runs.last_mut() {
+                Some((task, n)) if *task == inputs.task[i] => *n += 1,
+                _ => runs.push((inputs.task[i], 1)),
+            }
+        }
+        let mut at = 0;
+        groups
+            .iter()
+            .map(|&(a, _)| {
+                let task = p.task(a);
+                while at < runs.len() && runs[at].0 < task {
+                    at += 1;
+                }
+                match runs.get(at) {
+                    Some(&(t, n)) if t == task => n,
+                    _ => 0,
+                }
+            })
+            .collect()
+    };
     let sample_rows: Vec<usize> = groups.iter().map(|&(a, _)| input_of[p.rows[a]]).collect();
     // Agent level.
     let agent_stats = agent_level(&p, &keys);
@@ -303,6 +342,18 @@ fn completion_summary(
             let n = run_ids.len() as u32;
             *run_ids.entry(k).or_insert(n)
         })
+    };
+    let mut last: Option<((u32, u32), u32)> = None;
+    let mut run_of = |i: usize| -> u32 {
+        let names = (inputs.server[i], inputs.agent[i]);
+        match last {
+            Some((n, run)) if n == names => run,
+            _ => {
+                let run = run_of(i);
+                last = Some((names, run));
+                run
+            }
+        }
     };
     let (mut groups, mut complete, mut partial, mut missing) = (0, 0, 0, 0);
     // Per run of the current task: (run id, expected, completed).
