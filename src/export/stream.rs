@@ -79,6 +79,10 @@ impl Emitter {
     pub fn compact() -> Self {
         Emitter { out: Vec::new(), indent: None, stack: Vec::new() }
     }
+    /// Whether the layout is compact (no newlines or indentation).
+    pub fn is_compact(&self) -> bool {
+        self.indent.is_none()
+    }
     pub fn indented(depth: usize) -> Self {
         Emitter { out: Vec::new(), indent: Some(depth), stack: Vec::new() }
     }

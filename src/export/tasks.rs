@@ -64,16 +64,26 @@ fn cached(em: &mut Emitter, text: &mut Option<Vec<u8>>, value: impl FnOnce() -> 
     }
 }
 
+/// Where task entry's `sample` comes from.
+enum SampleArg<'s> {
+    /// The plan's fixed sample.
+    Fixed,
+    /// Built beforehand (inputs read without a mapping).
+    Given(&'s Sample),
+    /// The input row's line, as mapped, and its table row (for errors).
+    Line(&'s [u8], usize),
+}
+
 /// Serializes task entry `g` with the emitter's layout.
 fn entry(
     plan: &TaskPlan<'_>,
     pre: &Prefixes,
     g: usize,
-    sample: &Sample,
+    sample: SampleArg<'_>,
     em: &mut Emitter,
     scratch: &mut Vec<f64>,
     rendered: &mut Rendered,
-) {
+) -> io::Result<()> {
     let p = &plan.p;
     let (a, b) = plan.groups[g];
     em.begin_obj();
@@ -101,12 +111,17 @@ fn entry(
     }
     em.key_plain("sample");
     match sample {
-        Sample::Fixed => match &plan.samples {
+        SampleArg::Fixed => match &plan.samples {
             Samples::Fixed(j) => cached(em, &mut rendered.fixed_sample, || j.clone()),
             Samples::Inputs { .. } => unreachable!("a fixed sample comes from a fixed plan"),
         },
-        Sample::Value(v) => em.json(v),
-        Sample::Compact(text) => em.out.extend_from_slice(text),
+        SampleArg::Given(Sample::Value(v)) => em.json(v),
+        SampleArg::Given(Sample::Compact(text)) => em.out.extend_from_slice(text),
+        SampleArg::Line(bytes, r) => {
+            if !(em.is_compact() && transcode_compact(bytes, &DROP, &mut em.out)) {
+                em.json(&sample_value(plan, bytes, r)?);
+            }
+        }
     }
     let n = (b - a) as i64;
     let e = plan.expected(g);
@@ -149,12 +164,29 @@ fn entry(
     }
     em.end_arr();
     em.end_obj();
+    Ok(())
 }
 
-/// A task entry's `sample`: the plan's fixed one, a value, or its compact text already
-/// serialized.
+/// Top-level keys a `sample` leaves out of its input row.
+const DROP: [&str; 2] = ["_ng_task_index", "_ng_rollout_index"];
+
+/// The `sample` value of input row `r` (whose line is `bytes`): the row without [`DROP`].
+fn sample_value(plan: &TaskPlan<'_>, bytes: &[u8], r: usize) -> io::Result<Json> {
+    let mut v = parse(bytes).map_err(|m| {
+        let (path, line) = match &plan.samples {
+            Samples::Inputs { table, .. } => (table.path.display().to_string(), table.line[r]),
+            Samples::Fixed(_) => (String::new(), 0),
+        };
+        io::Error::new(io::ErrorKind::InvalidData, format!("{path}, line {line}: invalid JSON: {m}"))
+    })?;
+    for k in DROP {
+        v.remove(k);
+    }
+    Ok(v)
+}
+
+/// A task entry's `sample` built before rendering: a value, or its compact text.
 enum Sample {
-    Fixed,
     Value(Json),
     Compact(Vec<u8>),
 }
@@ -162,9 +194,8 @@ enum Sample {
 /// The `sample` of each group in `range`. Input rows go straight to compact text when
 /// the layout is compact (profile's JSONL), without a value tree.
 fn samples(plan: &TaskPlan<'_>, range: std::ops::Range<usize>, compact: bool) -> io::Result<Vec<Sample>> {
-    const DROP: [&str; 2] = ["_ng_task_index", "_ng_rollout_index"];
     match &plan.samples {
-        Samples::Fixed(_) => Ok(range.map(|_| Sample::Fixed).collect()),
+        Samples::Fixed(_) => Ok(Vec::new()),
         Samples::Inputs { table, rows } => {
             let raw = read_rows(table, &rows[range.clone()]).map_err(|e| io::Error::other(e.to_string()))?;
             raw.par_iter()
@@ -176,16 +207,7 @@ fn samples(plan: &TaskPlan<'_>, range: std::ops::Range<usize>, compact: bool) ->
                             return Ok(Sample::Compact(out));
                         }
                     }
-                    let mut v = parse(bytes).map_err(|m| {
-                        io::Error::new(
-                            io::ErrorKind::InvalidData,
-                            format!("{}, line {}: invalid JSON: {m}", table.path.display(), table.line[r]),
-                        )
-                    })?;
-                    for k in DROP {
-                        v.remove(k);
-                    }
-                    Ok(Sample::Value(v))
+                    Ok(Sample::Value(sample_value(plan, bytes, r)?))
                 })
                 .collect()
         }
@@ -240,19 +262,52 @@ pub fn write_tasks<W: Write + Send>(plan: &TaskPlan<'_>, indent: Option<usize>, 
             }
             Ok(())
         });
+        let compact = indent.is_none();
+        // Input rows are transcoded by the rendering jobs straight from one mapping of the
+        // inputs file; without a mapping each batch reads its rows first.
+        let mapped = match &plan.samples {
+            // SAFETY: a read-only mapping of the inputs file for the duration of the
+            // writing; see `ingest::lines` for files changed while rollstat reads them.
+            Samples::Inputs { table, .. } => {
+                std::fs::File::open(&table.path).ok().and_then(|f| unsafe { memmap2::Mmap::map(&f) }.ok())
+            }
+            Samples::Fixed(_) => None,
+        };
+        let mapped = mapped.as_deref();
         let mut start = 0;
         let mut result = Ok(());
         while start < n {
             let end = (start + BATCH).min(n);
-            let samples = match samples(plan, start..end, indent.is_none()) {
+            let samples = if mapped.is_some() { Ok(Vec::new()) } else { samples(plan, start..end, compact) };
+            let samples = match samples {
                 Ok(s) => s,
                 Err(e) => {
                     result = Err(e);
                     break;
                 }
             };
+            let sample_of = |g: usize| -> io::Result<SampleArg<'_>> {
+                match (&plan.samples, mapped) {
+                    (Samples::Fixed(_), _) => Ok(SampleArg::Fixed),
+                    (Samples::Inputs { table, rows }, Some(map)) => {
+                        let r = rows[g];
+                        let (a, len) = (table.offset[r] as usize, table.len[r] as usize);
+                        map.get(a..a + len).map(|b| SampleArg::Line(b, r)).ok_or_else(|| {
+                            io::Error::new(
+                                io::ErrorKind::InvalidData,
+                                format!(
+                                    "{}, line {}: the file changed while it was being read",
+                                    table.path.display(),
+                                    table.line[r]
+                                ),
+                            )
+                        })
+                    }
+                    (Samples::Inputs { .. }, None) => Ok(SampleArg::Given(&samples[g - start])),
+                }
+            };
             // Consecutive entries render into one buffer per chunk.
-            let parts: Vec<Vec<u8>> = (start..end)
+            let parts: io::Result<Vec<Vec<u8>>> = (start..end)
                 .step_by(CHUNK)
                 .collect::<Vec<_>>()
                 .into_par_iter()
@@ -273,15 +328,22 @@ pub fn write_tasks<W: Write + Send>(plan: &TaskPlan<'_>, indent: Option<usize>, 
                                 em.out.push(b'\n');
                                 em.out.resize(em.out.len() + 2 * (d + 1), b' ');
                             }
-                            entry(plan, pre, g, &samples[g - start], &mut em, scratch, rendered);
-                            if indent.is_none() {
+                            entry(plan, pre, g, sample_of(g)?, &mut em, scratch, rendered)?;
+                            if compact {
                                 em.out.push(b'\n');
                             }
                         }
-                        em.out
+                        Ok(em.out)
                     },
                 )
                 .collect();
+            let parts = match parts {
+                Ok(p) => p,
+                Err(e) => {
+                    result = Err(e);
+                    break;
+                }
+            };
             if tx.send(parts).is_err() {
                 break;
             }
