@@ -263,21 +263,21 @@ pub fn write_tasks<W: Write + Send>(plan: &TaskPlan<'_>, indent: Option<usize>, 
             Ok(())
         });
         let compact = indent.is_none();
-        // Input rows are transcoded by the rendering jobs straight from one mapping of the
-        // inputs file; without a mapping each batch reads its rows first.
-        let mapped = match &plan.samples {
-            // SAFETY: a read-only mapping of the inputs file for the duration of the
-            // writing; see `ingest::lines` for files changed while rollstat reads them.
-            Samples::Inputs { table, .. } => {
-                std::fs::File::open(&table.path).ok().and_then(|f| unsafe { memmap2::Mmap::map(&f) }.ok())
-            }
+        // Input rows are transcoded by the rendering jobs straight from a mapping of the
+        // inputs file, made for each batch so the pages it touches leave memory with it;
+        // without a mapping each batch reads its rows first.
+        let inputs_file = match &plan.samples {
+            Samples::Inputs { table, .. } => std::fs::File::open(&table.path).ok(),
             Samples::Fixed(_) => None,
         };
-        let mapped = mapped.as_deref();
         let mut start = 0;
         let mut result = Ok(());
         while start < n {
             let end = (start + BATCH).min(n);
+            // SAFETY: a read-only mapping of the inputs file for this batch; see
+            // `ingest::lines` for files changed while rollstat reads them.
+            let batch_map = inputs_file.as_ref().and_then(|f| unsafe { memmap2::Mmap::map(f) }.ok());
+            let mapped = batch_map.as_deref();
             let samples = if mapped.is_some() { Ok(Vec::new()) } else { samples(plan, start..end, compact) };
             let samples = match samples {
                 Ok(s) => s,
