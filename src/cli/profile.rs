@@ -9,7 +9,7 @@ use clap::Args as ClapArgs;
 
 use super::common::{self, MetricArgs};
 
-use crate::error::{Error, Result};
+use crate::error::{Error, Location, Result};
 use crate::export::atomic::{stream_error, OutputSet};
 use crate::export::json::Json;
 use crate::export::nemo_gym::{artifact_path, compact_array};
@@ -82,6 +82,14 @@ pub fn execute(a: &Args) -> Result<ProfileRun> {
     let mut out = OutputSet::new(&[&a.inputs, &a.rollouts]);
     for p in &paths {
         out.check(p)?;
+    }
+    // Each task entry's `sample` is its input row, re-read from the file after the
+    // statistics: a pipe cannot be read twice, so it is refused before reading anything.
+    if std::fs::metadata(&a.inputs).is_ok_and(|m| !m.is_file()) {
+        return Err(Error::bad(
+            Location::file(&a.inputs),
+            "not a regular file (a pipe or device?); profile reads the materialized inputs twice (statistics, then each task's sample row), so save them to a file first",
+        ));
     }
     let (t, inputs) = common::read_both(&a.rollouts, Some(&a.inputs))?;
     let inputs = inputs.expect("inputs were given");

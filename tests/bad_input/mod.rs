@@ -268,3 +268,20 @@ fn damaged_files_are_read_or_refused_never_crash() {
     // Both outcomes occur, so the damage is neither always fatal nor always harmless.
     assert!(read_ok > 20 && refused > 20, "read {read_ok}, refused {refused}");
 }
+
+/// Profile re-reads each task's sample row from the inputs file, which a pipe cannot
+/// give twice: a named pipe is refused up front (nothing is read from it, so this
+/// cannot hang) with exit 2 and no outputs.
+#[test]
+fn inputs_from_a_pipe_are_refused_before_reading() {
+    let dir = TempDir::new("bad-pipe");
+    let i = dir.join("inputs.fifo");
+    let r = dir.join("rollouts.jsonl");
+    assert!(std::process::Command::new("mkfifo").arg(&i).status().unwrap().success());
+    std::fs::write(&r, GOOD_ROLLOUTS).unwrap();
+    let out = run(&["profile", "--inputs", i.to_str().unwrap(), "--rollouts", r.to_str().unwrap()]);
+    let err = stderr(&out);
+    assert_eq!(out.status.code(), Some(2), "stderr: {err}");
+    assert!(err.contains("inputs.fifo") && err.contains("not a regular file"), "{err}");
+    assert_eq!(dir.files(), vec!["inputs.fifo".to_string(), "rollouts.jsonl".to_string()], "no output files");
+}
