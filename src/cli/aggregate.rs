@@ -11,7 +11,7 @@ use super::common::{self, MetricArgs};
 use crate::error::{Error, Result};
 use crate::export::atomic::{stream_error, OutputSet};
 use crate::export::json::Json;
-use crate::export::nemo_gym::artifact_path;
+use crate::export::nemo_gym::{artifact_path, check_beside};
 use crate::export::tasks::write_aggregate;
 use crate::ingest::{InputTable, RolloutTable};
 use crate::metrics::aggregate::{aggregate, AggregateOptions};
@@ -70,6 +70,9 @@ pub fn print_key_metrics(entries: &[(String, Json)]) {
 
 pub fn execute(a: &Args) -> Result<AggregateRun> {
     let specs = a.metrics.specs()?;
+    if a.out.is_none() {
+        check_beside(&a.rollouts, "--out FILE")?;
+    }
     let path = a.out.clone().unwrap_or_else(|| artifact_path(&a.rollouts, None, "aggregate_metrics", "json"));
     let mut inputs_list = vec![a.rollouts.as_path()];
     if let Some(i) = &a.inputs {

@@ -12,7 +12,7 @@ use super::common::{self, MetricArgs};
 use crate::error::{Error, Location, Result};
 use crate::export::atomic::{stream_error, OutputSet};
 use crate::export::json::Json;
-use crate::export::nemo_gym::{artifact_path, compact_array};
+use crate::export::nemo_gym::{artifact_path, check_beside, compact_array, is_stream};
 use crate::export::tasks::write_tasks;
 use crate::metrics::profile::{profile, CompletionSummary};
 
@@ -74,6 +74,9 @@ pub fn print_summary(r: &ProfileRun) {
 pub fn execute(a: &Args) -> Result<ProfileRun> {
     let specs = a.metrics.specs()?;
     let dir = a.out_dir.as_deref();
+    if dir.is_none() {
+        check_beside(&a.rollouts, "--out-dir DIR")?;
+    }
     let paths = [
         artifact_path(&a.rollouts, dir, "reward_profiling", "jsonl"),
         artifact_path(&a.rollouts, dir, "agent_metrics", "json"),
@@ -85,7 +88,7 @@ pub fn execute(a: &Args) -> Result<ProfileRun> {
     }
     // Each task entry's `sample` is its input row, re-read from the file after the
     // statistics: a pipe cannot be read twice, so it is refused before reading anything.
-    if std::fs::metadata(&a.inputs).is_ok_and(|m| !m.is_file()) {
+    if is_stream(&a.inputs) {
         return Err(Error::bad(
             Location::file(&a.inputs),
             "not a regular file (a pipe or device?); profile reads the materialized inputs twice (statistics, then each task's sample row), so save them to a file first",

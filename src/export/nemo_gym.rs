@@ -6,9 +6,14 @@ use std::path::{Path, PathBuf};
 
 use super::json::{write_compact, Json};
 
-/// `S_<suffix>.<ext>` beside `rollouts` (or in `dir`), where S is the rollouts file's stem.
+/// `S_<suffix>.<ext>` beside `rollouts` (or in `dir`), where S is the rollouts file's stem
+/// (`rollouts` when they come from a pipe or device).
 pub fn artifact_path(rollouts: &Path, dir: Option<&Path>, suffix: &str, ext: &str) -> PathBuf {
-    let stem = rollouts.file_stem().map(|s| s.to_string_lossy().into_owned()).unwrap_or_else(|| "rollouts".into());
+    // A pipe's name (`/dev/fd/63`) says nothing about its rollouts.
+    let stem = match rollouts.file_stem() {
+        Some(s) if !is_stream(rollouts) => s.to_string_lossy().into_owned(),
+        _ => "rollouts".into(),
+    };
     let folder = match dir {
         Some(d) => d.to_path_buf(),
         None => rollouts.parent().map(|p| p.to_path_buf()).unwrap_or_default(),
@@ -21,4 +26,21 @@ pub fn compact_array(entries: &[Json]) -> Vec<u8> {
     let mut out = Vec::new();
     write_compact(&mut out, &Json::Arr(entries.to_vec()));
     out
+}
+
+/// Whether `path` exists and is not a regular file (a pipe, a device, a socket).
+pub fn is_stream(path: &Path) -> bool {
+    std::fs::metadata(path).is_ok_and(|m| !m.is_file())
+}
+
+/// Refuses a run that would write its artifacts beside rollouts that come from a pipe
+/// or device (there is no folder to write beside): `flag` names the option to pass.
+pub fn check_beside(rollouts: &Path, flag: &str) -> crate::error::Result<()> {
+    if is_stream(rollouts) {
+        return Err(crate::error::Error::bad(
+            crate::error::Location::file(rollouts),
+            format!("not a regular file (a pipe or device?), so there is no folder to write the artifacts beside it; pass {flag}"),
+        ));
+    }
+    Ok(())
 }

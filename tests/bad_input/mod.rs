@@ -270,14 +270,16 @@ fn damaged_files_are_read_or_refused_never_crash() {
 }
 
 /// Profile re-reads each task's sample row from the inputs file, which a pipe cannot
-/// give twice: a named pipe is refused up front (nothing is read from it, so this
-/// cannot hang) with exit 2 and no outputs.
+/// give twice: a named pipe is refused up front, with exit 2 and no outputs.
 #[test]
 fn inputs_from_a_pipe_are_refused_before_reading() {
     let dir = TempDir::new("bad-pipe");
     let i = dir.join("inputs.fifo");
     let r = dir.join("rollouts.jsonl");
     assert!(std::process::Command::new("mkfifo").arg(&i).status().unwrap().success());
+    // A writer waits on the pipe (never joined): reading it wrongly would not hang.
+    let q = i.clone();
+    std::thread::spawn(move || std::fs::write(q, GOOD_INPUT));
     std::fs::write(&r, GOOD_ROLLOUTS).unwrap();
     let out = run(&["profile", "--inputs", i.to_str().unwrap(), "--rollouts", r.to_str().unwrap()]);
     let err = stderr(&out);

@@ -926,3 +926,63 @@ fn progress_shows_on_a_terminal_only() {
     assert!(o.status.success());
     assert!(!o.stderr.contains(&b'\r'), "progress printed to a pipe: {}", stderr(&o));
 }
+
+/// Rollouts from a pipe: with no output location there is no folder to write beside
+/// them, so `aggregate` and `profile` refuse before reading (exit 2, the option to pass);
+/// with `--out-dir` the artifacts are named `rollouts_*` (a pipe's name means nothing)
+/// and hold what the same rollouts from a file give.
+#[test]
+fn rollouts_from_a_pipe() {
+    let d = TempDir::new("pipe-in");
+    generate(d.path(), &["--tasks", "40", "--repeats", "3", "--agents", "2", "--seed", "9"]);
+    let (r, i) = (d.join("rollouts.jsonl"), d.join("materialized_inputs.jsonl"));
+    // A pipe with a writer waiting on it (left blocked, never joined, when the pipe is
+    // not read): a command that wrongly reads it gets rollouts and succeeds instead of
+    // hanging the test.
+    let waiting_pipe = |name: &str| {
+        let p = d.join(name);
+        assert!(std::process::Command::new("mkfifo").arg(&p).status().unwrap().success());
+        let (bytes, q) = (std::fs::read(&r).unwrap(), p.clone());
+        std::thread::spawn(move || std::fs::write(q, bytes));
+        p
+    };
+    let p = waiting_pipe("piped-a.jsonl");
+    let o = run(&["aggregate", "--rollouts", p.to_str().unwrap(), "-q"]);
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    assert!(stderr(&o).contains("piped-a.jsonl") && stderr(&o).contains("--out FILE"), "{}", stderr(&o));
+    let p = waiting_pipe("piped-b.jsonl");
+    let o = run(&["profile", "--rollouts", p.to_str().unwrap(), "--inputs", i.to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    assert!(stderr(&o).contains("--out-dir DIR"), "{}", stderr(&o));
+
+    let fifo = d.join("piped.jsonl");
+    assert!(std::process::Command::new("mkfifo").arg(&fifo).status().unwrap().success());
+
+    let feed = |bytes: Vec<u8>| {
+        let fifo = fifo.clone();
+        std::thread::spawn(move || std::fs::write(fifo, bytes).unwrap())
+    };
+    let (from_pipe, from_file) = (d.join("from-pipe"), d.join("from-file"));
+    std::fs::create_dir_all(&from_pipe).unwrap();
+    std::fs::create_dir_all(&from_file).unwrap();
+    let profile_into = |rollouts: &Path, out: &Path| {
+        let args = ["--rollouts", rollouts.to_str().unwrap(), "--inputs", i.to_str().unwrap()];
+        let o = run(&[&["profile"][..], &args, &["--out-dir", out.to_str().unwrap()]].concat());
+        assert!(o.status.success(), "{}", stderr(&o));
+    };
+    let writer = feed(std::fs::read(&r).unwrap());
+    profile_into(&fifo, &from_pipe);
+    writer.join().unwrap();
+    profile_into(&r, &from_file);
+    let names =
+        ["rollouts_reward_profiling.jsonl", "rollouts_agent_metrics.json", "rollouts_repeat_level_metrics.json"];
+    let mut listed: Vec<String> =
+        std::fs::read_dir(&from_pipe).unwrap().map(|e| e.unwrap().file_name().to_string_lossy().into_owned()).collect();
+    listed.sort();
+    let mut want: Vec<String> = names.iter().map(|s| s.to_string()).collect();
+    want.sort();
+    assert_eq!(listed, want);
+    for n in names {
+        assert_eq!(std::fs::read(from_pipe.join(n)).unwrap(), std::fs::read(from_file.join(n)).unwrap(), "{n}");
+    }
+}
