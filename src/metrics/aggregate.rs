@@ -6,7 +6,7 @@ use std::sync::Arc;
 
 use super::custom::{self, MetricSpec};
 use super::labels::{runs, NONE};
-use super::levels::{across_repeats, agent_level, repeat_level, Profiled, StatKeys};
+use super::levels::{across_repeats, agent_and_repeat_levels, Profiled, StatKeys};
 use super::perf::perf_summary;
 use super::profile::{coverage, duplicate_key, index_by_key};
 use super::tasks::{info_plans, quoted_names, Samples, TaskPlan};
@@ -138,8 +138,9 @@ pub fn entry<'a>(t: &'a RolloutTable, g: &Group, opts: &AggregateOptions, warn: 
     let labels = vec!["agent"; scored.len()];
     let p = Profiled::new(t, &scored, &labels);
     let keys = StatKeys::new(&p.fields);
-    let mut agent = agent_level(&p, &keys).pop().unwrap_or_default();
-    let repeats = repeat_level(&p, warn);
+    let (agent, repeats, repeat_warnings) = agent_and_repeat_levels(&p, &keys);
+    let mut agent = agent.into_iter().next_back().unwrap_or_default();
+    warn.extend(repeat_warnings);
     let across = across_repeats(&repeats, 1, warn).pop().unwrap_or_default();
     agent.extend(across);
     agent.extend(cov.clone());

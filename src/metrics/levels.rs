@@ -588,6 +588,22 @@ fn columns_at<'v, T: Copy>(cols: &'v [Vec<T>], positions: &[usize], whole: bool)
         .collect()
 }
 
+/// [`agent_level`] and [`repeat_level`] side by side (they read the same columns and
+/// share the cores), with the repeat level's warnings.
+pub fn agent_and_repeat_levels(
+    p: &Profiled<'_>,
+    keys: &StatKeys,
+) -> (Vec<Members>, Vec<RepeatEntry>, Warnings) {
+    let (agents, (repeats, w)) = rayon::join(
+        || agent_level(p, keys),
+        || {
+            let mut w = Warnings::default();
+            (repeat_level(p, &mut w), w)
+        },
+    );
+    (agents, repeats, w)
+}
+
 pub fn agent_level(p: &Profiled<'_>, keys: &StatKeys) -> Vec<Vec<(Key, Json)>> {
     p.label_positions()
         .par_iter()

@@ -15,7 +15,7 @@ use std::sync::Arc;
 use rayon::prelude::*;
 
 use super::labels::{labels_for, run_key};
-use super::levels::{across_repeats, agent_level, repeat_level, Profiled, StatKeys};
+use super::levels::{across_repeats, agent_and_repeat_levels, Profiled, StatKeys};
 use super::tasks::{info_plans, quoted_names, Samples, TaskPlan};
 use super::warnings::Warnings;
 use crate::error::{Error, Result};
@@ -249,9 +249,9 @@ pub fn profile<'a>(t: &'a RolloutTable, inputs: &'a InputTable, allow_partial: b
     };
     let sample_rows: Vec<usize> = groups.iter().map(|&(a, _)| input_of[p.rows[a]]).collect();
     // Agent level.
-    let agent_stats = agent_level(&p, &keys);
+    let (agent_stats, repeats, repeat_warnings) = agent_and_repeat_levels(&p, &keys);
+    warnings.extend(repeat_warnings);
     let labels_of_p = p.labels.clone();
-    let repeats = repeat_level(&p, &mut warnings);
     let across = across_repeats(&repeats, p.labels.len(), &mut warnings);
     let mut agents: Vec<Json> = Vec::new();
     for (l, (mut items, acr)) in agent_stats.into_iter().zip(across).enumerate() {
