@@ -590,10 +590,7 @@ fn columns_at<'v, T: Copy>(cols: &'v [Vec<T>], positions: &[usize], whole: bool)
 
 /// [`agent_level`] and [`repeat_level`] side by side (they read the same columns and
 /// share the cores), with the repeat level's warnings.
-pub fn agent_and_repeat_levels(
-    p: &Profiled<'_>,
-    keys: &StatKeys,
-) -> (Vec<Members>, Vec<RepeatEntry>, Warnings) {
+pub fn agent_and_repeat_levels(p: &Profiled<'_>, keys: &StatKeys) -> (Vec<Members>, Vec<RepeatEntry>, Warnings) {
     let (agents, (repeats, w)) = rayon::join(
         || agent_level(p, keys),
         || {
