@@ -101,8 +101,7 @@ impl Status {
     /// /dev/stdout` on the same terminal): then the note is cleared and stays off, so it
     /// never mixes with the output.
     pub fn writing(&self, path: &std::path::Path) {
-        let streamed = std::fs::metadata(path).map(|m| !m.is_file()).unwrap_or(false);
-        if streamed {
+        if crate::export::atomic::is_stream(path) {
             self.clear();
             self.on.set(false);
         } else {

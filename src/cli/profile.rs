@@ -10,9 +10,9 @@ use clap::Args as ClapArgs;
 use super::common::{self, MetricArgs};
 
 use crate::error::{Error, Location, Result};
-use crate::export::atomic::{stream_error, OutputSet};
+use crate::export::atomic::{is_stream, stream_error, OutputSet};
 use crate::export::json::Json;
-use crate::export::nemo_gym::{artifact_path, check_beside, compact_array, is_stream};
+use crate::export::nemo_gym::{artifact_path, check_beside, compact_array};
 use crate::export::tasks::write_tasks;
 use crate::metrics::profile::{profile, CompletionSummary};
 

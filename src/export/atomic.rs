@@ -155,6 +155,11 @@ fn target(path: &Path) -> Target {
     Target::File(path.to_path_buf())
 }
 
+/// Whether `path` exists and is not a regular file (a pipe, a device, a socket).
+pub fn is_stream(path: &Path) -> bool {
+    fs::metadata(path).is_ok_and(|m| !m.is_file())
+}
+
 fn parent(path: &Path) -> PathBuf {
     match path.parent() {
         Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),

@@ -4,6 +4,7 @@
 
 use std::path::{Path, PathBuf};
 
+use super::atomic::is_stream;
 use super::json::{write_compact, Json};
 
 /// `S_<suffix>.<ext>` beside `rollouts` (or in `dir`), where S is the rollouts file's stem
@@ -26,11 +27,6 @@ pub fn compact_array(entries: &[Json]) -> Vec<u8> {
     let mut out = Vec::new();
     write_compact(&mut out, &Json::Arr(entries.to_vec()));
     out
-}
-
-/// Whether `path` exists and is not a regular file (a pipe, a device, a socket).
-pub fn is_stream(path: &Path) -> bool {
-    std::fs::metadata(path).is_ok_and(|m| !m.is_file())
 }
 
 /// Refuses a run that would write its artifacts beside rollouts that come from a pipe

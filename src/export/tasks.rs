@@ -9,7 +9,8 @@ use rayon::prelude::*;
 
 use super::json::{parse, transcode_compact, write_str, Json};
 use super::stream::{quoted, Emitter, Snip};
-use crate::ingest::inputs::read_rows;
+use crate::ingest::inputs::{map_file, read_rows, row_in};
+use crate::ingest::InputTable;
 use crate::metrics::aggregate::AggEntry;
 use crate::metrics::tasks::{rollout_info_each, Samples, TaskPlan, Val};
 
@@ -70,8 +71,8 @@ enum SampleArg<'s> {
     Fixed,
     /// Built beforehand (inputs read without a mapping).
     Given(&'s Sample),
-    /// The input row's line, as mapped, and its table row (for errors).
-    Line(&'s [u8], usize),
+    /// The input row's line, as mapped, its table and row (for errors).
+    Line(&'s [u8], &'s InputTable, usize),
 }
 
 /// Serializes task entry `g` with the emitter's layout.
@@ -117,9 +118,9 @@ fn entry(
         },
         SampleArg::Given(Sample::Value(v)) => em.json(v),
         SampleArg::Given(Sample::Compact(text)) => em.out.extend_from_slice(text),
-        SampleArg::Line(bytes, r) => {
+        SampleArg::Line(bytes, table, r) => {
             if !(em.is_compact() && transcode_compact(bytes, &DROP, &mut em.out)) {
-                em.json(&sample_value(plan, bytes, r)?);
+                em.json(&sample_value(table, bytes, r)?);
             }
         }
     }
@@ -171,13 +172,10 @@ fn entry(
 const DROP: [&str; 2] = ["_ng_task_index", "_ng_rollout_index"];
 
 /// The `sample` value of input row `r` (whose line is `bytes`): the row without [`DROP`].
-fn sample_value(plan: &TaskPlan<'_>, bytes: &[u8], r: usize) -> io::Result<Json> {
+fn sample_value(table: &InputTable, bytes: &[u8], r: usize) -> io::Result<Json> {
     let mut v = parse(bytes).map_err(|m| {
-        let (path, line) = match &plan.samples {
-            Samples::Inputs { table, .. } => (table.path.display().to_string(), table.line[r]),
-            Samples::Fixed(_) => (String::new(), 0),
-        };
-        io::Error::new(io::ErrorKind::InvalidData, format!("{path}, line {line}: invalid JSON: {m}"))
+        let at = format!("{}, line {}", table.path.display(), table.line[r]);
+        io::Error::new(io::ErrorKind::InvalidData, format!("{at}: invalid JSON: {m}"))
     })?;
     for k in DROP {
         v.remove(k);
@@ -207,7 +205,7 @@ fn samples(plan: &TaskPlan<'_>, range: std::ops::Range<usize>, compact: bool) ->
                             return Ok(Sample::Compact(out));
                         }
                     }
-                    Ok(Sample::Value(sample_value(plan, bytes, r)?))
+                    Ok(Sample::Value(sample_value(table, bytes, r)?))
                 })
                 .collect()
         }
@@ -263,20 +261,17 @@ pub fn write_tasks<W: Write + Send>(plan: &TaskPlan<'_>, indent: Option<usize>, 
             Ok(())
         });
         let compact = indent.is_none();
-        // Input rows are transcoded by the rendering jobs straight from a mapping of the
-        // inputs file, made for each batch so the pages it touches leave memory with it;
-        // without a mapping each batch reads its rows first.
-        let inputs_file = match &plan.samples {
-            Samples::Inputs { table, .. } => std::fs::File::open(&table.path).ok(),
-            Samples::Fixed(_) => None,
-        };
         let mut start = 0;
         let mut result = Ok(());
         while start < n {
             let end = (start + BATCH).min(n);
-            // SAFETY: a read-only mapping of the inputs file for this batch; see
-            // `ingest::lines` for files changed while rollstat reads them.
-            let batch_map = inputs_file.as_ref().and_then(|f| unsafe { memmap2::Mmap::map(f) }.ok());
+            // Input rows are transcoded by the rendering jobs straight from a mapping of
+            // the inputs file, made for each batch so the pages it touches leave memory
+            // with it; without a mapping the batch reads its rows first.
+            let batch_map = match &plan.samples {
+                Samples::Inputs { table, .. } => map_file(table),
+                Samples::Fixed(_) => None,
+            };
             let mapped = batch_map.as_deref();
             let samples = if mapped.is_some() { Ok(Vec::new()) } else { samples(plan, start..end, compact) };
             let samples = match samples {
@@ -289,20 +284,9 @@ pub fn write_tasks<W: Write + Send>(plan: &TaskPlan<'_>, indent: Option<usize>, 
             let sample_of = |g: usize| -> io::Result<SampleArg<'_>> {
                 match (&plan.samples, mapped) {
                     (Samples::Fixed(_), _) => Ok(SampleArg::Fixed),
-                    (Samples::Inputs { table, rows }, Some(map)) => {
-                        let r = rows[g];
-                        let (a, len) = (table.offset[r] as usize, table.len[r] as usize);
-                        map.get(a..a + len).map(|b| SampleArg::Line(b, r)).ok_or_else(|| {
-                            io::Error::new(
-                                io::ErrorKind::InvalidData,
-                                format!(
-                                    "{}, line {}: the file changed while it was being read",
-                                    table.path.display(),
-                                    table.line[r]
-                                ),
-                            )
-                        })
-                    }
+                    (Samples::Inputs { table, rows }, Some(map)) => row_in(table, map, rows[g])
+                        .map(|b| SampleArg::Line(b, table, rows[g]))
+                        .map_err(|e| io::Error::new(io::ErrorKind::InvalidData, e.to_string())),
                     (Samples::Inputs { .. }, None) => Ok(SampleArg::Given(&samples[g - start])),
                 }
             };

@@ -207,24 +207,30 @@ pub fn read_inputs(path: &Path) -> Result<InputTable> {
     Ok(t)
 }
 
+/// The inputs file mapped for re-reading rows with [`row_in`] (`None` when it cannot be
+/// opened or mapped). Unmapped when dropped, so the pages read leave memory with it.
+pub fn map_file(t: &InputTable) -> Option<memmap2::Mmap> {
+    let f = std::fs::File::open(&t.path).ok()?;
+    // SAFETY: a read-only mapping of the inputs file; see `lines` for files changed
+    // while rollstat reads them.
+    unsafe { memmap2::Mmap::map(&f) }.ok()
+}
+
+/// Row `r`'s raw line in `map` (from [`map_file`]).
+pub fn row_in<'m>(t: &InputTable, map: &'m [u8], r: usize) -> Result<&'m [u8]> {
+    let (a, n) = (t.offset[r] as usize, t.len[r] as usize);
+    map.get(a..a + n)
+        .ok_or_else(|| Error::bad(Location::line(&t.path, t.line[r]), "the file changed while it was being read"))
+}
+
 /// Re-reads the given rows' raw lines (by offset) from the inputs file.
 pub fn read_rows(t: &InputTable, rows: &[usize]) -> Result<Vec<Vec<u8>>> {
     use std::io::{Read, Seek, SeekFrom};
-    let mut f = std::fs::File::open(&t.path).map_err(|e| Error::read(&t.path, e))?;
     // Mapped: one slice per row instead of a seek and a read each.
-    // SAFETY: read-only mapping of the inputs file, read once here and unmapped on return;
-    // see `lines` for files changed while rollstat reads them.
-    if let Ok(map) = unsafe { memmap2::Mmap::map(&f) } {
-        return rows
-            .iter()
-            .map(|&r| {
-                let (a, n) = (t.offset[r] as usize, t.len[r] as usize);
-                map.get(a..a + n).map(|b| b.to_vec()).ok_or_else(|| {
-                    Error::bad(Location::line(&t.path, t.line[r]), "the file changed while it was being read")
-                })
-            })
-            .collect();
+    if let Some(map) = map_file(t) {
+        return rows.iter().map(|&r| row_in(t, &map, r).map(<[u8]>::to_vec)).collect();
     }
+    let mut f = std::fs::File::open(&t.path).map_err(|e| Error::read(&t.path, e))?;
     let mut order: Vec<usize> = (0..rows.len()).collect();
     order.sort_by_key(|&i| t.offset[rows[i]]);
     let mut out = vec![Vec::new(); rows.len()];

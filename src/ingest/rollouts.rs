@@ -204,6 +204,12 @@ pub(crate) fn describe(v: &Scalar<'_>) -> &'static str {
     }
 }
 
+/// The column guessed for the key after slot `after` (see `Piece::next_top`).
+#[inline]
+fn guess(next: &[u32], after: usize) -> Option<u32> {
+    next.get(after).copied().filter(|&c| c != NONE)
+}
+
 /// Records in `next` that column `id` came after the key in slot `after` (see
 /// `Piece::next_top`), and moves `after` to it.
 #[inline]
@@ -295,8 +301,8 @@ impl Piece {
                                 let v = s.value()?;
                                 if let Some((t, x)) = scalar_tag(&v) {
                                     let key = key_string(uk);
-                                    let guess = self.next_usage.get(after_usage).copied().filter(|&c| c != NONE);
-                                    let id = self.cols.id_guess(Source::Usage, &key, guess);
+                                    let id =
+                                        self.cols.id_guess(Source::Usage, &key, guess(&self.next_usage, after_usage));
                                     self.cols.set(id, t, x);
                                     usage_ids.push(id);
                                     follows(&mut self.next_usage, &mut after_usage, id);
@@ -350,7 +356,7 @@ impl Piece {
                 }
             } else {
                 let v = s.value()?;
-                let guess = self.next_top.get(after).copied().filter(|&c| c != NONE);
+                let guess = guess(&self.next_top, after);
                 match v {
                     Scalar::Container { .. } => {}
                     Scalar::Str(raw, e) if raw.len() <= MAX_KEPT_STR => {

@@ -238,10 +238,9 @@ impl ColumnsBuilder {
         #[cfg(target_arch = "x86_64")]
         {
             use std::arch::x86_64::{_mm_prefetch, _MM_HINT_T0};
-            let at = r.saturating_sub(1).min(self.row_end.len().saturating_sub(1));
-            if at < self.row_end.len() {
-                // SAFETY: a prefetch has no memory effect; the address is in bounds.
-                unsafe { _mm_prefetch::<_MM_HINT_T0>(self.row_end.as_ptr().add(at) as *const i8) };
+            if let Some(end) = self.row_end.get(r.saturating_sub(1)) {
+                // SAFETY: a prefetch has no memory effect; the address is an element's.
+                unsafe { _mm_prefetch::<_MM_HINT_T0>(end as *const u32 as *const i8) };
             }
         }
     }
@@ -252,11 +251,9 @@ impl ColumnsBuilder {
         #[cfg(target_arch = "x86_64")]
         {
             use std::arch::x86_64::{_mm_prefetch, _MM_HINT_T0};
-            let start = if r == 0 { 0 } else { self.row_end[r - 1] as usize };
-            let end = (self.row_end[r] as usize).min(self.recs.len());
-            let bytes = (end - start) * std::mem::size_of::<Rec>();
-            let p = self.recs[start..end].as_ptr() as *const i8;
-            for off in (0..bytes.min(256)).step_by(64) {
+            let recs = self.row(r);
+            let p = recs.as_ptr() as *const i8;
+            for off in (0..std::mem::size_of_val(recs).min(256)).step_by(64) {
                 // SAFETY: a prefetch has no memory effect; the address is inside the row.
                 unsafe { _mm_prefetch::<_MM_HINT_T0>(p.add(off)) };
             }

@@ -395,7 +395,7 @@ pub fn repeat_level(p: &Profiled<'_>, warn: &mut Warnings) -> Vec<RepeatEntry> {
     let groups: Vec<(&(u32, i64), &Vec<usize>)> = by.iter().filter(|(k, _)| n_repeats[k.0 as usize] >= 2).collect();
     // One job per (repeat, field): a handful of repeats alone would leave cores idle.
     let jobs: Vec<(usize, usize)> = (0..groups.len()).flat_map(|g| alpha.iter().map(move |&f| (g, f))).collect();
-    let mut field_stats: Vec<(Vec<(Key, Json)>, Warnings)> = jobs
+    let field_stats: Vec<(Vec<(Key, Json)>, Warnings)> = jobs
         .par_iter()
         .map_init(Vec::new, |x: &mut Vec<f64>, &(g, f)| {
             let mut w = Warnings::default();
@@ -429,15 +429,13 @@ pub fn repeat_level(p: &Profiled<'_>, warn: &mut Warnings) -> Vec<RepeatEntry> {
             (e, w)
         })
         .collect();
-    let mut field_stats = field_stats.drain(..);
+    let mut field_stats = field_stats.into_iter();
     let entries: Vec<(RepeatEntry, Warnings)> = groups
         .iter()
         .map(|&(&(l, r), positions)| {
             let mut w = Warnings::default();
-            // Positions are in task order: the tasks present come out sorted.
-            let mut present: Vec<i64> = positions.iter().map(|&pos| p.task(pos)).collect();
-            present.dedup();
-            let sample_count = present.len();
+            // Positions are in task order: distinct tasks are counted by runs.
+            let sample_count = super::profile::distinct(positions.iter().map(|&pos| p.task(pos)));
             let missing = tasks_of[l as usize] - sample_count;
             let mut e: Vec<(Key, Json)> = vec![
                 (Arc::from("_ng_rollout_index"), Json::Int(r)),

@@ -98,6 +98,19 @@ pub fn coverage(t: &RolloutTable, rows: &[usize]) -> Vec<(Key, Json)> {
     ]
 }
 
+/// The value `last` holds for `key` when it holds that key, else `get()`, remembered as
+/// the new last: for lookups that neighbouring rows mostly repeat.
+fn same_as_last<K: PartialEq + Copy, V: Copy>(last: &mut Option<(K, V)>, key: K, get: impl FnOnce() -> V) -> V {
+    match *last {
+        Some((k, v)) if k == key => v,
+        _ => {
+            let v = get();
+            *last = Some((key, v));
+            v
+        }
+    }
+}
+
 /// Number of distinct values: by runs when they come sorted (table order), else hashed.
 pub fn distinct(values: impl Iterator<Item = i64> + Clone) -> usize {
     let mut prev: Option<i64> = None;
@@ -173,15 +186,9 @@ pub fn profile<'a>(t: &'a RolloutTable, inputs: &'a InputTable, allow_partial: b
     let pairs: Vec<(usize, usize)> = matched.iter().copied().filter(|&(_, r)| !t.masked[r]).collect();
     let mut row_labels: Vec<&str> = Vec::with_capacity(pairs.len());
     // Neighbouring rows mostly share their (server, agent) pair.
-    let mut last: Option<((u32, u32), Option<&str>)> = None;
+    let mut last = None;
     for &(i, r) in &pairs {
-        let names = (inputs.server[i], inputs.agent[i]);
-        let label = match last {
-            Some((n, l)) if n == names => l,
-            _ => label_of(i),
-        };
-        last = Some((names, label));
-        match label {
+        match same_as_last(&mut last, (inputs.server[i], inputs.agent[i]), || label_of(i)) {
             Some(l) => row_labels.push(l),
             None => {
                 return Err(Error::Mismatch(format!(
@@ -343,18 +350,8 @@ fn completion_summary(
             *run_ids.entry(k).or_insert(n)
         })
     };
-    let mut last: Option<((u32, u32), u32)> = None;
-    let mut run_of = |i: usize| -> u32 {
-        let names = (inputs.server[i], inputs.agent[i]);
-        match last {
-            Some((n, run)) if n == names => run,
-            _ => {
-                let run = run_of(i);
-                last = Some((names, run));
-                run
-            }
-        }
-    };
+    let mut last = None;
+    let mut run_of = |i: usize| same_as_last(&mut last, (inputs.server[i], inputs.agent[i]), || run_of(i));
     let (mut groups, mut complete, mut partial, mut missing) = (0, 0, 0, 0);
     // Per run of the current task: (run id, expected, completed).
     let mut task_runs: Vec<(u32, usize, usize)> = Vec::new();
