@@ -63,10 +63,17 @@ impl<'a> Scanner<'a> {
         }
     }
 
-    #[inline]
+    /// The next byte that is not whitespace. Compact JSON (what rollout files hold) has
+    /// none between tokens, so one comparison settles the common case.
+    #[inline(always)]
     pub fn peek(&mut self) -> Option<u8> {
-        self.ws();
-        self.b.get(self.i).copied()
+        match self.b.get(self.i) {
+            Some(&c) if c > b' ' => Some(c),
+            _ => {
+                self.ws();
+                self.b.get(self.i).copied()
+            }
+        }
     }
 
     #[inline]
@@ -164,69 +171,90 @@ impl<'a> Scanner<'a> {
         }
     }
 
+    /// A number. Digits are read once: the mantissa is gathered while checking the
+    /// grammar, and a float whose mantissa and power of ten are both exact in an f64
+    /// (at most 2^53 and 10^22) is one correctly rounded multiply or divide, the same
+    /// value the full decimal parser gives; anything else goes to that parser.
     fn number(&mut self) -> ScanResult<Scalar<'a>> {
-        let start = self.i;
         let b = self.b;
-        let mut i = self.i;
-        if b[i] == b'-' {
+        let start = self.i;
+        let mut i = start;
+        let neg = b[i] == b'-';
+        if neg {
             i += 1;
         }
         let int_start = i;
+        let mut m: u64 = 0;
         while i < b.len() && b[i].is_ascii_digit() {
+            m = m.wrapping_mul(10).wrapping_add(u64::from(b[i] - b'0'));
             i += 1;
         }
-        if i == int_start {
+        let int_digits = i - int_start;
+        if int_digits == 0 {
             self.i = i;
             return self.err("invalid number");
         }
-        if b[int_start] == b'0' && i - int_start > 1 {
+        if b[int_start] == b'0' && int_digits > 1 {
             self.i = int_start;
             return self.err("invalid number (leading zero)");
         }
         let mut float = false;
+        let mut frac = 0usize;
         if i < b.len() && b[i] == b'.' {
             float = true;
             i += 1;
             let f = i;
             while i < b.len() && b[i].is_ascii_digit() {
+                m = m.wrapping_mul(10).wrapping_add(u64::from(b[i] - b'0'));
                 i += 1;
             }
-            if i == f {
+            frac = i - f;
+            if frac == 0 {
                 self.i = i;
                 return self.err("invalid number");
             }
         }
+        let mut exp: i64 = 0;
         if i < b.len() && (b[i] == b'e' || b[i] == b'E') {
             float = true;
             i += 1;
+            let mut exp_neg = false;
             if i < b.len() && (b[i] == b'+' || b[i] == b'-') {
+                exp_neg = b[i] == b'-';
                 i += 1;
             }
             let f = i;
             while i < b.len() && b[i].is_ascii_digit() {
+                if exp < 1_000_000 {
+                    exp = exp * 10 + i64::from(b[i] - b'0');
+                }
                 i += 1;
             }
             if i == f {
                 self.i = i;
                 return self.err("invalid number");
             }
+            if exp_neg {
+                exp = -exp;
+            }
         }
         self.i = i;
+        if !float && int_digits <= 18 {
+            // At most 18 digits always fit an i64.
+            let v = m as i64;
+            return Ok(Scalar::Int(if neg { -v } else { v }));
+        }
+        if float && int_digits + frac <= 19 && m <= 1 << 53 {
+            let e10 = exp - frac as i64;
+            if (-22..=22).contains(&e10) {
+                let x = m as f64;
+                let v = if e10 < 0 { x / POW10[(-e10) as usize] } else { x * POW10[e10 as usize] };
+                return Ok(Scalar::Float(if neg { -v } else { v }));
+            }
+        }
         // SAFETY: the slice holds only ASCII sign, digits, dot and exponent characters,
         // as checked byte by byte above.
         let text = unsafe { std::str::from_utf8_unchecked(&b[start..i]) };
-        if !float && i - start <= 18 {
-            // Fast path: at most 18 digits always fit an i64.
-            let (neg, digits) = match text.as_bytes()[0] {
-                b'-' => (true, &text.as_bytes()[1..]),
-                _ => (false, text.as_bytes()),
-            };
-            let mut v: i64 = 0;
-            for &d in digits {
-                v = v * 10 + i64::from(d - b'0');
-            }
-            return Ok(Scalar::Int(if neg { -v } else { v }));
-        }
         if !float {
             if let Ok(v) = text.parse::<i64>() {
                 return Ok(Scalar::Int(v));
@@ -264,6 +292,12 @@ impl<'a> Scanner<'a> {
         }
     }
 }
+
+/// Powers of ten that are exact in an f64.
+const POW10: [f64; 23] = [
+    1e0, 1e1, 1e2, 1e3, 1e4, 1e5, 1e6, 1e7, 1e8, 1e9, 1e10, 1e11, 1e12, 1e13, 1e14, 1e15, 1e16, 1e17, 1e18, 1e19, 1e20,
+    1e21, 1e22,
+];
 
 /// Bit k set where `chunk[k] == c` (SSE2 on x86_64, which every x86_64 CPU has).
 #[cfg(target_arch = "x86_64")]
@@ -711,6 +745,75 @@ mod tests {
             }
             assert!(!bytes_eq(&a, &a[..n.saturating_sub(1)]) || n == 0);
         }
+    }
+
+    /// Numbers read through the exact fast path equal the full decimal parser's, bit
+    /// for bit, over digit counts, fraction lengths and exponents on both sides of
+    /// the fast path's limits.
+    #[test]
+    fn numbers_match_the_decimal_parser() {
+        let mut rng = crate::generate::rng::Rng::new(0x5DEE_CE66_D1CE_5EED);
+        let mut texts: Vec<String> = vec![
+            "0.0".into(),
+            "-0.0".into(),
+            "1.0".into(),
+            "0.1".into(),
+            "0.950597765692109".into(),
+            "1782185780.79".into(),
+            "9007199254740993.0".into(),
+            "9007199254740992.5".into(),
+            "1e22".into(),
+            "1e23".into(),
+            "1.5e-22".into(),
+            "123456789012345678.9".into(),
+            "0.30000000000000004".into(),
+            "-2.5e3".into(),
+            "4E+2".into(),
+            "1e-400".into(),
+            "1e400".into(),
+        ];
+        for _ in 0..200_000 {
+            let int_len = 1 + (rng.next_u64() % 12) as usize;
+            let frac_len = (rng.next_u64() % 14) as usize;
+            let mut t = String::new();
+            if rng.next_u64() % 3 == 0 {
+                t.push('-');
+            }
+            for k in 0..int_len {
+                let d = (rng.next_u64() % 10) as u8;
+                t.push(char::from(if k == 0 && int_len > 1 { b'1' + d % 9 } else { b'0' + d }));
+            }
+            if frac_len > 0 {
+                t.push('.');
+                for _ in 0..frac_len {
+                    t.push(char::from(b'0' + (rng.next_u64() % 10) as u8));
+                }
+            }
+            match rng.next_u64() % 4 {
+                0 => t.push_str(&format!("e{}", rng.next_u64() % 30)),
+                1 => t.push_str(&format!("e-{}", rng.next_u64() % 30)),
+                _ if frac_len == 0 => t.push_str(".5"),
+                _ => {}
+            }
+            texts.push(t);
+        }
+        for t in &texts {
+            let mut s = Scanner::new(t.as_bytes());
+            match s.value().unwrap() {
+                Scalar::Float(v) => {
+                    let want: f64 = t.parse().unwrap();
+                    assert_eq!(v.to_bits(), want.to_bits(), "{t}");
+                }
+                other => panic!("{t}: {other:?}"),
+            }
+            assert_eq!(s.i, t.len());
+        }
+        for (t, v) in
+            [("0", 0i64), ("-0", 0), ("123456789012345678", 123456789012345678), ("-9223372036854775808", i64::MIN)]
+        {
+            assert_eq!(Scanner::new(t.as_bytes()).value().unwrap(), Scalar::Int(v), "{t}");
+        }
+        assert_eq!(Scanner::new(b"18446744073709551616").value().unwrap(), Scalar::Float(18446744073709551616.0));
     }
 
     #[test]
