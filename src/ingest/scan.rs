@@ -776,7 +776,7 @@ mod tests {
             let int_len = 1 + (rng.next_u64() % 12) as usize;
             let frac_len = (rng.next_u64() % 14) as usize;
             let mut t = String::new();
-            if rng.next_u64() % 3 == 0 {
+            if rng.next_u64().is_multiple_of(3) {
                 t.push('-');
             }
             for k in 0..int_len {
