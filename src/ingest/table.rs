@@ -109,12 +109,34 @@ impl Column {
 }
 
 /// One value set while parsing: its column (piece-local id), tag, and payload (the
-/// number's bits, or the dictionary code of a kept string).
+/// number's bits, or the dictionary code of a kept string). Twelve bytes: the column id
+/// and tag share one word, and the payload is read unaligned (a million rollouts set
+/// some twenty million values, all held until the pieces merge).
 #[derive(Clone, Copy)]
+#[repr(C, packed(4))]
 pub struct Rec {
     pub bits: u64,
-    pub col: u32,
-    pub tag: u8,
+    /// Column id in the low 24 bits, tag in the high 8.
+    key: u32,
+}
+
+/// Column ids a record can hold (far more than rows could ever be stored for).
+const MAX_COLS: usize = 1 << 24;
+
+impl Rec {
+    #[inline(always)]
+    fn new(bits: u64, col: u32, tag: u8) -> Rec {
+        debug_assert!((col as usize) < MAX_COLS);
+        Rec { bits, key: col | (u32::from(tag) << 24) }
+    }
+    #[inline(always)]
+    pub fn col(self) -> u32 {
+        self.key & (MAX_COLS as u32 - 1)
+    }
+    #[inline(always)]
+    pub fn tag(self) -> u8 {
+        (self.key >> 24) as u8
+    }
 }
 
 /// A piece's values, row-major: each row's records in the order they were set, so a row
@@ -146,6 +168,7 @@ impl ColumnsBuilder {
         if let Some(&i) = self.index[source as usize].get(key) {
             return i;
         }
+        assert!(self.cols.len() < MAX_COLS, "more than {MAX_COLS} distinct fields in one piece");
         let i = self.cols.len() as u32;
         self.cols.push(Column::new(source, String::from_utf8_lossy(key).into_owned()));
         self.dicts.push(HashMap::default());
@@ -173,7 +196,7 @@ impl ColumnsBuilder {
     /// current row. Setting a column twice in a row keeps the last value (as in Python).
     #[inline]
     pub fn set(&mut self, id: u32, t: u8, v: f64) {
-        self.recs.push(Rec { bits: v.to_bits(), col: id, tag: t });
+        self.recs.push(Rec::new(v.to_bits(), id, t));
     }
 
     /// Sets a kept string in the current row.
@@ -193,7 +216,7 @@ impl ColumnsBuilder {
             self.stringy[id as usize] = true;
             self.row_stringy.push(id);
         }
-        self.recs.push(Rec { bits: u64::from(code), col: id, tag: tag::STR });
+        self.recs.push(Rec::new(u64::from(code), id, tag::STR));
     }
 
     /// Room for `more` rows like the ones so far.
@@ -293,6 +316,7 @@ pub fn merge_columns(mut pieces: Vec<ColumnsBuilder>, src: &[(u32, u32)]) -> (Ve
         maps.push(m);
     }
     let n = src.len();
+    assert!(order.len() < MAX_COLS, "more than {MAX_COLS} distinct fields");
     let mut out: Vec<Column> = order.into_iter().map(|(source, name)| Column::new(source, name)).collect();
     // Merged dictionaries, in piece order, and each piece column's code remap.
     let mut remaps: Vec<Vec<Vec<u32>>> = Vec::with_capacity(pieces.len());
@@ -336,11 +360,9 @@ pub fn merge_columns(mut pieces: Vec<ColumnsBuilder>, src: &[(u32, u32)]) -> (Ve
     // pass), so the scatter below does no lookups.
     pieces.par_iter_mut().zip(&maps).zip(&remaps).for_each(|((b, m), rm)| {
         for r in &mut b.recs {
-            let local = r.col as usize;
-            if r.tag == tag::STR {
-                r.bits = u64::from(rm[local][r.bits as usize]);
-            }
-            r.col = m[local];
+            let local = r.col() as usize;
+            let bits = if r.tag() == tag::STR { u64::from(rm[local][r.bits as usize]) } else { r.bits };
+            *r = Rec::new(bits, m[local], r.tag());
         }
     });
     drop(remaps);
@@ -371,14 +393,15 @@ pub fn merge_columns(mut pieces: Vec<ColumnsBuilder>, src: &[(u32, u32)]) -> (Ve
             if let Some(&(p2, l2)) = block.get(j + PREFETCH_AHEAD) {
                 pieces[p2 as usize].prefetch_row(l2 as usize);
             }
-            for r in pieces[p as usize].row(l as usize) {
-                let (tags, nums, codes) = &mut cols[r.col as usize];
-                tags[j] = r.tag;
-                if r.tag == tag::STR {
+            for &r in pieces[p as usize].row(l as usize) {
+                let (tags, nums, codes) = &mut cols[r.col() as usize];
+                let (tg, bits) = (r.tag(), r.bits);
+                tags[j] = tg;
+                if tg == tag::STR {
                     nums[j] = 0.0;
-                    codes[j] = r.bits as u32;
+                    codes[j] = bits as u32;
                 } else {
-                    nums[j] = f64::from_bits(r.bits);
+                    nums[j] = f64::from_bits(bits);
                     if let Some(c) = codes.get_mut(j) {
                         *c = u32::MAX;
                     }
