@@ -69,9 +69,8 @@ fn cached(em: &mut Emitter, text: &mut Option<Vec<u8>>, value: impl FnOnce() -> 
 enum SampleArg<'s> {
     /// The plan's fixed sample.
     Fixed,
-    /// Built beforehand (inputs read without a mapping).
-    Given(&'s Sample),
-    /// The input row's line, as mapped, its table and row (for errors).
+    /// The input row's line (mapped, or read when the file cannot be mapped), its table
+    /// and row (for errors).
     Line(&'s [u8], &'s InputTable, usize),
 }
 
@@ -116,8 +115,6 @@ fn entry(
             Samples::Fixed(j) => cached(em, &mut rendered.fixed_sample, || j.clone()),
             Samples::Inputs { .. } => unreachable!("a fixed sample comes from a fixed plan"),
         },
-        SampleArg::Given(Sample::Value(v)) => em.json(v),
-        SampleArg::Given(Sample::Compact(text)) => em.out.extend_from_slice(text),
         SampleArg::Line(bytes, table, r) => {
             if !(em.is_compact() && transcode_compact(bytes, &DROP, &mut em.out)) {
                 em.json(&sample_value(table, bytes, r)?);
@@ -183,35 +180,6 @@ fn sample_value(table: &InputTable, bytes: &[u8], r: usize) -> io::Result<Json> 
     Ok(v)
 }
 
-/// A task entry's `sample` built before rendering: a value, or its compact text.
-enum Sample {
-    Value(Json),
-    Compact(Vec<u8>),
-}
-
-/// The `sample` of each group in `range`. Input rows go straight to compact text when
-/// the layout is compact (profile's JSONL), without a value tree.
-fn samples(plan: &TaskPlan<'_>, range: std::ops::Range<usize>, compact: bool) -> io::Result<Vec<Sample>> {
-    match &plan.samples {
-        Samples::Fixed(_) => Ok(Vec::new()),
-        Samples::Inputs { table, rows } => {
-            let raw = read_rows(table, &rows[range.clone()]).map_err(|e| io::Error::other(e.to_string()))?;
-            raw.par_iter()
-                .zip(&rows[range])
-                .map(|(bytes, &r)| {
-                    if compact {
-                        let mut out = Vec::with_capacity(bytes.len());
-                        if transcode_compact(bytes, &DROP, &mut out) {
-                            return Ok(Sample::Compact(out));
-                        }
-                    }
-                    Ok(Sample::Value(sample_value(table, bytes, r)?))
-                })
-                .collect()
-        }
-    }
-}
-
 /// Writes every task entry: compact, one per line (`indent: None`), or as the elements
 /// of an indented array whose value sits at depth `d` (`Some(d)`; brackets included).
 /// Batches are computed in parallel while a writer thread writes the previous one.
@@ -273,11 +241,14 @@ pub fn write_tasks<W: Write + Send>(plan: &TaskPlan<'_>, indent: Option<usize>, 
                 Samples::Fixed(_) => None,
             };
             let mapped = batch_map.as_deref();
-            let samples = if mapped.is_some() { Ok(Vec::new()) } else { samples(plan, start..end, compact) };
-            let samples = match samples {
-                Ok(s) => s,
+            let read = match (&plan.samples, mapped) {
+                (Samples::Inputs { table, rows }, None) => read_rows(table, &rows[start..end]),
+                _ => Ok(Vec::new()),
+            };
+            let read = match read {
+                Ok(r) => r,
                 Err(e) => {
-                    result = Err(e);
+                    result = Err(io::Error::other(e.to_string()));
                     break;
                 }
             };
@@ -287,7 +258,7 @@ pub fn write_tasks<W: Write + Send>(plan: &TaskPlan<'_>, indent: Option<usize>, 
                     (Samples::Inputs { table, rows }, Some(map)) => row_in(table, map, rows[g])
                         .map(|b| SampleArg::Line(b, table, rows[g]))
                         .map_err(|e| io::Error::new(io::ErrorKind::InvalidData, e.to_string())),
-                    (Samples::Inputs { .. }, None) => Ok(SampleArg::Given(&samples[g - start])),
+                    (Samples::Inputs { table, rows }, None) => Ok(SampleArg::Line(&read[g - start], table, rows[g])),
                 }
             };
             // Consecutive entries render into one buffer per chunk.
