@@ -8,8 +8,8 @@ pub fn start() {
     START.get_or_init(std::time::Instant::now);
 }
 
-/// With `ROLLSTAT_TRACE` set, prints how long a phase took to stderr, with the resident
-/// memory now and at its peak so far.
+/// With `ROLLSTAT_TRACE` set, prints how long a phase took to stderr, with the time since
+/// the start, the resident memory now and at its peak so far, and the CPU time so far.
 pub fn trace(what: &str, since: std::time::Instant) {
     if std::env::var_os("ROLLSTAT_TRACE").is_some() {
         use std::io::IsTerminal;
@@ -33,7 +33,9 @@ pub fn mark(what: &str) {
 
 /// `, cpu N s` — the process's user and system time so far (empty where unknown).
 fn cpu() -> String {
+    // SAFETY: `rusage` is plain integers, for which all zero bytes is a valid value.
     let mut u: libc::rusage = unsafe { std::mem::zeroed() };
+    // SAFETY: `u` is a valid, writable `rusage` for the call to fill.
     if unsafe { libc::getrusage(libc::RUSAGE_SELF, &mut u) } != 0 {
         return String::new();
     }
