@@ -2,10 +2,11 @@
 //!
 //! Files are memory-mapped (pipes: read in bounded blocks) and parsed in parallel pieces
 //! (see [`lines`]); the JSON scanner ([`scan`]) skips model payloads without building
-//! them. The result is a
+//! them, checking that they are JSON ([`check`]). The result is a
 //! [`RolloutTable`] (one row per rollout, one column per scalar field) and an
 //! [`InputTable`] (one row per expected rollout, with where its bytes are).
 
+pub mod check;
 pub mod frame;
 pub mod inputs;
 pub mod lines;

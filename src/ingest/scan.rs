@@ -1,10 +1,10 @@
 //! A small, strict JSON scanner over one line of bytes.
 //!
 //! Rollout lines are mostly model text that no statistic needs. The scanner reads keys
-//! and scalar values where we ask for them and *skips* everything else: a skipped string
-//! is crossed with `memchr` (SIMD) to its closing quote, and a skipped object or array
-//! is crossed by matching brackets without building anything. Nothing is allocated
-//! except for the strings we decide to keep.
+//! and scalar values where we ask for them and *skips* everything else without building
+//! it: a skipped string or object or array is crossed with SIMD loads and checked to be
+//! JSON on the way ([`super::check`]), so a line is refused exactly when it is not JSON.
+//! Nothing is allocated except for the strings we decide to keep.
 //!
 //! Accepted beyond RFC 8259, because Python writes them: the tokens `NaN`, `Infinity`
 //! and `-Infinity` as numbers.
@@ -103,16 +103,9 @@ impl<'a> Scanner<'a> {
             return self.err("expected a string");
         }
         let start = self.i + 1;
-        match scan_string(self.b, start) {
-            Some((end, escaped)) => {
-                self.i = end + 1;
-                Ok((&self.b[start..end], escaped))
-            }
-            None => {
-                self.i = self.b.len();
-                self.err("unterminated string")
-            }
-        }
+        let (end, escaped) = scan_string(self.b, start)?;
+        self.i = end + 1;
+        Ok((&self.b[start..end], escaped))
     }
 
     /// Object protocol: call after `{`; returns the next key or None at `}`. Always
@@ -266,30 +259,15 @@ impl<'a> Scanner<'a> {
         }
     }
 
-    /// Skips an object or array starting at its opening bracket, checking that brackets
-    /// match and strings terminate. Returns whether it was an object and whether empty.
+    /// Skips an object or array starting at its opening bracket, checking that it is
+    /// JSON (see [`super::check`]). Returns whether it was an object and whether empty.
     pub fn skip_container(&mut self) -> ScanResult<Scalar<'a>> {
-        let open = self.b[self.i];
-        let object = open == b'{';
+        let at = self.i;
+        let object = self.b[at] == b'{';
         self.i += 1;
         let empty = matches!(self.peek(), Some(b'}') | Some(b']'));
-        // Only this container's own bracket kind decides where it ends (brackets inside
-        // strings do not count), found 64 bytes at a time with bit masks.
-        let close = if object { b'}' } else { b']' };
-        match skip_to_close(self.b, self.i, open, close) {
-            Ok(end) => {
-                self.i = end;
-                Ok(Scalar::Container { object, empty })
-            }
-            Err(ended_in_string) => {
-                self.i = self.b.len();
-                if ended_in_string {
-                    self.err("unterminated string")
-                } else {
-                    self.err("unexpected end of line inside an object or array")
-                }
-            }
-        }
+        self.i = super::check::skip_checked(self.b, at)?;
+        Ok(Scalar::Container { object, empty })
     }
 }
 
@@ -299,231 +277,41 @@ const POW10: [f64; 23] = [
     1e21, 1e22,
 ];
 
-/// Bit k set where `chunk[k] == c` (SSE2 on x86_64, which every x86_64 CPU has).
-#[cfg(target_arch = "x86_64")]
+/// The closing quote of a string whose content starts at `from` and whether the string
+/// holds a backslash. Short plain strings (keys, labels) are settled 16 bytes at a time
+/// looking for `"`, `\` and control characters together; anything longer or escaped is
+/// crossed and checked by [`super::check::string_checked`].
 #[inline(always)]
-fn eq_mask(chunk: &[u8; 64], c: u8) -> u64 {
-    use std::arch::x86_64::{__m128i, _mm_cmpeq_epi8, _mm_loadu_si128, _mm_movemask_epi8, _mm_set1_epi8};
-    // SAFETY: SSE2 is part of the x86_64 baseline; the four 16-byte loads stay inside
-    // the 64-byte array and are unaligned loads.
-    unsafe {
-        let needle = _mm_set1_epi8(c as i8);
-        let p = chunk.as_ptr() as *const __m128i;
-        let m0 = _mm_movemask_epi8(_mm_cmpeq_epi8(_mm_loadu_si128(p), needle)) as u16 as u64;
-        let m1 = _mm_movemask_epi8(_mm_cmpeq_epi8(_mm_loadu_si128(p.add(1)), needle)) as u16 as u64;
-        let m2 = _mm_movemask_epi8(_mm_cmpeq_epi8(_mm_loadu_si128(p.add(2)), needle)) as u16 as u64;
-        let m3 = _mm_movemask_epi8(_mm_cmpeq_epi8(_mm_loadu_si128(p.add(3)), needle)) as u16 as u64;
-        m0 | (m1 << 16) | (m2 << 32) | (m3 << 48)
-    }
-}
-
-/// Bit k set where `chunk[k] == c`.
-#[cfg(not(target_arch = "x86_64"))]
-#[inline(always)]
-fn eq_mask(chunk: &[u8; 64], c: u8) -> u64 {
-    let mut m = 0u64;
-    for (k, &x) in chunk.iter().enumerate() {
-        m |= u64::from(x == c) << k;
-    }
-    m
-}
-
-/// Bit k set where position k is escaped by an odd run of backslashes before it
-/// (simdjson's branchless method); `carry` is 1 when the previous block ended with an
-/// unfinished odd run.
-#[inline(always)]
-fn escaped_mask(backslash: u64, carry: &mut u64) -> u64 {
-    const EVEN: u64 = 0x5555_5555_5555_5555;
-    let backslash = backslash & !*carry;
-    let follows = (backslash << 1) | *carry;
-    let odd_starts = backslash & !EVEN & !follows;
-    let (even_starts, overflow) = odd_starts.overflowing_add(backslash);
-    *carry = u64::from(overflow);
-    (EVEN ^ (even_starts << 1)) & follows
-}
-
-/// Bit k set when an odd number of bits at positions <= k are set.
-#[inline(always)]
-fn prefix_xor(mut x: u64) -> u64 {
-    x ^= x << 1;
-    x ^= x << 2;
-    x ^= x << 4;
-    x ^= x << 8;
-    x ^= x << 16;
-    x ^= x << 32;
-    x
-}
-
-/// The 64-byte loop of [`skip_to_close`], stamped out once per instruction set:
-/// `$eq(chunk, byte)` gives the equality mask and `$pxor(mask)` the prefix xor. Returns
-/// from the enclosing function when the close is found; otherwise leaves `$i` at the
-/// first byte not covered by a whole block and `$state` ready for [`skip_tail`].
-macro_rules! skip_blocks {
-    ($b:ident, $i:ident, $open:ident, $close:ident, $state:ident, $eq:expr, $pxor:expr) => {
-        while $i + 64 <= $b.len() {
-            let chunk: &[u8; 64] = $b[$i..$i + 64].try_into().expect("64 bytes");
-            let quotes = $eq(chunk, b'"') & !escaped_mask($eq(chunk, b'\\'), &mut $state.esc_carry);
-            let inside = $pxor(quotes) ^ $state.in_string;
-            $state.in_string = ((inside as i64) >> 63) as u64;
-            let opens = $eq(chunk, $open) & !inside;
-            let closes = $eq(chunk, $close) & !inside;
-            let mut m = opens | closes;
-            while m != 0 {
-                let bit = m.trailing_zeros();
-                if opens >> bit & 1 == 1 {
-                    $state.depth += 1;
-                } else {
-                    $state.depth -= 1;
-                    if $state.depth == 0 {
-                        return Ok($i + bit as usize + 1);
-                    }
-                }
-                m &= m - 1;
-            }
-            $i += 64;
-        }
-    };
-}
-
-/// Where the block loop stands.
-struct SkipState {
-    depth: u32,
-    /// All ones when the previous block ended inside a string.
-    in_string: u64,
-    esc_carry: u64,
-}
-
-/// From just after an opening bracket at `from - 1`, the index just after its matching
-/// close: counts `open`/`close` outside strings, 64 bytes at a time (AVX2 when the CPU
-/// has it, else SSE2). When the line ends first, `Err` tells whether it ended inside a
-/// string.
-#[inline]
-fn skip_to_close(b: &[u8], from: usize, open: u8, close: u8) -> Result<usize, bool> {
+fn scan_string(b: &[u8], from: usize) -> ScanResult<(usize, bool)> {
     #[cfg(target_arch = "x86_64")]
     {
-        if b.len() - from >= 128 && std::is_x86_feature_detected!("avx2") && std::is_x86_feature_detected!("pclmulqdq")
-        {
-            // SAFETY: both features were just detected on this CPU.
-            return unsafe { skip_to_close_avx2(b, from, open, close) };
-        }
-    }
-    skip_to_close_portable(b, from, open, close)
-}
-
-/// [`skip_to_close`] with SSE2 masks (or plain loops off x86_64).
-fn skip_to_close_portable(b: &[u8], from: usize, open: u8, close: u8) -> Result<usize, bool> {
-    let mut i = from;
-    let mut st = SkipState { depth: 1, in_string: 0, esc_carry: 0 };
-    skip_blocks!(b, i, open, close, st, eq_mask, prefix_xor);
-    skip_tail(b, i, open, close, st)
-}
-
-#[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx2,pclmulqdq")]
-unsafe fn skip_to_close_avx2(b: &[u8], from: usize, open: u8, close: u8) -> Result<usize, bool> {
-    use std::arch::x86_64::*;
-    #[inline(always)]
-    fn eq(chunk: &[u8; 64], c: u8) -> u64 {
-        // SAFETY: only reached from the avx2 function below (inlined into it); the two
-        // 32-byte unaligned loads stay inside the 64-byte array.
-        unsafe {
-            let n = _mm256_set1_epi8(c as i8);
-            let p = chunk.as_ptr() as *const __m256i;
-            let lo = _mm256_movemask_epi8(_mm256_cmpeq_epi8(_mm256_loadu_si256(p), n)) as u32 as u64;
-            let hi = _mm256_movemask_epi8(_mm256_cmpeq_epi8(_mm256_loadu_si256(p.add(1)), n)) as u32 as u64;
-            lo | (hi << 32)
-        }
-    }
-    #[inline(always)]
-    fn pxor(x: u64) -> u64 {
-        // SAFETY: as above (pclmulqdq): carry-less multiply by all ones is the prefix xor.
-        unsafe { _mm_cvtsi128_si64(_mm_clmulepi64_si128(_mm_set_epi64x(0, x as i64), _mm_set1_epi8(-1), 0)) as u64 }
-    }
-    let mut i = from;
-    let mut st = SkipState { depth: 1, in_string: 0, esc_carry: 0 };
-    skip_blocks!(b, i, open, close, st, eq, pxor);
-    skip_tail(b, i, open, close, st)
-}
-
-/// The last bytes (under 64) of [`skip_to_close`], one at a time, continuing the state.
-#[inline]
-fn skip_tail(b: &[u8], mut i: usize, open: u8, close: u8, st: SkipState) -> Result<usize, bool> {
-    let mut depth = st.depth;
-    let mut in_str = st.in_string != 0;
-    let mut escaped = st.esc_carry != 0;
-    while i < b.len() {
-        let c = b[i];
-        if in_str {
-            if escaped {
-                escaped = false;
-            } else if c == b'\\' {
-                escaped = true;
-            } else if c == b'"' {
-                in_str = false;
-            }
-        } else if c == b'"' {
-            in_str = true;
-        } else if c == open {
-            depth += 1;
-        } else if c == close {
-            depth -= 1;
-            if depth == 0 {
-                return Ok(i + 1);
-            }
-        }
-        i += 1;
-    }
-    Err(in_str)
-}
-
-/// The end of a string whose content starts at `from` and whether it holds a backslash.
-/// Short strings (keys, labels) are crossed 16 bytes at a time looking for `"` and `\`
-/// together; long or escaped ones go to [`string_end`].
-#[inline(always)]
-fn scan_string(b: &[u8], from: usize) -> Option<(usize, bool)> {
-    #[cfg(target_arch = "x86_64")]
-    {
-        use std::arch::x86_64::{__m128i, _mm_cmpeq_epi8, _mm_loadu_si128, _mm_movemask_epi8, _mm_set1_epi8};
+        use std::arch::x86_64::{
+            __m128i, _mm_cmpeq_epi8, _mm_loadu_si128, _mm_max_epu8, _mm_movemask_epi8, _mm_or_si128, _mm_set1_epi8,
+        };
         let mut i = from;
         while i + 16 <= b.len() && i < from + 64 {
             // SAFETY: SSE2 is baseline on x86_64; the load reads b[i..i + 16], in bounds.
-            let (q, bs) = unsafe {
+            let (q, other) = unsafe {
                 let v = _mm_loadu_si128(b.as_ptr().add(i) as *const __m128i);
+                let ctl = _mm_set1_epi8(0x1f);
+                // A byte is at most 0x1f exactly when max(byte, 0x1f) is 0x1f.
+                let low = _mm_cmpeq_epi8(_mm_max_epu8(v, ctl), ctl);
+                let bs = _mm_cmpeq_epi8(v, _mm_set1_epi8(b'\\' as i8));
                 (
                     _mm_movemask_epi8(_mm_cmpeq_epi8(v, _mm_set1_epi8(b'"' as i8))) as u32,
-                    _mm_movemask_epi8(_mm_cmpeq_epi8(v, _mm_set1_epi8(b'\\' as i8))) as u32,
+                    _mm_movemask_epi8(_mm_or_si128(bs, low)) as u32,
                 )
             };
-            if bs != 0 && (q == 0 || bs.trailing_zeros() < q.trailing_zeros()) {
-                return string_end(b, from).map(|e| (e, true));
+            if other != 0 && (q == 0 || other.trailing_zeros() < q.trailing_zeros()) {
+                break;
             }
             if q != 0 {
-                return Some((i + q.trailing_zeros() as usize, false));
+                return Ok((i + q.trailing_zeros() as usize, false));
             }
             i += 16;
         }
     }
-    let end = string_end(b, from)?;
-    Some((end, memchr::memchr(b'\\', &b[from..end]).is_some()))
-}
-
-/// Index of the quote that closes a string whose content starts at `from`: the next
-/// `"` not preceded by an odd run of backslashes. Found with `memchr` on quotes only, so
-/// text full of escapes (`\n`, `\"`) is crossed at SIMD speed.
-#[inline]
-fn string_end(b: &[u8], from: usize) -> Option<usize> {
-    let mut at = from;
-    loop {
-        let q = at + memchr::memchr(b'"', &b[at..])?;
-        let mut k = q;
-        while k > from && b[k - 1] == b'\\' {
-            k -= 1;
-        }
-        if (q - k).is_multiple_of(2) {
-            return Some(q);
-        }
-        at = q + 1;
-    }
+    super::check::string_checked(b, from)
 }
 
 /// Decodes a raw JSON string body (as returned by [`Scanner::string`]).
@@ -661,72 +449,25 @@ mod tests {
         }
     }
 
-    /// The block skipper agrees with a byte-by-byte one on random bracket/quote soup.
+    /// The short-string fast path agrees with the checked string reader from every
+    /// quote of random text holding quotes, escapes, control bytes and long runs.
     #[test]
-    fn block_skipper_matches_scalar() {
-        fn scalar(b: &[u8], from: usize, open: u8, close: u8) -> Option<usize> {
-            let (mut depth, mut in_str, mut esc) = (1u32, false, false);
-            for (i, &c) in b.iter().enumerate().skip(from) {
-                if in_str {
-                    if esc {
-                        esc = false;
-                    } else if c == b'\\' {
-                        esc = true;
-                    } else if c == b'"' {
-                        in_str = false;
-                    }
-                } else if c == b'"' {
-                    in_str = true;
-                } else if c == open {
-                    depth += 1;
-                } else if c == close {
-                    depth -= 1;
-                    if depth == 0 {
-                        return Some(i + 1);
-                    }
-                }
-            }
-            None
-        }
-        // Valid-shaped soup: brackets and letters outside strings; inside strings any of
-        // them, escaped quotes and escaped backslashes (backslashes only occur in strings).
-        let outside = b"[]{}a ";
-        let inside = b"[]{}a \"\\";
+    fn string_fast_path_matches_the_checked_reader() {
+        let parts: [&[u8]; 8] =
+            [b"\"", b"\\\"", b"\\n", b"\\u00e9", b"\\q", b"\t", b"abc \xc3\xa9", b"0123456789abcdef"];
         let mut rng = crate::generate::rng::Rng::new(0x9E37_79B9_7F4A_7C15u64);
-        let mut next = move || rng.next_u64();
-        for n in 0..4000 {
-            let len = 1 + n % 300;
-            let mut v = vec![b'['];
-            while v.len() < len {
-                if next() % 4 == 0 {
-                    v.push(b'"');
-                    for _ in 0..next() % 40 {
-                        let c = inside[(next() % inside.len() as u64) as usize];
-                        if c == b'"' || c == b'\\' {
-                            v.push(b'\\');
-                        }
-                        v.push(c);
-                    }
-                    // Only the very last string may be left open (a cut-off line).
-                    if v.len() < len || next() % 4 != 0 {
-                        v.push(b'"');
-                    }
-                } else {
-                    v.push(outside[(next() % outside.len() as u64) as usize]);
-                }
+        for _ in 0..4000 {
+            let mut v = vec![b'"'];
+            for _ in 0..rng.next_u64() % 24 {
+                v.extend_from_slice(parts[(rng.next_u64() % parts.len() as u64) as usize]);
             }
-            assert_eq!(
-                skip_to_close(&v, 1, b'[', b']').ok(),
-                scalar(&v, 1, b'[', b']'),
-                "{}",
-                String::from_utf8_lossy(&v)
-            );
-            assert_eq!(skip_to_close(&v, 1, b'{', b'}').ok(), scalar(&v, 1, b'{', b'}'));
-            assert_eq!(skip_to_close_portable(&v, 1, b'[', b']').ok(), scalar(&v, 1, b'[', b']'));
-            // The string scanner agrees with the plain one from every quote.
             for (q, _) in v.iter().enumerate().filter(|(_, &c)| c == b'"') {
-                let plain = string_end(&v, q + 1).map(|e| (e, memchr::memchr(b'\\', &v[q + 1..e]).is_some()));
-                assert_eq!(scan_string(&v, q + 1), plain);
+                assert_eq!(
+                    scan_string(&v, q + 1),
+                    super::super::check::string_checked(&v, q + 1),
+                    "{}",
+                    String::from_utf8_lossy(&v)
+                );
             }
         }
     }

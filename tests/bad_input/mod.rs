@@ -52,6 +52,27 @@ fn invalid_json_on_a_line() {
     refused(&r, &["rollouts.jsonl", "line 2", "invalid JSON"]);
 }
 
+/// Text that is not JSON inside the model payload, which no statistic reads, is refused
+/// as Python's reader refuses it: a doubled comma in an array, a raw tab in a string, a
+/// bad escape, an object closed by `]`. Each in the inputs file too.
+#[test]
+fn invalid_json_inside_a_skipped_payload() {
+    for payload in [r#"[1,,2]"#, "[\"a\tb\"]", r#"["a\qb"]"#, r#"{"x": [1}]"#] {
+        let bad = format!(
+            "{}{{\"reward\": 0.0, \"response\": {{\"output\": {payload}}}, \"agent_ref\": {{\"name\": \"a\"}}, \"_ng_task_index\": 0, \"_ng_rollout_index\": 1}}\n",
+            GOOD_ROLLOUTS.lines().next().unwrap().to_string() + "\n"
+        );
+        let r = profile(GOOD_INPUT.as_bytes(), bad.as_bytes(), &[]);
+        refused(&r, &["rollouts.jsonl", "line 2", "invalid JSON"]);
+        let bad_input = format!(
+            "{}{{\"agent_ref\": {{\"name\": \"a\"}}, \"responses_create_params\": {{\"input\": {payload}}}, \"_ng_task_index\": 0, \"_ng_rollout_index\": 1}}\n",
+            GOOD_INPUT.lines().next().unwrap().to_string() + "\n"
+        );
+        let r = profile(bad_input.as_bytes(), GOOD_ROLLOUTS.as_bytes(), &[]);
+        refused(&r, &["inputs.jsonl", "line 2", "invalid JSON"]);
+    }
+}
+
 #[test]
 fn a_line_that_is_not_an_object() {
     let r = profile(b"[1, 2]\n", GOOD_ROLLOUTS.as_bytes(), &[]);
