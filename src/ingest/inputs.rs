@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 use super::lines::{read_pieces, PieceLines, ReadReport};
 use super::rollouts::str_value;
 use super::rollouts::{describe, Names, NONE};
-use super::scan::{key_is, Scalar, Scanner};
+use super::scan::{key_is, top_key_at, Scalar, Scanner};
 use crate::error::{Error, Location, Result};
 
 /// Expected rollouts, in file order.
@@ -78,7 +78,10 @@ pub fn read_inputs(path: &Path) -> Result<InputTable> {
                 }
                 let mut s = Scanner::new(l.bytes);
                 let inv = |e: super::scan::ScanError| {
-                    (None, format!("invalid JSON: {} (at byte {} of the line)", e.msg, e.offset + 1))
+                    (
+                        top_key_at(l.bytes, e.offset),
+                        format!("invalid JSON: {} (at byte {} of the line)", e.msg, e.offset + 1),
+                    )
                 };
                 if s.peek() != Some(b'{') {
                     let what = s.value().map(|v| describe(&v)).unwrap_or("invalid JSON");

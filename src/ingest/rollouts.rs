@@ -11,7 +11,7 @@ use std::path::{Path, PathBuf};
 use rayon::prelude::*;
 
 use super::lines::{read_pieces, Line, PieceLines, ReadReport};
-use super::scan::{decode_str, key_is, Scalar, ScanError, Scanner};
+use super::scan::{decode_str, key_is, top_key_at, Scalar, ScanError, Scanner};
 use super::table::{merge_columns, tag, Column, ColumnsBuilder, Interner, Source, MAX_KEPT_STR};
 use crate::error::{Error, Location, Result};
 
@@ -470,8 +470,8 @@ pub fn read_rollouts(path: &Path) -> Result<RolloutTable> {
                     continue;
                 }
                 let mut loc = Location::line(path, l.number);
-                if let Some(k) = &e.key {
-                    loc = loc.key(k);
+                if let Some(k) = e.key.clone().or_else(|| e.offset.and_then(|o| top_key_at(l.bytes, o))) {
+                    loc = loc.key(&k);
                 }
                 let msg = match e.offset {
                     Some(off) if e.key.is_none() => format!("{} (at byte {} of the line)", e.msg, off + 1),

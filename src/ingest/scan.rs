@@ -314,6 +314,26 @@ fn scan_string(b: &[u8], from: usize) -> ScanResult<(usize, bool)> {
     super::check::string_checked(b, from)
 }
 
+/// The top-level key of the JSON object `line` whose value holds byte `offset`, for
+/// naming where a line is broken (`None` when the byte is not inside a member's value).
+pub fn top_key_at(line: &[u8], offset: usize) -> Option<String> {
+    let mut s = Scanner::new(line);
+    if s.peek() != Some(b'{') {
+        return None;
+    }
+    s.i += 1;
+    let mut first = true;
+    while let Ok(Some(k)) = s.next_key(&mut first) {
+        let start = s.i;
+        let value = s.value();
+        if start <= offset && (value.is_err() || offset < s.i) {
+            return decode_str(k.0, k.1).ok();
+        }
+        value.ok()?;
+    }
+    None
+}
+
 /// Decodes a raw JSON string body (as returned by [`Scanner::string`]).
 pub fn decode_str(raw: &[u8], escaped: bool) -> Result<String, &'static str> {
     if !escaped {
@@ -470,6 +490,18 @@ mod tests {
                 );
             }
         }
+    }
+
+    /// A broken byte is named by the top-level member whose value holds it.
+    #[test]
+    fn top_key_at_names_the_member_holding_a_byte() {
+        let line = br#"{"a": 1, "b\u0041": {"x": [1,,2]}, "c": "z"}"#;
+        let comma = line.windows(2).position(|w| w == b",,").unwrap() + 1;
+        assert_eq!(top_key_at(line, comma).as_deref(), Some("bA"));
+        assert_eq!(top_key_at(line, 6).as_deref(), Some("a"));
+        // Inside a key, or on the line's own punctuation: no member.
+        assert_eq!(top_key_at(line, 2), None);
+        assert_eq!(top_key_at(line, 0), None);
     }
 
     /// The short-string comparison agrees with `==` for every length up to 40, equal

@@ -63,13 +63,13 @@ fn invalid_json_inside_a_skipped_payload() {
             GOOD_ROLLOUTS.lines().next().unwrap().to_string() + "\n"
         );
         let r = profile(GOOD_INPUT.as_bytes(), bad.as_bytes(), &[]);
-        refused(&r, &["rollouts.jsonl", "line 2", "invalid JSON"]);
+        refused(&r, &["rollouts.jsonl", "line 2", "key `response`", "invalid JSON", "of the line"]);
         let bad_input = format!(
             "{}{{\"agent_ref\": {{\"name\": \"a\"}}, \"responses_create_params\": {{\"input\": {payload}}}, \"_ng_task_index\": 0, \"_ng_rollout_index\": 1}}\n",
             GOOD_INPUT.lines().next().unwrap().to_string() + "\n"
         );
         let r = profile(bad_input.as_bytes(), GOOD_ROLLOUTS.as_bytes(), &[]);
-        refused(&r, &["inputs.jsonl", "line 2", "invalid JSON"]);
+        refused(&r, &["inputs.jsonl", "line 2", "key `responses_create_params`", "invalid JSON", "of the line"]);
     }
 }
 
