@@ -1,7 +1,9 @@
 //! Crossing the objects and arrays no statistic needs (model input and output) while
-//! checking that they are JSON, as Python's `json.loads` reads it: every string closed,
-//! with valid escapes and no raw control characters; numbers and literals well formed;
-//! `,` and `:` where the grammar puts them; brackets matched by kind. Nothing is built.
+//! checking that they are JSON as NeMo Gym's line reader (orjson) reads it: every string
+//! closed, with valid escapes (surrogates in pairs) and no raw control characters;
+//! numbers and literals well formed (plus Python's `NaN` and infinities, which rollstat
+//! accepts everywhere); `,` and `:` where the grammar puts them; brackets matched by
+//! kind. Nothing is built.
 //! String bodies, which hold most of the bytes, are crossed 32 bytes at a time (AVX2)
 //! or 16 (SSE2, every x86_64 CPU).
 
