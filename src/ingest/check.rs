@@ -65,9 +65,11 @@ fn next(b: &[u8], i: &mut usize) -> Option<u8> {
     }
 }
 
-/// From the `{` or `[` at `at`, the index just after the value it opens, checking the
-/// whole value (see the module documentation). An error names the first offending byte.
+/// From the `{` or `[` at `at` (which must be inside `b`), the index just after the
+/// value it opens, checking the whole value (see the module documentation). An error
+/// names the first offending byte.
 pub fn skip_checked(b: &[u8], at: usize) -> Result<usize, ScanError> {
+    debug_assert!(matches!(b.get(at), Some(b'{' | b'[')));
     #[cfg(target_arch = "x86_64")]
     {
         if b.len() - at >= 64 && std::is_x86_feature_detected!("avx2") {
@@ -173,9 +175,11 @@ const ESCAPE: [bool; 256] = {
     t
 };
 
-/// The closing quote of a string whose content starts at `from`, checking its escapes
-/// and that it holds no raw control character, and whether it holds any escape.
+/// The closing quote of a string whose content starts at `from` (just after its opening
+/// quote, so `from >= 1`), checking its escapes and that it holds no raw control
+/// character, and whether it holds any escape.
 pub fn string_checked(b: &[u8], from: usize) -> Result<(usize, bool), ScanError> {
+    debug_assert!(from >= 1 && b.get(from - 1) == Some(&b'"'));
     let (end, escaped) = string_esc::<Base>(b, from - 1)?;
     Ok((end - 1, escaped))
 }
@@ -406,6 +410,12 @@ mod tests {
             (r#"["\/\b\f\n\r\t\"\\"]"#, true),
             ("[true,false,null]", true),
             ("[1]x", false),
+            ("[1e400]", false),
+            ("[-1e400]", false),
+            ("[1.7976931348623159e308]", false),
+            ("[1.7976931348623157e308]", true),
+            ("[1e-400]", true),
+            ("[123456789012345678901234567890]", true),
             ("[\"unterminated]", false),
         ];
         for &(text, python) in cases {
@@ -513,7 +523,9 @@ mod tests {
                     }
                     j = digits(j)?;
                 }
-                Some(j)
+                // A number a double cannot hold is refused.
+                let v: f64 = std::str::from_utf8(&b[i..j]).ok()?.parse().ok()?;
+                v.is_finite().then_some(j)
             }
         }
     }

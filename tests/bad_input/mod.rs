@@ -53,11 +53,12 @@ fn invalid_json_on_a_line() {
 }
 
 /// Text that is not JSON inside the model payload, which no statistic reads, is refused
-/// as Python's reader refuses it: a doubled comma in an array, a raw tab in a string, a
-/// bad escape, an object closed by `]`. Each in the inputs file too.
+/// as NeMo Gym's reader refuses it: a doubled comma in an array, a raw tab in a string, a
+/// bad escape, an object closed by `]`, a number too large for a double. Each in the
+/// inputs file too.
 #[test]
 fn invalid_json_inside_a_skipped_payload() {
-    for payload in [r#"[1,,2]"#, "[\"a\tb\"]", r#"["a\qb"]"#, r#"{"x": [1}]"#] {
+    for payload in [r#"[1,,2]"#, "[\"a\tb\"]", r#"["a\qb"]"#, r#"{"x": [1}]"#, "[1e400]"] {
         let bad = format!(
             "{}{{\"reward\": 0.0, \"response\": {{\"output\": {payload}}}, \"agent_ref\": {{\"name\": \"a\"}}, \"_ng_task_index\": 0, \"_ng_rollout_index\": 1}}\n",
             GOOD_ROLLOUTS.lines().next().unwrap().to_string() + "\n"
