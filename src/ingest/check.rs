@@ -423,6 +423,43 @@ mod tests {
         }
     }
 
+    /// The reference reading of the string at the quote `i`: the index after its
+    /// closing quote, or `None`.
+    fn reference_string(b: &[u8], mut i: usize) -> Option<usize> {
+        i += 1;
+        loop {
+            match *b.get(i)? {
+                b'"' => return Some(i + 1),
+                b'\\' => match *b.get(i + 1)? {
+                    b'u' => {
+                        let unit = |j: usize| -> Option<u32> {
+                            let hex = b.get(j + 2..j + 6)?;
+                            if b[j + 1] != b'u' || !hex.iter().all(|c| c.is_ascii_hexdigit()) {
+                                return None;
+                            }
+                            u32::from_str_radix(std::str::from_utf8(hex).ok()?, 16).ok()
+                        };
+                        let u = unit(i)?;
+                        i += 6;
+                        if (0xD800..0xDC00).contains(&u) {
+                            // A high surrogate needs an escaped low one next.
+                            if b.get(i) != Some(&b'\\') || !(0xDC00..0xE000).contains(&unit(i)?) {
+                                return None;
+                            }
+                            i += 6;
+                        } else if (0xDC00..0xE000).contains(&u) {
+                            return None;
+                        }
+                    }
+                    c if b"\"\\/bfnrt".contains(&c) => i += 2,
+                    _ => return None,
+                },
+                c if c < 0x20 => return None,
+                _ => i += 1,
+            }
+        }
+    }
+
     /// An independent byte-by-byte reading of the same grammar: the index after the value
     /// at `i`, or `None`.
     fn reference(b: &[u8], mut i: usize) -> Option<usize> {
@@ -431,40 +468,6 @@ mod tests {
                 i += 1;
             }
             i
-        }
-        fn string(b: &[u8], mut i: usize) -> Option<usize> {
-            i += 1;
-            loop {
-                match *b.get(i)? {
-                    b'"' => return Some(i + 1),
-                    b'\\' => match *b.get(i + 1)? {
-                        b'u' => {
-                            let unit = |j: usize| -> Option<u32> {
-                                let hex = b.get(j + 2..j + 6)?;
-                                if b[j + 1] != b'u' || !hex.iter().all(|c| c.is_ascii_hexdigit()) {
-                                    return None;
-                                }
-                                u32::from_str_radix(std::str::from_utf8(hex).ok()?, 16).ok()
-                            };
-                            let u = unit(i)?;
-                            i += 6;
-                            if (0xD800..0xDC00).contains(&u) {
-                                // A high surrogate needs an escaped low one next.
-                                if b.get(i) != Some(&b'\\') || !(0xDC00..0xE000).contains(&unit(i)?) {
-                                    return None;
-                                }
-                                i += 6;
-                            } else if (0xDC00..0xE000).contains(&u) {
-                                return None;
-                            }
-                        }
-                        c if b"\"\\/bfnrt".contains(&c) => i += 2,
-                        _ => return None,
-                    },
-                    c if c < 0x20 => return None,
-                    _ => i += 1,
-                }
-            }
         }
         i = ws(b, i);
         match *b.get(i)? {
@@ -479,7 +482,7 @@ mod tests {
                         if b.get(i) != Some(&b'"') {
                             return None;
                         }
-                        i = ws(b, string(b, i)?);
+                        i = ws(b, reference_string(b, i)?);
                         if b.get(i) != Some(&b':') {
                             return None;
                         }
@@ -493,7 +496,7 @@ mod tests {
                     }
                 }
             }
-            b'"' => string(b, i),
+            b'"' => reference_string(b, i),
             _ => {
                 for w in [&b"true"[..], b"false", b"null", b"NaN", b"Infinity", b"-Infinity"] {
                     if b[i..].starts_with(w) {
@@ -615,6 +618,13 @@ mod tests {
             }
             let want = reference(&v, 0);
             assert_eq!(skip_checked(&v, 0).ok(), want, "{}", String::from_utf8_lossy(&v));
+            // The string reader the scanner uses for top-level strings agrees from every
+            // quote, and says whether the string holds an escape.
+            for (q, _) in v.iter().enumerate().filter(|(_, &c)| c == b'"') {
+                let got = string_checked(&v, q + 1).ok();
+                let want = reference_string(&v, q).map(|end| (end - 1, v[q + 1..end - 1].contains(&b'\\')));
+                assert_eq!(got, want, "{}", String::from_utf8_lossy(&v[q..]));
+            }
             if want.is_some() {
                 good += 1;
             } else {

@@ -103,7 +103,7 @@ impl<'a> Scanner<'a> {
             return self.err("expected a string");
         }
         let start = self.i + 1;
-        let (end, escaped) = scan_string(self.b, start)?;
+        let (end, escaped) = super::check::string_checked(self.b, start)?;
         self.i = end + 1;
         Ok((&self.b[start..end], escaped))
     }
@@ -282,43 +282,6 @@ const POW10: [f64; 23] = [
     1e21, 1e22,
 ];
 
-/// The closing quote of a string whose content starts at `from` and whether the string
-/// holds a backslash. Short plain strings (keys, labels) are settled 16 bytes at a time
-/// looking for `"`, `\` and control characters together; anything longer or escaped is
-/// crossed and checked by [`super::check::string_checked`].
-#[inline(always)]
-fn scan_string(b: &[u8], from: usize) -> ScanResult<(usize, bool)> {
-    #[cfg(target_arch = "x86_64")]
-    {
-        use std::arch::x86_64::{
-            __m128i, _mm_cmpeq_epi8, _mm_loadu_si128, _mm_max_epu8, _mm_movemask_epi8, _mm_or_si128, _mm_set1_epi8,
-        };
-        let mut i = from;
-        while i + 16 <= b.len() && i < from + 64 {
-            // SAFETY: SSE2 is baseline on x86_64; the load reads b[i..i + 16], in bounds.
-            let (q, other) = unsafe {
-                let v = _mm_loadu_si128(b.as_ptr().add(i) as *const __m128i);
-                let ctl = _mm_set1_epi8(0x1f);
-                // A byte is at most 0x1f exactly when max(byte, 0x1f) is 0x1f.
-                let low = _mm_cmpeq_epi8(_mm_max_epu8(v, ctl), ctl);
-                let bs = _mm_cmpeq_epi8(v, _mm_set1_epi8(b'\\' as i8));
-                (
-                    _mm_movemask_epi8(_mm_cmpeq_epi8(v, _mm_set1_epi8(b'"' as i8))) as u32,
-                    _mm_movemask_epi8(_mm_or_si128(bs, low)) as u32,
-                )
-            };
-            if other != 0 && (q == 0 || other.trailing_zeros() < q.trailing_zeros()) {
-                break;
-            }
-            if q != 0 {
-                return Ok((i + q.trailing_zeros() as usize, false));
-            }
-            i += 16;
-        }
-    }
-    super::check::string_checked(b, from)
-}
-
 /// The top-level key of the JSON object `line` whose value holds byte `offset`, for
 /// naming where a line is broken (`None` when the byte is not inside a member's value).
 pub fn top_key_at(line: &[u8], offset: usize) -> Option<String> {
@@ -471,29 +434,6 @@ mod tests {
                 }
             }
             assert!(failed, "{}", String::from_utf8_lossy(bad));
-        }
-    }
-
-    /// The short-string fast path agrees with the checked string reader from every
-    /// quote of random text holding quotes, escapes, control bytes and long runs.
-    #[test]
-    fn string_fast_path_matches_the_checked_reader() {
-        let parts: [&[u8]; 8] =
-            [b"\"", b"\\\"", b"\\n", b"\\u00e9", b"\\q", b"\t", b"abc \xc3\xa9", b"0123456789abcdef"];
-        let mut rng = crate::generate::rng::Rng::new(0x9E37_79B9_7F4A_7C15u64);
-        for _ in 0..4000 {
-            let mut v = vec![b'"'];
-            for _ in 0..rng.next_u64() % 24 {
-                v.extend_from_slice(parts[(rng.next_u64() % parts.len() as u64) as usize]);
-            }
-            for (q, _) in v.iter().enumerate().filter(|(_, &c)| c == b'"') {
-                assert_eq!(
-                    scan_string(&v, q + 1),
-                    super::super::check::string_checked(&v, q + 1),
-                    "{}",
-                    String::from_utf8_lossy(&v)
-                );
-            }
         }
     }
 
