@@ -109,25 +109,33 @@ pub fn read_inputs(path: &Path) -> Result<InputTable> {
                             }
                         }
                     } else if key_is(k, b"_ng_environment_server") {
+                        // A key given twice keeps its last value, as Python's dict does.
+                        server = NONE;
                         if let Scalar::Str(raw, e) = s.value().map_err(inv)? {
                             // SAFETY: `raw` is a string token of this line, validated as UTF-8 on entry.
                             let n = unsafe { str_value(raw, e) }
                                 .map_err(|m| (Some("_ng_environment_server".to_string()), m.to_string()))?;
                             server = p.name(&n);
                         }
-                    } else if key_is(k, b"agent_ref") && s.peek() == Some(b'{') {
-                        s.i += 1;
-                        let mut f2 = true;
-                        while let Some(ak) = s.next_key(&mut f2).map_err(inv)? {
-                            let v = s.value().map_err(inv)?;
-                            if key_is(ak, b"name") {
-                                if let Scalar::Str(raw, e) = v {
-                                    // SAFETY: `raw` is a string token of this line, validated as UTF-8 on entry.
-                                    let n = unsafe { str_value(raw, e) }
-                                        .map_err(|m| (Some("agent_ref.name".to_string()), m.to_string()))?;
-                                    agent = p.name(&n);
+                    } else if key_is(k, b"agent_ref") {
+                        agent = NONE;
+                        if s.peek() == Some(b'{') {
+                            s.i += 1;
+                            let mut f2 = true;
+                            while let Some(ak) = s.next_key(&mut f2).map_err(inv)? {
+                                let v = s.value().map_err(inv)?;
+                                if key_is(ak, b"name") {
+                                    agent = NONE;
+                                    if let Scalar::Str(raw, e) = v {
+                                        // SAFETY: `raw` is a string token of this line, validated as UTF-8 on entry.
+                                        let n = unsafe { str_value(raw, e) }
+                                            .map_err(|m| (Some("agent_ref.name".to_string()), m.to_string()))?;
+                                        agent = p.name(&n);
+                                    }
                                 }
                             }
+                        } else {
+                            s.value().map_err(inv)?;
                         }
                     } else {
                         s.value().map_err(inv)?;

@@ -11,7 +11,7 @@ use std::path::{Path, PathBuf};
 use rayon::prelude::*;
 
 use super::lines::{read_pieces, Line, PieceLines, ReadReport};
-use super::scan::{decode_str, key_is, top_key_at, Scalar, ScanError, Scanner};
+use super::scan::{decode_str, key_is, key_is_private, top_key_at, Scalar, ScanError, Scanner};
 use super::table::{merge_columns, tag, Column, ColumnsBuilder, Interner, Source, MAX_KEPT_STR};
 use crate::error::{Error, Location, Result};
 
@@ -83,6 +83,8 @@ struct Piece {
     next_top: Vec<u32>,
     /// The same for the keys of `response.usage`.
     next_usage: Vec<u32>,
+    /// The `ng_perf` columns set in the current line (a second `ng_perf` takes them back).
+    perf_ids: Vec<u32>,
     /// The file's last line when it was cut off mid-write: its piece-local number and
     /// what was wrong with it.
     cut_off: Option<(u64, String)>,
@@ -261,6 +263,7 @@ impl Piece {
         s.i += 1;
         top_ids.clear();
         usage_ids.clear();
+        self.perf_ids.clear();
         let mut task: Option<i64> = None;
         let mut rollout: Option<i64> = None;
         let mut agent = NONE;
@@ -271,12 +274,13 @@ impl Piece {
         // Slot in `next_top` of the last kept top-level key.
         let mut after = 0usize;
         while let Some(k) = s.next_key(&mut first)? {
-            let kb = k.0;
             if key_is(k, b"_ng_task_index") {
                 task = Some(index_value(s.value()?, "_ng_task_index")?);
             } else if key_is(k, b"_ng_rollout_index") {
                 rollout = Some(index_value(s.value()?, "_ng_rollout_index")?);
             } else if key_is(k, b"_ng_environment_server") {
+                // A key given twice keeps its last value, as Python's dict does.
+                server = NONE;
                 if let Scalar::Str(raw, e) = s.value()? {
                     // SAFETY: `raw` is a string token of this line, validated as UTF-8 on entry.
                     let name = unsafe { str_value(raw, e) }.map_err(|m| LineErr {
@@ -286,9 +290,13 @@ impl Piece {
                     })?;
                     server = self.names.get(&name);
                 }
-            } else if !kb.is_empty() && kb[0] == b'_' {
+            } else if key_is_private(k) {
                 s.value()?;
             } else if key_is(k, b"response") {
+                // A second `response` replaces the first: its usage values go.
+                for id in usage_ids.drain(..) {
+                    self.cols.set(id, tag::ABSENT, 0.0);
+                }
                 if s.peek() == Some(b'{') {
                     s.i += 1;
                     let mut f2 = true;
@@ -316,12 +324,14 @@ impl Piece {
                     s.value()?;
                 }
             } else if key_is(k, b"agent_ref") {
+                agent = NONE;
                 if s.peek() == Some(b'{') {
                     s.i += 1;
                     let mut f2 = true;
                     while let Some(ak) = s.next_key(&mut f2)? {
                         let v = s.value()?;
                         if key_is(ak, b"name") {
+                            agent = NONE;
                             if let Scalar::Str(raw, e) = v {
                                 // SAFETY: `raw` is a string token of this line, validated as UTF-8 on entry.
                                 let name = unsafe { str_value(raw, e) }.map_err(|m| LineErr {
@@ -339,6 +349,10 @@ impl Piece {
             } else if key_is(k, b"mask_sample") {
                 masked = truthy(&s.value()?);
             } else if key_is(k, b"ng_perf") {
+                perf = false;
+                for id in self.perf_ids.drain(..) {
+                    self.cols.set(id, tag::ABSENT, 0.0);
+                }
                 if s.peek() == Some(b'{') {
                     perf = true;
                     s.i += 1;
@@ -349,6 +363,7 @@ impl Piece {
                             let key = key_string(pk);
                             let id = self.cols.id(Source::Perf, &key);
                             self.cols.set(id, t, x);
+                            self.perf_ids.push(id);
                         }
                     }
                 } else {
@@ -358,7 +373,14 @@ impl Piece {
                 let v = s.value()?;
                 let guess = guess(&self.next_top, after);
                 match v {
-                    Scalar::Container { .. } => {}
+                    Scalar::Container { .. } => {
+                        // An object or array after a scalar of the same key replaces it.
+                        let key = key_string(k);
+                        if let Some(at) = top_ids.iter().position(|&id| self.cols.is(id, Source::Top, &key)) {
+                            let id = top_ids.remove(at);
+                            self.cols.set(id, tag::ABSENT, 0.0);
+                        }
+                    }
                     Scalar::Str(raw, e) if raw.len() <= MAX_KEPT_STR => {
                         let key = key_string(k);
                         let id = self.cols.id_guess(Source::Top, &key, guess);
@@ -660,6 +682,11 @@ mod tests {
                 if let Some(v) = kept {
                     seq.push((k, Source::Top));
                     vals.insert((Source::Top, k), v);
+                } else if vals.remove(&(Source::Top, k)).is_some() {
+                    // An object or array after a kept value of the same key replaces it
+                    // (the last value wins, as in Python).
+                    let at = seq.iter().position(|s| *s == (k, Source::Top)).unwrap();
+                    seq.remove(at);
                 }
             }
             let mut usage = Vec::new();

@@ -355,10 +355,31 @@ pub fn decode_str(raw: &[u8], escaped: bool) -> Result<String, &'static str> {
     String::from_utf8(out).map_err(|_| "invalid UTF-8 in string")
 }
 
-/// Compares a raw key with a plain ASCII name (keys with escapes never match).
+/// Whether a raw key (as [`Scanner::next_key`] returns it) is `name` once its escapes are
+/// decoded: NeMo Gym's reader takes `"\u005fng_task_index"` for `_ng_task_index`. Keys
+/// without escapes, nearly all, are compared as they are.
 #[inline]
 pub fn key_is(raw: (&[u8], bool), name: &[u8]) -> bool {
-    !raw.1 && bytes_eq(raw.0, name)
+    if raw.1 {
+        escaped_key_is(raw.0, name)
+    } else {
+        bytes_eq(raw.0, name)
+    }
+}
+
+#[cold]
+fn escaped_key_is(raw: &[u8], name: &[u8]) -> bool {
+    decode_str(raw, true).is_ok_and(|k| k.as_bytes() == name)
+}
+
+/// Whether a raw key starts with `_` once its escapes are decoded (a private field).
+#[inline]
+pub fn key_is_private(raw: (&[u8], bool)) -> bool {
+    match raw.0.first() {
+        Some(b'_') => true,
+        Some(b'\\') => decode_str(raw.0, true).is_ok_and(|k| k.starts_with('_')),
+        _ => false,
+    }
 }
 
 /// `a == b` for short byte strings such as keys, compared with two overlapping loads per

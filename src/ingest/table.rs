@@ -182,18 +182,23 @@ impl ColumnsBuilder {
     #[inline]
     pub fn id_guess(&mut self, source: Source, key: &[u8], guess: Option<u32>) -> u32 {
         if let Some(g) = guess {
-            if let Some(c) = self.cols.get(g as usize) {
-                if c.source == source && super::scan::bytes_eq(c.name.as_bytes(), key) {
-                    return g;
-                }
+            if self.is(g, source, key) {
+                return g;
             }
         }
         self.guess_misses += 1;
         self.id(source, key)
     }
 
-    /// Sets a numeric/null value (`t` one of NULL, INT, FLOAT, BOOL, LONG_STR) in the
-    /// current row. Setting a column twice in a row keeps the last value (as in Python).
+    /// Whether column `id` has this source and name.
+    #[inline]
+    pub fn is(&self, id: u32, source: Source, key: &[u8]) -> bool {
+        self.cols.get(id as usize).is_some_and(|c| c.source == source && super::scan::bytes_eq(c.name.as_bytes(), key))
+    }
+
+    /// Sets a numeric/null value (`t` one of NULL, INT, FLOAT, BOOL, LONG_STR; or ABSENT,
+    /// which takes back an earlier value) in the current row. Setting a column twice in a
+    /// row keeps the last value (as in Python).
     #[inline]
     pub fn set(&mut self, id: u32, t: u8, v: f64) {
         self.recs.push(Rec::new(v.to_bits(), id, t));

@@ -986,3 +986,78 @@ fn rollouts_from_a_pipe() {
         assert_eq!(std::fs::read(from_pipe.join(n)).unwrap(), std::fs::read(from_file.join(n)).unwrap(), "{n}");
     }
 }
+
+/// Keys written with `\u` escapes, and keys given twice in one line, read as NeMo Gym's
+/// reader (orjson) reads them: escapes decoded, the last value kept. Each file below
+/// must give the same artifacts, byte for byte, as its plain form (what that reader
+/// makes of it, written out again).
+#[test]
+fn escaped_and_repeated_keys_read_as_their_plain_form() {
+    let d = TempDir::new("keys");
+    let rollouts_odd = [
+        // Escaped top-level, nested, index, mask, private and agent keys.
+        r#"{"reward":1.0,"r\u0065sponse":{"\u0075sage":{"tok":3}},"mask_\u0073ample":false,"\u005fng_task_index":0,"_ng_rollout_index":0,"\u005fhidden":5,"agent_ref":{"n\u0061me":"A"}}"#,
+        // A second `response` replaces the first one's usage.
+        r#"{"reward":0.0,"response":{"usage":{"tok":4,"gone":1}},"response":{"usage":{"tok":5}},"mask_sample":false,"_ng_task_index":0,"_ng_rollout_index":1,"agent_ref":{"name":"A"}}"#,
+        // An object after a number of the same key, a second `ng_perf` and `agent_ref`.
+        r#"{"reward":1.0,"score":2,"score":{"a":1},"ng_perf":{"x":1},"ng_perf":null,"_ng_task_index":1,"_ng_rollout_index":0,"agent_ref":{"name":"B"},"agent_ref":{"name":"A"}}"#,
+        // A stamp taken back, an agent name given twice.
+        r#"{"reward":0.5,"response":{"usage":{"tok":6}},"_ng_environment_server":"S","_ng_environment_server":null,"_ng_task_index":1,"_ng_rollout_index":1,"agent_ref":{"name":"B","name":"A"}}"#,
+    ];
+    let rollouts_plain = [
+        r#"{"reward":1.0,"response":{"usage":{"tok":3}},"mask_sample":false,"_ng_task_index":0,"_ng_rollout_index":0,"_hidden":5,"agent_ref":{"name":"A"}}"#,
+        r#"{"reward":0.0,"response":{"usage":{"tok":5}},"mask_sample":false,"_ng_task_index":0,"_ng_rollout_index":1,"agent_ref":{"name":"A"}}"#,
+        r#"{"reward":1.0,"score":{"a":1},"ng_perf":null,"_ng_task_index":1,"_ng_rollout_index":0,"agent_ref":{"name":"A"}}"#,
+        r#"{"reward":0.5,"response":{"usage":{"tok":6}},"_ng_environment_server":null,"_ng_task_index":1,"_ng_rollout_index":1,"agent_ref":{"name":"A"}}"#,
+    ];
+    let inputs_odd = [
+        r#"{"q":"one","\u005fng_task_index":0,"_ng_rollout_index":0,"agent_ref":{"n\u0061me":"A"}}"#,
+        r#"{"q":"one","_ng_task_index":0,"_ng_rollout_index":1,"agent_ref":{"name":"A"},"_ng_environment_server":"S","_ng_environment_server":null}"#,
+        r#"{"q":"two","_ng_task_index":1,"_ng_rollout_index":0,"agent_ref":{"name":"B"},"agent_ref":{"name":"A"}}"#,
+        r#"{"q":"two","_ng_task_index":1,"_ng_rollout_index":1,"agent_ref":{"name":"A"}}"#,
+    ];
+    let inputs_plain = [
+        r#"{"q":"one","_ng_task_index":0,"_ng_rollout_index":0,"agent_ref":{"name":"A"}}"#,
+        r#"{"q":"one","_ng_task_index":0,"_ng_rollout_index":1,"agent_ref":{"name":"A"},"_ng_environment_server":null}"#,
+        r#"{"q":"two","_ng_task_index":1,"_ng_rollout_index":0,"agent_ref":{"name":"A"}}"#,
+        r#"{"q":"two","_ng_task_index":1,"_ng_rollout_index":1,"agent_ref":{"name":"A"}}"#,
+    ];
+    let mut outs = Vec::new();
+    for (name, r, i) in [("odd", rollouts_odd, inputs_odd), ("plain", rollouts_plain, inputs_plain)] {
+        let r = d.write(&format!("{name}_rollouts.jsonl"), &(r.join("\n") + "\n"));
+        let i = d.write(&format!("{name}_inputs.jsonl"), &(i.join("\n") + "\n"));
+        let od = d.join(&format!("out_{name}"));
+        std::fs::create_dir_all(&od).unwrap();
+        let o = run(&[
+            "profile",
+            "--rollouts",
+            r.to_str().unwrap(),
+            "--inputs",
+            i.to_str().unwrap(),
+            "--out-dir",
+            od.to_str().unwrap(),
+        ]);
+        assert!(o.status.success(), "{name}: {}", stderr(&o));
+        let agg = od.join("agg.json");
+        let o = run(&["aggregate", "--rollouts", r.to_str().unwrap(), "--out", agg.to_str().unwrap(), "-q"]);
+        assert!(o.status.success(), "{name}: {}", stderr(&o));
+        let mut files = Vec::new();
+        for f in std::fs::read_dir(&od).unwrap() {
+            let f = f.unwrap().path();
+            files.push((f.file_name().unwrap().to_string_lossy().replace(name, ""), std::fs::read(&f).unwrap()));
+        }
+        files.sort();
+        outs.push(files);
+    }
+    assert_eq!(outs[0].len(), 4);
+    for (odd, plain) in outs[0].iter().zip(&outs[1]) {
+        assert_eq!(odd.0, plain.0);
+        assert_eq!(String::from_utf8_lossy(&odd.1), String::from_utf8_lossy(&plain.1), "{}", odd.0);
+    }
+    // What the plain form holds, so that the comparison is not between two failures.
+    let agg = std::fs::read_to_string(d.join("out_plain/agg.json")).unwrap();
+    assert!(agg.contains("\"mean/tok\": 4.666666666666667"), "{agg}");
+    for absent in ["gone", "_hidden", "score", "perf_summary", "\"B\""] {
+        assert!(!agg.contains(absent), "{absent} in {agg}");
+    }
+}
