@@ -74,10 +74,12 @@ pub fn execute(a: &Args) -> Result<AggregateRun> {
         check_beside(&a.rollouts, "--out FILE")?;
     }
     let path = a.out.clone().unwrap_or_else(|| artifact_path(&a.rollouts, None, "aggregate_metrics", "json"));
+    let sql = a.metrics.files_read();
     let mut inputs_list = vec![a.rollouts.as_path()];
     if let Some(i) = &a.inputs {
         inputs_list.push(i.as_path());
     }
+    inputs_list.extend(sql.iter().map(PathBuf::as_path));
     let mut out = OutputSet::new(&inputs_list);
     out.check(&path)?;
     let (t, inputs) = common::read_both(&a.rollouts, a.inputs.as_deref())?;

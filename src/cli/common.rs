@@ -65,6 +65,13 @@ pub struct MetricArgs {
 }
 
 impl MetricArgs {
+    /// The SQL files of `--metric-dir`, which outputs must not overwrite.
+    pub fn files_read(&self) -> Vec<PathBuf> {
+        let Some(d) = &self.metric_dir else { return Vec::new() };
+        let Ok(rd) = std::fs::read_dir(d) else { return Vec::new() };
+        rd.filter_map(|e| e.ok()).map(|e| e.path()).filter(|p| p.extension().is_some_and(|x| x == "sql")).collect()
+    }
+
     /// Resolves metric names to specs (built-ins first, then SQL files).
     pub fn specs(&self) -> Result<Vec<MetricSpec>> {
         let sql = crate::query::metric_files(self.metric_dir.as_deref())?;

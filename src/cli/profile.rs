@@ -82,7 +82,10 @@ pub fn execute(a: &Args) -> Result<ProfileRun> {
         artifact_path(&a.rollouts, dir, "agent_metrics", "json"),
         artifact_path(&a.rollouts, dir, "repeat_level_metrics", "json"),
     ];
-    let mut out = OutputSet::new(&[&a.inputs, &a.rollouts]);
+    let sql = a.metrics.files_read();
+    let ins: Vec<&std::path::Path> =
+        [a.inputs.as_path(), a.rollouts.as_path()].into_iter().chain(sql.iter().map(PathBuf::as_path)).collect();
+    let mut out = OutputSet::new(&ins);
     for p in &paths {
         out.check(p)?;
     }

@@ -150,7 +150,26 @@ pub fn to_csv(df: &DataFrame) -> Vec<u8> {
     out.into_bytes()
 }
 
+/// The files a query reads, which its output must not overwrite.
+fn files_read(a: &Args) -> Vec<PathBuf> {
+    let mut v: Vec<PathBuf> = a.rollouts.iter().chain(&a.inputs).cloned().collect();
+    if let Some(dir) = &a.parquet_dir {
+        v.extend(["rollouts", "tasks", "agents", "repeats"].map(|n| dir.join(format!("{n}.parquet"))));
+    }
+    if !crate::query::REPORTS.iter().any(|(n, _)| *n == a.query) {
+        v.push(PathBuf::from(&a.query));
+    }
+    v
+}
+
 pub fn run(a: Args) -> Result<()> {
+    let read = files_read(&a);
+    let ins: Vec<&std::path::Path> = read.iter().map(PathBuf::as_path).collect();
+    let mut out = OutputSet::new(&ins);
+    // Refused before the query runs, not after.
+    if let Some(path) = &a.out {
+        out.check(path)?;
+    }
     let mut df = execute(&a)?;
     let bytes = match a.format {
         Format::Table => {
@@ -163,11 +182,6 @@ pub fn run(a: Args) -> Result<()> {
         Format::Json => to_json(&df),
         Format::Parquet => {
             let Some(path) = &a.out else { return Err(Error::Usage("--format parquet needs --out FILE".into())) };
-            let mut ins: Vec<&std::path::Path> = Vec::new();
-            if let Some(r) = &a.rollouts {
-                ins.push(r);
-            }
-            let mut out = OutputSet::new(&ins);
             let mut w = out.create(path)?;
             crate::export::parquet::write_parquet(&mut df, path, &mut w)?;
             out.commit()?;
@@ -177,11 +191,6 @@ pub fn run(a: Args) -> Result<()> {
     };
     match &a.out {
         Some(path) => {
-            let mut ins: Vec<&std::path::Path> = Vec::new();
-            if let Some(r) = &a.rollouts {
-                ins.push(r);
-            }
-            let mut out = OutputSet::new(&ins);
             out.add(path, &bytes)?;
             out.commit()?;
         }

@@ -206,13 +206,55 @@ fn huge_line_is_read() {
     assert_eq!(tasks[0].get("max/output_tokens"), Some(&rollstat::export::json::Json::Float(7.0)));
 }
 
+/// No command writes over a file it reads: rollouts, inputs, a query file, a Parquet
+/// table, a SQL metric. Each attempt exits 2 naming the path and leaves every file as it was.
 #[test]
 fn an_output_path_that_is_an_input_is_refused() {
     let dir = TempDir::new("overwrite");
     let r = dir.write("rollouts.jsonl", GOOD_ROLLOUTS);
-    let o = run(&["aggregate", "--rollouts", r.to_str().unwrap(), "--out", r.to_str().unwrap()]);
-    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
-    assert_eq!(std::fs::read_to_string(&r).unwrap(), GOOD_ROLLOUTS);
+    let i = dir.write("inputs.jsonl", GOOD_INPUT);
+    let q = dir.write("q.sql", "SELECT agent, reward FROM rollouts");
+    let m = dir.join("metrics");
+    std::fs::create_dir(&m).unwrap();
+    let metric = m.join("best.sql");
+    std::fs::write(&metric, "SELECT agent, MAX(reward) AS value FROM rollouts GROUP BY agent").unwrap();
+    let t = dir.join("tables");
+    let o = run(&["export", "--rollouts", r.to_str().unwrap(), "--out-dir", t.to_str().unwrap()]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let table = t.join("rollouts.parquet");
+    let before: Vec<(std::path::PathBuf, Vec<u8>)> =
+        [&r, &i, &q, &metric, &table].iter().map(|p| (p.to_path_buf(), std::fs::read(p).unwrap())).collect();
+    let (rs, is, qs, ms, ts) =
+        (r.to_str().unwrap(), i.to_str().unwrap(), q.to_str().unwrap(), m.to_str().unwrap(), table.to_str().unwrap());
+    let md = metric.to_str().unwrap();
+    let attempts: Vec<Vec<&str>> = vec![
+        vec!["aggregate", "--rollouts", rs, "--out", rs],
+        vec!["aggregate", "--rollouts", rs, "--inputs", is, "--out", is],
+        vec!["aggregate", "--rollouts", rs, "--metric-dir", ms, "--metric", "best", "--out", md],
+        vec!["ingest", rs, "--inputs", is, "--out", is],
+        vec!["query", "SELECT * FROM rollouts", "--rollouts", rs, "--out", rs],
+        vec!["query", "SELECT * FROM rollouts", "--rollouts", rs, "--inputs", is, "--format", "csv", "--out", is],
+        vec!["query", qs, "--rollouts", rs, "--format", "json", "--out", qs],
+        vec![
+            "query",
+            "SELECT agent, reward FROM rollouts",
+            "--parquet-dir",
+            t.to_str().unwrap(),
+            "--format",
+            "parquet",
+            "--out",
+            ts,
+        ],
+    ];
+    for args in attempts {
+        let o = run(&args);
+        let err = stderr(&o);
+        assert_eq!(o.status.code(), Some(2), "{args:?}: {err}");
+        assert!(err.contains("refusing to overwrite an input file"), "{args:?}: {err}");
+        for (p, bytes) in &before {
+            assert_eq!(&std::fs::read(p).unwrap(), bytes, "{args:?} changed {}", p.display());
+        }
+    }
 }
 
 #[test]
