@@ -47,22 +47,25 @@ pub struct AggregateRun {
 }
 
 pub fn run(a: Args) -> Result<()> {
+    if let Some(out) = &a.out {
+        common::outputs_to_stdout(&[out]);
+    }
     let r = execute(&a)?;
     if !a.quiet {
         print_key_metrics(&r.key_metrics);
     }
-    println!("Aggregate metrics: {}", r.file.display());
+    say!("Aggregate metrics: {}", r.file.display());
     Ok(())
 }
 
 pub fn print_key_metrics(entries: &[(String, Json)]) {
     for (name, km) in entries {
-        println!("Key metrics for {name}:");
+        say!("Key metrics for {name}:");
         if let Json::Obj(items) = km {
             for (k, v) in items {
                 let mut b = Vec::new();
                 crate::export::json::write_compact(&mut b, v);
-                println!("  {k}: {}", String::from_utf8_lossy(&b));
+                say!("  {k}: {}", String::from_utf8_lossy(&b));
             }
         }
     }

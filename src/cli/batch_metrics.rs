@@ -214,6 +214,8 @@ pub fn run(a: Args) -> Result<()> {
     let mut out = Vec::new();
     crate::export::json::write_indented(&mut out, &obj, 0);
     let _ = write_compact;
-    println!("{}", String::from_utf8_lossy(&out));
+    out.push(b'\n');
+    std::io::Write::write_all(&mut std::io::stdout().lock(), &out)
+        .map_err(|e| crate::error::Error::write(Path::new("<stdout>"), e))?;
     Ok(())
 }

@@ -9,6 +9,27 @@ use crate::error::Result;
 use crate::ingest::{self, InputTable, RolloutTable};
 use crate::metrics::custom::{self, MetricSpec};
 
+/// Whether report lines go to stderr (an output of this command is stdout).
+static SAY_ON_STDERR: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+/// Sends report lines to stderr from now on when one of `outputs` is this process's
+/// stdout (`--out /dev/stdout`, or the file or pipe stdout is redirected to).
+pub fn outputs_to_stdout(outputs: &[&Path]) {
+    if outputs.iter().any(|p| crate::export::atomic::is_stdout(p)) {
+        SAY_ON_STDERR.store(true, std::sync::atomic::Ordering::Relaxed);
+    }
+}
+
+/// The body of the `say!` macro.
+pub fn say_line(args: std::fmt::Arguments<'_>) {
+    use std::io::Write;
+    if SAY_ON_STDERR.load(std::sync::atomic::Ordering::Relaxed) {
+        let _ = writeln!(std::io::stderr().lock(), "{args}");
+    } else {
+        let _ = writeln!(std::io::stdout().lock(), "{args}");
+    }
+}
+
 /// Prints read warnings (cut-off last lines) to stderr.
 pub fn report_read_warnings(w: &[String]) {
     for m in w {

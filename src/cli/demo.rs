@@ -32,7 +32,7 @@ pub fn run(a: Args) -> Result<()> {
         text_bytes: 1000,
     };
     let g = super::generate::execute(&gen)?;
-    println!(
+    say!(
         "Generated sweep: {} ({} rollouts), {} ({} input rows)",
         g.rollouts_path.display(),
         g.rollouts,
@@ -45,7 +45,7 @@ pub fn run(a: Args) -> Result<()> {
         out: a.dir.join("rollouts.parquet"),
     };
     let r = super::ingest::execute(&ing)?;
-    println!(
+    say!(
         "Rollouts table: {} ({} rows, {} agents, {} tasks, {} fields)",
         ing.out.display(),
         r.rows,
@@ -61,7 +61,7 @@ pub fn run(a: Args) -> Result<()> {
         metrics: MetricArgs::default(),
     };
     let p = super::profile::execute(&prof)?;
-    println!();
+    say!("");
     super::profile::print_summary(&p);
     let agg = super::aggregate::Args {
         rollouts: g.rollouts_path.clone(),
@@ -77,9 +77,9 @@ pub fn run(a: Args) -> Result<()> {
         quiet: false,
     };
     let ar = super::aggregate::execute(&agg)?;
-    println!();
+    say!("");
     super::aggregate::print_key_metrics(&ar.key_metrics);
-    println!("Aggregate metrics: {}", ar.file.display());
+    say!("Aggregate metrics: {}", ar.file.display());
     let ex = super::export::Args {
         rollouts: g.rollouts_path.clone(),
         inputs: Some(g.inputs_path.clone()),
@@ -87,10 +87,10 @@ pub fn run(a: Args) -> Result<()> {
         out_dir: a.dir.join("tables"),
     };
     let files = super::export::execute(&ex)?;
-    println!();
+    say!("");
     for f in files {
-        println!("Parquet table: {}", f.display());
+        say!("Parquet table: {}", f.display());
     }
-    println!("\nTry: rollstat query leaderboard --parquet-dir {}", ex.out_dir.display());
+    say!("\nTry: rollstat query leaderboard --parquet-dir {}", ex.out_dir.display());
     Ok(())
 }

@@ -58,7 +58,7 @@ pub fn execute(a: &Args) -> Result<Vec<PathBuf>> {
 
 pub fn run(a: Args) -> Result<()> {
     for f in execute(&a)? {
-        println!("Wrote {}", f.display());
+        say!("Wrote {}", f.display());
     }
     Ok(())
 }

@@ -92,7 +92,7 @@ pub fn execute(a: &Args) -> Result<GenerateSummary> {
 pub fn run(a: Args) -> Result<()> {
     let start = std::time::Instant::now();
     let s = execute(&a)?;
-    println!(
+    say!(
         "Wrote {} rollouts ({:.1} MB) to {} and {} input rows ({:.1} MB) to {} in {:.2}s",
         s.rollouts,
         s.bytes_rollouts as f64 / 1e6,

@@ -79,10 +79,11 @@ pub fn execute(a: &Args) -> Result<IngestRun> {
 }
 
 pub fn run(a: Args) -> Result<()> {
+    super::common::outputs_to_stdout(&[&a.out]);
     let start = std::time::Instant::now();
     let r = execute(&a)?;
     let secs = start.elapsed().as_secs_f64();
-    println!(
+    say!(
         "Read {} rollouts ({:.1} MB in {:.2}s, {:.2} GB/s): {} agents, {} tasks, {} rollout indexes, {} fields",
         r.rows,
         r.bytes as f64 / 1e6,
@@ -93,8 +94,8 @@ pub fn run(a: Args) -> Result<()> {
         r.repeats,
         r.fields.len()
     );
-    println!("Agents: {}", r.agents.join(", "));
-    println!("Fields: {}", r.fields.join(", "));
-    println!("Wrote {} ({} columns)", a.out.display(), r.columns);
+    say!("Agents: {}", r.agents.join(", "));
+    say!("Fields: {}", r.fields.join(", "));
+    say!("Wrote {} ({} columns)", a.out.display(), r.columns);
     Ok(())
 }

@@ -6,6 +6,15 @@ use clap::{Parser, Subcommand};
 
 use crate::error::{Error, Result};
 
+/// Prints one line of a command's closing report (what it wrote, key metrics): on stdout,
+/// or on stderr once [`common::outputs_to_stdout`] saw an output go to stdout, so that the
+/// output stays clean there. A reader that went away (`| head`) is not an error here.
+macro_rules! say {
+    ($($arg:tt)*) => {
+        $crate::cli::common::say_line(format_args!($($arg)*))
+    };
+}
+
 pub mod aggregate;
 pub mod batch_metrics;
 pub mod common;

@@ -50,24 +50,26 @@ pub fn run(a: Args) -> Result<()> {
 
 pub fn print_summary(r: &ProfileRun) {
     let s = &r.summary;
-    println!("Profiling outputs:");
-    println!(
+    say!("Profiling outputs:");
+    say!(
         "Reward profile completion: {}/{} rollout rows ({:.2}%)",
-        s.completed_rollout_rows, s.expected_rollout_rows, s.reward_profile_completion_pct
+        s.completed_rollout_rows,
+        s.expected_rollout_rows,
+        s.reward_profile_completion_pct
     );
-    println!(
+    say!(
         "Input rows: {} total; {} complete; {} partial; {} without rollouts dropped from output.",
-        s.total_input_rows, s.complete_input_rows, s.partial_input_rows, s.missing_input_rows
+        s.total_input_rows,
+        s.complete_input_rows,
+        s.partial_input_rows,
+        s.missing_input_rows
     );
-    println!(
-        "Masked from quality metrics: {} rollout rows (kept in completion accounting above).",
-        s.masked_rollout_rows
-    );
-    println!("Reward profiling outputs: {}", r.files[0].display());
-    println!("Agent-level metrics: {}", r.files[1].display());
-    println!("Repeat-level metrics: {}", r.files[2].display());
+    say!("Masked from quality metrics: {} rollout rows (kept in completion accounting above).", s.masked_rollout_rows);
+    say!("Reward profiling outputs: {}", r.files[0].display());
+    say!("Agent-level metrics: {}", r.files[1].display());
+    say!("Repeat-level metrics: {}", r.files[2].display());
     if r.warnings > 0 {
-        println!("Warnings: {} (on stderr)", r.warnings);
+        say!("Warnings: {} (on stderr)", r.warnings);
     }
 }
 

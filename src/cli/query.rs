@@ -169,6 +169,7 @@ pub fn run(a: Args) -> Result<()> {
     // Refused before the query runs, not after.
     if let Some(path) = &a.out {
         out.check(path)?;
+        super::common::outputs_to_stdout(&[path]);
     }
     let mut df = execute(&a)?;
     let bytes = match a.format {
@@ -185,7 +186,7 @@ pub fn run(a: Args) -> Result<()> {
             let mut w = out.create(path)?;
             crate::export::parquet::write_parquet(&mut df, path, &mut w)?;
             out.commit()?;
-            println!("Wrote {} ({} rows)", path.display(), df.height());
+            say!("Wrote {} ({} rows)", path.display(), df.height());
             return Ok(());
         }
     };

@@ -156,6 +156,22 @@ fn target(path: &Path) -> Target {
 }
 
 /// Whether `path` exists and is not a regular file (a pipe, a device, a socket).
+/// Whether `path` is the file, pipe or terminal this process's stdout writes to.
+pub fn is_stdout(path: &Path) -> bool {
+    use std::os::unix::fs::MetadataExt;
+    let Ok(p) = fs::metadata(path) else { return false };
+    let mut st = std::mem::MaybeUninit::<libc::stat>::uninit();
+    // SAFETY: fstat writes a `stat` into the buffer it is given, and we read it only when
+    // it reports success.
+    let st = unsafe {
+        if libc::fstat(1, st.as_mut_ptr()) != 0 {
+            return false;
+        }
+        st.assume_init()
+    };
+    p.dev() == st.st_dev as u64 && p.ino() == st.st_ino as u64
+}
+
 pub fn is_stream(path: &Path) -> bool {
     fs::metadata(path).is_ok_and(|m| !m.is_file())
 }

@@ -305,10 +305,31 @@ fn outputs_to_pipes_stream_in_place() {
     // The process's own stdout by its /proc name (what /dev/stdout links to): a path
     // that cannot be renamed over, so a regression fails here instead of replacing a
     // system file.
-    let o = run(&["aggregate", "--rollouts", r.to_str().unwrap(), "--out", "/proc/self/fd/1", "-q"]);
+    // Only the artifact goes there: the closing report (and key metrics, without `-q`)
+    // moves to stderr, so the output stays readable as JSON.
+    for quiet in [true, false] {
+        let mut args = vec!["aggregate", "--rollouts", r.to_str().unwrap(), "--out", "/proc/self/fd/1"];
+        if quiet {
+            args.push("-q");
+        }
+        let o = run(&args);
+        assert!(o.status.success(), "{}", stderr(&o));
+        assert!(o.stdout == want, "stdout should be the artifact alone: {}", String::from_utf8_lossy(&o.stdout));
+        let err = stderr(&o);
+        assert!(err.contains("Aggregate metrics: /proc/self/fd/1\n"), "{err}");
+        assert_eq!(err.contains("Key metrics for "), !quiet, "{err}");
+    }
+    // A reader that goes away before reading (`| head -c 0`) ends the run quietly.
+    let mut child = std::process::Command::new(bin())
+        .args(["aggregate", "--rollouts", r.to_str().unwrap(), "--out", "/dev/stdout"])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    drop(child.stdout.take());
+    let o = child.wait_with_output().unwrap();
     assert!(o.status.success(), "{}", stderr(&o));
-    assert!(o.stdout.starts_with(&want), "the artifact should be written to stdout: {}", stderr(&o));
-    assert_eq!(String::from_utf8_lossy(&o.stdout[want.len()..]), "Aggregate metrics: /proc/self/fd/1\n");
+    assert!(!stderr(&o).contains("panicked"), "{}", stderr(&o));
 
     let fifo = d.join("agg.fifo");
     let made = std::process::Command::new("mkfifo").arg(&fifo).status().unwrap();
@@ -338,8 +359,8 @@ fn large_artifacts_are_the_same_in_files_and_pipes() {
     assert!(in_file.len() > 8 << 20, "the artifact should span several blocks: {} bytes", in_file.len());
     let o = run(&["aggregate", "--rollouts", r.to_str().unwrap(), "--out", "/proc/self/fd/1", "-q"]);
     assert!(o.status.success(), "{}", stderr(&o));
-    assert_eq!(o.stdout.len(), in_file.len() + "Aggregate metrics: /proc/self/fd/1\n".len());
-    assert!(o.stdout[..in_file.len()] == in_file[..], "file and pipe bytes differ");
+    assert_eq!(o.stdout.len(), in_file.len());
+    assert!(o.stdout == in_file, "file and pipe bytes differ");
     // A second run replaces the first file with the same bytes (no stale tail).
     let o =
         run(&["aggregate", "--rollouts", r.to_str().unwrap(), "--out", file.to_str().unwrap(), "-q", "--threads", "1"]);
@@ -376,8 +397,9 @@ fn outputs_through_descriptors_and_symlinks() {
         .unwrap();
     assert!(o.status.success(), "{}", stderr(&o));
     let got = std::fs::read(&log).unwrap();
-    let expected = [&b"earlier line\n"[..], &want, b"Aggregate metrics: /dev/fd/1\n"].concat();
+    let expected = [&b"earlier line\n"[..], &want].concat();
     assert!(got == expected, "log holds {} bytes, expected {}", got.len(), expected.len());
+    assert!(stderr(&o).contains("Aggregate metrics: /dev/fd/1\n"), "{}", stderr(&o));
 
     let real = d.join("real.json");
     std::fs::write(&real, "old").unwrap();
