@@ -1,9 +1,12 @@
--- Leaderboard: each agent's mean reward across repeats with its Student-t 95% interval
--- (from the agents table, as NeMo Gym computes them), and how many rollouts it rests on.
+-- Leaderboard: each agent's mean reward across repeats (the mean of its per-repeat mean
+-- rewards) with the Student-t 95% interval around it, as NeMo Gym computes them (from the
+-- agents table); beside it the pooled mean over every rollout, which differs when repeats
+-- hold different numbers of rollouts, and how many repeats the interval rests on.
 SELECT agent,
-       "mean/reward" AS mean_reward,
+       "mean_across_repeats/mean/reward" AS mean_reward,
        "ci_low_95_across_repeats/mean/reward" AS ci_low,
        "ci_high_95_across_repeats/mean/reward" AS ci_high,
+       "mean/reward" AS pooled_mean_reward,
        num_repeats
 FROM agents
 ORDER BY mean_reward DESC

@@ -582,6 +582,20 @@ fn export_tables_have_documented_columns_and_query_matches_dataframe_api() {
         assert!(close(row.get("m").unwrap().as_f64().unwrap(), wm.get(k).unwrap()));
         assert_eq!(row.get("n"), Some(&Json::Int(wn.get(k).unwrap())));
     }
+    // The leaderboard's mean is the centre of its interval (the mean across repeats, not
+    // the pooled mean, which differs here: masked rollouts leave repeats unequal).
+    let o = run(&["query", "leaderboard", "--parquet-dir", out.to_str().unwrap(), "--format", "json"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let Json::Arr(board) = rollstat::export::json::parse(stdout(&o).trim().as_bytes()).unwrap() else { panic!() };
+    assert_eq!(board.len(), 3);
+    let mut differs = false;
+    for row in &board {
+        let f = |k: &str| row.get(k).and_then(Json::as_f64).unwrap_or_else(|| panic!("{k} in {row:?}"));
+        let (m, lo, hi, pooled) = (f("mean_reward"), f("ci_low"), f("ci_high"), f("pooled_mean_reward"));
+        assert!(lo <= m && m <= hi && close((lo + hi) / 2.0, m), "{row:?}");
+        differs |= !close(m, pooled);
+    }
+    assert!(differs, "the sweep should make the two means differ: {board:?}");
     // Bundled reports run on the exported tables.
     for report in ["leaderboard", "hardest_tasks", "token_cost"] {
         let o = run(&["query", report, "--parquet-dir", out.to_str().unwrap(), "--format", "csv"]);
