@@ -4,9 +4,15 @@ use std::collections::{BTreeMap, HashMap};
 
 use crate::ingest::{InputTable, RolloutTable};
 
-/// A rollout's run key: its server stamp when present, else its agent name.
+/// A rollout's run key: its server stamp when present, else its agent name. An empty
+/// name counts as absent, as it does in NeMo Gym (`row.get(stamp) or …` in Python).
 pub fn run_key<'a>(server: Option<&'a str>, agent: Option<&'a str>) -> Option<&'a str> {
-    server.or(agent)
+    named(server).or(named(agent))
+}
+
+/// `name` unless it is empty.
+pub fn named(name: Option<&str>) -> Option<&str> {
+    name.filter(|s| !s.is_empty())
 }
 
 /// Labels each run key by its agent's name when that name belongs to exactly one run
@@ -62,7 +68,7 @@ pub fn labels_for<'a>(rows: impl Iterator<Item = (Option<&'a str>, Option<&'a st
         if let Some(k) = run_key(s, a) {
             if !seen.contains_key(k) {
                 seen.insert(k.to_string(), ());
-                order.push((k.to_string(), a.map(|x| x.to_string())));
+                order.push((k.to_string(), named(a).map(|x| x.to_string())));
             }
         }
     }
@@ -153,7 +159,7 @@ pub fn runs(t: &RolloutTable, inputs: Option<&InputTable>) -> Runs {
                     None => {
                         let id = out.keys.len() as u32;
                         out.keys.push(k.to_string());
-                        out.key_is_server.push(server.is_some());
+                        out.key_is_server.push(named(server).is_some());
                         key_ids.insert(k.to_string(), id);
                         id
                     }
@@ -180,6 +186,20 @@ pub fn runs(t: &RolloutTable, inputs: Option<&InputTable>) -> Runs {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// An empty stamp or agent name names nothing (Python's `or` skips it).
+    #[test]
+    fn empty_names_count_as_absent() {
+        assert_eq!(run_key(Some("S"), Some("A")), Some("S"));
+        assert_eq!(run_key(Some(""), Some("A")), Some("A"));
+        assert_eq!(run_key(None, Some("")), None);
+        assert_eq!(run_key(Some(""), Some("")), None);
+        // A server-keyed run whose agent name is empty is labelled by its server.
+        let l = labels_for([(Some("S1"), Some("")), (Some(""), Some("B"))].into_iter());
+        assert_eq!(l.get("S1").map(String::as_str), Some("S1"));
+        assert_eq!(l.get("B").map(String::as_str), Some("B"));
+        assert_eq!(l.len(), 2);
+    }
 
     #[test]
     fn two_servers_one_agent_stay_apart() {
