@@ -59,14 +59,7 @@ pub fn groups(
         let slot = match (runs.label[r], default_slot) {
             (l, _) if l != NONE => l as usize,
             (_, Some(d)) => d,
-            (_, None) => {
-                return Err(Error::Mismatch(format!(
-                    "{}, line {}: this rollout names no agent (no `agent_ref.name`, no `_ng_environment_server`{}); pass --agent NAME to label such rollouts",
-                    t.path.display(),
-                    t.line[r],
-                    if inputs.is_some() { ", and no materialized input row that names one" } else { ", and no --inputs" }
-                )))
-            }
+            (_, None) => return Err(unnamed(t, inputs, r)),
         };
         let g = slots[slot].get_or_insert_with(|| {
             let label = runs.labels.get(slot).map_or_else(|| default_agent.unwrap_or_default(), |l| l.as_str());
@@ -81,6 +74,28 @@ pub fn groups(
     let mut by: Vec<Group> = slots.into_iter().flatten().collect();
     by.sort_by(|a, b| a.label.cmp(&b.label));
     Ok((by, orphans))
+}
+
+/// The error for rollout row `r`, which nothing names: with inputs, its input row names
+/// the run (rollstat does not fall back to the rollout's own names then), so the error
+/// points there.
+fn unnamed(t: &RolloutTable, inputs: Option<&InputTable>, r: usize) -> Error {
+    let fix = "pass --agent NAME to label such rollouts";
+    let (task, rollout) = (t.task[r], t.rollout[r]);
+    match inputs.and_then(|i| (0..i.task.len()).find(|&k| i.task[k] == task && i.rollout[k] == rollout).map(|k| (i, k))) {
+        Some((i, k)) => Error::Mismatch(format!(
+            "{}, line {}: the input row of rollout key ({task}, {rollout}) ({}, line {}) names no agent (no `agent_ref.name`, no `_ng_environment_server`; with --inputs, runs are named by the input rows); {fix}",
+            i.path.display(),
+            i.line[k],
+            t.path.display(),
+            t.line[r],
+        )),
+        None => Error::Mismatch(format!(
+            "{}, line {}: this rollout names no agent (no `agent_ref.name`, no `_ng_environment_server`, and no --inputs); {fix}",
+            t.path.display(),
+            t.line[r],
+        )),
+    }
 }
 
 /// One aggregate entry: its members in order, with the task level kept as a plan so

@@ -268,6 +268,20 @@ fn rollouts_that_name_no_agent_need_agent_flag() {
     let o = run(&["aggregate", "--rollouts", r.to_str().unwrap(), "--agent", "agent", "-q"]);
     assert!(o.status.success(), "{}", stderr(&o));
     assert_eq!(dir.files(), vec!["rollouts.jsonl", "rollouts_aggregate_metrics.json"]);
+    // With inputs, the input row names the run: the error points at it, not at the
+    // rollout (which names an agent here).
+    let dir = TempDir::new("noagent-inputs");
+    let r = dir.write(
+        "rollouts.jsonl",
+        "{\"reward\": 1, \"agent_ref\": {\"name\": \"a\"}, \"_ng_task_index\": 0, \"_ng_rollout_index\": 0}\n",
+    );
+    let i = dir.write("inputs.jsonl", "\n{\"_ng_task_index\": 0, \"_ng_rollout_index\": 0}\n");
+    let o = run(&["aggregate", "--rollouts", r.to_str().unwrap(), "--inputs", i.to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    let err = stderr(&o);
+    assert!(err.contains("inputs.jsonl, line 2: the input row of rollout key (0, 0) ("), "{err}");
+    assert!(err.contains("rollouts.jsonl, line 1) names no agent") && err.contains("--agent"), "{err}");
+    assert_eq!(dir.files(), vec!["inputs.jsonl", "rollouts.jsonl"]);
 }
 
 /// Randomly damaged rollouts and inputs files (bytes replaced, cut out, inserted, the
