@@ -71,6 +71,27 @@ pub fn run_metric(rollouts: &DataFrame, name: &str, sql: &str) -> Result<Vec<Lab
         .map_err(|_| Error::Query(format!("metric {name}: the query must return a column named `agent`")))?
         .cast(&DataType::String)?;
     let agent = agent.str()?.clone();
+    // A metric is one number per agent: a column of text, or an agent on two rows (a
+    // missing GROUP BY), would otherwise lose values without a word.
+    for c in df.columns() {
+        let dt = c.dtype();
+        if c.name().as_str() != "agent"
+            && !(dt.is_integer() || dt.is_float() || *dt == DataType::Boolean || *dt == DataType::Null)
+        {
+            return Err(Error::Query(format!(
+                "metric {name}: column `{}` is {dt}; a metric's values must be numbers or booleans",
+                c.name()
+            )));
+        }
+    }
+    let mut seen = std::collections::HashSet::new();
+    for label in agent.iter().flatten() {
+        if !seen.insert(label) {
+            return Err(Error::Query(format!(
+                "metric {name}: agent `{label}` is on more than one row; a metric returns one row per agent (GROUP BY agent)"
+            )));
+        }
+    }
     let mut out = Vec::new();
     for i in 0..df.height() {
         let Some(label) = agent.get(i) else { continue };

@@ -862,6 +862,28 @@ fn a_users_sql_metric_folder_adds_metrics_by_file_name() {
         assert_eq!(am.get("rollouts_per_agent/n"), Some(&Json::Int(measured)));
         assert!(cov.iter().any(|(k, _)| &**k == "rollouts_per_agent/n"), "key metric selected by glob");
     }
+    // A metric that is not one number per agent is refused, naming what is wrong.
+    for (file, sql, says) in [
+        (
+            "per_task.sql",
+            "SELECT agent, AVG(reward) AS m FROM rollouts GROUP BY agent, _ng_task_index",
+            "more than one row",
+        ),
+        ("text.sql", "SELECT agent, MAX(agent) AS who FROM rollouts GROUP BY agent", "column `who` is"),
+    ] {
+        std::fs::write(dir.join(file), sql).unwrap();
+        let name = file.trim_end_matches(".sql");
+        let out = d.join("bad.json");
+        let args = ["aggregate", "--rollouts", r.to_str().unwrap(), "--inputs", i.to_str().unwrap()];
+        let o = run(&[
+            &args[..],
+            &["--metric-dir", dir.to_str().unwrap(), "--metric", name, "--out", out.to_str().unwrap()],
+        ]
+        .concat());
+        assert_eq!(o.status.code(), Some(2), "{name}: {}", stderr(&o));
+        assert!(stderr(&o).contains(&format!("metric {name}: ")) && stderr(&o).contains(says), "{}", stderr(&o));
+        assert!(!out.exists());
+    }
     // An unknown metric name is a usage error that lists what exists.
     let o = run(&["aggregate", "--rollouts", r.to_str().unwrap(), "--metric", "nope", "-q"]);
     assert_eq!(o.status.code(), Some(2));
