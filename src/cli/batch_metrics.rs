@@ -139,6 +139,9 @@ pub fn compute(samples: &[Sample], metrics: &[String], prefix: &str, ddof: usize
     for m in &names {
         match m.as_str() {
             "reward_variance" => {
+                if let Some(m) = crate::stats::variance::ddof_warning(&gs, ddof) {
+                    eprintln!("warning: {m}");
+                }
                 out.push((format!("{prefix}/reward_variance"), Json::Float(crate::stats::reward_variance(&gs, ddof))))
             }
             "pass_at_k" => {

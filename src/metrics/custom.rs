@@ -169,6 +169,9 @@ pub fn compute(
                 .iter()
                 .map(|rows| rows.iter().filter_map(|&r| reward_score(t, r).map(|s| s.f())).collect())
                 .collect();
+            if let Some(m) = crate::stats::variance::ddof_warning(&groups, *ddof) {
+                warn.add(m);
+            }
             Ok(vec![("reward_variance".to_string(), Json::Float(crate::stats::reward_variance(&groups, *ddof)))])
         }
         MetricSpec::Sql { .. } => Ok(Vec::new()),

@@ -14,6 +14,15 @@ pub fn group_variance(xs: &[f64], ddof: usize) -> f64 {
     ss / (n - ddof) as f64
 }
 
+/// The warning for groups of two or more members that `ddof` leaves no degrees of
+/// freedom (their variance is taken as 0.0), or `None` when there are none.
+pub fn ddof_warning(groups: &[Vec<f64>], ddof: usize) -> Option<String> {
+    let n = groups.iter().filter(|g| g.len() > 1 && g.len() <= ddof).count();
+    (n > 0).then(|| {
+        format!("reward_variance: {n} group(s) have no more than --ddof {ddof} rewards; their variance is taken as 0")
+    })
+}
+
 /// Mean of the per-group variances; 0.0 when there are no groups.
 pub fn reward_variance(groups: &[Vec<f64>], ddof: usize) -> f64 {
     let groups: Vec<&Vec<f64>> = groups.iter().filter(|g| !g.is_empty()).collect();
@@ -34,5 +43,9 @@ mod tests {
         // {0, 1}: population variance 0.25; {2, 2, 2}: 0.
         assert_eq!(reward_variance(&[vec![0.0, 1.0], vec![2.0, 2.0, 2.0]], 0), 0.125);
         assert_eq!(group_variance(&[0.0, 1.0], 1), 0.5);
+        assert_eq!(ddof_warning(&[vec![0.0, 1.0], vec![1.0]], 1), None);
+        assert!(ddof_warning(&[vec![0.0, 1.0], vec![1.0], vec![2.0, 3.0, 4.0]], 2)
+            .unwrap()
+            .starts_with("reward_variance: 1 group(s)"));
     }
 }
