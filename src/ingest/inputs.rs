@@ -163,7 +163,7 @@ pub fn read_inputs(path: &Path) -> Result<InputTable> {
                     p.t.len.push(l.bytes.len() as u32);
                 }
                 Err((key, msg)) => {
-                    if l.unterminated {
+                    if l.unterminated && super::scan::cut_mid_write(l.bytes) {
                         p.cut_off = Some((l.number, msg));
                         continue;
                     }

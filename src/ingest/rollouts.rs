@@ -11,7 +11,7 @@ use std::path::{Path, PathBuf};
 use rayon::prelude::*;
 
 use super::lines::{read_pieces, Line, PieceLines, ReadReport};
-use super::scan::{decode_str, key_is, key_is_private, top_key_at, Scalar, ScanError, Scanner};
+use super::scan::{cut_mid_write, decode_str, key_is, key_is_private, top_key_at, Scalar, ScanError, Scanner};
 use super::table::{merge_columns, tag, Column, ColumnsBuilder, Interner, Source, MAX_KEPT_STR};
 use crate::error::{Error, Location, Result};
 
@@ -487,7 +487,7 @@ pub fn read_rollouts(path: &Path) -> Result<RolloutTable> {
             if let Err(e) = r {
                 // Undo a half-written row: columns may hold a value for it.
                 p.cols.undo_row();
-                if l.unterminated {
+                if l.unterminated && cut_mid_write(l.bytes) {
                     p.cut_off = Some((l.number, e.msg));
                     continue;
                 }

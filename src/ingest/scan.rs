@@ -35,6 +35,9 @@ pub struct ScanError {
 
 pub type ScanResult<T> = Result<T, ScanError>;
 
+/// The error for text after a line's value.
+const AFTER_VALUE: &str = "unexpected text after the JSON value";
+
 /// Cursor over one line.
 pub struct Scanner<'a> {
     pub b: &'a [u8],
@@ -92,7 +95,7 @@ impl<'a> Scanner<'a> {
         if self.i == self.b.len() {
             Ok(())
         } else {
-            self.err("unexpected text after the JSON value")
+            self.err(AFTER_VALUE)
         }
     }
 
@@ -355,6 +358,26 @@ pub fn decode_str(raw: &[u8], escaped: bool) -> Result<String, &'static str> {
     String::from_utf8(out).map_err(|_| "invalid UTF-8 in string")
 }
 
+/// Whether `bytes`, a file's last line without its newline, that failed to read, reads as
+/// a write that stopped mid-line: not UTF-8 or not JSON only within its last few bytes
+/// (a token cut short), and not because of text after a complete value. Anything else is
+/// damage to report, not a cut to skip.
+pub fn cut_mid_write(bytes: &[u8]) -> bool {
+    /// The longest token a cut can leave unfinished: `\ud83d\ude0` is 11 bytes.
+    const LAST_TOKEN: usize = 12;
+    let near_end = |at: usize| at + LAST_TOKEN >= bytes.len();
+    if let Err(e) = std::str::from_utf8(bytes) {
+        if !near_end(e.valid_up_to()) {
+            return false;
+        }
+    }
+    let mut s = Scanner::new(bytes);
+    match s.value().and_then(|_| s.end()) {
+        Ok(()) => false,
+        Err(e) => near_end(e.offset) && e.msg != AFTER_VALUE,
+    }
+}
+
 /// Whether a raw key (as [`Scanner::next_key`] returns it) is `name` once its escapes are
 /// decoded: NeMo Gym's reader takes `"\u005fng_task_index"` for `_ng_task_index`. Keys
 /// without escapes, nearly all, are compared as they are.
@@ -407,6 +430,42 @@ pub fn bytes_eq(a: &[u8], b: &[u8]) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A last line cut short by a crash is told apart from a damaged one.
+    #[test]
+    fn cut_lines_are_told_from_damaged_ones() {
+        let long = "x".repeat(100);
+        let cut: Vec<Vec<u8>> = vec![
+            br#"{"a": 1, "b": tr"#.to_vec(),
+            format!(r#"{{"a": "{long}"#).into_bytes(),
+            br#"{"a": "\u12"#.to_vec(),
+            br#"{"a": "\ud83d\ude0"#.to_vec(),
+            br#"{"a": "x\"#.to_vec(),
+            br#"{"a": 1."#.to_vec(),
+            br#"{"a": -"#.to_vec(),
+            br#"{"a""#.to_vec(),
+            br#"{"a":"#.to_vec(),
+            br#"{"a": [1, {"b": nul"#.to_vec(),
+            br#"{"a": -Infin"#.to_vec(),
+            [&br#"{"a": "caf"#[..], &[0xC3]].concat(),
+        ];
+        for c in &cut {
+            assert!(cut_mid_write(c), "{}", String::from_utf8_lossy(c));
+        }
+        let damaged: Vec<Vec<u8>> = vec![
+            br#"{"a": 1}}"#.to_vec(),
+            br#"{"a": 1} x"#.to_vec(),
+            format!(r#"{{"a": 1,, "b": "{long}"#).into_bytes(),
+            br#"{"a": 1}"#.to_vec(),
+            br#"123"#.to_vec(),
+            format!("{{\"a\": \"\u{1}{long}").into_bytes(),
+            [&br#"{"a": ""#[..], &[0xFF], long.as_bytes()].concat(),
+            format!(r#"{{"a": [1}}, "b": "{long}"#).into_bytes(),
+        ];
+        for d in &damaged {
+            assert!(!cut_mid_write(d), "{}", String::from_utf8_lossy(d));
+        }
+    }
 
     #[test]
     fn scans_scalars_and_skips_containers() {

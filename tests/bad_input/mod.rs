@@ -170,6 +170,19 @@ fn cut_off_last_line_is_skipped_with_a_warning() {
     assert!(stdout(&r.out).contains("Reward profile completion: 2/2"));
 }
 
+/// A last line without a newline that is damaged, not cut short (text after its object,
+/// a doubled comma), is an error like on any other line, in either file.
+#[test]
+fn damaged_last_line_without_newline_is_an_error() {
+    let tail = r#"{"reward": 1.0, "_ng_task_index": 1, "_ng_rollout_index": 0, "agent_ref": {"name": "a"}}}"#;
+    let r = profile(GOOD_INPUT.as_bytes(), format!("{GOOD_ROLLOUTS}{tail}").as_bytes(), &["--allow-partial"]);
+    refused(&r, &["rollouts.jsonl", "line 3", "after the JSON value"]);
+    let tail = r#"{"agent_ref": {"name": "a"},, "_ng_task_index": 0, "_ng_rollout_index": 1}"#;
+    let inputs = GOOD_INPUT.lines().next().unwrap().to_string() + "\n" + tail;
+    let r = profile(inputs.as_bytes(), GOOD_ROLLOUTS.as_bytes(), &[]);
+    refused(&r, &["inputs.jsonl", "line 2", "invalid JSON"]);
+}
+
 /// A key that only the cut-off last line has leaves no column behind.
 #[test]
 fn cut_off_last_line_adds_no_field() {
