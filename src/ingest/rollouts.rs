@@ -307,14 +307,15 @@ impl Piece {
                             let mut after_usage = 0usize;
                             while let Some(uk) = s.next_key(&mut f3)? {
                                 let v = s.value()?;
-                                if let Some((t, x)) = scalar_tag(&v) {
-                                    let key = key_string(uk);
-                                    let id =
-                                        self.cols.id_guess(Source::Usage, &key, guess(&self.next_usage, after_usage));
-                                    self.cols.set(id, t, x);
-                                    usage_ids.push(id);
-                                    follows(&mut self.next_usage, &mut after_usage, id);
-                                }
+                                // Text, objects and arrays are kept only as "not a number":
+                                // a usage value replaces the top-level one of the same name
+                                // whatever it is (`result | usage` in NeMo Gym).
+                                let (t, x) = scalar_tag(&v).unwrap_or((tag::LONG_STR, 0.0));
+                                let key = key_string(uk);
+                                let id = self.cols.id_guess(Source::Usage, &key, guess(&self.next_usage, after_usage));
+                                self.cols.set(id, t, x);
+                                usage_ids.push(id);
+                                follows(&mut self.next_usage, &mut after_usage, id);
                             }
                         } else {
                             s.value()?;
@@ -695,11 +696,11 @@ mod tests {
             for k in present {
                 let (json, kept) = value(next(1000));
                 usage.push(format!("\"{k}\": {json}"));
-                // Only numbers, bools and nulls are kept from `usage`.
-                if let Some(v) = kept.filter(|v| v.0 != tag::STR) {
-                    useq.push((k, Source::Usage));
-                    vals.insert((Source::Usage, k), v);
-                }
+                // Numbers, bools and nulls are kept from `usage`; text, objects and arrays
+                // only as "not a number".
+                let v = kept.filter(|v| v.0 != tag::STR).unwrap_or((tag::LONG_STR, 0, None));
+                useq.push((k, Source::Usage));
+                vals.insert((Source::Usage, k), v);
             }
             if next(3) == 0 {
                 usage.reverse();

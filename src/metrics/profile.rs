@@ -213,7 +213,10 @@ pub fn profile<'a>(t: &'a RolloutTable, inputs: &'a InputTable, allow_partial: b
     for &(i, r) in &pairs {
         input_of[r] = i;
     }
-    let p = Profiled::new(t, &result_rows, &row_labels);
+    let mut p = Profiled::new(t, &result_rows, &row_labels);
+    // Fan-out is a property of the measured input rows (SPEC §5): a task whose inputs name
+    // two runs is grouped per run even when only one of them has results.
+    p.fan_out |= inputs_fan_out(measured_inputs.iter().filter_map(|&i| label_of(i).map(|l| (inputs.task[i], l))));
     let keys = StatKeys::new(&p.fields);
     // Expected rollouts per group key over the measured input rows.
     let groups = p.task_groups();
@@ -399,4 +402,16 @@ fn completion_summary(
         missing_input_rows: missing,
         masked_rollout_rows: matched.iter().filter(|&&(_, r)| t.masked[r]).count(),
     }
+}
+/// Whether some task has rows under more than one label, given (task, label) pairs in
+/// task order.
+fn inputs_fan_out<'a>(rows: impl Iterator<Item = (i64, &'a str)>) -> bool {
+    let mut prev: Option<(i64, &str)> = None;
+    for (task, label) in rows {
+        if prev.is_some_and(|(t, l)| t == task && l != label) {
+            return true;
+        }
+        prev = Some((task, label));
+    }
+    false
 }

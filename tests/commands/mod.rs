@@ -1119,3 +1119,53 @@ fn escaped_and_repeated_keys_read_as_their_plain_form() {
         assert!(!agg.contains(absent), "{absent} in {agg}");
     }
 }
+
+/// Two NeMo Gym rules checked against its own output (0.7.0, same inputs): fan-out is
+/// decided by the input rows, also when one agent completed nothing; and a
+/// `response.usage` value replaces the top-level value of the same name whatever it is,
+/// so text there leaves no statistics and no float typing behind.
+#[test]
+fn fan_out_from_inputs_and_usage_text_as_nemo_gym_reads_them() {
+    let d = TempDir::new("fanout-usage");
+    let i = d.write(
+        "inputs.jsonl",
+        "{\"_ng_task_index\":0,\"_ng_rollout_index\":0,\"agent_ref\":{\"name\":\"a\"}}\n{\"_ng_task_index\":0,\"_ng_rollout_index\":1,\"agent_ref\":{\"name\":\"b\"}}\n",
+    );
+    let r = d.write("rollouts.jsonl", "{\"_ng_task_index\":0,\"_ng_rollout_index\":0,\"reward\":1}\n");
+    let out = d.join("out");
+    std::fs::create_dir(&out).unwrap();
+    let o = run(&[
+        "profile",
+        "--inputs",
+        i.to_str().unwrap(),
+        "--rollouts",
+        r.to_str().unwrap(),
+        "--allow-partial",
+        "--out-dir",
+        out.to_str().unwrap(),
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let tasks = read_jsonl(&out.join("rollouts_reward_profiling.jsonl"));
+    assert_eq!(tasks.len(), 1);
+    let t = &tasks[0];
+    assert_eq!(t.get("agent_ref").and_then(|a| a.get("name")), Some(&Json::Str("a".into())), "{t:?}");
+    assert_eq!(t.get("expected_num_rollouts"), Some(&Json::Int(1)));
+    assert_eq!(t.get("missing_num_rollouts"), Some(&Json::Int(0)));
+    assert_eq!(t.get("reward_profile_completion_pct"), Some(&Json::Float(100.0)));
+
+    let lines = [
+        r#"{"response": {"usage": {"tok": "n/a", "extra": null}}, "reward": 0, "tok": 5, "extra": 1, "_ng_task_index": 0, "_ng_rollout_index": 0, "agent_ref": {"name": "a1"}}"#,
+        r#"{"response": {"usage": {"tok": [1], "extra": null}}, "reward": 1, "tok": 5, "extra": 1, "_ng_task_index": 0, "_ng_rollout_index": 1, "agent_ref": {"name": "a1"}}"#,
+        r#"{"response": {"usage": {"tok": {"n": 1}}}, "reward": 0, "tok": 6, "_ng_task_index": 1, "_ng_rollout_index": 0, "agent_ref": {"name": "a1"}}"#,
+    ];
+    let r = d.write("usage.jsonl", &(lines.join("\n") + "\n"));
+    let agg = d.join("agg.json");
+    let o = run(&["aggregate", "--rollouts", r.to_str().unwrap(), "--out", agg.to_str().unwrap(), "-q"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let text = std::fs::read_to_string(&agg).unwrap();
+    assert!(!text.contains("/tok\"") && !text.contains("/extra\""), "{text}");
+    let Json::Arr(entries) = read_json(&agg) else { panic!() };
+    let am = entries[0].get("agent_metrics").unwrap();
+    assert_eq!(am.get("max/reward"), Some(&Json::Int(1)), "{am:?}");
+    assert_eq!(am.get("min/reward"), Some(&Json::Int(0)), "{am:?}");
+}
