@@ -7,7 +7,7 @@ use clap::Args as ClapArgs;
 use polars::prelude::DataFrame;
 
 use super::common;
-use crate::error::{Error, Result};
+use crate::error::Result;
 use crate::export::atomic::OutputSet;
 use crate::export::parquet::write_parquet;
 use crate::ingest::frame::rollouts_frame;
@@ -41,7 +41,7 @@ pub fn tables(a: &Args) -> Result<Vec<(&'static str, DataFrame)>> {
 }
 
 pub fn execute(a: &Args) -> Result<Vec<PathBuf>> {
-    std::fs::create_dir_all(&a.out_dir).map_err(|e| Error::write(&a.out_dir, e))?;
+    crate::export::atomic::make_out_dir(&a.out_dir)?;
     let mut ins = vec![a.rollouts.as_path()];
     if let Some(i) = &a.inputs {
         ins.push(i.as_path());

@@ -80,6 +80,7 @@ impl Args {
 }
 
 pub fn execute(a: &Args) -> Result<GenerateSummary> {
+    crate::export::atomic::make_out_dir(&a.out_dir)?;
     generate(&a.options(), &a.out_dir).map_err(|e| {
         if e.kind() == std::io::ErrorKind::InvalidInput {
             Error::Usage(e.to_string())

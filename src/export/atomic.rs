@@ -46,11 +46,15 @@ impl OutputSet {
                 path.display()
             )));
         }
-        let dir = parent(path);
-        if !dir.is_dir() {
-            return Err(Error::Usage(format!("{}: the output folder does not exist", dir.display())));
+        if path.is_dir() {
+            return Err(Error::Usage(format!("{}: is a folder; give the output file's path", path.display())));
         }
-        Ok(())
+        let dir = parent(path);
+        match fs::metadata(&dir) {
+            Ok(m) if m.is_dir() => Ok(()),
+            Ok(_) => Err(Error::Usage(format!("{}: is not a folder", dir.display()))),
+            Err(_) => Err(Error::Usage(format!("{}: the output folder does not exist", dir.display()))),
+        }
     }
 
     /// Stages `bytes` for `path` (written to a temporary file now).
@@ -170,6 +174,15 @@ pub fn is_stdout(path: &Path) -> bool {
         st.assume_init()
     };
     p.dev() == st.st_dev as u64 && p.ino() == st.st_ino as u64
+}
+
+/// Creates the output folder `dir` (and its parents) when it is not there; a path that
+/// exists as something else is a usage error, not a failure of ours.
+pub fn make_out_dir(dir: &Path) -> Result<()> {
+    if fs::metadata(dir).is_ok_and(|m| !m.is_dir()) {
+        return Err(Error::Usage(format!("{}: is not a folder; --out-dir takes a folder", dir.display())));
+    }
+    fs::create_dir_all(dir).map_err(|e| Error::write(dir, e))
 }
 
 pub fn is_stream(path: &Path) -> bool {

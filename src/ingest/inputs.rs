@@ -179,8 +179,10 @@ pub fn read_inputs(path: &Path) -> Result<InputTable> {
     })?;
     let mut t = InputTable { path: path.to_path_buf(), ..Default::default() };
     let mut names: HashMap<String, u32> = HashMap::new();
+    let mut cut: Option<(u64, String)> = None;
     for (p, base) in pieces {
         if let Some((line, msg)) = p.cut_off {
+            cut = Some((line + base, msg.clone()));
             report.warnings.push(format!(
                 "{}, line {}: the last line is cut off (no newline, {msg}); skipped it",
                 path.display(),
@@ -210,9 +212,14 @@ pub fn read_inputs(path: &Path) -> Result<InputTable> {
     }
     t.report = report;
     if t.is_empty() {
+        // The only line may have been cut off: say so (its warning would not be printed).
+        let why = match &cut {
+            Some((line, m)) => format!("line {line} is cut off (no newline, {m}) and no other line holds a row"),
+            None => "every line is blank".to_string(),
+        };
         return Err(Error::bad(
             Location::file(path),
-            "no input rows: every line is blank; expected one JSON object per line",
+            format!("no input rows: {why}; expected one JSON object per line"),
         ));
     }
     Ok(t)

@@ -526,9 +526,11 @@ pub fn read_rollouts(path: &Path) -> Result<RolloutTable> {
     let mut orders = Interner::default();
     let mut col_pieces = Vec::with_capacity(pieces.len());
     let mut piece_meta = Vec::with_capacity(pieces.len());
+    let mut cut: Option<(u64, String)> = None;
     for (mut p, base) in pieces {
         let rows = p.task.len();
         if let Some((line, why)) = p.cut_off {
+            cut = Some((line + base, why.clone()));
             report.warnings.push(format!(
                 "{}, line {}: the last line is cut off (no newline, {why}); skipped it, as from a run that crashed mid-write",
                 path.display(),
@@ -609,9 +611,14 @@ pub fn read_rollouts(path: &Path) -> Result<RolloutTable> {
     t.names = names.list;
     t.report = report;
     if t.is_empty() {
+        // The only line may have been cut off: say so (its warning would not be printed).
+        let why = match &cut {
+            Some((line, m)) => format!("line {line} is cut off (no newline, {m}) and no other line holds a row"),
+            None => "every line is blank".to_string(),
+        };
         return Err(Error::bad(
             Location::file(path),
-            "no rollout rows: every line is blank; expected one JSON object per line",
+            format!("no rollout rows: {why}; expected one JSON object per line"),
         ));
     }
     Ok(t)

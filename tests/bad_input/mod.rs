@@ -183,6 +183,13 @@ fn damaged_last_line_without_newline_is_an_error() {
     refused(&r, &["inputs.jsonl", "line 2", "invalid JSON"]);
 }
 
+/// A file whose only line is cut off holds no rows: the error says so, not "blank".
+#[test]
+fn a_file_whose_only_line_is_cut_off() {
+    let r = profile(GOOD_INPUT.as_bytes(), br#"{"reward": 1.0, "_ng_task_index": 0, "_ng_ro"#, &["--allow-partial"]);
+    refused(&r, &["rollouts.jsonl", "no rollout rows: line 1 is cut off (no newline"]);
+}
+
 /// A key that only the cut-off last line has leaves no column behind.
 #[test]
 fn cut_off_last_line_adds_no_field() {
@@ -267,6 +274,33 @@ fn an_output_path_that_is_an_input_is_refused() {
         for (p, bytes) in &before {
             assert_eq!(&std::fs::read(p).unwrap(), bytes, "{args:?} changed {}", p.display());
         }
+    }
+}
+
+/// An output path that is a folder (for a file) or a file (for a folder) is a usage
+/// error found before any work (exit 2), in every command that writes.
+#[test]
+fn output_paths_of_the_wrong_kind_are_usage_errors() {
+    let dir = TempDir::new("out-kind");
+    let r = dir.write("rollouts.jsonl", GOOD_ROLLOUTS);
+    let i = dir.write("inputs.jsonl", GOOD_INPUT);
+    let file = dir.write("afile", "keep");
+    let (rs, is, d, f) =
+        (r.to_str().unwrap(), i.to_str().unwrap(), dir.path().to_str().unwrap(), file.to_str().unwrap());
+    let attempts: [(&[&str], &str); 6] = [
+        (&["aggregate", "--rollouts", rs, "--out", d], "is a folder"),
+        (&["ingest", rs, "--out", d], "is a folder"),
+        (&["query", "leaderboard", "--rollouts", rs, "--out", d], "is a folder"),
+        (&["export", "--rollouts", rs, "--out-dir", f], "is not a folder"),
+        (&["generate", "--tasks", "2", "--out-dir", f], "is not a folder"),
+        (&["profile", "--rollouts", rs, "--inputs", is, "--out-dir", f], "is not a folder"),
+    ];
+    for (args, says) in attempts {
+        let o = run(args);
+        assert_eq!(o.status.code(), Some(2), "{args:?}: {}", stderr(&o));
+        assert!(stderr(&o).contains(says), "{args:?}: {}", stderr(&o));
+        assert_eq!(dir.files(), vec!["afile", "inputs.jsonl", "rollouts.jsonl"], "{args:?}");
+        assert_eq!(std::fs::read_to_string(&file).unwrap(), "keep");
     }
 }
 
