@@ -1169,3 +1169,45 @@ fn fan_out_from_inputs_and_usage_text_as_nemo_gym_reads_them() {
     assert_eq!(am.get("max/reward"), Some(&Json::Int(1)), "{am:?}");
     assert_eq!(am.get("min/reward"), Some(&Json::Int(0)), "{am:?}");
 }
+
+/// Numeric subsets of pass@k are Python dict keys, as in NeMo Gym 0.7.0: `1` and `1.0`
+/// are one subset, named `1` (the first seen), and a float is named as Python's `str()`
+/// writes it (`1e-05`).
+#[test]
+fn numeric_subsets_group_and_name_as_python_does() {
+    let d = TempDir::new("subsets");
+    let lines = [
+        r#"{"reward": 1, "subset": 1, "_ng_task_index": 0, "_ng_rollout_index": 0, "agent_ref": {"name": "a"}}"#,
+        r#"{"reward": 0, "subset": 1.0, "_ng_task_index": 1, "_ng_rollout_index": 0, "agent_ref": {"name": "a"}}"#,
+        r#"{"reward": 1, "subset": 1e-05, "_ng_task_index": 2, "_ng_rollout_index": 0, "agent_ref": {"name": "a"}}"#,
+        r#"{"reward": 1, "subset": "1", "_ng_task_index": 3, "_ng_rollout_index": 0, "agent_ref": {"name": "a"}}"#,
+    ];
+    let r = d.write("rollouts.jsonl", &(lines.join("\n") + "\n"));
+    let agg = d.join("agg.json");
+    let o = run(&[
+        "aggregate",
+        "--rollouts",
+        r.to_str().unwrap(),
+        "--metric",
+        "pass_at_k",
+        "--subset-key",
+        "subset",
+        "--out",
+        agg.to_str().unwrap(),
+        "-q",
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let Json::Arr(entries) = read_json(&agg) else { panic!() };
+    let am = entries[0].get("agent_metrics").unwrap();
+    let Json::Obj(members) = am else { panic!() };
+    let subset_keys: Vec<&str> = members
+        .iter()
+        .map(|(k, _)| &**k)
+        .filter(|k| k.ends_with("/pass@1/accuracy") && !k.starts_with("pass@"))
+        .collect();
+    // The text "1" is another key with the same name; the later one's values win, in the
+    // first one's place (a dict update).
+    assert_eq!(subset_keys, ["1/pass@1/accuracy", "1e-05/pass@1/accuracy"], "{am:?}");
+    assert_eq!(am.get("1e-05/pass@1/accuracy").and_then(Json::as_f64), Some(100.0));
+    assert_eq!(am.get("1/pass@1/accuracy").and_then(Json::as_f64), Some(100.0));
+}
