@@ -37,8 +37,18 @@ pub fn rollouts_frame(t: &RolloutTable, runs: &Runs, default_agent: Option<&str>
             .iter()
             .map(|s| s.to_string())
             .collect();
+    let own = taken.clone();
+    let clash = |name: &str| {
+        if own.contains(name) {
+            eprintln!(
+                "warning: {}: field `{name}` has the name of one of the rollouts table's own columns and is left out of the table",
+                t.path.display()
+            );
+        }
+    };
     for f in &fields {
         if !taken.insert(f.name.clone()) {
+            clash(&f.name);
             continue;
         }
         let mut all_int = true;
@@ -62,7 +72,11 @@ pub fn rollouts_frame(t: &RolloutTable, runs: &Runs, default_agent: Option<&str>
         }
     }
     for c in &t.columns {
-        if c.source != Source::Top || c.has_numbers() || c.codes.is_empty() || taken.contains(&c.name) {
+        if c.source != Source::Top || c.has_numbers() || c.codes.is_empty() {
+            continue;
+        }
+        if taken.contains(&c.name) {
+            clash(&c.name);
             continue;
         }
         taken.insert(c.name.clone());
