@@ -1211,3 +1211,23 @@ fn numeric_subsets_group_and_name_as_python_does() {
     assert_eq!(am.get("1e-05/pass@1/accuracy").and_then(Json::as_f64), Some(100.0));
     assert_eq!(am.get("1/pass@1/accuracy").and_then(Json::as_f64), Some(100.0));
 }
+
+/// A rollout field named like a column of the rollouts table is left out of it, with a
+/// warning naming it; the table's own column keeps its meaning.
+#[test]
+fn fields_named_like_the_tables_own_columns_are_named_in_a_warning() {
+    let d = TempDir::new("clash");
+    let r = d.write(
+        "rollouts.jsonl",
+        "{\"_ng_task_index\":0,\"_ng_rollout_index\":0,\"reward\":1,\"run_key\":5,\"agent_ref\":{\"name\":\"a\"}}\n",
+    );
+    let o =
+        run(&["query", "SELECT run_key, reward FROM rollouts", "--rollouts", r.to_str().unwrap(), "--format", "csv"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert_eq!(stdout(&o), "run_key,reward\na,1\n");
+    assert!(
+        stderr(&o).contains("field `run_key` has the name of one of the rollouts table's own columns"),
+        "{}",
+        stderr(&o)
+    );
+}
