@@ -99,6 +99,15 @@ impl MetricArgs {
         let mut out = Vec::new();
         for name in &self.metric {
             if let Some(m) = custom::builtin(name, self.answer_key.as_deref(), self.subset_key.as_deref(), self.ddof)? {
+                if let (Some(d), true) = (&self.metric_dir, sql.iter().any(|(n, _)| n == name)) {
+                    let file = d.join(format!("{name}.sql"));
+                    if file.exists() {
+                        eprintln!(
+                            "warning: {}: `{name}` is a built-in metric, which --metric {name} runs; rename the file to run it",
+                            file.display()
+                        );
+                    }
+                }
                 out.push(m);
             } else if let Some((_, text)) = sql.iter().find(|(n, _)| n == name) {
                 out.push(MetricSpec::Sql { name: name.clone(), sql: text.clone() });

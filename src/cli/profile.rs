@@ -74,6 +74,11 @@ pub fn print_summary(r: &ProfileRun) {
 }
 
 pub fn execute(a: &Args) -> Result<ProfileRun> {
+    if !a.metrics.key_metric.is_empty() {
+        return Err(Error::Usage(
+            "--key-metric selects the key metrics of `aggregate`; profile artifacts have none".into(),
+        ));
+    }
     let specs = a.metrics.specs()?;
     let dir = a.out_dir.as_deref();
     if dir.is_none() {

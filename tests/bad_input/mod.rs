@@ -412,3 +412,31 @@ fn inputs_from_a_pipe_are_refused_before_reading() {
     assert!(err.contains("inputs.fifo") && err.contains("not a regular file"), "{err}");
     assert_eq!(dir.files(), vec!["inputs.fifo".to_string(), "rollouts.jsonl".to_string()], "no output files");
 }
+
+/// Flags and files that cannot do what they say are refused (exit 2) or named in a
+/// warning, not silently ignored.
+#[test]
+fn ignored_requests_are_refused_or_warned() {
+    let dir = TempDir::new("ignored");
+    let r = profile(GOOD_INPUT.as_bytes(), GOOD_ROLLOUTS.as_bytes(), &["--key-metric", "mean/*"]);
+    refused(&r, &["--key-metric"]);
+    let m = dir.join("metrics");
+    std::fs::create_dir(&m).unwrap();
+    std::fs::write(m.join("reward_variance.sql"), "SELECT agent, 1 AS v FROM rollouts GROUP BY agent").unwrap();
+    let r = dir.write("rollouts.jsonl", GOOD_ROLLOUTS);
+    let out = dir.join("agg.json");
+    let o = run(&[
+        "aggregate",
+        "--rollouts",
+        r.to_str().unwrap(),
+        "--metric-dir",
+        m.to_str().unwrap(),
+        "--metric",
+        "reward_variance",
+        "--out",
+        out.to_str().unwrap(),
+        "-q",
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(stderr(&o).contains("reward_variance.sql: `reward_variance` is a built-in metric"), "{}", stderr(&o));
+}
