@@ -60,16 +60,17 @@ pub enum Command {
 pub fn main() -> Result<()> {
     crate::trace::start();
     let cli = Cli::parse();
+    // Worker stacks of 8 MB (address space, committed only as used): rows nested 1,024
+    // levels deep are re-serialized recursively on them.
+    let mut pool = rayon::ThreadPoolBuilder::new().stack_size(8 << 20);
     if let Some(n) = cli.threads {
         if n == 0 {
             return Err(Error::Usage("--threads must be at least 1".into()));
         }
-        rayon::ThreadPoolBuilder::new()
-            .num_threads(n)
-            .build_global()
-            .map_err(|e| Error::Usage(format!("--threads {n}: {e}")))?;
+        pool = pool.num_threads(n);
         std::env::set_var("POLARS_MAX_THREADS", n.to_string());
     }
+    pool.build_global().map_err(|e| Error::Usage(format!("--threads: {e}")))?;
     match cli.command {
         Command::Demo(a) => demo::run(a),
         Command::Ingest(a) => ingest::run(a),

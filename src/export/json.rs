@@ -74,6 +74,10 @@ impl Json {
     }
 }
 
+/// Deepest nesting the tree parser and the transcoder follow: NeMo Gym's reader (orjson)
+/// reads 1,024 levels and refuses more, so every row it could write back fits.
+const MAX_DEPTH: usize = 1024;
+
 /// Writes a float the way orjson (3.11 and later) does: the shortest digits that read back
 /// to the same double, in decimal form from 1e-5 up to 1e16 (`0.1`, `100000.0`) and in
 /// exponent form outside it (`1e-7`, `1e+16`), which is the form zmij prints; not-finite
@@ -285,7 +289,7 @@ fn transcode_value(
     out: &mut Vec<u8>,
 ) -> Option<()> {
     use crate::ingest::scan::{decode_str, Scalar};
-    if depth > 512 {
+    if depth > MAX_DEPTH {
         return None;
     }
     match s.peek()? {
@@ -398,8 +402,8 @@ impl Parser<'_> {
         }
     }
     fn value(&mut self, depth: usize) -> Result<Json, String> {
-        if depth > 512 {
-            return Err("nesting too deep".into());
+        if depth > MAX_DEPTH {
+            return Err("nesting deeper than 1,024 levels (NeMo Gym's reader refuses such rows too)".into());
         }
         self.ws();
         let mut s = crate::ingest::scan::Scanner { b: self.b, i: self.i };

@@ -1231,3 +1231,35 @@ fn fields_named_like_the_tables_own_columns_are_named_in_a_warning() {
         stderr(&o)
     );
 }
+
+/// A task's `sample` row nested as deep as NeMo Gym's reader reads (1,024 levels) is
+/// written back whole, by every thread.
+#[test]
+fn deeply_nested_sample_rows_are_written_back() {
+    let d = TempDir::new("deep-sample");
+    let n = 1020;
+    let deep = format!("{}{}", "[".repeat(n), "]".repeat(n));
+    let i = d.write(
+        "inputs.jsonl",
+        &format!("{{\"p\":{{\"input\":{deep}}},\"_ng_task_index\":0,\"_ng_rollout_index\":0,\"agent_ref\":{{\"name\":\"a\"}}}}\n"),
+    );
+    let r = d.write("rollouts.jsonl", "{\"reward\":1,\"_ng_task_index\":0,\"_ng_rollout_index\":0}\n");
+    let out = d.join("out");
+    std::fs::create_dir(&out).unwrap();
+    let o = run(&[
+        "profile",
+        "--rollouts",
+        r.to_str().unwrap(),
+        "--inputs",
+        i.to_str().unwrap(),
+        "--out-dir",
+        out.to_str().unwrap(),
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let text = std::fs::read_to_string(out.join("rollouts_reward_profiling.jsonl")).unwrap();
+    assert!(
+        text.contains(&format!("\"sample\":{{\"p\":{{\"input\":{deep}}},\"agent_ref\":{{\"name\":\"a\"}}}}")),
+        "{}",
+        &text[..200]
+    );
+}
