@@ -192,5 +192,49 @@ pub fn level_tables(entries: &[AggEntry<'_>]) -> Result<(DataFrame, DataFrame, D
             }
         }
     }
-    Ok((objects_to_frame(&tasks)?, objects_to_frame(&agents)?, objects_to_frame(&repeats)?))
+    // Columns every table has, also with no rows or with one repeat (no across-repeat
+    // statistics), so that queries and readers that need a schema find one.
+    let tasks = with_columns(
+        objects_to_frame(&tasks)?,
+        &[
+            ("agent", DataType::String),
+            ("_ng_task_index", DataType::Int64),
+            ("mean/reward", DataType::Float64),
+            ("num_rollouts", DataType::Int64),
+            ("expected_num_rollouts", DataType::Int64),
+            ("missing_num_rollouts", DataType::Int64),
+        ],
+    )?;
+    let agents = with_columns(
+        objects_to_frame(&agents)?,
+        &[
+            ("agent", DataType::String),
+            ("mean/reward", DataType::Float64),
+            ("mean_across_repeats/mean/reward", DataType::Float64),
+            ("ci_low_95_across_repeats/mean/reward", DataType::Float64),
+            ("ci_high_95_across_repeats/mean/reward", DataType::Float64),
+            ("num_repeats", DataType::Int64),
+        ],
+    )?;
+    let repeats = with_columns(
+        objects_to_frame(&repeats)?,
+        &[
+            ("agent", DataType::String),
+            ("_ng_rollout_index", DataType::Int64),
+            ("sample_count", DataType::Int64),
+            ("missing_count", DataType::Int64),
+        ],
+    )?;
+    Ok((tasks, agents, repeats))
+}
+
+/// `df` with each of `cols` it lacks added as an all-null column of the given type.
+fn with_columns(mut df: DataFrame, cols: &[(&str, DataType)]) -> Result<DataFrame> {
+    let n = df.height();
+    for (name, dt) in cols {
+        if df.column(name).is_err() {
+            df.with_column(Column::full_null((*name).into(), n, dt))?;
+        }
+    }
+    Ok(df)
 }

@@ -1263,3 +1263,45 @@ fn deeply_nested_sample_rows_are_written_back() {
         &text[..200]
     );
 }
+
+/// With one repeat (no across-repeat statistics) or no rows at all, the tables keep their
+/// documented key columns, so Parquet readers and the bundled reports still work.
+#[test]
+fn tables_keep_their_columns_with_one_repeat_or_no_rows() {
+    let d = TempDir::new("one-repeat");
+    generate(d.path(), &["--tasks", "20", "--repeats", "1", "--agents", "2", "--seed", "3"]);
+    let (r, i) = (d.join("rollouts.jsonl"), d.join("materialized_inputs.jsonl"));
+    let t = d.join("t");
+    let o = run(&[
+        "export",
+        "--rollouts",
+        r.to_str().unwrap(),
+        "--inputs",
+        i.to_str().unwrap(),
+        "--out-dir",
+        t.to_str().unwrap(),
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let repeats = read_pq(&t.join("repeats.parquet"));
+    for c in ["agent", "_ng_rollout_index", "sample_count", "missing_count"] {
+        assert!(repeats.column(c).is_ok(), "repeats.parquet lacks {c}: {:?}", repeats.get_column_names());
+    }
+    let o = run(&["query", "leaderboard", "--parquet-dir", t.to_str().unwrap(), "--format", "csv"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let out = stdout(&o);
+    assert_eq!(out.lines().count(), 3, "{out}");
+    assert!(out.lines().skip(1).all(|l| l.split(',').nth(1).is_some_and(|m| !m.is_empty())), "{out}");
+    // Every rollout masked: no task rows, same columns.
+    let m = d.write(
+        "masked.jsonl",
+        "{\"reward\":1,\"mask_sample\":true,\"_ng_task_index\":0,\"_ng_rollout_index\":0,\"agent_ref\":{\"name\":\"a\"}}\n",
+    );
+    let t2 = d.join("t2");
+    let o = run(&["export", "--rollouts", m.to_str().unwrap(), "--out-dir", t2.to_str().unwrap()]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let tasks = read_pq(&t2.join("tasks.parquet"));
+    assert_eq!(tasks.height(), 0);
+    assert!(tasks.column("_ng_task_index").is_ok() && tasks.column("agent").is_ok());
+    let o = run(&["query", "hardest_tasks", "--parquet-dir", t2.to_str().unwrap(), "--format", "csv"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+}
