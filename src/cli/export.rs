@@ -35,25 +35,36 @@ pub fn tables(a: &Args) -> Result<Vec<(&'static str, DataFrame)>> {
     let (t, inputs) = common::read_both(&a.rollouts, a.inputs.as_deref())?;
     let rollouts = rollouts_frame(&t, &runs(&t, inputs.as_ref()), a.agent.as_deref())?;
     let opts = AggregateOptions { default_agent: a.agent.clone(), ..Default::default() };
-    let (entries, _) = aggregate(&t, inputs.as_ref(), &opts)?;
+    let (entries, warnings) = aggregate(&t, inputs.as_ref(), &opts)?;
+    // The level tables are the aggregate's numbers, with its warnings (rollouts left out
+    // for want of an input row, among others).
+    common::print_warnings(&warnings);
     let (tasks, agents, repeats) = crate::query::level_tables(&entries)?;
     Ok(vec![("rollouts", rollouts), ("tasks", tasks), ("agents", agents), ("repeats", repeats)])
 }
 
 pub fn execute(a: &Args) -> Result<Vec<PathBuf>> {
+    let existed = a.out_dir.exists();
     crate::export::atomic::make_out_dir(&a.out_dir)?;
-    let mut ins = vec![a.rollouts.as_path()];
-    if let Some(i) = &a.inputs {
-        ins.push(i.as_path());
+    let r = (|| {
+        let mut ins = vec![a.rollouts.as_path()];
+        if let Some(i) = &a.inputs {
+            ins.push(i.as_path());
+        }
+        let mut out = OutputSet::new(&ins);
+        let tables = tables(a)?;
+        for (name, mut df) in tables {
+            let path = a.out_dir.join(format!("{name}.parquet"));
+            let mut w = out.create(&path)?;
+            write_parquet(&mut df, &path, &mut w)?;
+        }
+        out.commit()
+    })();
+    if r.is_err() && !existed {
+        // A failed run leaves nothing behind: not even the folder it made (if still empty).
+        let _ = std::fs::remove_dir(&a.out_dir);
     }
-    let mut out = OutputSet::new(&ins);
-    let tables = tables(a)?;
-    for (name, mut df) in tables {
-        let path = a.out_dir.join(format!("{name}.parquet"));
-        let mut w = out.create(&path)?;
-        write_parquet(&mut df, &path, &mut w)?;
-    }
-    out.commit()
+    r
 }
 
 pub fn run(a: Args) -> Result<()> {

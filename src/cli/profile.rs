@@ -79,6 +79,11 @@ pub fn execute(a: &Args) -> Result<ProfileRun> {
             "--key-metric selects the key metrics of `aggregate`; profile artifacts have none".into(),
         ));
     }
+    for f in [&a.inputs, &a.rollouts] {
+        if f.is_dir() {
+            return Err(Error::bad(Location::file(f), "is a folder; expected a JSONL file"));
+        }
+    }
     let specs = a.metrics.specs()?;
     let dir = a.out_dir.as_deref();
     if dir.is_none() {

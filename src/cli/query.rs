@@ -137,6 +137,9 @@ pub fn to_csv(df: &DataFrame) -> Vec<u8> {
             .map(|c| match cell(c, i) {
                 Json::Null => String::new(),
                 Json::Str(s) => field(&s),
+                // As the table and Parquet show them (JSON has no word for these).
+                Json::Float(f) if f.is_nan() => "NaN".into(),
+                Json::Float(f) if f.is_infinite() => if f > 0.0 { "inf" } else { "-inf" }.into(),
                 v => {
                     let mut b = Vec::new();
                     write_compact(&mut b, &v);

@@ -440,3 +440,19 @@ fn ignored_requests_are_refused_or_warned() {
     assert!(o.status.success(), "{}", stderr(&o));
     assert!(stderr(&o).contains("reward_variance.sql: `reward_variance` is a built-in metric"), "{}", stderr(&o));
 }
+
+/// A failed `export` leaves no folder it made behind; a folder given as a file is named so.
+#[test]
+fn failed_export_leaves_no_folder_and_folders_are_named() {
+    let dir = TempDir::new("export-fail");
+    let t = dir.join("tables");
+    let missing = dir.join("missing.jsonl");
+    let o = run(&["export", "--rollouts", missing.to_str().unwrap(), "--out-dir", t.to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    assert!(!t.exists(), "the failed run left {} behind", t.display());
+    let i = dir.write("inputs.jsonl", GOOD_INPUT);
+    let d = dir.path().to_str().unwrap();
+    let o = run(&["profile", "--rollouts", d, "--inputs", i.to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    assert!(stderr(&o).contains("is a folder; expected a JSONL file"), "{}", stderr(&o));
+}

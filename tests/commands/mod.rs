@@ -1305,3 +1305,41 @@ fn tables_keep_their_columns_with_one_repeat_or_no_rows() {
     let o = run(&["query", "hardest_tasks", "--parquet-dir", t2.to_str().unwrap(), "--format", "csv"]);
     assert!(o.status.success(), "{}", stderr(&o));
 }
+
+/// CSV writes infinities and NaN as the table shows them, and `export` passes on the
+/// aggregate's warning about rollouts without an input row.
+#[test]
+fn csv_infinities_and_export_warnings() {
+    let d = TempDir::new("csv-inf");
+    let r = d.write(
+        "rollouts.jsonl",
+        "{\"reward\":0,\"output_tokens\":10,\"_ng_task_index\":0,\"_ng_rollout_index\":0,\"agent_ref\":{\"name\":\"a\"}}\n{\"reward\":1,\"output_tokens\":5,\"_ng_task_index\":1,\"_ng_rollout_index\":0,\"agent_ref\":{\"name\":\"a\"}}\n",
+    );
+    let o = run(&[
+        "query",
+        "SELECT agent, CAST(reward AS DOUBLE) / 0.0 AS x FROM rollouts ORDER BY _ng_task_index",
+        "--rollouts",
+        r.to_str().unwrap(),
+        "--format",
+        "csv",
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert_eq!(stdout(&o), "agent,x\na,NaN\na,inf\n");
+    let i = d.write("inputs.jsonl", "{\"_ng_task_index\":0,\"_ng_rollout_index\":0,\"agent_ref\":{\"name\":\"a\"}}\n");
+    let t = d.join("t");
+    let o = run(&[
+        "export",
+        "--rollouts",
+        r.to_str().unwrap(),
+        "--inputs",
+        i.to_str().unwrap(),
+        "--out-dir",
+        t.to_str().unwrap(),
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(
+        stderr(&o).contains("1 rollout(s) of") && stderr(&o).contains("have no materialized input row"),
+        "{}",
+        stderr(&o)
+    );
+}
