@@ -51,10 +51,26 @@ impl OutputSet {
         }
         let dir = parent(path);
         match fs::metadata(&dir) {
-            Ok(m) if m.is_dir() => Ok(()),
-            Ok(_) => Err(Error::Usage(format!("{}: is not a folder", dir.display()))),
-            Err(_) => Err(Error::Usage(format!("{}: the output folder does not exist", dir.display()))),
+            Ok(m) if m.is_dir() => {}
+            Ok(_) => return Err(Error::Usage(format!("{}: is not a folder", dir.display()))),
+            Err(_) => return Err(Error::Usage(format!("{}: the output folder does not exist", dir.display()))),
         }
+        // A file is written beside its destination and renamed: the folder must let us.
+        if let Target::File(dest) = target(path) {
+            let folder = parent(&dest);
+            if let Ok(c) = std::ffi::CString::new(folder.as_os_str().as_encoded_bytes()) {
+                // SAFETY: `c` is a valid NUL-terminated path; access reads it only.
+                if unsafe { libc::access(c.as_ptr(), libc::W_OK) } != 0 {
+                    let e = std::io::Error::last_os_error();
+                    return Err(Error::Usage(format!(
+                        "{}: cannot write in its folder {} ({e})",
+                        path.display(),
+                        folder.display()
+                    )));
+                }
+            }
+        }
+        Ok(())
     }
 
     /// Stages `bytes` for `path` (written to a temporary file now).
@@ -88,7 +104,12 @@ impl OutputSet {
             Target::File(dest) => {
                 let name = dest.file_name().map(|s| s.to_string_lossy().into_owned()).unwrap_or_default();
                 let tmp = parent(&dest).join(format!(".{name}.rollstat-tmp-{}", std::process::id()));
-                let f = fs::File::create(&tmp).map_err(|e| Error::write(&tmp, e))?;
+                let f = fs::File::create(&tmp).map_err(|e| match e.kind() {
+                    std::io::ErrorKind::PermissionDenied | std::io::ErrorKind::ReadOnlyFilesystem => Error::Usage(
+                        format!("{}: cannot create a file in {} ({e})", dest.display(), parent(&dest).display()),
+                    ),
+                    _ => Error::write(&tmp, e),
+                })?;
                 self.staged.push((Some(tmp), dest));
                 Ok((f, true))
             }

@@ -456,3 +456,16 @@ fn failed_export_leaves_no_folder_and_folders_are_named() {
     assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
     assert!(stderr(&o).contains("is a folder; expected a JSONL file"), "{}", stderr(&o));
 }
+
+/// An output in a folder that takes no new files is a usage error naming the output.
+#[test]
+fn an_output_folder_that_takes_no_files_is_named() {
+    if !std::path::Path::new("/sys/kernel").is_dir() {
+        return; // no sysfs here to try
+    }
+    let dir = TempDir::new("ro-out");
+    let r = dir.write("rollouts.jsonl", GOOD_ROLLOUTS);
+    let o = run(&["aggregate", "--rollouts", r.to_str().unwrap(), "--out", "/sys/rollstat-test.json", "-q"]);
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    assert!(stderr(&o).contains("/sys/rollstat-test.json: cannot"), "{}", stderr(&o));
+}
