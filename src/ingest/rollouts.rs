@@ -223,6 +223,34 @@ fn follows(next: &mut Vec<u32>, after: &mut usize, id: u32) {
     *after = id as usize + 1;
 }
 
+/// A few raw keys of one line, held without allocating.
+struct PendingKeys<'a> {
+    keys: [(&'a [u8], bool); 8],
+    len: usize,
+}
+
+impl<'a> PendingKeys<'a> {
+    fn new() -> Self {
+        PendingKeys { keys: [(&[], false); 8], len: 0 }
+    }
+    fn capacity(&self) -> usize {
+        self.keys.len()
+    }
+    fn len(&self) -> usize {
+        self.len
+    }
+    fn push(&mut self, k: (&'a [u8], bool)) {
+        self.keys[self.len] = k;
+        self.len += 1;
+    }
+    fn clear(&mut self) {
+        self.len = 0;
+    }
+    fn as_slice(&self) -> &[(&'a [u8], bool)] {
+        &self.keys[..self.len]
+    }
+}
+
 impl Piece {
     /// Room for `more` rows.
     fn reserve(&mut self, more: usize) {
@@ -264,6 +292,9 @@ impl Piece {
         top_ids.clear();
         usage_ids.clear();
         self.perf_ids.clear();
+        // Keys of `response.usage` values that are not numbers (see below); more than this
+        // many are recorded at once instead.
+        let mut pending = PendingKeys::new();
         let mut task: Option<i64> = None;
         let mut rollout: Option<i64> = None;
         let mut agent = NONE;
@@ -297,6 +328,7 @@ impl Piece {
                 for id in usage_ids.drain(..) {
                     self.cols.set(id, tag::ABSENT, 0.0);
                 }
+                pending.clear();
                 if s.peek() == Some(b'{') {
                     s.i += 1;
                     let mut f2 = true;
@@ -307,10 +339,19 @@ impl Piece {
                             let mut after_usage = 0usize;
                             while let Some(uk) = s.next_key(&mut f3)? {
                                 let v = s.value()?;
-                                // Text, objects and arrays are kept only as "not a number":
-                                // a usage value replaces the top-level one of the same name
-                                // whatever it is (`result | usage` in NeMo Gym).
-                                let (t, x) = scalar_tag(&v).unwrap_or((tag::LONG_STR, 0.0));
+                                let Some((t, x)) = scalar_tag(&v) else {
+                                    // Text, objects and arrays matter only where they replace
+                                    // a top-level field of the same name (`result | usage`
+                                    // in NeMo Gym): settled at the end of the line.
+                                    if pending.len() < pending.capacity() {
+                                        pending.push(uk);
+                                    } else {
+                                        let id = self.cols.id(Source::Usage, &key_string(uk));
+                                        self.cols.set(id, tag::LONG_STR, 0.0);
+                                        usage_ids.push(id);
+                                    }
+                                    continue;
+                                };
                                 let key = key_string(uk);
                                 let id = self.cols.id_guess(Source::Usage, &key, guess(&self.next_usage, after_usage));
                                 self.cols.set(id, t, x);
@@ -408,6 +449,16 @@ impl Piece {
             }
         }
         s.end()?;
+        // A usage value that is not a number replaces a top-level field of its name: kept
+        // (as "not a number") only where the line has one.
+        for &uk in pending.as_slice() {
+            let key = key_string(uk);
+            if self.cols.find(Source::Top, &key).is_some_and(|top| top_ids.contains(&top)) {
+                let id = self.cols.id(Source::Usage, &key);
+                self.cols.set(id, tag::LONG_STR, 0.0);
+                usage_ids.push(id);
+            }
+        }
         let task = task.ok_or_else(|| LineErr {
             offset: None,
             key: Some("_ng_task_index".into()),
@@ -667,6 +718,7 @@ mod tests {
             }
         };
         let mut text = String::new();
+        type Kept = (u8, u64, Option<String>);
         type Want = (Vec<(&'static str, Source)>, HashMap<(Source, &'static str), (u8, u64, Option<String>)>);
         let mut want: Vec<Want> = Vec::new();
         let mut order: Vec<usize> = (0..TOP.len()).collect();
@@ -697,21 +749,34 @@ mod tests {
                     seq.remove(at);
                 }
             }
-            let mut usage = Vec::new();
-            let mut useq = Vec::new();
             let present: Vec<&'static str> = USAGE.iter().copied().filter(|_| next(5) != 0).collect();
+            let mut entries: Vec<(&str, String, Option<Kept>)> = Vec::new();
             for k in present {
                 let (json, kept) = value(next(1000));
-                usage.push(format!("\"{k}\": {json}"));
-                // Numbers, bools and nulls are kept from `usage`; text, objects and arrays
-                // only as "not a number".
-                let v = kept.filter(|v| v.0 != tag::STR).unwrap_or((tag::LONG_STR, 0, None));
-                useq.push((k, Source::Usage));
-                vals.insert((Source::Usage, k), v);
+                entries.push((k, json, kept));
             }
             if next(3) == 0 {
-                usage.reverse();
-                useq.reverse();
+                entries.reverse();
+            }
+            let usage: Vec<String> = entries.iter().map(|(k, json, _)| format!("\"{k}\": {json}")).collect();
+            // Numbers, bools and nulls are kept from `usage`, in order; text, objects and
+            // arrays only as "not a number", after them, and only where a kept top-level
+            // value of the same name is there to be replaced.
+            let mut useq = Vec::new();
+            let mut later = Vec::new();
+            for (k, _, kept) in entries {
+                match kept.filter(|v| v.0 != tag::STR) {
+                    Some(v) => {
+                        useq.push((k, Source::Usage));
+                        vals.insert((Source::Usage, k), v);
+                    }
+                    None if seq.contains(&(k, Source::Top)) => later.push(k),
+                    None => {}
+                }
+            }
+            for k in later {
+                useq.push((k, Source::Usage));
+                vals.insert((Source::Usage, k), (tag::LONG_STR, 0, None));
             }
             members.insert(
                 next(members.len() as u64) as usize,

@@ -190,6 +190,12 @@ impl ColumnsBuilder {
         self.id(source, key)
     }
 
+    /// The column for a key, if this piece has one (nothing is created).
+    #[inline]
+    pub fn find(&self, source: Source, key: &[u8]) -> Option<u32> {
+        self.index[source as usize].get(key).copied()
+    }
+
     /// Whether column `id` has this source and name.
     #[inline]
     pub fn is(&self, id: u32, source: Source, key: &[u8]) -> bool {
