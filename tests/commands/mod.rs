@@ -1343,3 +1343,18 @@ fn csv_infinities_and_export_warnings() {
         stderr(&o)
     );
 }
+
+/// `batch-metrics` groups as Python's dict keys do: `1` and `1.0` are one group, `"1"`
+/// another.
+#[test]
+fn batch_groups_follow_python_keys() {
+    let d = TempDir::new("batch-keys");
+    let b = d.write(
+        "batch.jsonl",
+        "{\"uid\":1,\"reward\":0}\n{\"uid\":1.0,\"reward\":1}\n{\"uid\":\"1\",\"reward\":1}\n{\"uid\":\"1\",\"reward\":1}\n",
+    );
+    let o = run(&["batch-metrics", b.to_str().unwrap(), "--metric", "reward_variance"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    // Variances 0.25 ({0, 1}) and 0 ({1, 1}); their mean.
+    assert!(stdout(&o).contains("\"custom_metrics/train/reward_variance\": 0.125"), "{}", stdout(&o));
+}
