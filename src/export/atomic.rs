@@ -176,11 +176,14 @@ fn target(path: &Path) -> Target {
         if let Ok(real) = fs::canonicalize(path) {
             return Target::File(real);
         }
+        // A link to a file not made yet: write that file and keep the link.
+        if let Ok(link) = fs::read_link(path) {
+            return Target::File(if link.is_absolute() { link } else { parent(path).join(link) });
+        }
     }
     Target::File(path.to_path_buf())
 }
 
-/// Whether `path` exists and is not a regular file (a pipe, a device, a socket).
 /// Whether `path` is the file, pipe or terminal this process's stdout writes to.
 pub fn is_stdout(path: &Path) -> bool {
     use std::os::unix::fs::MetadataExt;
@@ -206,6 +209,7 @@ pub fn make_out_dir(dir: &Path) -> Result<()> {
     fs::create_dir_all(dir).map_err(|e| Error::write(dir, e))
 }
 
+/// Whether `path` exists and is not a regular file (a pipe, a device, a socket).
 pub fn is_stream(path: &Path) -> bool {
     fs::metadata(path).is_ok_and(|m| !m.is_file())
 }

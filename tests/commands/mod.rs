@@ -409,6 +409,14 @@ fn outputs_through_descriptors_and_symlinks() {
     assert!(o.status.success(), "{}", stderr(&o));
     assert!(std::fs::symlink_metadata(&link).unwrap().file_type().is_symlink(), "the link was replaced");
     assert_eq!(std::fs::read(&real).unwrap(), want);
+    // A link to a file not made yet: the file is made, the link stays.
+    let later = d.join("later.json");
+    let dangling = d.join("dangling.json");
+    std::os::unix::fs::symlink("later.json", &dangling).unwrap();
+    let o = run(&["aggregate", "--rollouts", r.to_str().unwrap(), "--out", dangling.to_str().unwrap(), "-q"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(std::fs::symlink_metadata(&dangling).unwrap().file_type().is_symlink(), "the link was replaced");
+    assert_eq!(std::fs::read(&later).unwrap(), want);
     assert!(d.files().iter().all(|f| !f.contains("rollstat-tmp")), "{:?}", d.files());
 }
 
