@@ -40,8 +40,11 @@ pub fn tables(a: &Args) -> Result<Vec<(&'static str, DataFrame)>> {
     // for want of an input row, among others).
     common::print_warnings(&warnings);
     let (tasks, agents, repeats) = crate::query::level_tables(&entries)?;
-    Ok(vec![("rollouts", rollouts), ("tasks", tasks), ("agents", agents), ("repeats", repeats)])
+    Ok(vec![(NAMES[0], rollouts), (NAMES[1], tasks), (NAMES[2], agents), (NAMES[3], repeats)])
 }
+
+/// The tables, in the order they are written.
+const NAMES: [&str; 4] = ["rollouts", "tasks", "agents", "repeats"];
 
 pub fn execute(a: &Args) -> Result<Vec<PathBuf>> {
     let existed = a.out_dir.exists();
@@ -52,6 +55,10 @@ pub fn execute(a: &Args) -> Result<Vec<PathBuf>> {
             ins.push(i.as_path());
         }
         let mut out = OutputSet::new(&ins);
+        // Checked before reading: the outputs can be written there.
+        for name in NAMES {
+            out.check(&a.out_dir.join(format!("{name}.parquet")))?;
+        }
         let tables = tables(a)?;
         for (name, mut df) in tables {
             let path = a.out_dir.join(format!("{name}.parquet"));

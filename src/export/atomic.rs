@@ -206,7 +206,12 @@ pub fn make_out_dir(dir: &Path) -> Result<()> {
     if fs::metadata(dir).is_ok_and(|m| !m.is_dir()) {
         return Err(Error::Usage(format!("{}: is not a folder; --out-dir takes a folder", dir.display())));
     }
-    fs::create_dir_all(dir).map_err(|e| Error::write(dir, e))
+    fs::create_dir_all(dir).map_err(|e| match e.kind() {
+        std::io::ErrorKind::PermissionDenied | std::io::ErrorKind::ReadOnlyFilesystem => {
+            Error::Usage(format!("{}: cannot create the output folder ({e})", dir.display()))
+        }
+        _ => Error::write(dir, e),
+    })
 }
 
 /// Whether `path` exists and is not a regular file (a pipe, a device, a socket).

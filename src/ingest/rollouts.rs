@@ -249,6 +249,16 @@ impl<'a> PendingKeys<'a> {
     fn as_slice(&self) -> &[(&'a [u8], bool)] {
         &self.keys[..self.len]
     }
+    fn retain(&mut self, keep: impl Fn((&'a [u8], bool)) -> bool) {
+        let mut n = 0;
+        for i in 0..self.len {
+            if keep(self.keys[i]) {
+                self.keys[n] = self.keys[i];
+                n += 1;
+            }
+        }
+        self.len = n;
+    }
 }
 
 impl Piece {
@@ -333,33 +343,53 @@ impl Piece {
                     s.i += 1;
                     let mut f2 = true;
                     while let Some(rk) = s.next_key(&mut f2)? {
-                        if key_is(rk, b"usage") && s.peek() == Some(b'{') {
-                            s.i += 1;
-                            let mut f3 = true;
-                            let mut after_usage = 0usize;
-                            while let Some(uk) = s.next_key(&mut f3)? {
-                                let v = s.value()?;
-                                let Some((t, x)) = scalar_tag(&v) else {
-                                    // Text, objects and arrays matter only where they replace
-                                    // a top-level field of the same name (`result | usage`
-                                    // in NeMo Gym): settled at the end of the line.
-                                    if pending.len() < pending.capacity() {
-                                        pending.push(uk);
-                                    } else {
-                                        let id = self.cols.id(Source::Usage, &key_string(uk));
-                                        self.cols.set(id, tag::LONG_STR, 0.0);
-                                        usage_ids.push(id);
-                                    }
-                                    continue;
-                                };
-                                let key = key_string(uk);
-                                let id = self.cols.id_guess(Source::Usage, &key, guess(&self.next_usage, after_usage));
-                                self.cols.set(id, t, x);
-                                usage_ids.push(id);
-                                follows(&mut self.next_usage, &mut after_usage, id);
-                            }
-                        } else {
+                        if !key_is(rk, b"usage") {
                             s.value()?;
+                            continue;
+                        }
+                        // A second `usage` replaces the first.
+                        for id in usage_ids.drain(..) {
+                            self.cols.set(id, tag::ABSENT, 0.0);
+                        }
+                        pending.clear();
+                        if s.peek() != Some(b'{') {
+                            s.value()?;
+                            continue;
+                        }
+                        s.i += 1;
+                        let mut f3 = true;
+                        let mut after_usage = 0usize;
+                        while let Some(uk) = s.next_key(&mut f3)? {
+                            let v = s.value()?;
+                            let key = key_string(uk);
+                            let Some((t, x)) = scalar_tag(&v) else {
+                                // Text, objects and arrays matter only where they replace a
+                                // top-level field of the same name (`result | usage` in NeMo
+                                // Gym): settled at the end of the line. An earlier number
+                                // of the same key is taken back (the last value wins).
+                                if let Some(p) = usage_ids.iter().position(|&id| self.cols.is(id, Source::Usage, &key))
+                                {
+                                    let id = usage_ids[p];
+                                    usage_ids.retain(|&x| x != id);
+                                    self.cols.set(id, tag::ABSENT, 0.0);
+                                }
+                                if pending.len() < pending.capacity() {
+                                    pending.push(uk);
+                                } else {
+                                    let id = self.cols.id(Source::Usage, &key);
+                                    self.cols.set(id, tag::LONG_STR, 0.0);
+                                    usage_ids.push(id);
+                                }
+                                continue;
+                            };
+                            if pending.len() > 0 {
+                                // A number after a non-number of the same key replaces it.
+                                pending.retain(|k| key_string(k) != key);
+                            }
+                            let id = self.cols.id_guess(Source::Usage, &key, guess(&self.next_usage, after_usage));
+                            self.cols.set(id, t, x);
+                            usage_ids.push(id);
+                            follows(&mut self.next_usage, &mut after_usage, id);
                         }
                     }
                 } else {

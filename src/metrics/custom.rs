@@ -191,6 +191,10 @@ pub fn compute(
                     // The first rollout with a truthy value names the task's subset.
                     let found = rows.iter().find_map(|&r| match field_value(t, sk, r) {
                         Some(Json::Str(s)) if !s.is_empty() => Some((format!("s{s}"), s)),
+                        // Integers a double cannot hold keep their digits as the key.
+                        Some(Json::Int(i)) if i != 0 && (i as f64) as i64 != i => {
+                            Some((format!("i{i}"), i.to_string()))
+                        }
                         Some(Json::Int(i)) if i != 0 => Some((format!("n{}", (i as f64).to_bits()), i.to_string())),
                         Some(Json::Float(f)) if f != 0.0 => Some((format!("n{}", f.to_bits()), python_float(f))),
                         Some(Json::Bool(true)) => Some((format!("n{}", 1f64.to_bits()), "True".to_string())),

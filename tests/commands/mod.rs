@@ -1070,11 +1070,22 @@ fn escaped_and_repeated_keys_read_as_their_plain_form() {
         // A stamp taken back, an agent name given twice.
         r#"{"reward":0.5,"response":{"usage":{"tok":6}},"_ng_environment_server":"S","_ng_environment_server":null,"_ng_task_index":1,"_ng_rollout_index":1,"agent_ref":{"name":"B","name":"A"}}"#,
     ];
+    let rollouts_odd = [
+        rollouts_odd[0],
+        rollouts_odd[1],
+        rollouts_odd[2],
+        rollouts_odd[3],
+        // Repeated keys inside `usage`, and a second `usage`: the last value wins.
+        r#"{"reward":1.0,"tok":3,"response":{"usage":{"tok":"n/a","tok":7,"w":1,"w":"x"}},"_ng_task_index":2,"_ng_rollout_index":0,"agent_ref":{"name":"A"}}"#,
+        r#"{"reward":0.0,"response":{"usage":{"z":1},"usage":{"tok":8}},"_ng_task_index":2,"_ng_rollout_index":1,"agent_ref":{"name":"A"}}"#,
+    ];
     let rollouts_plain = [
         r#"{"reward":1.0,"response":{"usage":{"tok":3}},"mask_sample":false,"_ng_task_index":0,"_ng_rollout_index":0,"_hidden":5,"agent_ref":{"name":"A"}}"#,
         r#"{"reward":0.0,"response":{"usage":{"tok":5}},"mask_sample":false,"_ng_task_index":0,"_ng_rollout_index":1,"agent_ref":{"name":"A"}}"#,
         r#"{"reward":1.0,"score":{"a":1},"ng_perf":null,"_ng_task_index":1,"_ng_rollout_index":0,"agent_ref":{"name":"A"}}"#,
         r#"{"reward":0.5,"response":{"usage":{"tok":6}},"_ng_environment_server":null,"_ng_task_index":1,"_ng_rollout_index":1,"agent_ref":{"name":"A"}}"#,
+        r#"{"reward":1.0,"tok":3,"response":{"usage":{"tok":7,"w":"x"}},"_ng_task_index":2,"_ng_rollout_index":0,"agent_ref":{"name":"A"}}"#,
+        r#"{"reward":0.0,"response":{"usage":{"tok":8}},"_ng_task_index":2,"_ng_rollout_index":1,"agent_ref":{"name":"A"}}"#,
     ];
     let inputs_odd = [
         r#"{"q":"one","\u005fng_task_index":0,"_ng_rollout_index":0,"agent_ref":{"n\u0061me":"A"}}"#,
@@ -1082,11 +1093,21 @@ fn escaped_and_repeated_keys_read_as_their_plain_form() {
         r#"{"q":"two","_ng_task_index":1,"_ng_rollout_index":0,"agent_ref":{"name":"B"},"agent_ref":{"name":"A"}}"#,
         r#"{"q":"two","_ng_task_index":1,"_ng_rollout_index":1,"agent_ref":{"name":"A"}}"#,
     ];
+    let inputs_odd = [
+        inputs_odd[0],
+        inputs_odd[1],
+        inputs_odd[2],
+        inputs_odd[3],
+        r#"{"q":"three","_ng_task_index":2,"_ng_rollout_index":0,"agent_ref":{"name":"A"}}"#,
+        r#"{"q":"three","_ng_task_index":2,"_ng_rollout_index":1,"agent_ref":{"name":"A"}}"#,
+    ];
     let inputs_plain = [
         r#"{"q":"one","_ng_task_index":0,"_ng_rollout_index":0,"agent_ref":{"name":"A"}}"#,
         r#"{"q":"one","_ng_task_index":0,"_ng_rollout_index":1,"agent_ref":{"name":"A"},"_ng_environment_server":null}"#,
         r#"{"q":"two","_ng_task_index":1,"_ng_rollout_index":0,"agent_ref":{"name":"A"}}"#,
         r#"{"q":"two","_ng_task_index":1,"_ng_rollout_index":1,"agent_ref":{"name":"A"}}"#,
+        r#"{"q":"three","_ng_task_index":2,"_ng_rollout_index":0,"agent_ref":{"name":"A"}}"#,
+        r#"{"q":"three","_ng_task_index":2,"_ng_rollout_index":1,"agent_ref":{"name":"A"}}"#,
     ];
     let mut outs = Vec::new();
     for (name, r, i) in [("odd", rollouts_odd, inputs_odd), ("plain", rollouts_plain, inputs_plain)] {
@@ -1122,8 +1143,8 @@ fn escaped_and_repeated_keys_read_as_their_plain_form() {
     }
     // What the plain form holds, so that the comparison is not between two failures.
     let agg = std::fs::read_to_string(d.join("out_plain/agg.json")).unwrap();
-    assert!(agg.contains("\"mean/tok\": 4.666666666666667"), "{agg}");
-    for absent in ["gone", "_hidden", "score", "perf_summary", "\"B\""] {
+    assert!(agg.contains("\"mean/tok\": 5.8"), "{agg}");
+    for absent in ["gone", "_hidden", "score", "perf_summary", "\"B\"", "/w\"", "/z\""] {
         assert!(!agg.contains(absent), "{absent} in {agg}");
     }
 }
@@ -1218,6 +1239,29 @@ fn numeric_subsets_group_and_name_as_python_does() {
     assert_eq!(subset_keys, ["1/pass@1/accuracy", "1e-05/pass@1/accuracy"], "{am:?}");
     assert_eq!(am.get("1e-05/pass@1/accuracy").and_then(Json::as_f64), Some(100.0));
     assert_eq!(am.get("1/pass@1/accuracy").and_then(Json::as_f64), Some(100.0));
+    // Integers a double cannot tell apart are still two subsets.
+    let lines = [
+        r#"{"reward": 1, "subset": 9007199254740993, "_ng_task_index": 0, "_ng_rollout_index": 0, "agent_ref": {"name": "a"}}"#,
+        r#"{"reward": 0, "subset": 9007199254740992, "_ng_task_index": 1, "_ng_rollout_index": 0, "agent_ref": {"name": "a"}}"#,
+    ];
+    let r = d.write("big.jsonl", &(lines.join("\n") + "\n"));
+    let o = run(&[
+        "aggregate",
+        "--rollouts",
+        r.to_str().unwrap(),
+        "--metric",
+        "pass_at_k",
+        "--subset-key",
+        "subset",
+        "--out",
+        agg.to_str().unwrap(),
+        "-q",
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let Json::Arr(entries) = read_json(&agg) else { panic!() };
+    let am = entries[0].get("agent_metrics").unwrap();
+    assert_eq!(am.get("9007199254740993/pass@1/accuracy").and_then(Json::as_f64), Some(100.0), "{am:?}");
+    assert_eq!(am.get("9007199254740992/pass@1/accuracy").and_then(Json::as_f64), Some(0.0), "{am:?}");
 }
 
 /// A rollout field named like a column of the rollouts table is left out of it, with a
