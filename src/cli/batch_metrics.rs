@@ -38,16 +38,16 @@ pub type Sample = (String, f64);
 /// characters, numbers and bools by value (`1`, `1.0` and `true` are one group), and the
 /// two kinds apart (`1` and `"1"` are two groups).
 fn json_group(v: &serde_json::Value) -> Option<String> {
-    let number = |x: f64| format!("\u{0}{}", x.to_bits());
+    use crate::metrics::custom::{float_key, int_key};
+    let number = |key: String| format!("\u{0}{key}");
     match v {
         serde_json::Value::Null => None,
         serde_json::Value::String(s) => Some(s.clone()),
-        serde_json::Value::Bool(b) => Some(number(f64::from(u8::from(*b)))),
-        serde_json::Value::Number(n) => Some(match n.as_i64() {
-            // Integers beyond a double's exact range keep their digits.
-            Some(i) if (i as f64) as i64 != i => format!("\u{0}i{i}"),
-            _ => number(n.as_f64().unwrap_or(f64::NAN) + 0.0),
-        }),
+        serde_json::Value::Bool(b) => Some(number(float_key(f64::from(u8::from(*b))))),
+        serde_json::Value::Number(n) => Some(number(match n.as_i64() {
+            Some(i) => int_key(i),
+            None => float_key(n.as_f64().unwrap_or(f64::NAN)),
+        })),
         other => Some(other.to_string()),
     }
 }

@@ -55,15 +55,14 @@ pub fn execute(a: &Args) -> Result<Vec<PathBuf>> {
             ins.push(i.as_path());
         }
         let mut out = OutputSet::new(&ins);
+        let paths = NAMES.map(|name| a.out_dir.join(format!("{name}.parquet")));
         // Checked before reading: the outputs can be written there.
-        for name in NAMES {
-            out.check(&a.out_dir.join(format!("{name}.parquet")))?;
+        for path in &paths {
+            out.check(path)?;
         }
-        let tables = tables(a)?;
-        for (name, mut df) in tables {
-            let path = a.out_dir.join(format!("{name}.parquet"));
-            let mut w = out.create(&path)?;
-            write_parquet(&mut df, &path, &mut w)?;
+        for ((_, mut df), path) in tables(a)?.into_iter().zip(&paths) {
+            let mut w = out.create(path)?;
+            write_parquet(&mut df, path, &mut w)?;
         }
         out.commit()
     })();

@@ -104,11 +104,16 @@ impl OutputSet {
             Target::File(dest) => {
                 let name = dest.file_name().map(|s| s.to_string_lossy().into_owned()).unwrap_or_default();
                 let tmp = parent(&dest).join(format!(".{name}.rollstat-tmp-{}", std::process::id()));
-                let f = fs::File::create(&tmp).map_err(|e| match e.kind() {
-                    std::io::ErrorKind::PermissionDenied | std::io::ErrorKind::ReadOnlyFilesystem => Error::Usage(
-                        format!("{}: cannot create a file in {} ({e})", dest.display(), parent(&dest).display()),
-                    ),
-                    _ => Error::write(&tmp, e),
+                let f = fs::File::create(&tmp).map_err(|e| {
+                    if refused(&e) {
+                        Error::Usage(format!(
+                            "{}: cannot create a file in {} ({e})",
+                            dest.display(),
+                            parent(&dest).display()
+                        ))
+                    } else {
+                        Error::write(&tmp, e)
+                    }
                 })?;
                 self.staged.push((Some(tmp), dest));
                 Ok((f, true))
@@ -206,12 +211,19 @@ pub fn make_out_dir(dir: &Path) -> Result<()> {
     if fs::metadata(dir).is_ok_and(|m| !m.is_dir()) {
         return Err(Error::Usage(format!("{}: is not a folder; --out-dir takes a folder", dir.display())));
     }
-    fs::create_dir_all(dir).map_err(|e| match e.kind() {
-        std::io::ErrorKind::PermissionDenied | std::io::ErrorKind::ReadOnlyFilesystem => {
+    fs::create_dir_all(dir).map_err(|e| {
+        if refused(&e) {
             Error::Usage(format!("{}: cannot create the output folder ({e})", dir.display()))
+        } else {
+            Error::write(dir, e)
         }
-        _ => Error::write(dir, e),
     })
+}
+
+/// Whether the system refused to create a file or folder where the user pointed us
+/// (permissions, a read-only file system): a usage error, not a failure of ours.
+fn refused(e: &std::io::Error) -> bool {
+    matches!(e.kind(), std::io::ErrorKind::PermissionDenied | std::io::ErrorKind::ReadOnlyFilesystem)
 }
 
 /// Whether `path` exists and is not a regular file (a pipe, a device, a socket).

@@ -212,15 +212,7 @@ pub fn read_inputs(path: &Path) -> Result<InputTable> {
     }
     t.report = report;
     if t.is_empty() {
-        // The only line may have been cut off: say so (its warning would not be printed).
-        let why = match &cut {
-            Some((line, m)) => format!("line {line} is cut off (no newline, {m}) and no other line holds a row"),
-            None => "every line is blank".to_string(),
-        };
-        return Err(Error::bad(
-            Location::file(path),
-            format!("no input rows: {why}; expected one JSON object per line"),
-        ));
+        return Err(super::lines::no_rows(path, "input", cut));
     }
     Ok(t)
 }

@@ -256,6 +256,16 @@ impl Mapped {
     }
 }
 
+/// The error for a file that holds no `what` rows; `cut` is its cut-off last line (its
+/// number and what was wrong), whose warning would otherwise never be printed.
+pub fn no_rows(path: &Path, what: &str, cut: Option<(u64, String)>) -> Error {
+    let why = match cut {
+        Some((line, m)) => format!("line {line} is cut off (no newline, {m}) and no other line holds a row"),
+        None => "every line is blank".to_string(),
+    };
+    Error::bad(Location::file(path), format!("no {what} rows: {why}; expected one JSON object per line"))
+}
+
 /// Cuts `data` into newline-aligned ranges of about [`PIECE`] bytes.
 fn cut(data: &[u8]) -> Vec<(usize, usize)> {
     let mut bounds = Vec::with_capacity(data.len() / PIECE + 1);

@@ -261,6 +261,13 @@ impl<'a> PendingKeys<'a> {
     }
 }
 
+/// Takes back the values a line set for `ids` (a repeated key keeps only its last value).
+fn take_back(cols: &mut ColumnsBuilder, ids: &mut Vec<u32>) {
+    for id in ids.drain(..) {
+        cols.set(id, tag::ABSENT, 0.0);
+    }
+}
+
 impl Piece {
     /// Room for `more` rows.
     fn reserve(&mut self, more: usize) {
@@ -335,9 +342,7 @@ impl Piece {
                 s.value()?;
             } else if key_is(k, b"response") {
                 // A second `response` replaces the first: its usage values go.
-                for id in usage_ids.drain(..) {
-                    self.cols.set(id, tag::ABSENT, 0.0);
-                }
+                take_back(&mut self.cols, usage_ids);
                 pending.clear();
                 if s.peek() == Some(b'{') {
                     s.i += 1;
@@ -348,9 +353,7 @@ impl Piece {
                             continue;
                         }
                         // A second `usage` replaces the first.
-                        for id in usage_ids.drain(..) {
-                            self.cols.set(id, tag::ABSENT, 0.0);
-                        }
+                        take_back(&mut self.cols, usage_ids);
                         pending.clear();
                         if s.peek() != Some(b'{') {
                             s.value()?;
@@ -422,9 +425,7 @@ impl Piece {
                 masked = truthy(&s.value()?);
             } else if key_is(k, b"ng_perf") {
                 perf = false;
-                for id in self.perf_ids.drain(..) {
-                    self.cols.set(id, tag::ABSENT, 0.0);
-                }
+                take_back(&mut self.cols, &mut self.perf_ids);
                 if s.peek() == Some(b'{') {
                     perf = true;
                     s.i += 1;
@@ -692,15 +693,7 @@ pub fn read_rollouts(path: &Path) -> Result<RolloutTable> {
     t.names = names.list;
     t.report = report;
     if t.is_empty() {
-        // The only line may have been cut off: say so (its warning would not be printed).
-        let why = match &cut {
-            Some((line, m)) => format!("line {line} is cut off (no newline, {m}) and no other line holds a row"),
-            None => "every line is blank".to_string(),
-        };
-        return Err(Error::bad(
-            Location::file(path),
-            format!("no rollout rows: {why}; expected one JSON object per line"),
-        ));
+        return Err(super::lines::no_rows(path, "rollout", cut));
     }
     Ok(t)
 }

@@ -91,6 +91,21 @@ fn answer_repr(v: &Json) -> String {
     String::from_utf8(out).unwrap_or_default()
 }
 
+/// The key of a number in a Python dict, as text: equal numbers (`1`, `1.0`, and `True`
+/// as 1) share it. It never starts with `s`, so text keys can be told apart by one.
+pub fn float_key(x: f64) -> String {
+    format!("n{}", (x + 0.0).to_bits())
+}
+
+/// [`float_key`] of an integer; integers a double cannot hold keep their digits.
+pub fn int_key(i: i64) -> String {
+    if (i as f64) as i64 == i {
+        float_key(i as f64)
+    } else {
+        format!("i{i}")
+    }
+}
+
 /// A float as Python's `repr`/`str` writes it: the shortest digits that read back to it,
 /// in fixed notation when the decimal point falls within 4 places before the first digit
 /// and 16 after it (`0.0001`, `1000000000000000.0`), else in exponent notation with a
@@ -191,13 +206,9 @@ pub fn compute(
                     // The first rollout with a truthy value names the task's subset.
                     let found = rows.iter().find_map(|&r| match field_value(t, sk, r) {
                         Some(Json::Str(s)) if !s.is_empty() => Some((format!("s{s}"), s)),
-                        // Integers a double cannot hold keep their digits as the key.
-                        Some(Json::Int(i)) if i != 0 && (i as f64) as i64 != i => {
-                            Some((format!("i{i}"), i.to_string()))
-                        }
-                        Some(Json::Int(i)) if i != 0 => Some((format!("n{}", (i as f64).to_bits()), i.to_string())),
-                        Some(Json::Float(f)) if f != 0.0 => Some((format!("n{}", f.to_bits()), python_float(f))),
-                        Some(Json::Bool(true)) => Some((format!("n{}", 1f64.to_bits()), "True".to_string())),
+                        Some(Json::Int(i)) if i != 0 => Some((int_key(i), i.to_string())),
+                        Some(Json::Float(f)) if f != 0.0 => Some((float_key(f), python_float(f))),
+                        Some(Json::Bool(true)) => Some((float_key(1.0), "True".to_string())),
                         _ => None,
                     });
                     if let Some((key, name)) = found {

@@ -1205,30 +1205,36 @@ fn fan_out_from_inputs_and_usage_text_as_nemo_gym_reads_them() {
 #[test]
 fn numeric_subsets_group_and_name_as_python_does() {
     let d = TempDir::new("subsets");
-    let lines = [
-        r#"{"reward": 1, "subset": 1, "_ng_task_index": 0, "_ng_rollout_index": 0, "agent_ref": {"name": "a"}}"#,
-        r#"{"reward": 0, "subset": 1.0, "_ng_task_index": 1, "_ng_rollout_index": 0, "agent_ref": {"name": "a"}}"#,
-        r#"{"reward": 1, "subset": 1e-05, "_ng_task_index": 2, "_ng_rollout_index": 0, "agent_ref": {"name": "a"}}"#,
-        r#"{"reward": 1, "subset": "1", "_ng_task_index": 3, "_ng_rollout_index": 0, "agent_ref": {"name": "a"}}"#,
-    ];
-    let r = d.write("rollouts.jsonl", &(lines.join("\n") + "\n"));
-    let agg = d.join("agg.json");
-    let o = run(&[
-        "aggregate",
-        "--rollouts",
-        r.to_str().unwrap(),
-        "--metric",
-        "pass_at_k",
-        "--subset-key",
-        "subset",
-        "--out",
-        agg.to_str().unwrap(),
-        "-q",
-    ]);
-    assert!(o.status.success(), "{}", stderr(&o));
-    let Json::Arr(entries) = read_json(&agg) else { panic!() };
-    let am = entries[0].get("agent_metrics").unwrap();
-    let Json::Obj(members) = am else { panic!() };
+    // `agent_metrics` of pass@k per `subset` on one-rollout tasks of agent `a` with these
+    // (reward, subset) pairs.
+    let metrics = |name: &str, rows: &[(i32, &str)]| -> Json {
+        let lines: Vec<String> = rows
+            .iter()
+            .enumerate()
+            .map(|(t, (reward, subset))| {
+                format!(r#"{{"reward": {reward}, "subset": {subset}, "_ng_task_index": {t}, "_ng_rollout_index": 0, "agent_ref": {{"name": "a"}}}}"#)
+            })
+            .collect();
+        let r = d.write(name, &(lines.join("\n") + "\n"));
+        let agg = d.join("agg.json");
+        let o = run(&[
+            "aggregate",
+            "--rollouts",
+            r.to_str().unwrap(),
+            "--metric",
+            "pass_at_k",
+            "--subset-key",
+            "subset",
+            "--out",
+            agg.to_str().unwrap(),
+            "-q",
+        ]);
+        assert!(o.status.success(), "{}", stderr(&o));
+        let Json::Arr(entries) = read_json(&agg) else { panic!() };
+        entries[0].get("agent_metrics").unwrap().clone()
+    };
+    let am = metrics("rollouts.jsonl", &[(1, "1"), (0, "1.0"), (1, "1e-05"), (1, "\"1\"")]);
+    let Json::Obj(members) = &am else { panic!() };
     let subset_keys: Vec<&str> = members
         .iter()
         .map(|(k, _)| &**k)
@@ -1240,26 +1246,7 @@ fn numeric_subsets_group_and_name_as_python_does() {
     assert_eq!(am.get("1e-05/pass@1/accuracy").and_then(Json::as_f64), Some(100.0));
     assert_eq!(am.get("1/pass@1/accuracy").and_then(Json::as_f64), Some(100.0));
     // Integers a double cannot tell apart are still two subsets.
-    let lines = [
-        r#"{"reward": 1, "subset": 9007199254740993, "_ng_task_index": 0, "_ng_rollout_index": 0, "agent_ref": {"name": "a"}}"#,
-        r#"{"reward": 0, "subset": 9007199254740992, "_ng_task_index": 1, "_ng_rollout_index": 0, "agent_ref": {"name": "a"}}"#,
-    ];
-    let r = d.write("big.jsonl", &(lines.join("\n") + "\n"));
-    let o = run(&[
-        "aggregate",
-        "--rollouts",
-        r.to_str().unwrap(),
-        "--metric",
-        "pass_at_k",
-        "--subset-key",
-        "subset",
-        "--out",
-        agg.to_str().unwrap(),
-        "-q",
-    ]);
-    assert!(o.status.success(), "{}", stderr(&o));
-    let Json::Arr(entries) = read_json(&agg) else { panic!() };
-    let am = entries[0].get("agent_metrics").unwrap();
+    let am = metrics("big.jsonl", &[(1, "9007199254740993"), (0, "9007199254740992")]);
     assert_eq!(am.get("9007199254740993/pass@1/accuracy").and_then(Json::as_f64), Some(100.0), "{am:?}");
     assert_eq!(am.get("9007199254740992/pass@1/accuracy").and_then(Json::as_f64), Some(0.0), "{am:?}");
 }
