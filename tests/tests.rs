@@ -4,4 +4,5 @@
 mod bad_input;
 mod commands;
 mod common;
+mod compare;
 mod conformance;

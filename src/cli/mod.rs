@@ -18,6 +18,7 @@ macro_rules! say {
 pub mod aggregate;
 pub mod batch_metrics;
 pub mod common;
+pub mod compare;
 pub mod demo;
 pub mod export;
 pub mod generate;
@@ -54,6 +55,8 @@ pub enum Command {
     Query(query::Args),
     /// Metrics over VAGEN/verl training batches, as the flat JSON VAGEN logs.
     BatchMetrics(batch_metrics::Args),
+    /// Runs against a baseline: paired differences per task, clustered standard errors.
+    Compare(compare::Args),
 }
 
 /// Parses the process arguments and runs the command.
@@ -80,5 +83,6 @@ pub fn main() -> Result<()> {
         Command::Export(a) => export::run(a),
         Command::Query(a) => query::run(a),
         Command::BatchMetrics(a) => batch_metrics::run(a),
+        Command::Compare(a) => compare::run(a),
     }
 }

@@ -37,12 +37,71 @@ pub struct Args {
     /// Folder with rollouts/tasks/agents/repeats.parquet from `rollstat export`.
     #[arg(long, value_name = "DIR")]
     pub parquet_dir: Option<PathBuf>,
+    #[command(flatten)]
+    pub output: TableOut,
+}
+
+/// `--format` and `--out` of the commands whose result is a table (`query`, `compare`).
+#[derive(ClapArgs, Debug, Clone)]
+pub struct TableOut {
     /// Output format.
     #[arg(long, value_enum, default_value_t = Format::Table)]
     pub format: Format,
     /// Output file (default: stdout; required for parquet).
     #[arg(long, value_name = "FILE")]
     pub out: Option<PathBuf>,
+}
+
+impl TableOut {
+    /// Refuses an output that is one of `out`'s inputs, or that cannot be written, before
+    /// any work; sends the closing report to stderr when the output is stdout.
+    pub fn check(&self, out: &OutputSet) -> Result<()> {
+        if let Some(path) = &self.out {
+            out.check(path)?;
+            super::common::outputs_to_stdout(&[path]);
+        }
+        if self.format == Format::Parquet && self.out.is_none() {
+            return Err(Error::Usage("--format parquet needs --out FILE".into()));
+        }
+        Ok(())
+    }
+
+    /// Writes `df` in the chosen format to `--out` (atomically) or stdout; `table` renders
+    /// the readable form. `rows` names what a row is, for the closing report.
+    pub fn write(
+        &self,
+        mut out: OutputSet,
+        mut df: DataFrame,
+        table: impl FnOnce(&DataFrame) -> Vec<u8>,
+        rows: &str,
+    ) -> Result<()> {
+        let bytes = match self.format {
+            Format::Table => table(&df),
+            Format::Csv => to_csv(&df),
+            Format::Json => to_json(&df),
+            Format::Parquet => {
+                let Some(path) = &self.out else {
+                    return Err(Error::Usage("--format parquet needs --out FILE".into()));
+                };
+                let mut w = out.create(path)?;
+                crate::export::parquet::write_parquet(&mut df, path, &mut w)?;
+                out.commit()?;
+                say!("Wrote {} ({} {rows})", path.display(), df.height());
+                return Ok(());
+            }
+        };
+        match &self.out {
+            Some(path) => {
+                out.add(path, &bytes)?;
+                out.commit()?;
+            }
+            None => {
+                use std::io::Write;
+                std::io::stdout().write_all(&bytes).map_err(|e| Error::write(std::path::Path::new("<stdout>"), e))?;
+            }
+        }
+        Ok(())
+    }
 }
 
 /// The query text for SQL_OR_FILE.
@@ -168,40 +227,19 @@ fn files_read(a: &Args) -> Vec<PathBuf> {
 pub fn run(a: Args) -> Result<()> {
     let read = files_read(&a);
     let ins: Vec<&std::path::Path> = read.iter().map(PathBuf::as_path).collect();
-    let mut out = OutputSet::new(&ins);
+    let out = OutputSet::new(&ins);
     // Refused before the query runs, not after.
-    if let Some(path) = &a.out {
-        out.check(path)?;
-        super::common::outputs_to_stdout(&[path]);
-    }
-    let mut df = execute(&a)?;
-    let bytes = match a.format {
-        Format::Table => {
+    a.output.check(&out)?;
+    let df = execute(&a)?;
+    a.output.write(
+        out,
+        df,
+        |df| {
             std::env::set_var("POLARS_FMT_MAX_ROWS", "50");
             std::env::set_var("POLARS_FMT_MAX_COLS", "12");
             std::env::set_var("POLARS_FMT_STR_LEN", "40");
             format!("{df}\n").into_bytes()
-        }
-        Format::Csv => to_csv(&df),
-        Format::Json => to_json(&df),
-        Format::Parquet => {
-            let Some(path) = &a.out else { return Err(Error::Usage("--format parquet needs --out FILE".into())) };
-            let mut w = out.create(path)?;
-            crate::export::parquet::write_parquet(&mut df, path, &mut w)?;
-            out.commit()?;
-            say!("Wrote {} ({} rows)", path.display(), df.height());
-            return Ok(());
-        }
-    };
-    match &a.out {
-        Some(path) => {
-            out.add(path, &bytes)?;
-            out.commit()?;
-        }
-        None => {
-            use std::io::Write;
-            std::io::stdout().write_all(&bytes).map_err(|e| Error::write(std::path::Path::new("<stdout>"), e))?;
-        }
-    }
-    Ok(())
+        },
+        "rows",
+    )
 }

@@ -79,7 +79,7 @@ pub fn groups(
 /// The error for rollout row `r`, which nothing names: with inputs, its input row names
 /// the run (rollstat does not fall back to the rollout's own names then), so the error
 /// points there.
-fn unnamed(t: &RolloutTable, inputs: Option<&InputTable>, r: usize) -> Error {
+pub(crate) fn unnamed(t: &RolloutTable, inputs: Option<&InputTable>, r: usize) -> Error {
     let fix = "pass --agent NAME to label such rollouts";
     let (task, rollout) = (t.task[r], t.rollout[r]);
     match inputs.and_then(|i| (0..i.task.len()).find(|&k| i.task[k] == task && i.rollout[k] == rollout).map(|k| (i, k))) {

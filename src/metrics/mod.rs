@@ -4,6 +4,7 @@
 //! Nothing here does I/O.
 
 pub mod aggregate;
+pub mod compare;
 pub mod custom;
 pub mod labels;
 pub mod levels;

@@ -367,6 +367,32 @@ fn t_abs_quantile(q: f64, c: f64, nu: f64) -> f64 {
     }
 }
 
+/// Two-sided p-value of Student's t statistic `t` with `df` degrees of freedom:
+/// `P(|T| >= |t|) = 2 P(T > |t|)`, as scipy's `2 * t.sf(abs(t), df)`
+/// (`ttest_1samp`/`ttest_rel`). The tail comes from the same incomplete-beta
+/// evaluation as [`t_ppf`]'s (normal tail for `df = inf`), so small p-values keep
+/// their relative precision. NaN for NaN arguments or `df <= 0`; 1 at `t = 0`,
+/// 0 at `|t| = inf`.
+pub fn t_two_sided_p(t: f64, df: f64) -> f64 {
+    if t.is_nan() || df.is_nan() || df <= 0.0 {
+        return f64::NAN;
+    }
+    let s = t.abs();
+    if s == 0.0 {
+        return 1.0;
+    }
+    if s.is_infinite() {
+        return 0.0;
+    }
+    let (tail, central, _) = if df.is_infinite() { normal_probs(s) } else { t_probs(s, df) };
+    // Whichever of the two the evaluation produced directly keeps full precision.
+    if tail < 0.25 {
+        2.0 * tail
+    } else {
+        1.0 - central
+    }
+}
+
 /// Equal-tailed interval of Student's t with `df` degrees of freedom,
 /// location `loc` and scale `scale` containing probability `confidence`,
 /// as scipy's `rv_continuous.interval(confidence, df, loc=loc,

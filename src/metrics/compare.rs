@@ -1,0 +1,300 @@
+//! `compare`: each run's mean score with a task-level standard error, and every run
+//! against a baseline run, paired on the tasks both measured (see [`crate::stats::paired`]
+//! for the statistics and why the task is the unit).
+//!
+//! A run's value for a task is the mean of the metric over that task's *measured*
+//! rollouts: not masked (`mask_sample`), with a numeric, non-NaN value. A run's score is
+//! the mean of its task values (each task weighs the same, however many repeats it has).
+//! With a cluster field, every measured rollout of a task must carry the same value of
+//! it (in every run); tasks are then clustered by it.
+
+use std::collections::BTreeMap;
+
+use super::warnings::{zero_se, Warnings};
+use crate::stats::paired::{mean_se, paired, MeanSe, Paired};
+use crate::stats::{mean, t_interval};
+
+/// The measured rollouts of one run, gathered task by task.
+#[derive(Debug, Default, Clone)]
+pub struct RunRollouts {
+    /// Task → its measured values (in reading order) and its cluster value.
+    tasks: BTreeMap<i64, (Vec<f64>, Option<String>)>,
+    /// Rollouts left out: masked, and without a numeric value.
+    pub masked: usize,
+    pub no_value: usize,
+}
+
+/// Why a rollout's cluster value cannot be used.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ClusterProblem {
+    /// A measured rollout without the cluster field.
+    Missing,
+    /// A task whose measured rollouts carry two cluster values.
+    Differs { first: String, then: String },
+}
+
+impl RunRollouts {
+    /// Adds one rollout. `value` is `None` when the rollout has no numeric value of the
+    /// metric; `cluster` is `Some(None)` when clustering and the rollout lacks the field.
+    pub fn add(
+        &mut self,
+        task: i64,
+        value: Option<f64>,
+        masked: bool,
+        cluster: Option<Option<&str>>,
+    ) -> Result<(), ClusterProblem> {
+        if masked {
+            self.masked += 1;
+            return Ok(());
+        }
+        let Some(v) = value.filter(|v| !v.is_nan()) else {
+            self.no_value += 1;
+            return Ok(());
+        };
+        let slot = self.tasks.entry(task).or_default();
+        if let Some(c) = cluster {
+            let c = c.ok_or(ClusterProblem::Missing)?;
+            match &slot.1 {
+                None => slot.1 = Some(c.to_string()),
+                Some(first) if first != c => {
+                    return Err(ClusterProblem::Differs { first: first.clone(), then: c.to_string() })
+                }
+                Some(_) => {}
+            }
+        }
+        slot.0.push(v);
+        Ok(())
+    }
+
+    /// Measured rollouts.
+    pub fn rollouts(&self) -> usize {
+        self.tasks.values().map(|(v, _)| v.len()).sum()
+    }
+}
+
+/// A run as the report shows it.
+#[derive(Debug, Clone)]
+pub struct RunSummary {
+    pub name: String,
+    pub tasks: usize,
+    pub rollouts: usize,
+    /// Mean over tasks with its standard error; `None` when no task was measured.
+    pub est: Option<MeanSe>,
+    /// 95% t interval around the mean.
+    pub ci: Option<(f64, f64)>,
+}
+
+/// One run against the baseline.
+#[derive(Debug, Clone)]
+pub struct Comparison {
+    pub run: usize,
+    /// Tasks both measured, and tasks only one of them measured (left out).
+    pub paired_tasks: usize,
+    pub only_baseline: usize,
+    pub only_run: usize,
+    /// `None` when the two runs share no task.
+    pub stats: Option<Paired>,
+    /// 95% t interval around the difference (run − baseline).
+    pub ci: Option<(f64, f64)>,
+}
+
+/// What `compare` reports.
+#[derive(Debug, Clone)]
+pub struct Report {
+    pub runs: Vec<RunSummary>,
+    pub baseline: usize,
+    pub comparisons: Vec<Comparison>,
+    pub warnings: Warnings,
+}
+
+/// A task whose runs disagree on its cluster value: `(task, run a, value a, run b, value b)`.
+pub type ClusterConflict = (i64, usize, String, usize, String);
+
+/// Each task's cluster id across all runs; the first conflict when two runs put one task
+/// in different clusters.
+fn cluster_ids(runs: &[RunRollouts]) -> Result<BTreeMap<i64, u32>, ClusterConflict> {
+    let mut of_task: BTreeMap<i64, (usize, &str)> = BTreeMap::new();
+    for (r, run) in runs.iter().enumerate() {
+        for (&task, (_, c)) in &run.tasks {
+            let Some(c) = c.as_deref() else { continue };
+            match of_task.get(&task) {
+                Some(&(r0, c0)) if c0 != c => return Err((task, r0, c0.to_string(), r, c.to_string())),
+                Some(_) => {}
+                None => {
+                    of_task.insert(task, (r, c));
+                }
+            }
+        }
+    }
+    let mut id_of: std::collections::HashMap<&str, u32> = std::collections::HashMap::new();
+    Ok(of_task
+        .into_iter()
+        .map(|(task, (_, c))| {
+            let next = id_of.len() as u32;
+            (task, *id_of.entry(c).or_insert(next))
+        })
+        .collect())
+}
+
+/// The interval around `e`'s mean, warning when its standard error is 0.
+fn interval(e: &MeanSe, what: &str, w: &mut Warnings) -> Option<(f64, f64)> {
+    let se = e.se?;
+    if se == 0.0 {
+        w.add(format!("{what}: {}", zero_se(e.n)));
+        return Some((e.mean, e.mean));
+    }
+    Some(t_interval(0.95, e.df, e.mean, se))
+}
+
+/// Builds the report: every run summarized, every other run compared with `baseline`.
+/// `clustered` says whether the runs were gathered with cluster values.
+pub fn report(
+    names: &[String],
+    runs: &[RunRollouts],
+    baseline: usize,
+    clustered: bool,
+) -> Result<Report, ClusterConflict> {
+    let ids = if clustered { Some(cluster_ids(runs)?) } else { None };
+    let mut warnings = Warnings::default();
+    // Per run: task → its mean, in task order.
+    let means: Vec<BTreeMap<i64, f64>> = runs
+        .iter()
+        .map(|r| r.tasks.iter().map(|(&t, (v, _))| (t, mean(v).expect("a task holds a value"))).collect())
+        .collect();
+    let clusters_of = |tasks: &mut dyn Iterator<Item = i64>| -> Option<Vec<u32>> {
+        ids.as_ref().map(|m| tasks.map(|t| m[&t]).collect())
+    };
+    let mut summaries = Vec::new();
+    for (i, (m, r)) in means.iter().zip(runs).enumerate() {
+        let x: Vec<f64> = m.values().copied().collect();
+        let c = clusters_of(&mut m.keys().copied());
+        let est = mean_se(&x, c.as_deref());
+        let ci = est.as_ref().and_then(|e| interval(e, &names[i], &mut warnings));
+        if let Some(e) = &est {
+            if e.se.is_none() {
+                warnings.add(format!(
+                    "{}: one {} only, so no standard error",
+                    names[i],
+                    if clustered { "cluster" } else { "task" }
+                ));
+            }
+        } else {
+            warnings.add(format!("{}: no measured rollout", names[i]));
+        }
+        summaries.push(RunSummary { name: names[i].clone(), tasks: m.len(), rollouts: r.rollouts(), est, ci });
+        if r.no_value > 0 {
+            warnings.add(format!(
+                "{}: {} rollout(s) without a numeric value of the metric are left out",
+                names[i], r.no_value
+            ));
+        }
+    }
+    let base = &means[baseline];
+    let mut comparisons = Vec::new();
+    for (i, m) in means.iter().enumerate() {
+        if i == baseline {
+            continue;
+        }
+        let shared: Vec<i64> = base.keys().filter(|t| m.contains_key(t)).copied().collect();
+        let a: Vec<f64> = shared.iter().map(|t| base[t]).collect();
+        let b: Vec<f64> = shared.iter().map(|t| m[t]).collect();
+        let c = clusters_of(&mut shared.iter().copied());
+        let stats = paired(&a, &b, c.as_deref());
+        let what = format!("{} vs {}", names[i], names[baseline]);
+        let ci = stats.as_ref().and_then(|p| interval(&p.diff, &what, &mut warnings));
+        let (only_baseline, only_run) = (base.len() - shared.len(), m.len() - shared.len());
+        if stats.is_none() {
+            warnings.add(format!(
+                "{what}: no task measured by both ({} has {}, {} has {}), so nothing to pair",
+                names[baseline],
+                base.len(),
+                names[i],
+                m.len()
+            ));
+        } else if only_baseline + only_run > 0 {
+            warnings.add(format!(
+                "{what}: {only_baseline} task(s) measured only by {} and {only_run} only by {} are left out of the paired comparison",
+                names[baseline], names[i]
+            ));
+        }
+        comparisons.push(Comparison { run: i, paired_tasks: shared.len(), only_baseline, only_run, stats, ci });
+    }
+    Ok(Report { runs: summaries, baseline, comparisons, warnings })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn run(rows: &[(i64, f64)]) -> RunRollouts {
+        let mut r = RunRollouts::default();
+        for &(t, v) in rows {
+            r.add(t, Some(v), false, None).unwrap();
+        }
+        r
+    }
+
+    #[test]
+    fn tasks_are_the_unit_and_only_shared_tasks_pair() {
+        // Baseline: task 1 twice (mean 0.5), task 2 once (1.0), task 3 (0.0).
+        let a = run(&[(1, 0.0), (1, 1.0), (2, 1.0), (3, 0.0)]);
+        // Candidate: tasks 1, 2 and 4; a masked and a valueless rollout are not counted.
+        let mut b = run(&[(1, 1.0), (2, 1.0), (4, 1.0)]);
+        b.add(3, Some(0.0), true, None).unwrap();
+        b.add(3, None, false, None).unwrap();
+        b.add(3, Some(f64::NAN), false, None).unwrap();
+        let names = ["a".to_string(), "b".to_string()];
+        let r = report(&names, &[a, b], 0, false).unwrap();
+        assert_eq!((r.runs[0].tasks, r.runs[0].rollouts), (3, 4));
+        assert_eq!((r.runs[1].tasks, r.runs[1].rollouts), (3, 3));
+        // Mean of task means, not of rollouts: (0.5 + 1 + 0) / 3.
+        assert_eq!(r.runs[0].est.unwrap().mean, 0.5);
+        let c = &r.comparisons[0];
+        assert_eq!((c.run, c.paired_tasks, c.only_baseline, c.only_run), (1, 2, 1, 1));
+        let p = c.stats.unwrap();
+        // Tasks 1 and 2: differences 0.5 and 0.
+        assert_eq!((p.mean_a, p.mean_b, p.diff.mean), (0.75, 1.0, 0.25));
+        assert_eq!((p.wins, p.losses, p.ties), (1, 0, 1));
+        let lines = r.warnings.lines().join("\n");
+        assert!(lines.contains("b vs a: 1 task(s) measured only by a and 1 only by b"), "{lines}");
+        assert!(lines.contains("b: 2 rollout(s) without a numeric value"), "{lines}");
+    }
+
+    #[test]
+    fn clusters_must_hold_whole_tasks() {
+        let mut r = RunRollouts::default();
+        r.add(1, Some(1.0), false, Some(Some("x"))).unwrap();
+        assert_eq!(r.add(2, Some(1.0), false, Some(None)), Err(ClusterProblem::Missing));
+        assert_eq!(
+            r.add(1, Some(0.0), false, Some(Some("y"))),
+            Err(ClusterProblem::Differs { first: "x".into(), then: "y".into() })
+        );
+        // A masked rollout is not measured, so its cluster value is not looked at.
+        r.add(1, Some(0.0), true, Some(None)).unwrap();
+        // Two runs that put task 1 in different clusters.
+        let mut other = RunRollouts::default();
+        other.add(1, Some(0.0), false, Some(Some("z"))).unwrap();
+        let names = ["a".to_string(), "b".to_string()];
+        let e = report(&names, &[r, other], 0, true).unwrap_err();
+        assert_eq!(e, (1, 0, "x".into(), 1, "z".into()));
+    }
+
+    #[test]
+    fn clustered_comparison_uses_cluster_degrees_of_freedom() {
+        let mut a = RunRollouts::default();
+        let mut b = RunRollouts::default();
+        for t in 0..12 {
+            let c = format!("c{}", t % 3);
+            a.add(t, Some((t % 4) as f64 / 4.0), false, Some(Some(&c))).unwrap();
+            b.add(t, Some((t % 5) as f64 / 4.0), false, Some(Some(&c))).unwrap();
+        }
+        let names = ["a".to_string(), "b".to_string()];
+        let r = report(&names, &[a, b], 0, true).unwrap();
+        assert_eq!((r.runs[0].est.unwrap().clusters, r.runs[0].est.unwrap().df), (3, 2.0));
+        let p = r.comparisons[0].stats.unwrap();
+        assert_eq!((p.diff.clusters, p.diff.df), (3, 2.0));
+        let (lo, hi) = r.comparisons[0].ci.unwrap();
+        let half = crate::stats::t_ppf(0.975, 2.0) * p.diff.se.unwrap();
+        assert!((lo - (p.diff.mean - half)).abs() < 1e-15 && (hi - (p.diff.mean + half)).abs() < 1e-15);
+    }
+}
