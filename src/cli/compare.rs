@@ -151,6 +151,13 @@ pub fn read_runs(a: &Args) -> Result<Runs> {
             a.inputs.len()
         )));
     }
+    for (i, path) in a.rollouts.iter().enumerate() {
+        let same =
+            |q: &PathBuf| q == path || matches!((q.canonicalize(), path.canonicalize()), (Ok(x), Ok(y)) if x == y);
+        if a.rollouts[..i].iter().any(same) {
+            return Err(Error::Usage(format!("{} is given twice as --rollouts", path.display())));
+        }
+    }
     let mut per_file = Vec::new();
     for (i, path) in a.rollouts.iter().enumerate() {
         per_file.push(read_file(a, path, a.inputs.get(i).map(PathBuf::as_path))?);

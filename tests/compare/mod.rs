@@ -221,6 +221,7 @@ fn compare_refuses_what_it_cannot_use() {
         (vec!["--cluster-key", "nope"], "no rollout has this field"),
         (vec!["--baseline", "nope"], "is not a run here"),
         (vec!["--inputs", r, "--inputs", r], "give --inputs once per --rollouts file"),
+        (vec!["--rollouts", r], "is given twice as --rollouts"),
     ];
     for (extra, needle) in cases {
         let mut args = vec!["compare", "--rollouts", r, "--format", "csv", "--out", o];
