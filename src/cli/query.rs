@@ -18,6 +18,8 @@ pub enum Format {
     Csv,
     Json,
     Parquet,
+    /// A GitHub-flavoured Markdown table (for pull requests, issues, notebooks).
+    Markdown,
 }
 
 #[derive(ClapArgs, Debug, Clone)]
@@ -79,6 +81,7 @@ impl TableOut {
             Format::Table => table(&df),
             Format::Csv => to_csv(&df),
             Format::Json => to_json(&df),
+            Format::Markdown => to_markdown(&df),
             Format::Parquet => {
                 let Some(path) = &self.out else {
                     return Err(Error::Usage("--format parquet needs --out FILE".into()));
@@ -176,6 +179,22 @@ pub fn to_json(df: &DataFrame) -> Vec<u8> {
     out
 }
 
+/// A cell as text: empty for null, numbers in their shortest exact form, infinities and
+/// NaN as the table and Parquet show them (JSON has no word for these).
+fn text_cell(c: &Column, i: usize) -> Option<String> {
+    match cell(c, i) {
+        Json::Null => None,
+        Json::Str(s) => Some(s),
+        Json::Float(f) if f.is_nan() => Some("NaN".into()),
+        Json::Float(f) if f.is_infinite() => Some(if f > 0.0 { "inf" } else { "-inf" }.into()),
+        v => {
+            let mut b = Vec::new();
+            write_compact(&mut b, &v);
+            Some(String::from_utf8_lossy(&b).into_owned())
+        }
+    }
+}
+
 /// Rows as CSV (RFC 4180 quoting).
 pub fn to_csv(df: &DataFrame) -> Vec<u8> {
     fn field(s: &str) -> String {
@@ -190,24 +209,30 @@ pub fn to_csv(df: &DataFrame) -> Vec<u8> {
     out.push_str(&names.join(","));
     out.push('\n');
     for i in 0..df.height() {
-        let cells: Vec<String> = df
-            .columns()
-            .iter()
-            .map(|c| match cell(c, i) {
-                Json::Null => String::new(),
-                Json::Str(s) => field(&s),
-                // As the table and Parquet show them (JSON has no word for these).
-                Json::Float(f) if f.is_nan() => "NaN".into(),
-                Json::Float(f) if f.is_infinite() => if f > 0.0 { "inf" } else { "-inf" }.into(),
-                v => {
-                    let mut b = Vec::new();
-                    write_compact(&mut b, &v);
-                    String::from_utf8_lossy(&b).into_owned()
-                }
-            })
-            .collect();
+        let cells: Vec<String> =
+            df.columns().iter().map(|c| text_cell(c, i).map_or_else(String::new, |s| field(&s))).collect();
         out.push_str(&cells.join(","));
         out.push('\n');
+    }
+    out.into_bytes()
+}
+
+/// Rows as a GitHub-flavoured Markdown table: numeric columns right-aligned, `|` and
+/// line breaks inside cells escaped, null cells empty.
+pub fn to_markdown(df: &DataFrame) -> Vec<u8> {
+    fn field(s: &str) -> String {
+        s.replace('\\', "\\\\").replace('|', "\\|").replace("\r\n", "<br>").replace(['\n', '\r'], "<br>")
+    }
+    let mut out = String::new();
+    let names: Vec<String> = df.get_column_names().iter().map(|n| field(n)).collect();
+    out.push_str(&format!("| {} |\n", names.join(" | ")));
+    let rules: Vec<&str> =
+        df.columns().iter().map(|c| if c.dtype().is_primitive_numeric() { "---:" } else { "---" }).collect();
+    out.push_str(&format!("|{}|\n", rules.join("|")));
+    for i in 0..df.height() {
+        let cells: Vec<String> =
+            df.columns().iter().map(|c| text_cell(c, i).map_or_else(String::new, |s| field(&s))).collect();
+        out.push_str(&format!("| {} |\n", cells.join(" | ")));
     }
     out.into_bytes()
 }

@@ -610,6 +610,11 @@ fn export_tables_have_documented_columns_and_query_matches_dataframe_api() {
         assert!(o.status.success(), "{report}: {}", stderr(&o));
         assert!(stdout(&o).lines().count() >= 2, "{report}: {}", stdout(&o));
     }
+    // Markdown escapes what would break a table row: `|`, backslashes and line breaks.
+    let sql = "SELECT 'a|b' AS s, 'c\\d' AS t, 1.5 AS x, NULL AS n";
+    let o = run(&["query", sql, "--parquet-dir", out.to_str().unwrap(), "--format", "markdown"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert_eq!(stdout(&o), "| s | t | x | n |\n|---|---|---:|---|\n| a\\|b | c\\\\d | 1.5 |  |\n");
 }
 
 /// Population variance by the two-pass formula, mean over tasks.

@@ -164,6 +164,17 @@ fn formats_and_thread_counts_agree() {
             assert_eq!(pv, row[name].as_f64(), "{name}, row {i}");
         }
     }
+    // Markdown: the CSV's header and cells, as a table with numbers right-aligned.
+    let md = run(&["compare", "--rollouts", r, "--format", "markdown"]);
+    assert!(md.status.success(), "{}", stderr(&md));
+    let md = stdout(&md);
+    let md_lines: Vec<&str> = md.lines().collect();
+    assert_eq!(md_lines.len(), rows.len() + 2, "{md}");
+    assert_eq!(md_lines[0], format!("| {} |", header.join(" | ")));
+    assert!(md_lines[1].starts_with("|---|---:|---:|---:|"), "{}", md_lines[1]);
+    for (m, c) in md_lines[2..].iter().zip(csv.lines().skip(1)) {
+        assert_eq!(*m, format!("| {} |", c.split(',').collect::<Vec<_>>().join(" | ")));
+    }
     // The readable report names every run and marks the baseline.
     let t = run(&["compare", "--rollouts", r]);
     let text = stdout(&t);
