@@ -11,16 +11,22 @@ pub struct Location {
     pub file: PathBuf,
     /// 1-based line number, when the problem belongs to one line.
     pub line: Option<u64>,
+    /// 1-based row number of a table (Parquet input), when the problem belongs to one row.
+    pub row: Option<u64>,
     /// The JSON key involved, when there is one.
     pub key: Option<String>,
 }
 
 impl Location {
     pub fn file(file: &Path) -> Self {
-        Location { file: file.to_path_buf(), line: None, key: None }
+        Location { file: file.to_path_buf(), line: None, row: None, key: None }
     }
     pub fn line(file: &Path, line: u64) -> Self {
-        Location { file: file.to_path_buf(), line: Some(line), key: None }
+        Location { file: file.to_path_buf(), line: Some(line), row: None, key: None }
+    }
+    pub fn row(mut self, row: u64) -> Self {
+        self.row = Some(row);
+        self
     }
     pub fn key(mut self, key: &str) -> Self {
         self.key = Some(key.to_string());
@@ -33,6 +39,9 @@ impl fmt::Display for Location {
         write!(f, "{}", self.file.display())?;
         if let Some(line) = self.line {
             write!(f, ", line {line}")?;
+        }
+        if let Some(row) = self.row {
+            write!(f, ", row {row}")?;
         }
         if let Some(key) = &self.key {
             write!(f, ", key `{key}`")?;

@@ -18,11 +18,13 @@ use crate::export::atomic::OutputSet;
 use crate::ingest::frame::rollouts_frame;
 use crate::metrics::compare::{report, ClusterProblem, Report, RunRollouts};
 use crate::metrics::labels::runs;
+use crate::metrics::profile::duplicate_key;
 
 #[derive(ClapArgs, Debug, Clone)]
 pub struct Args {
-    /// Rollouts JSONL; repeat to compare runs from several files (tasks are matched by
-    /// `_ng_task_index`, so the files must come from the same task list).
+    /// Rollouts JSONL, or a rollouts table (.parquet) from `rollstat ingest`/`export`;
+    /// repeat to compare runs from several files (tasks are matched by `_ng_task_index`,
+    /// so the files must come from the same task list).
     #[arg(long, value_name = "ROLLOUTS.jsonl", required = true)]
     pub rollouts: Vec<PathBuf>,
     /// Materialized inputs JSONL for run labels: none, or one per --rollouts, in order.
@@ -63,25 +65,81 @@ fn numeric_fields(df: &DataFrame) -> Vec<String> {
         .collect()
 }
 
-/// Reads one rollouts file into its runs (by label, in label order).
-fn read_file(a: &Args, path: &Path, inputs: Option<&Path>) -> Result<Vec<(String, RunRollouts)>> {
+/// A rollouts table from JSONL (with its line numbers) or from Parquet written by
+/// `rollstat ingest` (rows numbered from 1).
+struct Table {
+    df: DataFrame,
+    /// Per row: the JSONL line it came from.
+    lines: Option<Vec<u64>>,
+}
+
+impl Table {
+    fn at(&self, path: &Path, r: usize) -> Location {
+        match &self.lines {
+            Some(l) => Location::line(path, l[r]),
+            None => Location::file(path).row(r as u64 + 1),
+        }
+    }
+}
+
+fn read_table(a: &Args, path: &Path, inputs: Option<&Path>) -> Result<Table> {
+    if path.extension().is_some_and(|e| e == "parquet") {
+        if inputs.is_some() {
+            return Err(Error::Usage(format!(
+                "{}: a Parquet table already carries its run labels; --inputs goes with JSONL rollouts",
+                path.display()
+            )));
+        }
+        let mut df = crate::export::parquet::read_parquet(path)?;
+        for col in ["agent", "_ng_task_index", "_ng_rollout_index", "mask_sample"] {
+            if df.column(col).is_err() {
+                return Err(Error::bad(
+                    Location::file(path).key(col),
+                    "no such column; give a rollouts table written by `rollstat ingest` or `rollstat export`",
+                ));
+            }
+        }
+        if let Some(agent) = &a.agent {
+            let filled = df.column("agent")?.str()?.apply(|v| Some(v.map_or(agent.as_str().into(), |s| s.into())));
+            df.with_column(filled.into_series().into_column())?;
+        }
+        return Ok(Table { df, lines: None });
+    }
     let (t, inp) = common::read_both(path, inputs)?;
     let labels = runs(&t, inp.as_ref());
     let df = rollouts_frame(&t, &labels, a.agent.as_deref())?;
+    if let Some(r) = df.column("agent")?.str()?.iter().position(|v| v.is_none()) {
+        return Err(crate::metrics::aggregate::unnamed(&t, inp.as_ref(), r));
+    }
+    Ok(Table { df, lines: Some(t.line.clone()) })
+}
+
+/// Reads one rollouts file into its runs (by label, in label order).
+fn read_file(a: &Args, path: &Path, inputs: Option<&Path>) -> Result<Vec<(String, RunRollouts)>> {
+    let table = read_table(a, path, inputs)?;
+    let df = &table.df;
+    let fields = || {
+        let f = numeric_fields(df);
+        if f.is_empty() {
+            "there are no numeric fields".to_string()
+        } else {
+            format!("numeric fields: {}", f.join(", "))
+        }
+    };
     let Ok(metric) = df.column(&a.metric) else {
         return Err(Error::bad(
             Location::file(path).key(&a.metric),
-            format!("no rollout has a numeric `{}`; numeric fields: {}", a.metric, numeric_fields(&df).join(", ")),
+            format!("no rollout has a numeric `{}`; {}", a.metric, fields()),
         ));
     };
     if !metric.dtype().is_primitive_numeric() {
         return Err(Error::bad(
             Location::file(path).key(&a.metric),
             format!(
-                "`{}` holds {}, not numbers; numeric fields: {}",
+                "`{}` holds {}, not numbers; {}",
                 a.metric,
                 if metric.dtype().is_string() { "text".to_string() } else { metric.dtype().to_string() },
-                numeric_fields(&df).join(", ")
+                fields()
             ),
         ));
     }
@@ -93,38 +151,78 @@ fn read_file(a: &Args, path: &Path, inputs: Option<&Path>) -> Result<Vec<(String
             let Ok(c) = df.column(k) else {
                 return Err(Error::bad(Location::file(path).key(k), "no rollout has this field (--cluster-key)"));
             };
-            Some(c.cast(&DataType::String)?)
+            Some(cluster_keys(c)?)
         }
     };
-    let clusters = clusters.as_ref().map(|c| c.str()).transpose()?;
     let agent = df.column("agent")?.str()?;
     let masked = df.column("mask_sample")?.bool()?;
+    let int = |name: &str| df.column(name).and_then(|c| c.cast(&DataType::Int64));
+    let (task, rollout) = (int("_ng_task_index")?, int("_ng_rollout_index")?);
+    let (task, rollout) = (task.i64()?, rollout.i64()?);
     let mut by: BTreeMap<String, RunRollouts> = BTreeMap::new();
+    // (run, task, rollout, row): a rollout key may occur once per run, as in `aggregate`.
+    let mut keys: Vec<(usize, i64, i64, usize)> = Vec::with_capacity(df.height());
+    let mut run_ids: std::collections::HashMap<&str, usize> = std::collections::HashMap::new();
     for r in 0..df.height() {
-        let Some(label) = agent.get(r) else {
-            return Err(crate::metrics::aggregate::unnamed(&t, inp.as_ref(), r));
+        let (Some(label), Some(task), Some(rollout)) = (agent.get(r), task.get(r), rollout.get(r)) else {
+            let what = if agent.get(r).is_none() { "names no agent (give --agent NAME)" } else { "has no rollout key" };
+            return Err(Error::bad(table.at(path, r), format!("this rollout {what}")));
         };
+        let next = run_ids.len();
+        keys.push((*run_ids.entry(label).or_insert(next), task, rollout, r));
         let run = match by.get_mut(label) {
             Some(run) => run,
             None => by.entry(label.to_string()).or_default(),
         };
-        let cluster = clusters.map(|c| c.get(r));
-        if let Err(problem) = run.add(t.task[r], values.get(r), masked.get(r).unwrap_or(false), cluster) {
+        let cluster = clusters.as_ref().map(|c| c[r].as_deref());
+        if let Err(problem) = run.add(task, values.get(r), masked.get(r).unwrap_or(false), cluster) {
             let key = a.cluster_key.as_deref().unwrap_or_default();
             let msg = match problem {
                 ClusterProblem::Missing => {
-                    "this measured rollout has no value of the --cluster-key field; every measured rollout needs one"
+                    "this measured rollout has no usable value of the --cluster-key field (a number, \
+                    a bool or text of up to 512 bytes); every measured rollout needs one"
                         .to_string()
                 }
                 ClusterProblem::Differs { first, then } => format!(
-                    "task {} has rollouts in cluster {first:?} and in cluster {then:?}; a cluster must hold whole tasks",
-                    t.task[r]
+                    "task {task} has rollouts in cluster {first} and in cluster {then}; a cluster must hold whole tasks"
                 ),
             };
-            return Err(Error::bad(Location::line(path, t.line[r]).key(key), msg));
+            return Err(Error::bad(table.at(path, r).key(key), msg));
         }
     }
+    keys.sort_unstable();
+    if let Some(w) = keys.windows(2).find(|w| (w[0].0, w[0].1, w[0].2) == (w[1].0, w[1].1, w[1].2)) {
+        let (a, b) = (w[0].3, w[1].3);
+        return Err(match &table.lines {
+            Some(l) => duplicate_key("result", (w[0].1, w[0].2), l[a].min(l[b]), l[a].max(l[b]), path),
+            None => Error::bad(
+                Location::file(path),
+                format!("rows {} and {} have the same rollout key ({}, {}) and run", a + 1, b + 1, w[0].1, w[0].2),
+            ),
+        });
+    }
     Ok(by.into_iter().collect())
+}
+
+/// Each row's cluster, as text that is equal exactly when Python would find the values
+/// equal: numbers by value (`1`, `1.0` and `true` are one cluster, written `1`), text
+/// quoted (so `"1"` is another).
+fn cluster_keys(c: &Column) -> PolarsResult<Vec<Option<String>>> {
+    let dt = c.dtype();
+    if dt.is_integer() {
+        return Ok(c.cast(&DataType::Int64)?.i64()?.iter().map(|v| v.map(|i| i.to_string())).collect());
+    }
+    if dt.is_float() || dt.is_bool() {
+        let number = |x: f64| {
+            if x.fract() == 0.0 && x.abs() < 9_007_199_254_740_992.0 {
+                format!("{}", x as i64)
+            } else {
+                format!("{x:?}")
+            }
+        };
+        return Ok(c.cast(&DataType::Float64)?.f64()?.iter().map(|v| v.map(number)).collect());
+    }
+    Ok(c.cast(&DataType::String)?.str()?.iter().map(|v| v.map(|s| format!("{s:?}"))).collect())
 }
 
 /// How a file is named in run names: its stem, or its path when two files share a stem.
@@ -194,7 +292,7 @@ pub fn execute(a: &Args) -> Result<(Runs, Report)> {
     };
     let r = report(&runs.names, &runs.rollouts, baseline, a.cluster_key.is_some()).map_err(|(task, r0, c0, r1, c1)| {
         Error::Mismatch(format!(
-            "--cluster-key {}: task {task} is in cluster {c0:?} in {} and in cluster {c1:?} in {}; a task must be in one cluster",
+            "--cluster-key {}: task {task} is in cluster {c0} in {} and in cluster {c1} in {}; a task must be in one cluster",
             a.cluster_key.as_deref().unwrap_or_default(),
             runs.names[r0],
             runs.names[r1]
@@ -205,57 +303,69 @@ pub fn execute(a: &Args) -> Result<(Runs, Report)> {
 
 /// One row per run: its summary, and (except for the baseline) its comparison.
 pub fn frame(r: &Report) -> PolarsResult<DataFrame> {
+    use crate::metrics::compare::Comparison;
+    use crate::stats::paired::Paired;
     let n = r.runs.len();
-    let cmp: Vec<Option<&crate::metrics::compare::Comparison>> =
-        (0..n).map(|i| r.comparisons.iter().find(|c| c.run == i)).collect();
-    let est = |f: fn(&crate::stats::paired::MeanSe) -> f64| -> Vec<Option<f64>> {
-        r.runs.iter().map(|s| s.est.as_ref().map(f)).collect()
+    let cmp: Vec<Option<&Comparison>> = (0..n).map(|i| r.comparisons.iter().find(|c| c.run == i)).collect();
+    let runs = |f: &dyn Fn(&crate::metrics::compare::RunSummary) -> Option<f64>| -> Vec<Option<f64>> {
+        r.runs.iter().map(f).collect()
     };
-    let p = |f: fn(&crate::stats::paired::Paired) -> Option<f64>| -> Vec<Option<f64>> {
+    let count = |f: &dyn Fn(&crate::metrics::compare::RunSummary) -> usize| -> Vec<i64> {
+        r.runs.iter().map(|s| f(s) as i64).collect()
+    };
+    let p = |f: &dyn Fn(&Paired) -> Option<f64>| -> Vec<Option<f64>> {
         cmp.iter().map(|c| c.and_then(|c| c.stats.as_ref()).and_then(f)).collect()
     };
-    let count = |f: fn(&crate::stats::paired::Paired) -> usize| -> Vec<Option<u64>> {
-        cmp.iter().map(|c| c.and_then(|c| c.stats.as_ref()).map(|s| f(s) as u64)).collect()
+    let pn = |f: &dyn Fn(&Paired) -> usize| -> Vec<Option<i64>> {
+        cmp.iter().map(|c| c.and_then(|c| c.stats.as_ref()).map(|s| f(s) as i64)).collect()
+    };
+    let ci = |end: fn((f64, f64)) -> f64| -> Vec<Option<f64>> {
+        cmp.iter().map(|c| c.and_then(|c| c.ci).map(end)).collect()
     };
     let cols = vec![
         Column::new("run".into(), r.runs.iter().map(|s| s.name.as_str()).collect::<Vec<_>>()),
-        Column::new("tasks".into(), r.runs.iter().map(|s| s.tasks as u64).collect::<Vec<_>>()),
-        Column::new("rollouts".into(), r.runs.iter().map(|s| s.rollouts as u64).collect::<Vec<_>>()),
-        Column::new("mean".into(), est(|e| e.mean)),
-        Column::new("se".into(), r.runs.iter().map(|s| s.est.and_then(|e| e.se)).collect::<Vec<_>>()),
-        Column::new("ci_low_95".into(), r.runs.iter().map(|s| s.ci.map(|c| c.0)).collect::<Vec<_>>()),
-        Column::new("ci_high_95".into(), r.runs.iter().map(|s| s.ci.map(|c| c.1)).collect::<Vec<_>>()),
-        Column::new("clusters".into(), r.runs.iter().map(|s| s.est.map(|e| e.clusters as u64)).collect::<Vec<_>>()),
+        Column::new("tasks".into(), count(&|s| s.tasks)),
+        Column::new("rollouts".into(), count(&|s| s.rollouts)),
+        Column::new("masked".into(), count(&|s| s.masked)),
+        Column::new("mean".into(), runs(&|s| s.est.map(|e| e.mean))),
+        Column::new("se".into(), runs(&|s| s.est.and_then(|e| e.se))),
+        Column::new("ci_low_95".into(), runs(&|s| s.ci.map(|c| c.0))),
+        Column::new("ci_high_95".into(), runs(&|s| s.ci.map(|c| c.1))),
+        Column::new("clusters".into(), r.runs.iter().map(|s| s.est.map(|e| e.clusters as i64)).collect::<Vec<_>>()),
         Column::new(
             "baseline".into(),
             cmp.iter().map(|c| c.map(|_| r.runs[r.baseline].name.as_str())).collect::<Vec<_>>(),
         ),
-        Column::new("paired_tasks".into(), cmp.iter().map(|c| c.map(|c| c.paired_tasks as u64)).collect::<Vec<_>>()),
-        Column::new("diff".into(), p(|s| Some(s.diff.mean))),
-        Column::new("diff_se".into(), p(|s| s.diff.se)),
-        Column::new("diff_ci_low_95".into(), cmp.iter().map(|c| c.and_then(|c| c.ci).map(|c| c.0)).collect::<Vec<_>>()),
-        Column::new(
-            "diff_ci_high_95".into(),
-            cmp.iter().map(|c| c.and_then(|c| c.ci).map(|c| c.1)).collect::<Vec<_>>(),
-        ),
-        Column::new("t".into(), p(|s| s.t)),
-        Column::new("df".into(), p(|s| Some(s.diff.df))),
-        Column::new("p_value".into(), p(|s| s.p)),
-        Column::new("wins".into(), count(|s| s.wins)),
-        Column::new("losses".into(), count(|s| s.losses)),
-        Column::new("ties".into(), count(|s| s.ties)),
-        Column::new("correlation".into(), p(|s| s.correlation)),
-        Column::new("diff_se_unpaired".into(), p(|s| s.se_unpaired)),
+        Column::new("paired_tasks".into(), cmp.iter().map(|c| c.map(|c| c.paired_tasks as i64)).collect::<Vec<_>>()),
+        Column::new("paired_mean".into(), p(&|s| Some(s.mean_b))),
+        Column::new("paired_baseline_mean".into(), p(&|s| Some(s.mean_a))),
+        Column::new("diff".into(), p(&|s| Some(s.diff.mean))),
+        Column::new("diff_se".into(), p(&|s| s.diff.se)),
+        Column::new("diff_ci_low_95".into(), ci(|c| c.0)),
+        Column::new("diff_ci_high_95".into(), ci(|c| c.1)),
+        Column::new("t".into(), p(&|s| s.t)),
+        Column::new("df".into(), p(&|s| s.diff.se.map(|_| s.diff.df))),
+        Column::new("p_value".into(), p(&|s| s.p)),
+        Column::new("wins".into(), pn(&|s| s.wins)),
+        Column::new("losses".into(), pn(&|s| s.losses)),
+        Column::new("ties".into(), pn(&|s| s.ties)),
+        Column::new("correlation".into(), p(&|s| s.correlation)),
+        Column::new("diff_se_unpaired".into(), p(&|s| s.se_unpaired)),
     ];
     DataFrame::new(n, cols)
 }
 
+/// Whether `x` is shown in scientific form: very small or large, not 0.
+fn scientific(x: f64) -> bool {
+    x != 0.0 && x.is_finite() && (x.abs() < 1e-3 || x.abs() >= 1e6)
+}
+
 /// A number for the readable report: 4 decimals, or 3 significant digits in scientific
-/// form when very small or large.
-fn num(v: Option<f64>, signed: bool) -> String {
+/// form (`sci`, or when the number needs it); `-` when absent.
+fn num(v: Option<f64>, signed: bool, sci: bool) -> String {
     match v {
         None => "-".into(),
-        Some(x) if x != 0.0 && x.is_finite() && (x.abs() < 1e-3 || x.abs() >= 1e6) => {
+        Some(x) if sci || scientific(x) => {
             if signed {
                 format!("{x:+.3e}")
             } else {
@@ -267,85 +377,100 @@ fn num(v: Option<f64>, signed: bool) -> String {
     }
 }
 
+/// `[low, high]`, both ends in one form.
 fn interval(ci: Option<(f64, f64)>, signed: bool) -> String {
-    ci.map_or_else(|| "-".into(), |(a, b)| format!("[{}, {}]", num(Some(a), signed), num(Some(b), signed)))
+    ci.map_or_else(
+        || "-".into(),
+        |(a, b)| {
+            let sci = scientific(a) || scientific(b);
+            format!("[{}, {}]", num(Some(a), signed, sci), num(Some(b), signed, sci))
+        },
+    )
+}
+
+/// Left-aligned columns (the first `left` of them), the others right-aligned, two spaces
+/// apart; widths from the widest cell (in characters).
+fn columns(rows: &[Vec<String>], left: usize) -> String {
+    let ncol = rows.iter().map(Vec::len).max().unwrap_or(0);
+    let width: Vec<usize> =
+        (0..ncol).map(|c| rows.iter().filter_map(|r| r.get(c)).map(|s| s.chars().count()).max().unwrap_or(0)).collect();
+    let mut o = String::new();
+    for r in rows {
+        let cells: Vec<String> = r
+            .iter()
+            .enumerate()
+            .map(|(c, s)| if c < left { format!("{s:<w$}", w = width[c]) } else { format!("{s:>w$}", w = width[c]) })
+            .collect();
+        o.push_str(cells.join("  ").trim_end());
+        o.push('\n');
+    }
+    o
 }
 
 /// The readable report.
 pub fn text(a: &Args, r: &Report) -> String {
-    use std::fmt::Write;
-    let mut o = String::new();
     let unit = match &a.cluster_key {
         Some(k) => format!("tasks are the unit, standard errors clustered by `{k}`"),
         None => "tasks are the unit".into(),
     };
-    let _ = writeln!(
-        o,
-        "metric `{}`: each run's mean over tasks of the task's mean over its measured rollouts; {unit}",
+    let mut o = format!(
+        "metric `{}`: each run's mean over tasks of the task's mean over its measured rollouts; {unit}\n\n",
         a.metric
     );
-    let w = r.runs.iter().map(|s| s.name.chars().count()).max().unwrap_or(3).max(3);
     let clustered = a.cluster_key.is_some();
-    let _ = writeln!(o);
-    let _ = write!(
-        o,
-        "{:<w$}  {:>7}  {:>9}  {:>10}  {:>10}  {:<24}",
-        "run", "tasks", "rollouts", "mean", "se", "95% interval"
-    );
-    let _ = writeln!(o, "{}", if clustered { "  clusters" } else { "" });
-    for (i, s) in r.runs.iter().enumerate() {
-        let _ = write!(
-            o,
-            "{:<w$}  {:>7}  {:>9}  {:>10}  {:>10}  {:<24}",
-            s.name,
-            s.tasks,
-            s.rollouts,
-            num(s.est.map(|e| e.mean), false),
-            num(s.est.and_then(|e| e.se), false),
-            interval(s.ci, false)
-        );
-        if clustered {
-            let _ = write!(o, "  {:>8}", s.est.map_or(0, |e| e.clusters));
-        }
-        let _ = writeln!(o, "{}", if i == r.baseline { "  (baseline)" } else { "" });
+    let mut rows =
+        vec![["run", "tasks", "rollouts", "masked", "mean", "se", "95% interval"].map(String::from).to_vec()];
+    if clustered {
+        rows[0].push("clusters".into());
     }
-    let _ = writeln!(o);
-    let _ = writeln!(
-        o,
-        "against {}, paired on the tasks both measured (difference = run - baseline):",
+    rows[0].push(String::new());
+    for (i, s) in r.runs.iter().enumerate() {
+        let mut row = vec![
+            s.name.clone(),
+            s.tasks.to_string(),
+            s.rollouts.to_string(),
+            s.masked.to_string(),
+            num(s.est.map(|e| e.mean), false, false),
+            num(s.est.and_then(|e| e.se), false, false),
+            interval(s.ci, false),
+        ];
+        if clustered {
+            row.push(s.est.map_or(0, |e| e.clusters).to_string());
+        }
+        row.push(if i == r.baseline { "(baseline)".into() } else { String::new() });
+        rows.push(row);
+    }
+    o.push_str(&columns(&rows, 1));
+    o.push_str(&format!(
+        "\nagainst {}, paired on the tasks both measured (difference = run - baseline):\n",
         r.runs[r.baseline].name
-    );
-    let _ = writeln!(
-        o,
-        "{:<w$}  {:>7}  {:>10}  {:>10}  {:<24}  {:>9}  {:>16}  {:>6}  {:>11}",
-        "run", "tasks", "diff", "se", "95% interval", "p-value", "wins/losses/ties", "corr", "unpaired se"
-    );
+    ));
+    let mut rows =
+        vec![["run", "tasks", "diff", "se", "95% interval", "p-value", "wins/losses/ties", "corr", "unpaired se"]
+            .map(String::from)
+            .to_vec()];
     for c in &r.comparisons {
         let s = c.stats.as_ref();
-        let wlt = s.map_or_else(|| "-".into(), |s| format!("{}/{}/{}", s.wins, s.losses, s.ties));
         let p = match s.and_then(|s| s.p) {
             None => "-".into(),
+            Some(0.0) => "0".into(),
             Some(p) if p < 1e-4 => format!("{p:.1e}"),
             Some(p) => format!("{p:.4}"),
         };
-        let corr = s.and_then(|s| s.correlation).map_or_else(|| "-".into(), |r| format!("{r:.2}"));
-        let _ = writeln!(
-            o,
-            "{:<w$}  {:>7}  {:>10}  {:>10}  {:<24}  {:>9}  {:>16}  {:>6}  {:>11}",
-            r.runs[c.run].name,
-            c.paired_tasks,
-            num(s.map(|s| s.diff.mean), true),
-            num(s.and_then(|s| s.diff.se), false),
+        rows.push(vec![
+            r.runs[c.run].name.clone(),
+            c.paired_tasks.to_string(),
+            num(s.map(|s| s.diff.mean), true, false),
+            num(s.and_then(|s| s.diff.se), false, false),
             interval(c.ci, true),
             p,
-            wlt,
-            corr,
-            num(s.and_then(|s| s.se_unpaired), false)
-        );
+            s.map_or_else(|| "-".into(), |s| format!("{}/{}/{}", s.wins, s.losses, s.ties)),
+            s.and_then(|s| s.correlation).map_or_else(|| "-".into(), |r| format!("{r:.2}")),
+            num(s.and_then(|s| s.se_unpaired), false, false),
+        ]);
     }
-    let mut lines: String = o.lines().map(|l| format!("{}\n", l.trim_end())).collect();
-    lines.shrink_to_fit();
-    lines
+    o.push_str(&columns(&rows, 1));
+    o
 }
 
 pub fn run(a: Args) -> Result<()> {

@@ -97,6 +97,7 @@ impl TableOut {
             Some(path) => {
                 out.add(path, &bytes)?;
                 out.commit()?;
+                say!("Wrote {} ({} {rows})", path.display(), df.height());
             }
             None => {
                 use std::io::Write;

@@ -17,8 +17,11 @@ pub fn write_parquet(df: &mut DataFrame, path: &Path, w: &mut FileWriter) -> Res
     w.finish().map_err(|e| Error::write(path, e))
 }
 
-/// Reads a Parquet file into a frame.
+/// Reads a Parquet file into a frame; a file that is not Parquet is the user's input
+/// at fault (exit status 2), named in the error.
 pub fn read_parquet(path: &Path) -> Result<DataFrame> {
     let f = File::open(path).map_err(|e| Error::read(path, e))?;
-    Ok(ParquetReader::new(f).finish()?)
+    ParquetReader::new(f)
+        .finish()
+        .map_err(|e| Error::bad(crate::error::Location::file(path), format!("not a readable Parquet file: {e}")))
 }

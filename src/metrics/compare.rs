@@ -10,9 +10,14 @@
 
 use std::collections::BTreeMap;
 
-use super::warnings::{zero_se, Warnings};
+use super::warnings::Warnings;
 use crate::stats::paired::{mean_se, paired, MeanSe, Paired};
-use crate::stats::{mean, t_interval};
+use crate::stats::{fsum, t_interval};
+
+/// Fewer clusters than this get a warning: cluster-robust errors are too small, and
+/// their intervals too narrow, with few clusters (Cameron & Miller, "A Practitioner's
+/// Guide to Cluster-Robust Inference", 2015, §VI).
+pub const FEW_CLUSTERS: usize = 20;
 
 /// The measured rollouts of one run, gathered task by task.
 #[derive(Debug, Default, Clone)]
@@ -77,7 +82,10 @@ impl RunRollouts {
 pub struct RunSummary {
     pub name: String,
     pub tasks: usize,
+    /// Measured rollouts, and those left out (masked; without a numeric value).
     pub rollouts: usize,
+    pub masked: usize,
+    pub no_value: usize,
     /// Mean over tasks with its standard error; `None` when no task was measured.
     pub est: Option<MeanSe>,
     /// 95% t interval around the mean.
@@ -136,14 +144,35 @@ fn cluster_ids(runs: &[RunRollouts]) -> Result<BTreeMap<i64, u32>, ClusterConfli
         .collect())
 }
 
-/// The interval around `e`'s mean, warning when its standard error is 0.
+/// The interval around `e`'s mean, warning when its standard error is 0 (the interval
+/// is then the point itself, as SPEC §7 has it for the other levels).
 fn interval(e: &MeanSe, what: &str, w: &mut Warnings) -> Option<(f64, f64)> {
     let se = e.se?;
     if se == 0.0 {
-        w.add(format!("{what}: {}", zero_se(e.n)));
+        let why = if e.clusters == e.n {
+            format!("all {} task values are identical", e.n)
+        } else {
+            format!("the {} clusters have identical means", e.clusters)
+        };
+        w.add(format!("{what}: standard error is 0 ({why}); the 95% interval collapses to a single point"));
         return Some((e.mean, e.mean));
     }
     Some(t_interval(0.95, e.df, e.mean, se))
+}
+
+/// Warns about what makes `e`'s error unreliable or missing.
+fn check(e: &MeanSe, what: &str, clustered: bool, w: &mut Warnings) {
+    if e.se.is_none() {
+        w.add(format!("{what}: one {} only, so no standard error", if clustered { "cluster" } else { "task" }));
+    } else if clustered && e.clusters < FEW_CLUSTERS {
+        w.add(format!(
+            "{what}: only {} clusters; cluster-robust standard errors understate the noise with fewer than about {FEW_CLUSTERS}, so read the interval and p-value as optimistic",
+            e.clusters
+        ));
+    }
+    if !e.mean.is_finite() {
+        w.add(format!("{what}: the mean is not finite (some task values are infinite or too large)"));
+    }
 }
 
 /// Builds the report: every run summarized, every other run compared with `baseline`.
@@ -156,10 +185,12 @@ pub fn report(
 ) -> Result<Report, ClusterConflict> {
     let ids = if clustered { Some(cluster_ids(runs)?) } else { None };
     let mut warnings = Warnings::default();
-    // Per run: task → its mean, in task order.
+    // Per run: task → its mean, in task order. The sum is exact (then rounded once), so
+    // a task's mean does not depend on the order its rollouts were written in: two runs
+    // with the same values on a task tie exactly.
     let means: Vec<BTreeMap<i64, f64>> = runs
         .iter()
-        .map(|r| r.tasks.iter().map(|(&t, (v, _))| (t, mean(v).expect("a task holds a value"))).collect())
+        .map(|r| r.tasks.iter().map(|(&t, (v, _))| (t, fsum(v.iter().copied()) / v.len() as f64)).collect())
         .collect();
     let clusters_of = |tasks: &mut dyn Iterator<Item = i64>| -> Option<Vec<u32>> {
         ids.as_ref().map(|m| tasks.map(|t| m[&t]).collect())
@@ -170,18 +201,19 @@ pub fn report(
         let c = clusters_of(&mut m.keys().copied());
         let est = mean_se(&x, c.as_deref());
         let ci = est.as_ref().and_then(|e| interval(e, &names[i], &mut warnings));
-        if let Some(e) = &est {
-            if e.se.is_none() {
-                warnings.add(format!(
-                    "{}: one {} only, so no standard error",
-                    names[i],
-                    if clustered { "cluster" } else { "task" }
-                ));
-            }
-        } else {
-            warnings.add(format!("{}: no measured rollout", names[i]));
+        match &est {
+            Some(e) => check(e, &names[i], clustered, &mut warnings),
+            None => warnings.add(format!("{}: no measured rollout ({} masked)", names[i], r.masked)),
         }
-        summaries.push(RunSummary { name: names[i].clone(), tasks: m.len(), rollouts: r.rollouts(), est, ci });
+        summaries.push(RunSummary {
+            name: names[i].clone(),
+            tasks: m.len(),
+            rollouts: r.rollouts(),
+            masked: r.masked,
+            no_value: r.no_value,
+            est,
+            ci,
+        });
         if r.no_value > 0 {
             warnings.add(format!(
                 "{}: {} rollout(s) without a numeric value of the metric are left out",
@@ -202,6 +234,9 @@ pub fn report(
         let stats = paired(&a, &b, c.as_deref());
         let what = format!("{} vs {}", names[i], names[baseline]);
         let ci = stats.as_ref().and_then(|p| interval(&p.diff, &what, &mut warnings));
+        if let Some(p) = &stats {
+            check(&p.diff, &what, clustered, &mut warnings);
+        }
         let (only_baseline, only_run) = (base.len() - shared.len(), m.len() - shared.len());
         if stats.is_none() {
             warnings.add(format!(
@@ -246,7 +281,7 @@ mod tests {
         let names = ["a".to_string(), "b".to_string()];
         let r = report(&names, &[a, b], 0, false).unwrap();
         assert_eq!((r.runs[0].tasks, r.runs[0].rollouts), (3, 4));
-        assert_eq!((r.runs[1].tasks, r.runs[1].rollouts), (3, 3));
+        assert_eq!((r.runs[1].tasks, r.runs[1].rollouts, r.runs[1].masked, r.runs[1].no_value), (3, 3, 1, 2));
         // Mean of task means, not of rollouts: (0.5 + 1 + 0) / 3.
         assert_eq!(r.runs[0].est.unwrap().mean, 0.5);
         let c = &r.comparisons[0];
@@ -258,6 +293,35 @@ mod tests {
         let lines = r.warnings.lines().join("\n");
         assert!(lines.contains("b vs a: 1 task(s) measured only by a and 1 only by b"), "{lines}");
         assert!(lines.contains("b: 2 rollout(s) without a numeric value"), "{lines}");
+    }
+
+    #[test]
+    fn a_task_mean_does_not_depend_on_rollout_order() {
+        // The same values in two orders; a left-to-right or pairwise sum rounds them
+        // differently, which would turn equal tasks into wins and losses.
+        let a = run(&[(1, 0.1), (1, 0.2), (1, 0.3), (2, 0.7), (2, 0.1), (2, 0.2)]);
+        let b = run(&[(1, 0.3), (1, 0.2), (1, 0.1), (2, 0.2), (2, 0.1), (2, 0.7)]);
+        let names = ["a".to_string(), "b".to_string()];
+        let r = report(&names, &[a, b], 0, false).unwrap();
+        let p = r.comparisons[0].stats.unwrap();
+        assert_eq!((p.wins, p.losses, p.ties, p.diff.mean, p.t), (0, 0, 2, 0.0, None));
+        assert!(r.warnings.lines().join("\n").contains("all 2 task values are identical"), "{:?}", r.warnings);
+    }
+
+    #[test]
+    fn few_clusters_and_zero_spread_are_named() {
+        let mut a = RunRollouts::default();
+        let mut b = RunRollouts::default();
+        for t in 0..8 {
+            let c = if t < 4 { "x" } else { "y" };
+            a.add(t, Some((t % 2) as f64), false, Some(Some(c))).unwrap();
+            b.add(t, Some(((t + 1) % 2) as f64), false, Some(Some(c))).unwrap();
+        }
+        let names = ["a".to_string(), "b".to_string()];
+        let r = report(&names, &[a, b], 0, true).unwrap();
+        let text = r.warnings.lines().join("\n");
+        assert!(text.contains("b vs a: standard error is 0 (the 2 clusters have identical means)"), "{text}");
+        assert!(text.contains("a: only 2 clusters"), "{text}");
     }
 
     #[test]

@@ -9,56 +9,7 @@ use crate::export::json::{Json, Key};
 use crate::ingest::{tag, RolloutTable, Source};
 use crate::stats;
 
-/// Exactly rounded sum of floats (Shewchuk's algorithm, as Python's `math.fsum`).
-pub fn fsum(xs: impl IntoIterator<Item = f64>) -> f64 {
-    let mut partials: Vec<f64> = Vec::new();
-    for mut x in xs {
-        let mut i = 0;
-        for j in 0..partials.len() {
-            let mut y = partials[j];
-            if x.abs() < y.abs() {
-                std::mem::swap(&mut x, &mut y);
-            }
-            let hi = x + y;
-            let lo = y - (hi - x);
-            if lo != 0.0 {
-                partials[i] = lo;
-                i += 1;
-            }
-            x = hi;
-        }
-        partials.truncate(i);
-        partials.push(x);
-    }
-    // Round the partials' sum correctly (half-even correction as in CPython).
-    let mut n = partials.len();
-    if n == 0 {
-        return 0.0;
-    }
-    n -= 1;
-    let mut hi = partials[n];
-    let mut lo = 0.0;
-    while n > 0 {
-        let x = hi;
-        n -= 1;
-        let y = partials[n];
-        hi = x + y;
-        let yr = hi - x;
-        lo = y - yr;
-        if lo != 0.0 {
-            break;
-        }
-    }
-    if n > 0 && ((lo < 0.0 && partials[n - 1] < 0.0) || (lo > 0.0 && partials[n - 1] > 0.0)) {
-        let y = lo * 2.0;
-        let x = hi + y;
-        let yr = x - hi;
-        if y == yr {
-            hi = x;
-        }
-    }
-    hi
-}
+use crate::stats::fsum;
 
 fn median(v: &[Score]) -> Score {
     let mut s = v.to_vec();
@@ -169,15 +120,4 @@ pub fn perf_summary(t: &RolloutTable, rows: &[usize]) -> Option<Json> {
         put("total_latency_mean_ms".into(), Json::Float(fmean(&lat)));
     }
     Some(Json::Obj(items))
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn fsum_is_exact() {
-        assert_eq!(fsum([0.1; 10]), 1.0);
-        assert_eq!(fsum([1e100, 1.0, -1e100, 1e-100]), 1.0);
-    }
 }

@@ -29,7 +29,7 @@ pub use moments::{
 };
 pub use nan::{nan_mean, nan_std};
 pub use quantile::{median_sorted, order_at, positions_for, quantile_linear_sorted, sort_f64};
-pub use sum::{numpy_sum, pairwise_sum};
+pub use sum::{fsum, numpy_sum, pairwise_sum};
 pub use t_dist::{t_interval, t_ppf, t_two_sided_p};
 pub use variance::{group_variance, reward_variance};
 

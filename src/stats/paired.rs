@@ -99,7 +99,8 @@ pub struct Paired {
     pub mean_b: f64,
     /// `mean(b − a)` with its (clustered) standard error, clusters and degrees of freedom.
     pub diff: MeanSe,
-    /// `diff.mean / se`; `None` without a standard error or when it is 0.
+    /// `diff.mean / se` (±inf for a constant non-zero difference, as scipy gives it);
+    /// `None` without a standard error, or when the difference is 0 with no spread.
     pub t: Option<f64>,
     /// Two-sided p-value of `t` with `diff.df` degrees of freedom.
     pub p: Option<f64>,
@@ -124,7 +125,7 @@ pub fn paired(a: &[f64], b: &[f64], cluster: Option<&[u32]>) -> Option<Paired> {
     let diff = mean_se(&d, cluster)?;
     let ea = mean_se(a, cluster)?;
     let eb = mean_se(b, cluster)?;
-    let t = diff.se.filter(|&s| s > 0.0).map(|s| diff.mean / s);
+    let t = diff.se.filter(|&s| s > 0.0 || diff.mean != 0.0).map(|s| diff.mean / s);
     let p = t.map(|t| super::t_two_sided_p(t, diff.df));
     let se_unpaired = ea.se.zip(eb.se).map(|(x, y)| (x * x + y * y).sqrt());
     let mut wins = 0;
@@ -258,6 +259,10 @@ mod tests {
         let same = paired(&a, &a, None).unwrap();
         assert_eq!((same.diff.mean, same.diff.se, same.t, same.p), (0.0, Some(0.0), None, None));
         assert_eq!(same.correlation, Some(1.0));
+        // A constant non-zero difference: t = inf and p = 0, as scipy's ttest_rel.
+        let up: Vec<f64> = a.iter().map(|x| x + 0.5).collect();
+        let shifted = paired(&a, &up, None).unwrap();
+        assert_eq!((shifted.diff.se, shifted.t, shifted.p), (Some(0.0), Some(f64::INFINITY), Some(0.0)));
     }
 
     #[test]

@@ -66,9 +66,88 @@ pub fn numpy_sum(xs: &[f64]) -> f64 {
     0.0 + pairwise_sum(xs)
 }
 
+/// The correctly rounded sum of `xs` (Python's `math.fsum`): Shewchuk's exact partial
+/// sums ("Adaptive Precision Floating-Point Arithmetic", 1997), rounded once at the end.
+/// It does not depend on the order of `xs`, so equal multisets of values give equal
+/// sums (and means) bit for bit. Non-finite values give the IEEE sum of the non-finite
+/// ones (`inf + -inf` is NaN); an intermediate overflow of finite values gives ±inf.
+pub fn fsum(xs: impl IntoIterator<Item = f64>) -> f64 {
+    let mut partials: Vec<f64> = Vec::new();
+    let mut special = 0.0;
+    for x0 in xs {
+        if !x0.is_finite() {
+            special += x0;
+            continue;
+        }
+        let mut x = x0;
+        let mut i = 0;
+        for j in 0..partials.len() {
+            let mut y = partials[j];
+            if x.abs() < y.abs() {
+                std::mem::swap(&mut x, &mut y);
+            }
+            let hi = x + y;
+            let lo = y - (hi - x);
+            if lo != 0.0 {
+                partials[i] = lo;
+                i += 1;
+            }
+            x = hi;
+        }
+        partials.truncate(i);
+        partials.push(x);
+    }
+    if special != 0.0 || special.is_nan() {
+        return special;
+    }
+    // Round the exact sum (the partials, non-overlapping, increasing in magnitude) once,
+    // correcting a half-way case as `math.fsum` does.
+    let Some(mut hi) = partials.pop() else { return 0.0 };
+    let mut lo = 0.0;
+    while let Some(y) = partials.pop() {
+        let x = hi;
+        hi = x + y;
+        let yr = hi - x;
+        lo = y - yr;
+        if lo != 0.0 {
+            break;
+        }
+    }
+    if let Some(&next) = partials.last() {
+        if (lo < 0.0 && next < 0.0) || (lo > 0.0 && next > 0.0) {
+            let y = lo * 2.0;
+            let x = hi + y;
+            if y == x - hi {
+                hi = x;
+            }
+        }
+    }
+    hi
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn fsum_is_exact_and_order_free() {
+        assert_eq!(fsum([0.0; 0]), 0.0);
+        assert_eq!(fsum([0.1, 0.2, 0.3]), fsum([0.3, 0.2, 0.1]));
+        // Python: math.fsum([0.1] * 10) == 1.0, while sum() gives 0.9999999999999999.
+        assert_eq!(fsum([0.1; 10]), 1.0);
+        assert_eq!(fsum([1e100, 1.0, -1e100, 1e-100]), 1.0);
+        assert_eq!(fsum([1e16, 1.0, 1.0]), 1e16 + 2.0);
+        // Half-way case: 1 + 2^-53 + 2^-106 rounds up (math.fsum gives 1.0000000000000002).
+        assert_eq!(fsum([1.0, 2f64.powi(-53), 2f64.powi(-106)]), 1.0000000000000002);
+        assert_eq!(fsum([f64::INFINITY, 1.0]), f64::INFINITY);
+        assert!(fsum([f64::INFINITY, f64::NEG_INFINITY]).is_nan());
+        // Any order of a larger set gives the same bits.
+        let xs: Vec<f64> = (1..200).map(|i| 1.0 / i as f64 * if i % 3 == 0 { -1.0 } else { 1.0 }).collect();
+        let mut ys = xs.clone();
+        ys.reverse();
+        ys.swap(3, 150);
+        assert_eq!(fsum(xs.iter().copied()).to_bits(), fsum(ys.iter().copied()).to_bits());
+    }
 
     fn naive(xs: &[f64]) -> f64 {
         xs.iter().fold(0.0, |a, &x| a + x)

@@ -175,6 +175,13 @@ fn formats_and_thread_counts_agree() {
     for (m, c) in md_lines[2..].iter().zip(csv.lines().skip(1)) {
         assert_eq!(*m, format!("| {} |", c.split(',').collect::<Vec<_>>().join(" | ")));
     }
+    // The same rollouts read back from `ingest`'s Parquet table give the same bytes.
+    let table = d.join("rollouts.parquet");
+    let o = run(&["ingest", r, "--out", table.to_str().unwrap()]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let from_table = run(&["compare", "--rollouts", table.to_str().unwrap(), "--format", "csv"]);
+    assert!(from_table.status.success(), "{}", stderr(&from_table));
+    assert_eq!(from_table.stdout, csv.as_bytes());
     // The readable report names every run and marks the baseline.
     let t = run(&["compare", "--rollouts", r]);
     let text = stdout(&t);
@@ -214,7 +221,70 @@ fn runs_from_two_files_are_named_by_file() {
     assert_eq!(same["diff_se"].as_f64(), Some(0.0));
     assert!(same["p_value"].is_null() && same["t"].is_null());
     assert_eq!(same["ties"], means[&agent].len());
-    assert!(stderr(&o).contains("Standard error is 0"), "{}", stderr(&o));
+    assert!(stderr(&o).contains("standard error is 0 (all"), "{}", stderr(&o));
+}
+
+/// Hand-made rollout lines: (task, rollout, agent, reward, cluster value as JSON).
+fn lines(rows: &[(i64, i64, &str, f64, &str)]) -> String {
+    rows.iter()
+        .map(|(t, r, a, v, c)| {
+            format!(
+                "{{\"_ng_task_index\":{t},\"_ng_rollout_index\":{r},\"agent_ref\":{{\"name\":\"{a}\"}},\"reward\":{v},\"grp\":{c}}}\n"
+            )
+        })
+        .collect()
+}
+
+#[test]
+fn clusters_compare_as_python_values_and_keys_are_unique() {
+    let d = TempDir::new("cmp-keys");
+    // Task 1's cluster is the number 1 in both files, written 1 in one and 1.0 in the
+    // other (where a 0.5 makes the column a float column): one cluster.
+    let a = d.write("a.jsonl", &lines(&[(0, 0, "A", 1.0, "0.5"), (1, 0, "A", 0.0, "1"), (2, 0, "A", 1.0, "2")]));
+    let b = d.write("b.jsonl", &lines(&[(0, 0, "B", 0.0, "0.5"), (1, 0, "B", 1.0, "1.0"), (2, 0, "B", 1.0, "2")]));
+    let o = run(&[
+        "compare",
+        "--rollouts",
+        a.to_str().unwrap(),
+        "--rollouts",
+        b.to_str().unwrap(),
+        "--cluster-key",
+        "grp",
+        "--format",
+        "csv",
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    // The text "1" is not the number 1.
+    let c = d
+        .write("c.jsonl", &lines(&[(0, 0, "C", 0.0, "\"0.5\""), (1, 0, "C", 1.0, "\"1\""), (2, 0, "C", 1.0, "\"2\"")]));
+    let o =
+        run(&["compare", "--rollouts", a.to_str().unwrap(), "--rollouts", c.to_str().unwrap(), "--cluster-key", "grp"]);
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    assert!(stderr(&o).contains("task 0 is in cluster 0.5 in A and in cluster \"0.5\" in C"), "{}", stderr(&o));
+    // A rollout key twice for one run is refused, as `aggregate` refuses it.
+    let dup = d.write(
+        "dup.jsonl",
+        &lines(&[(0, 0, "A", 1.0, "0"), (0, 1, "A", 0.0, "0"), (0, 0, "A", 1.0, "0"), (0, 0, "B", 1.0, "0")]),
+    );
+    let o = run(&["compare", "--rollouts", dup.to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    assert!(stderr(&o).contains("lines 1 and 3 have the same _ng_task_index and _ng_rollout_index"), "{}", stderr(&o));
+    // A constant non-zero difference: t = inf, p = 0 (scipy's ttest_rel), interval (1, 1).
+    let k = d.write(
+        "const.jsonl",
+        &lines(&[(0, 0, "A", 0.0, "0"), (1, 0, "A", 0.0, "0"), (0, 1, "B", 1.0, "0"), (1, 1, "B", 1.0, "0")]),
+    );
+    let out = d.join("const.json");
+    let o = run(&["compare", "--rollouts", k.to_str().unwrap(), "--format", "json", "--out", out.to_str().unwrap()]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(stdout(&o).contains("Wrote ") && stdout(&o).contains("(2 runs)"), "{}", stdout(&o));
+    let rows: Value = serde_json::from_slice(&std::fs::read(&out).unwrap()).unwrap();
+    let b = &rows[1];
+    assert_eq!(
+        (b["diff"].as_f64(), b["p_value"].as_f64(), b["diff_ci_low_95"].as_f64()),
+        (Some(1.0), Some(0.0), Some(1.0))
+    );
+    assert!(b["t"].is_null(), "JSON has no infinity: {b}");
 }
 
 #[test]
@@ -242,6 +312,12 @@ fn compare_refuses_what_it_cannot_use() {
         assert!(stderr(&x).contains(needle), "{extra:?}: {}", stderr(&x));
         assert!(!out.exists(), "{extra:?} left an output");
     }
+    // A file named .parquet that is not Parquet is the input's fault.
+    let fake = d.join("fake.parquet");
+    std::fs::write(&fake, "not parquet\n").unwrap();
+    let x = run(&["compare", "--rollouts", fake.to_str().unwrap()]);
+    assert_eq!(x.status.code(), Some(2), "{}", stderr(&x));
+    assert!(stderr(&x).contains("fake.parquet: not a readable Parquet file"), "{}", stderr(&x));
     // One run only.
     let single = TempDir::new("cmp-one");
     let g = run(&["generate", "--tasks", "5", "--agents", "1", "--out-dir", single.path().to_str().unwrap()]);
