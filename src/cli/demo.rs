@@ -1,6 +1,6 @@
 //! `rollstat demo`: generates a small sweep into `./rollstat-demo/` and runs the main
-//! job on it — ingest to Parquet, profile, aggregate with pass@k — printing where every
-//! file went and each agent's key metrics.
+//! job on it — ingest to Parquet, profile, aggregate with pass@k, compare the agents —
+//! printing where every file went, each agent's key metrics and the comparison.
 
 use std::path::PathBuf;
 
@@ -18,7 +18,7 @@ pub struct Args {
 
 pub fn run(a: Args) -> Result<()> {
     let gen = super::generate::Args {
-        tasks: 300,
+        tasks: 100,
         repeats: 4,
         agents: 3,
         seed: 7,
@@ -26,7 +26,7 @@ pub fn run(a: Args) -> Result<()> {
         missing_frac: 0.0,
         masked_frac: 0.02,
         reward: super::generate::Reward::Mixed,
-        fan_out: false,
+        fan_out: true,
         env_server_stamp: false,
         ng_perf_frac: 0.5,
         text_bytes: 1000,
@@ -80,6 +80,19 @@ pub fn run(a: Args) -> Result<()> {
     say!("");
     super::aggregate::print_key_metrics(&ar.key_metrics);
     say!("Aggregate metrics: {}", ar.file.display());
+    let cmp = super::compare::Args {
+        rollouts: vec![g.rollouts_path.clone()],
+        inputs: vec![g.inputs_path.clone()],
+        agent: None,
+        metric: "reward".into(),
+        baseline: None,
+        cluster_key: None,
+        output: super::query::TableOut { format: super::query::Format::Table, out: None },
+    };
+    let (_, report) = super::compare::execute(&cmp)?;
+    crate::cli::common::print_warnings(&report.warnings);
+    say!("");
+    say!("{}", super::compare::text(&cmp, &report).trim_end());
     let ex = super::export::Args {
         rollouts: g.rollouts_path.clone(),
         inputs: Some(g.inputs_path.clone()),

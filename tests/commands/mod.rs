@@ -482,6 +482,13 @@ fn demo_runs_the_main_job() {
     assert!(o.status.success(), "{}", stderr(&o));
     let out = stdout(&o);
     assert!(out.contains("Key metrics for"), "{out}");
+    // The agents share their tasks, so the comparison pairs all 100 of them.
+    assert!(out.contains("paired on the tasks both measured"), "{out}");
+    let paired: Vec<&str> = out.lines().skip_while(|l| !l.starts_with("against ")).skip(2).take(2).collect();
+    assert_eq!(paired.len(), 2, "{out}");
+    for l in paired {
+        assert_eq!(l.split_whitespace().nth(1), Some("100"), "{l}");
+    }
     for f in [
         "rollouts_reward_profiling.jsonl",
         "rollouts_agent_metrics.json",
