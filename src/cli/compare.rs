@@ -44,8 +44,6 @@ pub struct Args {
     /// must carry the same value.
     #[arg(long, value_name = "FIELD")]
     pub cluster_key: Option<String>,
-    /// `--format table` (default) is a readable report; csv, json and parquet give one row
-    /// per run.
     #[command(flatten)]
     pub output: TableOut,
 }
@@ -83,7 +81,7 @@ impl Table {
 }
 
 fn read_table(a: &Args, path: &Path, inputs: Option<&Path>) -> Result<Table> {
-    if path.extension().is_some_and(|e| e == "parquet") {
+    if path.extension().is_some_and(|e| e.eq_ignore_ascii_case("parquet")) {
         if inputs.is_some() {
             return Err(Error::Usage(format!(
                 "{}: a Parquet table already carries its run labels; --inputs goes with JSONL rollouts",
@@ -91,17 +89,36 @@ fn read_table(a: &Args, path: &Path, inputs: Option<&Path>) -> Result<Table> {
             )));
         }
         let mut df = crate::export::parquet::read_parquet(path)?;
+        let bad = |col: &str, msg: &str| Error::bad(Location::file(path).key(col), msg.to_string());
         for col in ["agent", "_ng_task_index", "_ng_rollout_index", "mask_sample"] {
-            if df.column(col).is_err() {
-                return Err(Error::bad(
-                    Location::file(path).key(col),
+            let Ok(c) = df.column(col) else {
+                return Err(bad(
+                    col,
                     "no such column; give a rollouts table written by `rollstat ingest` or `rollstat export`",
                 ));
+            };
+            let ok = match col {
+                "agent" => c.dtype().is_string() || c.dtype().is_categorical() || c.dtype().is_integer(),
+                "mask_sample" => c.dtype().is_bool() || c.dtype().is_integer(),
+                _ => c.dtype().is_integer(),
+            };
+            if !ok {
+                return Err(bad(col, &format!("the column holds {}, which a rollouts table does not", c.dtype())));
             }
         }
-        if let Some(agent) = &a.agent {
-            let filled = df.column("agent")?.str()?.apply(|v| Some(v.map_or(agent.as_str().into(), |s| s.into())));
-            df.with_column(filled.into_series().into_column())?;
+        // Labels as text (a categorical column from pandas or Polars included); mask flags
+        // by Python truthiness.
+        let agent = df.column("agent")?.cast(&DataType::String)?;
+        let agent = match &a.agent {
+            Some(name) => agent.str()?.apply(|v| Some(v.map_or(name.as_str().into(), |s| s.into()))).into_column(),
+            None => agent,
+        };
+        df.with_column(agent)?;
+        let masked = df.column("mask_sample")?;
+        if !masked.dtype().is_bool() {
+            let flags: BooleanChunked =
+                masked.cast(&DataType::Int64)?.i64()?.iter().map(|v| v.map(|i| i != 0)).collect();
+            df.with_column(flags.with_name("mask_sample".into()).into_column())?;
         }
         return Ok(Table { df, lines: None });
     }
@@ -151,7 +168,9 @@ fn read_file(a: &Args, path: &Path, inputs: Option<&Path>) -> Result<Vec<(String
             let Ok(c) = df.column(k) else {
                 return Err(Error::bad(Location::file(path).key(k), "no rollout has this field (--cluster-key)"));
             };
-            Some(cluster_keys(c)?)
+            Some(cluster_keys(c).map_err(|e| {
+                Error::bad(Location::file(path).key(k), format!("cannot use this field as a cluster: {e}"))
+            })?)
         }
     };
     let agent = df.column("agent")?.str()?;
@@ -165,7 +184,11 @@ fn read_file(a: &Args, path: &Path, inputs: Option<&Path>) -> Result<Vec<(String
     let mut run_ids: std::collections::HashMap<&str, usize> = std::collections::HashMap::new();
     for r in 0..df.height() {
         let (Some(label), Some(task), Some(rollout)) = (agent.get(r), task.get(r), rollout.get(r)) else {
-            let what = if agent.get(r).is_none() { "names no agent (give --agent NAME)" } else { "has no rollout key" };
+            let what = if agent.get(r).is_none() {
+                "names no agent (give --agent NAME)"
+            } else {
+                "has no usable rollout key (`_ng_task_index` and `_ng_rollout_index`, integers)"
+            };
             return Err(Error::bad(table.at(path, r), format!("this rollout {what}")));
         };
         let next = run_ids.len();
@@ -205,22 +228,24 @@ fn read_file(a: &Args, path: &Path, inputs: Option<&Path>) -> Result<Vec<(String
 }
 
 /// Each row's cluster, as text that is equal exactly when Python would find the values
-/// equal: numbers by value (`1`, `1.0` and `true` are one cluster, written `1`), text
+/// equal: numbers by value (`1`, `1.0` and `true` are one cluster, written `1`; an
+/// integral float is written as its exact integer, so `2**53` and `2.0**53` meet), text
 /// quoted (so `"1"` is another).
 fn cluster_keys(c: &Column) -> PolarsResult<Vec<Option<String>>> {
     let dt = c.dtype();
+    if dt.is_unsigned_integer() {
+        return Ok(c.cast(&DataType::UInt64)?.u64()?.iter().map(|v| v.map(|i| i.to_string())).collect());
+    }
     if dt.is_integer() {
         return Ok(c.cast(&DataType::Int64)?.i64()?.iter().map(|v| v.map(|i| i.to_string())).collect());
     }
     if dt.is_float() || dt.is_bool() {
-        let number = |x: f64| {
-            if x.fract() == 0.0 && x.abs() < 9_007_199_254_740_992.0 {
-                format!("{}", x as i64)
-            } else {
-                format!("{x:?}")
-            }
-        };
+        let number =
+            |x: f64| if x.is_finite() && x.fract() == 0.0 { format!("{:.0}", x + 0.0) } else { format!("{x:?}") };
         return Ok(c.cast(&DataType::Float64)?.f64()?.iter().map(|v| v.map(number)).collect());
+    }
+    if !(dt.is_string() || dt.is_categorical()) {
+        polars_bail!(InvalidOperation: "it holds {dt}, not numbers or text");
     }
     Ok(c.cast(&DataType::String)?.str()?.iter().map(|v| v.map(|s| format!("{s:?}"))).collect())
 }
@@ -278,10 +303,15 @@ pub fn read_runs(a: &Args) -> Result<Runs> {
 pub fn execute(a: &Args) -> Result<(Runs, Report)> {
     let runs = read_runs(a)?;
     if runs.names.len() < 2 {
+        let files: Vec<String> = a.rollouts.iter().map(|p| p.display().to_string()).collect();
+        let found = match runs.names.first() {
+            Some(name) => format!("one run ({name})"),
+            None => "no rollouts".to_string(),
+        };
         return Err(Error::Usage(format!(
-            "compare needs two runs; {} holds one ({}): give a second --rollouts file, or a file with several agents",
-            a.rollouts[0].display(),
-            runs.names.first().map_or("none", String::as_str)
+            "compare needs two runs; {} hold{} {found}: give another --rollouts file, or a file with several agents",
+            files.join(", "),
+            if files.len() == 1 { "s" } else { "" }
         )));
     }
     let baseline = match &a.baseline {

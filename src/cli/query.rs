@@ -46,7 +46,8 @@ pub struct Args {
 /// `--format` and `--out` of the commands whose result is a table (`query`, `compare`).
 #[derive(ClapArgs, Debug, Clone)]
 pub struct TableOut {
-    /// Output format.
+    /// Output format: table is for reading (`compare`: its report); the others hold every
+    /// row.
     #[arg(long, value_enum, default_value_t = Format::Table)]
     pub format: Format,
     /// Output file (default: stdout; required for parquet).
@@ -218,11 +219,29 @@ pub fn to_csv(df: &DataFrame) -> Vec<u8> {
     out.into_bytes()
 }
 
-/// Rows as a GitHub-flavoured Markdown table: numeric columns right-aligned, `|` and
-/// line breaks inside cells escaped, null cells empty.
+/// Rows as a GitHub-flavoured Markdown table: numeric columns right-aligned, null cells
+/// empty, cell text shown as written (markup characters escaped, line breaks as `<br>`).
 pub fn to_markdown(df: &DataFrame) -> Vec<u8> {
     fn field(s: &str) -> String {
-        s.replace('\\', "\\\\").replace('|', "\\|").replace("\r\n", "<br>").replace(['\n', '\r'], "<br>")
+        let chars: Vec<char> = s.chars().collect();
+        let mut o = String::with_capacity(s.len());
+        for (i, &c) in chars.iter().enumerate() {
+            let word = |j: Option<usize>| j.and_then(|j| chars.get(j)).is_some_and(|c| c.is_alphanumeric());
+            match c {
+                // An underscore inside a word (`ci_low_95`) is no markup in GFM.
+                '_' if word(i.checked_sub(1)) && word(Some(i + 1)) => o.push(c),
+                // What would end the cell or start inline markup is escaped (CommonMark
+                // backslash escapes); line breaks become <br>.
+                '\\' | '|' | '`' | '*' | '_' | '[' | ']' | '<' | '>' | '&' | '~' => {
+                    o.push('\\');
+                    o.push(c);
+                }
+                '\r' if chars.get(i + 1) == Some(&'\n') => {}
+                '\n' | '\r' => o.push_str("<br>"),
+                c => o.push(c),
+            }
+        }
+        o
     }
     let mut out = String::new();
     let names: Vec<String> = df.get_column_names().iter().map(|n| field(n)).collect();
@@ -261,7 +280,9 @@ pub fn run(a: Args) -> Result<()> {
         out,
         df,
         |df| {
-            std::env::set_var("POLARS_FMT_MAX_ROWS", "50");
+            // On a terminal, the first and last rows; in a file, every row.
+            let rows = if a.output.out.is_some() { "-1" } else { "50" };
+            std::env::set_var("POLARS_FMT_MAX_ROWS", rows);
             std::env::set_var("POLARS_FMT_MAX_COLS", "12");
             std::env::set_var("POLARS_FMT_STR_LEN", "40");
             format!("{df}\n").into_bytes()

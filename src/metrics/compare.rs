@@ -56,16 +56,20 @@ impl RunRollouts {
             self.no_value += 1;
             return Ok(());
         };
-        let slot = self.tasks.entry(task).or_default();
-        if let Some(c) = cluster {
-            let c = c.ok_or(ClusterProblem::Missing)?;
-            match &slot.1 {
-                None => slot.1 = Some(c.to_string()),
+        // Checked before the task gets an entry: a refused rollout leaves nothing behind.
+        let cluster = match cluster {
+            None => None,
+            Some(None) => return Err(ClusterProblem::Missing),
+            Some(Some(c)) => match self.tasks.get(&task).and_then(|(_, first)| first.as_deref()) {
                 Some(first) if first != c => {
-                    return Err(ClusterProblem::Differs { first: first.clone(), then: c.to_string() })
+                    return Err(ClusterProblem::Differs { first: first.to_string(), then: c.to_string() })
                 }
-                Some(_) => {}
-            }
+                _ => Some(c),
+            },
+        };
+        let slot = self.tasks.entry(task).or_default();
+        if slot.1.is_none() {
+            slot.1 = cluster.map(str::to_string);
         }
         slot.0.push(v);
         Ok(())

@@ -69,8 +69,10 @@ pub fn numpy_sum(xs: &[f64]) -> f64 {
 /// The correctly rounded sum of `xs` (Python's `math.fsum`): Shewchuk's exact partial
 /// sums ("Adaptive Precision Floating-Point Arithmetic", 1997), rounded once at the end.
 /// It does not depend on the order of `xs`, so equal multisets of values give equal
-/// sums (and means) bit for bit. Non-finite values give the IEEE sum of the non-finite
-/// ones (`inf + -inf` is NaN); an intermediate overflow of finite values gives ±inf.
+/// sums (and means) bit for bit; zeros are not kept as partials, so a sum of zeros is
+/// `0.0` as in Python. Non-finite values give the IEEE sum of the non-finite ones; where
+/// Python raises (`inf + -inf`, a finite sum beyond the double range) the result is NaN
+/// or ±inf.
 pub fn fsum(xs: impl IntoIterator<Item = f64>) -> f64 {
     let mut partials: Vec<f64> = Vec::new();
     let mut special = 0.0;
@@ -95,9 +97,11 @@ pub fn fsum(xs: impl IntoIterator<Item = f64>) -> f64 {
             x = hi;
         }
         partials.truncate(i);
-        partials.push(x);
+        if x != 0.0 {
+            partials.push(x);
+        }
     }
-    if special != 0.0 || special.is_nan() {
+    if special != 0.0 {
         return special;
     }
     // Round the exact sum (the partials, non-overlapping, increasing in magnitude) once,
@@ -140,6 +144,9 @@ mod tests {
         // Half-way case: 1 + 2^-53 + 2^-106 rounds up (math.fsum gives 1.0000000000000002).
         assert_eq!(fsum([1.0, 2f64.powi(-53), 2f64.powi(-106)]), 1.0000000000000002);
         assert_eq!(fsum([f64::INFINITY, 1.0]), f64::INFINITY);
+        // Python: math.fsum([-0.0]) == 0.0 (positive).
+        assert_eq!(fsum([-0.0]).to_bits(), 0.0f64.to_bits());
+        assert_eq!(fsum([-0.0, -0.0]).to_bits(), 0.0f64.to_bits());
         assert!(fsum([f64::INFINITY, f64::NEG_INFINITY]).is_nan());
         // Any order of a larger set gives the same bits.
         let xs: Vec<f64> = (1..200).map(|i| 1.0 / i as f64 * if i % 3 == 0 { -1.0 } else { 1.0 }).collect();

@@ -617,11 +617,15 @@ fn export_tables_have_documented_columns_and_query_matches_dataframe_api() {
         assert!(o.status.success(), "{report}: {}", stderr(&o));
         assert!(stdout(&o).lines().count() >= 2, "{report}: {}", stdout(&o));
     }
-    // Markdown escapes what would break a table row: `|`, backslashes and line breaks.
-    let sql = "SELECT 'a|b' AS s, 'c\\d' AS t, 1.5 AS x, NULL AS n";
+    // Markdown escapes what would break a table row (`|`, backslashes) or start inline
+    // markup, but not an underscore inside a word; null is an empty cell.
+    let sql = "SELECT 'a|b' AS s_1, 'c\\d *e* _f_ <b>' AS t, 1.5 AS x, NULL AS n";
     let o = run(&["query", sql, "--parquet-dir", out.to_str().unwrap(), "--format", "markdown"]);
     assert!(o.status.success(), "{}", stderr(&o));
-    assert_eq!(stdout(&o), "| s | t | x | n |\n|---|---|---:|---|\n| a\\|b | c\\\\d | 1.5 |  |\n");
+    assert_eq!(
+        stdout(&o),
+        "| s_1 | t | x | n |\n|---|---|---:|---|\n| a\\|b | c\\\\d \\*e\\* \\_f\\_ \\<b\\> | 1.5 |  |\n"
+    );
 }
 
 /// Population variance by the two-pass formula, mean over tasks.

@@ -240,8 +240,15 @@ fn clusters_compare_as_python_values_and_keys_are_unique() {
     let d = TempDir::new("cmp-keys");
     // Task 1's cluster is the number 1 in both files, written 1 in one and 1.0 in the
     // other (where a 0.5 makes the column a float column): one cluster.
-    let a = d.write("a.jsonl", &lines(&[(0, 0, "A", 1.0, "0.5"), (1, 0, "A", 0.0, "1"), (2, 0, "A", 1.0, "2")]));
-    let b = d.write("b.jsonl", &lines(&[(0, 0, "B", 0.0, "0.5"), (1, 0, "B", 1.0, "1.0"), (2, 0, "B", 1.0, "2")]));
+    // So is 2**53, an int in one file and a float in the other.
+    let a = d.write(
+        "a.jsonl",
+        &lines(&[(0, 0, "A", 1.0, "0.5"), (1, 0, "A", 0.0, "1"), (2, 0, "A", 1.0, "9007199254740992")]),
+    );
+    let b = d.write(
+        "b.jsonl",
+        &lines(&[(0, 0, "B", 0.0, "0.5"), (1, 0, "B", 1.0, "1.0"), (2, 0, "B", 1.0, "9007199254740992.0")]),
+    );
     let o = run(&[
         "compare",
         "--rollouts",
@@ -312,6 +319,34 @@ fn compare_refuses_what_it_cannot_use() {
         assert!(stderr(&x).contains(needle), "{extra:?}: {}", stderr(&x));
         assert!(!out.exists(), "{extra:?} left an output");
     }
+    // A table from elsewhere: agents as integers, mask flags as integers (truthiness),
+    // are read; a float task index is refused, naming the column.
+    let mk = |name: &str, task: Column| {
+        let mut df = DataFrame::new(
+            4,
+            vec![
+                Column::new("agent".into(), [1i64, 1, 2, 2]),
+                task,
+                Column::new("_ng_rollout_index".into(), [0i64, 0, 1, 1]),
+                Column::new("mask_sample".into(), [0i64, 2, 0, 0]),
+                Column::new("reward".into(), [1.0f64, 0.0, 0.5, 0.25]),
+            ],
+        )
+        .unwrap();
+        let p = d.join(name);
+        ParquetWriter::new(std::fs::File::create(&p).unwrap()).finish(&mut df).unwrap();
+        p
+    };
+    let good = mk("ints.parquet", Column::new("_ng_task_index".into(), [0i64, 1, 0, 1]));
+    let rows = json_rows(&run(&["compare", "--rollouts", good.to_str().unwrap(), "--format", "json"]));
+    assert_eq!(
+        (rows[0]["run"].as_str(), rows[0]["masked"].as_i64(), rows[1]["diff"].as_f64()),
+        (Some("1"), Some(1), Some(-0.5))
+    );
+    let bad = mk("floats.parquet", Column::new("_ng_task_index".into(), [0.0f64, 1.5, 0.0, 1.5]));
+    let x = run(&["compare", "--rollouts", bad.to_str().unwrap()]);
+    assert_eq!(x.status.code(), Some(2), "{}", stderr(&x));
+    assert!(stderr(&x).contains("floats.parquet, key `_ng_task_index`: the column holds f64"), "{}", stderr(&x));
     // A file named .parquet that is not Parquet is the input's fault.
     let fake = d.join("fake.parquet");
     std::fs::write(&fake, "not parquet\n").unwrap();
