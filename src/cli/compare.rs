@@ -16,7 +16,7 @@ use super::query::TableOut;
 use crate::error::{Error, Location, Result};
 use crate::export::atomic::OutputSet;
 use crate::ingest::frame::rollouts_frame;
-use crate::metrics::compare::{report, ClusterProblem, Report, RunRollouts};
+use crate::metrics::compare::{report, ClusterProblem, Report, RunRollouts, TaskValue};
 use crate::metrics::labels::runs;
 use crate::metrics::profile::duplicate_key;
 
@@ -36,6 +36,11 @@ pub struct Args {
     /// Numeric field to compare.
     #[arg(long, value_name = "FIELD", default_value = "reward")]
     pub metric: String,
+    /// Compare each task's pass@K (NeMo Gym's estimator: unbiased for 0/1 scores, best of
+    /// the first K otherwise) instead of its mean; tasks with fewer than K measured
+    /// rollouts are left out.
+    #[arg(long, value_name = "K", value_parser = clap::value_parser!(u32).range(1..))]
+    pub pass_at: Option<u32>,
     /// The run the others are compared against (default: the first run listed).
     #[arg(long, value_name = "RUN")]
     pub baseline: Option<String>,
@@ -46,6 +51,22 @@ pub struct Args {
     pub cluster_key: Option<String>,
     #[command(flatten)]
     pub output: TableOut,
+}
+
+impl Args {
+    /// What a run's value for one task is.
+    pub fn task_value(&self) -> TaskValue {
+        self.pass_at.map_or(TaskValue::Mean, |k| TaskValue::PassAt(k as usize))
+    }
+
+    /// The compared statistic as named in the output: `reward`, or `pass@4/reward` as
+    /// NeMo Gym names the agent-level pass@k.
+    pub fn statistic(&self) -> String {
+        match self.pass_at {
+            Some(k) => format!("pass@{k}/{}", self.metric),
+            None => self.metric.clone(),
+        }
+    }
 }
 
 /// The runs read from the files, and their names.
@@ -198,7 +219,7 @@ fn read_file(a: &Args, path: &Path, inputs: Option<&Path>) -> Result<Vec<(String
             None => by.entry(label.to_string()).or_default(),
         };
         let cluster = clusters.as_ref().map(|c| c[r].as_deref());
-        if let Err(problem) = run.add(task, values.get(r), masked.get(r).unwrap_or(false), cluster) {
+        if let Err(problem) = run.add(task, rollout, values.get(r), masked.get(r).unwrap_or(false), cluster) {
             let key = a.cluster_key.as_deref().unwrap_or_default();
             let msg = match problem {
                 ClusterProblem::Missing => {
@@ -320,19 +341,21 @@ pub fn execute(a: &Args) -> Result<(Runs, Report)> {
             Error::Usage(format!("--baseline {b:?} is not a run here; runs: {}", runs.names.join(", ")))
         })?,
     };
-    let r = report(&runs.names, &runs.rollouts, baseline, a.cluster_key.is_some()).map_err(|(task, r0, c0, r1, c1)| {
+    let r = report(&runs.names, &runs.rollouts, baseline, a.cluster_key.is_some(), a.task_value()).map_err(
+        |(task, r0, c0, r1, c1)| {
         Error::Mismatch(format!(
             "--cluster-key {}: task {task} is in cluster {c0} in {} and in cluster {c1} in {}; a task must be in one cluster",
             a.cluster_key.as_deref().unwrap_or_default(),
             runs.names[r0],
             runs.names[r1]
         ))
-    })?;
+        },
+    )?;
     Ok((runs, r))
 }
 
 /// One row per run: its summary, and (except for the baseline) its comparison.
-pub fn frame(r: &Report) -> PolarsResult<DataFrame> {
+pub fn frame(r: &Report, statistic: &str) -> PolarsResult<DataFrame> {
     use crate::metrics::compare::Comparison;
     use crate::stats::paired::Paired;
     let n = r.runs.len();
@@ -354,6 +377,7 @@ pub fn frame(r: &Report) -> PolarsResult<DataFrame> {
     };
     let cols = vec![
         Column::new("run".into(), r.runs.iter().map(|s| s.name.as_str()).collect::<Vec<_>>()),
+        Column::new("statistic".into(), vec![statistic; n]),
         Column::new("tasks".into(), count(&|s| s.tasks)),
         Column::new("rollouts".into(), count(&|s| s.rollouts)),
         Column::new("masked".into(), count(&|s| s.masked)),
@@ -443,10 +467,11 @@ pub fn text(a: &Args, r: &Report) -> String {
         Some(k) => format!("tasks are the unit, standard errors clustered by `{k}`"),
         None => "tasks are the unit".into(),
     };
-    let mut o = format!(
-        "metric `{}`: each run's mean over tasks of the task's mean over its measured rollouts; {unit}\n\n",
-        a.metric
-    );
+    let per_task = match a.pass_at {
+        Some(k) => format!("pass@{k} of `{}` over its measured rollouts", a.metric),
+        None => format!("mean of `{}` over its measured rollouts", a.metric),
+    };
+    let mut o = format!("{}: each run's mean over tasks of the task's {per_task}; {unit}\n\n", a.statistic());
     let clustered = a.cluster_key.is_some();
     let mut rows =
         vec![["run", "tasks", "rollouts", "masked", "mean", "se", "95% interval"].map(String::from).to_vec()];
@@ -511,5 +536,5 @@ pub fn run(a: Args) -> Result<()> {
     a.output.check(&out)?;
     let (_, r) = execute(&a)?;
     common::print_warnings(&r.warnings);
-    a.output.write(out, frame(&r)?, |_| text(&a, &r).into_bytes(), "runs")
+    a.output.write(out, frame(&r, &a.statistic())?, |_| text(&a, &r).into_bytes(), "runs")
 }

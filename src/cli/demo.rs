@@ -85,6 +85,7 @@ pub fn run(a: Args) -> Result<()> {
         inputs: vec![g.inputs_path.clone()],
         agent: None,
         metric: "reward".into(),
+        pass_at: None,
         baseline: None,
         cluster_key: None,
         output: super::query::TableOut { format: super::query::Format::Table, out: None },

@@ -3,13 +3,15 @@
 //! for the statistics and why the task is the unit).
 //!
 //! A run's value for a task is the mean of the metric over that task's *measured*
-//! rollouts: not masked (`mask_sample`), with a numeric, non-NaN value. A run's score is
+//! rollouts: not masked (`mask_sample`), with a numeric, non-NaN value — or, with
+//! [`TaskValue::PassAt`], the task's pass@k as NeMo Gym computes it. A run's score is
 //! the mean of its task values (each task weighs the same, however many repeats it has).
 //! With a cluster field, every measured rollout of a task must carry the same value of
 //! it (in every run); tasks are then clustered by it.
 
 use std::collections::BTreeMap;
 
+use super::pass_at_k::{task_pass_at_k, Score};
 use super::warnings::Warnings;
 use crate::stats::paired::{mean_se, paired, MeanSe, Paired};
 use crate::stats::{fsum, t_interval};
@@ -19,11 +21,14 @@ use crate::stats::{fsum, t_interval};
 /// Guide to Cluster-Robust Inference", 2015, §VI).
 pub const FEW_CLUSTERS: usize = 20;
 
+/// One task's measured `(rollout index, value)` pairs and its cluster value.
+type TaskRollouts = (Vec<(i64, f64)>, Option<String>);
+
 /// The measured rollouts of one run, gathered task by task.
 #[derive(Debug, Default, Clone)]
 pub struct RunRollouts {
-    /// Task → its measured values (in reading order) and its cluster value.
-    tasks: BTreeMap<i64, (Vec<f64>, Option<String>)>,
+    /// Task → its measured values with their rollout indexes, and its cluster value.
+    tasks: BTreeMap<i64, TaskRollouts>,
     /// Rollouts left out: masked, and without a numeric value.
     pub masked: usize,
     pub no_value: usize,
@@ -44,6 +49,7 @@ impl RunRollouts {
     pub fn add(
         &mut self,
         task: i64,
+        rollout: i64,
         value: Option<f64>,
         masked: bool,
         cluster: Option<Option<&str>>,
@@ -71,13 +77,40 @@ impl RunRollouts {
         if slot.1.is_none() {
             slot.1 = cluster.map(str::to_string);
         }
-        slot.0.push(v);
+        slot.0.push((rollout, v));
         Ok(())
     }
 
     /// Measured rollouts.
     pub fn rollouts(&self) -> usize {
         self.tasks.values().map(|(v, _)| v.len()).sum()
+    }
+}
+
+/// What a run's value for one task is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TaskValue {
+    /// The mean of the task's measured values (an exactly rounded sum over the count, so
+    /// it does not depend on the order the rollouts were written in: two runs with the
+    /// same values on a task tie exactly).
+    Mean,
+    /// NeMo Gym's pass@k of the task's measured values in rollout-index order
+    /// ([`crate::metrics::pass_at_k::task_pass_at_k`]); tasks with fewer than k values
+    /// are left out.
+    PassAt(usize),
+}
+
+impl TaskValue {
+    fn of(self, vals: &[(i64, f64)]) -> Option<f64> {
+        match self {
+            TaskValue::Mean => Some(fsum(vals.iter().map(|v| v.1)) / vals.len() as f64),
+            TaskValue::PassAt(k) => {
+                let mut v = vals.to_vec();
+                v.sort_by_key(|x| x.0);
+                let scores: Vec<Score> = v.iter().map(|x| Score::Float(x.1)).collect();
+                task_pass_at_k(&scores, k).map(Score::f)
+            }
+        }
     }
 }
 
@@ -186,16 +219,23 @@ pub fn report(
     runs: &[RunRollouts],
     baseline: usize,
     clustered: bool,
+    value: TaskValue,
 ) -> Result<Report, ClusterConflict> {
     let ids = if clustered { Some(cluster_ids(runs)?) } else { None };
     let mut warnings = Warnings::default();
-    // Per run: task → its mean, in task order. The sum is exact (then rounded once), so
-    // a task's mean does not depend on the order its rollouts were written in: two runs
-    // with the same values on a task tie exactly.
-    let means: Vec<BTreeMap<i64, f64>> = runs
-        .iter()
-        .map(|r| r.tasks.iter().map(|(&t, (v, _))| (t, fsum(v.iter().copied()) / v.len() as f64)).collect())
-        .collect();
+    // Per run: task → its value, in task order.
+    let mut means: Vec<BTreeMap<i64, f64>> = Vec::new();
+    for (i, r) in runs.iter().enumerate() {
+        let m: BTreeMap<i64, f64> = r.tasks.iter().filter_map(|(&t, (v, _))| Some((t, value.of(v)?))).collect();
+        if let (TaskValue::PassAt(k), true) = (value, m.len() < r.tasks.len()) {
+            warnings.add(format!(
+                "{}: {} task(s) with fewer than {k} measured rollouts are left out of pass@{k}",
+                names[i],
+                r.tasks.len() - m.len()
+            ));
+        }
+        means.push(m);
+    }
     let clusters_of = |tasks: &mut dyn Iterator<Item = i64>| -> Option<Vec<u32>> {
         ids.as_ref().map(|m| tasks.map(|t| m[&t]).collect())
     };
@@ -268,7 +308,8 @@ mod tests {
     fn run(rows: &[(i64, f64)]) -> RunRollouts {
         let mut r = RunRollouts::default();
         for &(t, v) in rows {
-            r.add(t, Some(v), false, None).unwrap();
+            let next = r.rollouts() as i64;
+            r.add(t, next, Some(v), false, None).unwrap();
         }
         r
     }
@@ -279,11 +320,11 @@ mod tests {
         let a = run(&[(1, 0.0), (1, 1.0), (2, 1.0), (3, 0.0)]);
         // Candidate: tasks 1, 2 and 4; a masked and a valueless rollout are not counted.
         let mut b = run(&[(1, 1.0), (2, 1.0), (4, 1.0)]);
-        b.add(3, Some(0.0), true, None).unwrap();
-        b.add(3, None, false, None).unwrap();
-        b.add(3, Some(f64::NAN), false, None).unwrap();
+        b.add(3, 0, Some(0.0), true, None).unwrap();
+        b.add(3, 0, None, false, None).unwrap();
+        b.add(3, 0, Some(f64::NAN), false, None).unwrap();
         let names = ["a".to_string(), "b".to_string()];
-        let r = report(&names, &[a, b], 0, false).unwrap();
+        let r = report(&names, &[a, b], 0, false, TaskValue::Mean).unwrap();
         assert_eq!((r.runs[0].tasks, r.runs[0].rollouts), (3, 4));
         assert_eq!((r.runs[1].tasks, r.runs[1].rollouts, r.runs[1].masked, r.runs[1].no_value), (3, 3, 1, 2));
         // Mean of task means, not of rollouts: (0.5 + 1 + 0) / 3.
@@ -306,10 +347,35 @@ mod tests {
         let a = run(&[(1, 0.1), (1, 0.2), (1, 0.3), (2, 0.7), (2, 0.1), (2, 0.2)]);
         let b = run(&[(1, 0.3), (1, 0.2), (1, 0.1), (2, 0.2), (2, 0.1), (2, 0.7)]);
         let names = ["a".to_string(), "b".to_string()];
-        let r = report(&names, &[a, b], 0, false).unwrap();
+        let r = report(&names, &[a, b], 0, false, TaskValue::Mean).unwrap();
         let p = r.comparisons[0].stats.unwrap();
         assert_eq!((p.wins, p.losses, p.ties, p.diff.mean, p.t), (0, 0, 2, 0.0, None));
         assert!(r.warnings.lines().join("\n").contains("all 2 task values are identical"), "{:?}", r.warnings);
+    }
+
+    #[test]
+    fn pass_at_k_reads_values_in_rollout_order() {
+        // Non-binary scores: the best of the first k by rollout index, whatever the
+        // order of the lines. Binary: the unbiased estimator; too few values: left out.
+        let mut a = RunRollouts::default();
+        for (ri, v) in [(2, 0.9), (0, 0.1), (1, 0.5)] {
+            a.add(1, ri, Some(v), false, None).unwrap();
+        }
+        for (ri, v) in [(0, 1.0), (1, 0.0), (2, 0.0), (3, 1.0)] {
+            a.add(2, ri, Some(v), false, None).unwrap();
+        }
+        a.add(3, 0, Some(1.0), false, None).unwrap();
+        let b = a.clone();
+        let names = ["a".to_string(), "b".to_string()];
+        let r = report(&names, &[a, b], 0, false, TaskValue::PassAt(2)).unwrap();
+        // Task 1: max(0.1, 0.5); task 2: 1 - C(2,2)/C(4,2) = 5/6; task 3 has one value.
+        assert_eq!(r.runs[0].tasks, 2);
+        assert_eq!(r.runs[0].est.unwrap().mean, (0.5 + 5.0 / 6.0) / 2.0);
+        assert!(r
+            .warnings
+            .lines()
+            .join("\n")
+            .contains("a: 1 task(s) with fewer than 2 measured rollouts are left out of pass@2"));
     }
 
     #[test]
@@ -318,11 +384,11 @@ mod tests {
         let mut b = RunRollouts::default();
         for t in 0..8 {
             let c = if t < 4 { "x" } else { "y" };
-            a.add(t, Some((t % 2) as f64), false, Some(Some(c))).unwrap();
-            b.add(t, Some(((t + 1) % 2) as f64), false, Some(Some(c))).unwrap();
+            a.add(t, 0, Some((t % 2) as f64), false, Some(Some(c))).unwrap();
+            b.add(t, 0, Some(((t + 1) % 2) as f64), false, Some(Some(c))).unwrap();
         }
         let names = ["a".to_string(), "b".to_string()];
-        let r = report(&names, &[a, b], 0, true).unwrap();
+        let r = report(&names, &[a, b], 0, true, TaskValue::Mean).unwrap();
         let text = r.warnings.lines().join("\n");
         assert!(text.contains("b vs a: standard error is 0 (the 2 clusters have identical means)"), "{text}");
         assert!(text.contains("a: only 2 clusters"), "{text}");
@@ -331,19 +397,19 @@ mod tests {
     #[test]
     fn clusters_must_hold_whole_tasks() {
         let mut r = RunRollouts::default();
-        r.add(1, Some(1.0), false, Some(Some("x"))).unwrap();
-        assert_eq!(r.add(2, Some(1.0), false, Some(None)), Err(ClusterProblem::Missing));
+        r.add(1, 0, Some(1.0), false, Some(Some("x"))).unwrap();
+        assert_eq!(r.add(2, 0, Some(1.0), false, Some(None)), Err(ClusterProblem::Missing));
         assert_eq!(
-            r.add(1, Some(0.0), false, Some(Some("y"))),
+            r.add(1, 1, Some(0.0), false, Some(Some("y"))),
             Err(ClusterProblem::Differs { first: "x".into(), then: "y".into() })
         );
         // A masked rollout is not measured, so its cluster value is not looked at.
-        r.add(1, Some(0.0), true, Some(None)).unwrap();
+        r.add(1, 0, Some(0.0), true, Some(None)).unwrap();
         // Two runs that put task 1 in different clusters.
         let mut other = RunRollouts::default();
-        other.add(1, Some(0.0), false, Some(Some("z"))).unwrap();
+        other.add(1, 0, Some(0.0), false, Some(Some("z"))).unwrap();
         let names = ["a".to_string(), "b".to_string()];
-        let e = report(&names, &[r, other], 0, true).unwrap_err();
+        let e = report(&names, &[r, other], 0, true, TaskValue::Mean).unwrap_err();
         assert_eq!(e, (1, 0, "x".into(), 1, "z".into()));
     }
 
@@ -353,11 +419,11 @@ mod tests {
         let mut b = RunRollouts::default();
         for t in 0..12 {
             let c = format!("c{}", t % 3);
-            a.add(t, Some((t % 4) as f64 / 4.0), false, Some(Some(&c))).unwrap();
-            b.add(t, Some((t % 5) as f64 / 4.0), false, Some(Some(&c))).unwrap();
+            a.add(t, 0, Some((t % 4) as f64 / 4.0), false, Some(Some(&c))).unwrap();
+            b.add(t, 0, Some((t % 5) as f64 / 4.0), false, Some(Some(&c))).unwrap();
         }
         let names = ["a".to_string(), "b".to_string()];
-        let r = report(&names, &[a, b], 0, true).unwrap();
+        let r = report(&names, &[a, b], 0, true, TaskValue::Mean).unwrap();
         assert_eq!((r.runs[0].est.unwrap().clusters, r.runs[0].est.unwrap().df), (3, 2.0));
         let p = r.comparisons[0].stats.unwrap();
         assert_eq!((p.diff.clusters, p.diff.df), (3, 2.0));

@@ -103,6 +103,31 @@ fn unbiased_pass(n: u64, incorrect: u64, k: u64) -> f64 {
     }
 }
 
+/// One task's pass@k as NeMo Gym computes it from the task's scores in rollout order:
+/// for 0/1 scores the unbiased estimator `1 - C(n-c, k) / C(n, k)` (1 when fewer than
+/// `k` are incorrect), otherwise the best of the first `k` scores. `None` when the task
+/// has fewer than `k` scores (NeMo Gym leaves such tasks out).
+pub fn task_pass_at_k(vals: &[Score], k: usize) -> Option<Score> {
+    if vals.is_empty() || k > vals.len() {
+        return None;
+    }
+    let binary = vals.iter().all(|v| v.f() == 0.0 || v.f() == 1.0);
+    if binary {
+        let n = vals.len() as u64;
+        let incorrect = vals.iter().filter(|v| v.f() == 0.0).count() as u64;
+        if incorrect < k as u64 {
+            Some(Score::Float(1.0))
+        } else {
+            Some(Score::Float(unbiased_pass(n, incorrect, k as u64)))
+        }
+    } else {
+        vals[..k].iter().copied().fold(None::<Score>, |m, v| match m {
+            Some(m) if m.f() >= v.f() => Some(m),
+            _ => Some(v),
+        })
+    }
+}
+
 fn get(r: &Rollout, name: &str) -> Option<Score> {
     r.scores.iter().find(|(n, _)| n == name).map(|(_, s)| *s)
 }
@@ -139,25 +164,7 @@ pub fn metrics(tasks: &[Vec<Rollout>], with_answers: bool, avg_sample_std_dev: b
             let mut pass: Vec<Score> = Vec::new();
             for t in &tasks {
                 let vals: Vec<Score> = t.iter().filter_map(|r| get(r, name)).collect();
-                if vals.is_empty() || k > vals.len() {
-                    continue;
-                }
-                let binary = vals.iter().all(|v| v.f() == 0.0 || v.f() == 1.0);
-                if binary {
-                    let n = vals.len() as u64;
-                    let incorrect = vals.iter().filter(|v| v.f() == 0.0).count() as u64;
-                    if incorrect < k as u64 {
-                        pass.push(Score::Float(1.0));
-                    } else {
-                        pass.push(Score::Float(unbiased_pass(n, incorrect, k as u64)));
-                    }
-                } else {
-                    let best = vals[..k].iter().copied().fold(None::<Score>, |m, v| match m {
-                        Some(m) if m.f() >= v.f() => Some(m),
-                        _ => Some(v),
-                    });
-                    pass.push(best.unwrap());
-                }
+                pass.extend(task_pass_at_k(&vals, k));
             }
             if !pass.is_empty() {
                 let n = pass.len();

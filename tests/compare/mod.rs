@@ -171,7 +171,7 @@ fn formats_and_thread_counts_agree() {
     let md_lines: Vec<&str> = md.lines().collect();
     assert_eq!(md_lines.len(), rows.len() + 2, "{md}");
     assert_eq!(md_lines[0], format!("| {} |", header.join(" | ")));
-    assert!(md_lines[1].starts_with("|---|---:|---:|---:|"), "{}", md_lines[1]);
+    assert!(md_lines[1].starts_with("|---|---|---:|---:|---:|"), "{}", md_lines[1]);
     for (m, c) in md_lines[2..].iter().zip(csv.lines().skip(1)) {
         assert_eq!(*m, format!("| {} |", c.split(',').collect::<Vec<_>>().join(" | ")));
     }
@@ -365,4 +365,45 @@ fn compare_refuses_what_it_cannot_use() {
     let x = run(&["compare", "--rollouts", r, "--format", "csv", "--out", r]);
     assert_eq!(x.status.code(), Some(2), "{}", stderr(&x));
     assert_eq!(std::fs::read(r).unwrap(), before);
+}
+
+#[test]
+fn pass_at_k_per_task_matches_aggregates_pass_at_k() {
+    let d = TempDir::new("cmp-pass");
+    sweep(&d, "12");
+    let r = d.join("rollouts.jsonl");
+    let agg = d.join("agg.json");
+    let o = run(&[
+        "aggregate",
+        "--rollouts",
+        r.to_str().unwrap(),
+        "--metric",
+        "pass_at_k",
+        "--out",
+        agg.to_str().unwrap(),
+        "-q",
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let entries: Value = serde_json::from_slice(&std::fs::read(&agg).unwrap()).unwrap();
+    for k in 1..=3 {
+        let rows = json_rows(&run(&[
+            "compare",
+            "--rollouts",
+            r.to_str().unwrap(),
+            "--pass-at",
+            &k.to_string(),
+            "--format",
+            "json",
+        ]));
+        for row in &rows {
+            let e = entries.as_array().unwrap().iter().find(|e| e["agent_ref"]["name"] == row["run"]).unwrap();
+            // aggregate's pass@k/accuracy is the mean over tasks of the same per-task
+            // values, in percent.
+            let want = e["agent_metrics"][format!("pass@{k}/accuracy")].as_f64().unwrap() / 100.0;
+            close(&row["mean"], want, &format!("pass@{k} of {}", row["run"]));
+            assert_eq!(row["statistic"], format!("pass@{k}/reward"));
+        }
+    }
+    let x = run(&["compare", "--rollouts", r.to_str().unwrap(), "--pass-at", "0"]);
+    assert_eq!(x.status.code(), Some(2), "{}", stderr(&x));
 }
