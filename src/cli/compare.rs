@@ -59,10 +59,12 @@ impl Args {
         self.pass_at.map_or(TaskValue::Mean, |k| TaskValue::PassAt(k as usize))
     }
 
-    /// The compared statistic as named in the output: `reward`, or `pass@4/reward` as
-    /// NeMo Gym names the agent-level pass@k.
+    /// The compared statistic as named in the output: the metric, or with `--pass-at` the
+    /// key of `aggregate --metric pass_at_k` for it (`pass@4/accuracy`: NeMo Gym scores
+    /// `reward` as `accuracy`), else `pass@4/<metric>`.
     pub fn statistic(&self) -> String {
         match self.pass_at {
+            Some(k) if self.metric == "reward" => format!("pass@{k}/accuracy"),
             Some(k) => format!("pass@{k}/{}", self.metric),
             None => self.metric.clone(),
         }
@@ -170,7 +172,7 @@ fn read_file(a: &Args, path: &Path, inputs: Option<&Path>) -> Result<Vec<(String
             format!("no rollout has a numeric `{}`; {}", a.metric, fields()),
         ));
     };
-    if !metric.dtype().is_primitive_numeric() {
+    if !(metric.dtype().is_primitive_numeric() || metric.dtype().is_bool()) {
         return Err(Error::bad(
             Location::file(path).key(&a.metric),
             format!(
@@ -468,7 +470,10 @@ pub fn text(a: &Args, r: &Report) -> String {
         None => "tasks are the unit".into(),
     };
     let per_task = match a.pass_at {
-        Some(k) => format!("pass@{k} of `{}` over its measured rollouts", a.metric),
+        Some(k) => format!(
+            "pass@{k} of `{}` over its measured rollouts (a fraction; `aggregate` writes pass@k in percent)",
+            a.metric
+        ),
         None => format!("mean of `{}` over its measured rollouts", a.metric),
     };
     let mut o = format!("{}: each run's mean over tasks of the task's {per_task}; {unit}\n\n", a.statistic());
@@ -525,6 +530,12 @@ pub fn text(a: &Args, r: &Report) -> String {
         ]);
     }
     o.push_str(&columns(&rows, 1));
+    if r.comparisons.iter().any(|c| c.only_baseline + c.only_run > 0) {
+        o.push_str(
+            "(runs measured different tasks: a difference is over the paired tasks only, not the means above; \
+             csv/json give paired_mean and paired_baseline_mean)\n",
+        );
+    }
     o
 }
 

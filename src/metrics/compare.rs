@@ -245,14 +245,20 @@ pub fn report(
         let c = clusters_of(&mut m.keys().copied());
         let est = mean_se(&x, c.as_deref());
         let ci = est.as_ref().and_then(|e| interval(e, &names[i], &mut warnings));
-        match &est {
-            Some(e) => check(e, &names[i], clustered, &mut warnings),
-            None => warnings.add(format!("{}: no measured rollout ({} masked)", names[i], r.masked)),
+        match (&est, value) {
+            (Some(e), _) => check(e, &names[i], clustered, &mut warnings),
+            (None, TaskValue::PassAt(k)) if !r.tasks.is_empty() => warnings.add(format!(
+                "{}: no task has {k} measured rollouts (at most {}), so no pass@{k}",
+                names[i],
+                r.tasks.values().map(|(v, _)| v.len()).max().unwrap_or(0)
+            )),
+            (None, _) => warnings.add(format!("{}: no measured rollout ({} masked)", names[i], r.masked)),
         }
         summaries.push(RunSummary {
             name: names[i].clone(),
             tasks: m.len(),
-            rollouts: r.rollouts(),
+            // The measured rollouts of the tasks that count.
+            rollouts: r.tasks.iter().filter(|(t, _)| m.contains_key(t)).map(|(_, (v, _))| v.len()).sum(),
             masked: r.masked,
             no_value: r.no_value,
             est,

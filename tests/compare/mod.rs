@@ -401,9 +401,13 @@ fn pass_at_k_per_task_matches_aggregates_pass_at_k() {
             // values, in percent.
             let want = e["agent_metrics"][format!("pass@{k}/accuracy")].as_f64().unwrap() / 100.0;
             close(&row["mean"], want, &format!("pass@{k} of {}", row["run"]));
-            assert_eq!(row["statistic"], format!("pass@{k}/reward"));
+            assert_eq!(row["statistic"], format!("pass@{k}/accuracy"));
         }
     }
+    // More than any task has: named as such, not as "no measured rollout".
+    let o = run(&["compare", "--rollouts", r.to_str().unwrap(), "--pass-at", "4"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(stderr(&o).contains("no task has 4 measured rollouts (at most 3), so no pass@4"), "{}", stderr(&o));
     let x = run(&["compare", "--rollouts", r.to_str().unwrap(), "--pass-at", "0"]);
     assert_eq!(x.status.code(), Some(2), "{}", stderr(&x));
 }
