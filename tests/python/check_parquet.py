@@ -53,5 +53,20 @@ m = con.execute(
               WHERE NOT mask_sample GROUP BY agent) b USING (agent)"""
 ).fetchone()[0]
 check(m is not None and m < 1e-12, "agents.mean/reward equals DuckDB's mean over rollouts")
+# `compare --format parquet`: one row per run; each run's mean is the mean over tasks of
+# the task's mean reward (measured rollouts), as DuckDB computes it from the rollouts table.
+c = pq.read_table(f"{d}/compare.parquet")
+for col in ["run", "statistic", "tasks", "mean", "se", "ci_low_95", "diff", "p_value"]:
+    check(col in c.column_names, f"compare.{col} exists")
+check(c.schema.field("tasks").type == pa.int64(), "compare.tasks is int64")
+m = con.execute(
+    f"""SELECT max(abs(c.mean - t.m)) FROM read_parquet('{d}/compare.parquet') c
+        JOIN (SELECT agent, avg(tm) AS m FROM (
+                SELECT agent, _ng_task_index, avg(CAST(reward AS DOUBLE)) AS tm
+                FROM read_parquet('{d}/rollouts.parquet')
+                WHERE NOT mask_sample AND reward IS NOT NULL GROUP BY ALL) GROUP BY agent) t
+        ON c.run = t.agent"""
+).fetchone()[0]
+check(m is not None and m < 1e-12, "compare.mean equals DuckDB's mean of task means")
 print(f"interop: {passed} passed, {failed} failed")
 sys.exit(1 if failed else 0)
