@@ -280,11 +280,15 @@ pub fn run(a: Args) -> Result<()> {
         out,
         df,
         |df| {
-            // On a terminal, the first and last rows; in a file, every row.
-            let rows = if a.output.out.is_some() { "-1" } else { "50" };
-            std::env::set_var("POLARS_FMT_MAX_ROWS", rows);
-            std::env::set_var("POLARS_FMT_MAX_COLS", "12");
-            std::env::set_var("POLARS_FMT_STR_LEN", "40");
+            // On a terminal, the first and last rows and columns, text cut to 40 characters;
+            // in a file, everything.
+            let file = a.output.out.is_some();
+            std::env::set_var("POLARS_FMT_MAX_ROWS", if file { "-1" } else { "50" });
+            std::env::set_var("POLARS_FMT_MAX_COLS", if file { "-1" } else { "12" });
+            std::env::set_var("POLARS_FMT_STR_LEN", if file { "1000000" } else { "40" });
+            if file {
+                std::env::set_var("POLARS_TABLE_WIDTH", "-1");
+            }
             format!("{df}\n").into_bytes()
         },
         "rows",

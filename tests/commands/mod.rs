@@ -617,6 +617,15 @@ fn export_tables_have_documented_columns_and_query_matches_dataframe_api() {
         assert!(o.status.success(), "{report}: {}", stderr(&o));
         assert!(stdout(&o).lines().count() >= 2, "{report}: {}", stdout(&o));
     }
+    // A table written to a file holds every row and column, text uncut.
+    let txt = d.join("all.txt");
+    let sql = "SELECT *, repeat('x', 60) AS long_text FROM rollouts";
+    let o = run(&["query", sql, "--parquet-dir", out.to_str().unwrap(), "--out", txt.to_str().unwrap()]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let text = std::fs::read_to_string(&txt).unwrap();
+    let rows = read_pq(&out.join("rollouts.parquet")).height();
+    assert!(rows > 50 && text.lines().count() >= rows + 5, "{} lines for {rows} rows", text.lines().count());
+    assert!(text.contains(&"x".repeat(60)) && !text.contains('…'), "{}", &text[..2000.min(text.len())]);
     // Markdown escapes what would break a table row (`|`, backslashes) or start inline
     // markup, but not an underscore inside a word; null is an empty cell.
     let sql = "SELECT 'a|b' AS s_1, 'c\\d *e* _f_ <b>' AS t, 1.5 AS x, NULL AS n";
