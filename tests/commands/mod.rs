@@ -619,7 +619,7 @@ fn export_tables_have_documented_columns_and_query_matches_dataframe_api() {
     }
     // A table written to a file holds every row and column, text uncut.
     let txt = d.join("all.txt");
-    let sql = "SELECT *, repeat('x', 60) AS long_text FROM rollouts";
+    let sql = "SELECT *, 'xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx' AS long_text FROM rollouts";
     let o = run(&["query", sql, "--parquet-dir", out.to_str().unwrap(), "--out", txt.to_str().unwrap()]);
     assert!(o.status.success(), "{}", stderr(&o));
     let text = std::fs::read_to_string(&txt).unwrap();
