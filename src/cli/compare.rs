@@ -343,6 +343,14 @@ pub fn execute(a: &Args) -> Result<(Runs, Report)> {
             Error::Usage(format!("--baseline {b:?} is not a run here; runs: {}", runs.names.join(", ")))
         })?,
     };
+    if let Some(k) = a.pass_at {
+        let most = runs.rollouts.iter().map(RunRollouts::most_per_task).max().unwrap_or(0);
+        if most < k as usize {
+            return Err(Error::Usage(format!(
+                "--pass-at {k}: no task of any run has {k} measured rollouts (at most {most})"
+            )));
+        }
+    }
     let r = report(&runs.names, &runs.rollouts, baseline, a.cluster_key.is_some(), a.task_value()).map_err(
         |(task, r0, c0, r1, c1)| {
         Error::Mismatch(format!(

@@ -118,6 +118,11 @@ pub fn query_text(q: &str) -> Result<String> {
     if q.ends_with(".sql") || (p.is_file() && !q.contains(' ')) {
         return std::fs::read_to_string(p).map_err(|e| Error::read(p, e));
     }
+    // One bare word is a report name (or a file) mistyped, not SQL.
+    if !q.trim().is_empty() && q.trim().chars().all(|c| c.is_alphanumeric() || matches!(c, '_' | '-' | '.' | '/')) {
+        let known: Vec<&str> = crate::query::REPORTS.iter().map(|(n, _)| *n).collect();
+        return Err(Error::Usage(format!("{q:?} is neither a bundled report ({}), a file, nor SQL", known.join(", "))));
+    }
     Ok(q.to_string())
 }
 

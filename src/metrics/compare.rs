@@ -81,6 +81,11 @@ impl RunRollouts {
         Ok(())
     }
 
+    /// The most measured rollouts any one task has.
+    pub fn most_per_task(&self) -> usize {
+        self.tasks.values().map(|(v, _)| v.len()).max().unwrap_or(0)
+    }
+
     /// Measured rollouts.
     pub fn rollouts(&self) -> usize {
         self.tasks.values().map(|(v, _)| v.len()).sum()
@@ -373,7 +378,7 @@ mod tests {
         a.add(3, 0, Some(1.0), false, None).unwrap();
         let b = a.clone();
         let names = ["a".to_string(), "b".to_string()];
-        let r = report(&names, &[a, b], 0, false, TaskValue::PassAt(2)).unwrap();
+        let r = report(&names, &[a, b.clone()], 0, false, TaskValue::PassAt(2)).unwrap();
         // Task 1: max(0.1, 0.5); task 2: 1 - C(2,2)/C(4,2) = 5/6; task 3 has one value.
         assert_eq!(r.runs[0].tasks, 2);
         assert_eq!(r.runs[0].est.unwrap().mean, (0.5 + 5.0 / 6.0) / 2.0);
@@ -382,6 +387,12 @@ mod tests {
             .lines()
             .join("\n")
             .contains("a: 1 task(s) with fewer than 2 measured rollouts are left out of pass@2"));
+        // A run none of whose tasks has k rollouts is named as such.
+        let short = run(&[(1, 1.0), (2, 0.0)]);
+        let r = report(&names, &[short, b], 0, false, TaskValue::PassAt(2)).unwrap();
+        assert!(r.runs[0].est.is_none());
+        let text = r.warnings.lines().join("\n");
+        assert!(text.contains("a: no task has 2 measured rollouts (at most 1), so no pass@2"), "{text}");
     }
 
     #[test]

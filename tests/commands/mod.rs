@@ -599,6 +599,10 @@ fn export_tables_have_documented_columns_and_query_matches_dataframe_api() {
     }
     // The leaderboard's mean is the centre of its interval (the mean across repeats, not
     // the pooled mean, which differs here: masked rollouts leave repeats unequal).
+    // A mistyped report name is named as such, with the known reports.
+    let o = run(&["query", "leaderbord", "--parquet-dir", out.to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    assert!(stderr(&o).contains("\"leaderbord\" is neither a bundled report (leaderboard, "), "{}", stderr(&o));
     let o = run(&["query", "leaderboard", "--parquet-dir", out.to_str().unwrap(), "--format", "json"]);
     assert!(o.status.success(), "{}", stderr(&o));
     let Json::Arr(board) = rollstat::export::json::parse(stdout(&o).trim().as_bytes()).unwrap() else { panic!() };
