@@ -73,7 +73,20 @@ pub fn print_summary(r: &ProfileRun) {
     }
 }
 
+/// Runs the profile; `--out-dir` is created when missing, as `export` creates its folder,
+/// and removed again (when still empty) if the run fails.
 pub fn execute(a: &Args) -> Result<ProfileRun> {
+    let Some(dir) = &a.out_dir else { return execute_in(a) };
+    let existed = dir.exists();
+    crate::export::atomic::make_out_dir(dir)?;
+    let r = execute_in(a);
+    if r.is_err() && !existed {
+        let _ = std::fs::remove_dir(dir);
+    }
+    r
+}
+
+fn execute_in(a: &Args) -> Result<ProfileRun> {
     if !a.metrics.key_metric.is_empty() {
         return Err(Error::Usage(
             "--key-metric selects the key metrics of `aggregate`; profile artifacts have none".into(),

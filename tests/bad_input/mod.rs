@@ -450,7 +450,32 @@ fn failed_export_leaves_no_folder_and_folders_are_named() {
     let o = run(&["export", "--rollouts", missing.to_str().unwrap(), "--out-dir", t.to_str().unwrap()]);
     assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
     assert!(!t.exists(), "the failed run left {} behind", t.display());
+    // So does a failed `profile`; a successful one creates its --out-dir as `export` does.
     let i = dir.write("inputs.jsonl", GOOD_INPUT);
+    let p = dir.join("prof");
+    let o = run(&[
+        "profile",
+        "--rollouts",
+        missing.to_str().unwrap(),
+        "--inputs",
+        i.to_str().unwrap(),
+        "--out-dir",
+        p.to_str().unwrap(),
+    ]);
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    assert!(!p.exists(), "the failed profile left {} behind", p.display());
+    let r = dir.write("rollouts.jsonl", GOOD_ROLLOUTS);
+    let o = run(&[
+        "profile",
+        "--rollouts",
+        r.to_str().unwrap(),
+        "--inputs",
+        i.to_str().unwrap(),
+        "--out-dir",
+        p.to_str().unwrap(),
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(p.join("rollouts_agent_metrics.json").exists(), "{}", stdout(&o));
     let d = dir.path().to_str().unwrap();
     let o = run(&["profile", "--rollouts", d, "--inputs", i.to_str().unwrap()]);
     assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
