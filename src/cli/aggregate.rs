@@ -143,6 +143,7 @@ pub fn merge_custom_profile(
     inputs: Option<&InputTable>,
     specs: &[MetricSpec],
     agents: &mut [Json],
+    warnings: &mut crate::metrics::warnings::Warnings,
 ) -> Result<()> {
     let runs = runs(t, inputs);
     let sql: Vec<&MetricSpec> = specs.iter().filter(|m| matches!(m, MetricSpec::Sql { .. })).collect();
@@ -159,9 +160,7 @@ pub fn merge_custom_profile(
         }
         let tasks = custom::tasks_of(t, &rows);
         for m in specs {
-            let mut w = crate::metrics::warnings::Warnings::default();
-            let vals = custom::compute(m, t, &tasks, &mut w)?;
-            common::print_warnings(&w);
+            let vals = custom::compute(m, t, &tasks, warnings)?;
             for (k, v) in vals {
                 e.set(&k, v);
             }

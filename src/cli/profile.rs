@@ -130,7 +130,7 @@ fn execute_in(a: &Args) -> Result<ProfileRun> {
     let mut res = profile(&t, &inputs, a.allow_partial)?;
     common::trace("statistics", t0);
     if !specs.is_empty() {
-        super::aggregate::merge_custom_profile(&t, Some(&inputs), &specs, &mut res.agents)?;
+        super::aggregate::merge_custom_profile(&t, Some(&inputs), &specs, &mut res.agents, &mut res.warnings)?;
     }
     let t0 = std::time::Instant::now();
     status.writing(&paths[0]);
