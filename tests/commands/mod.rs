@@ -1426,3 +1426,33 @@ fn batch_groups_follow_python_keys() {
     // Variances 0.25 ({0, 1}) and 0 ({1, 1}); their mean.
     assert!(stdout(&o).contains("\"custom_metrics/train/reward_variance\": 0.125"), "{}", stdout(&o));
 }
+
+/// `profile`'s closing count covers every warning it printed, custom metrics' included.
+#[test]
+fn profile_counts_every_warning_it_prints() {
+    let d = TempDir::new("prof-count");
+    let (r, i) = sweep(&d);
+    let out = d.join("out");
+    let o = run(&[
+        "profile",
+        "--rollouts",
+        r.to_str().unwrap(),
+        "--inputs",
+        i.to_str().unwrap(),
+        "--metric",
+        "pass_at_k",
+        "--out-dir",
+        out.to_str().unwrap(),
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let err = stderr(&o);
+    assert!(err.contains("pass_at_k: "), "the sweep should make pass_at_k warn: {err}");
+    let printed: usize = err
+        .lines()
+        .filter(|l| l.starts_with("warning: "))
+        .map(|l| {
+            l.rsplit_once(" (").and_then(|(_, t)| t.strip_suffix(" times)")).and_then(|n| n.parse().ok()).unwrap_or(1)
+        })
+        .sum();
+    assert!(stdout(&o).contains(&format!("Warnings: {printed} (on stderr)")), "{printed} printed; {}", stdout(&o));
+}
