@@ -174,6 +174,14 @@ pub fn entry<'a>(t: &'a RolloutTable, g: &Group, opts: &AggregateOptions, warn: 
     reps.sort_unstable();
     reps.dedup();
     agent.set("num_repeats", Json::Int(reps.len() as i64));
+    for pat in &opts.key_metrics {
+        if matches!(custom::key_metrics(&agent, std::slice::from_ref(pat)), Json::Obj(v) if v.is_empty()) {
+            warn.add(format!(
+                "--key-metric {pat:?} matches no metric of {} (key metrics come from agent_metrics)",
+                g.label
+            ));
+        }
+    }
     let mut key = custom::key_metrics(&agent, &opts.key_metrics);
     for (k, v) in cov {
         key.set(&k, v);

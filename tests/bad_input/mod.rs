@@ -439,6 +439,22 @@ fn ignored_requests_are_refused_or_warned() {
     ]);
     assert!(o.status.success(), "{}", stderr(&o));
     assert!(stderr(&o).contains("reward_variance.sql: `reward_variance` is a built-in metric"), "{}", stderr(&o));
+    // A key-metric pattern that selects nothing is named; one that selects something is not.
+    let o = run(&[
+        "aggregate",
+        "--rollouts",
+        r.to_str().unwrap(),
+        "--key-metric",
+        "mean/rewrad",
+        "--key-metric",
+        "mean/*",
+        "--out",
+        out.to_str().unwrap(),
+        "-q",
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(stderr(&o).contains("--key-metric \"mean/rewrad\" matches no metric of a"), "{}", stderr(&o));
+    assert!(!stderr(&o).contains("\"mean/*\""), "{}", stderr(&o));
 }
 
 /// A failed `export` leaves no folder it made behind; a folder given as a file is named so.
