@@ -298,9 +298,7 @@ pub fn read_runs(a: &Args) -> Result<Runs> {
         )));
     }
     for (i, path) in a.rollouts.iter().enumerate() {
-        let same =
-            |q: &PathBuf| q == path || matches!((q.canonicalize(), path.canonicalize()), (Ok(x), Ok(y)) if x == y);
-        if a.rollouts[..i].iter().any(same) {
+        if a.rollouts[..i].iter().any(|q| q == path || crate::export::atomic::same_file(q, path)) {
             return Err(Error::Usage(format!("{} is given twice as --rollouts", path.display())));
         }
     }

@@ -47,9 +47,7 @@ pub fn tables(a: &Args) -> Result<Vec<(&'static str, DataFrame)>> {
 const NAMES: [&str; 4] = ["rollouts", "tasks", "agents", "repeats"];
 
 pub fn execute(a: &Args) -> Result<Vec<PathBuf>> {
-    let existed = a.out_dir.exists();
-    crate::export::atomic::make_out_dir(&a.out_dir)?;
-    let r = (|| {
+    crate::export::atomic::in_out_dir(&a.out_dir, || {
         let mut ins = vec![a.rollouts.as_path()];
         if let Some(i) = &a.inputs {
             ins.push(i.as_path());
@@ -65,12 +63,7 @@ pub fn execute(a: &Args) -> Result<Vec<PathBuf>> {
             write_parquet(&mut df, path, &mut w)?;
         }
         out.commit()
-    })();
-    if r.is_err() && !existed {
-        // A failed run leaves nothing behind: not even the folder it made (if still empty).
-        let _ = std::fs::remove_dir(&a.out_dir);
-    }
-    r
+    })
 }
 
 pub fn run(a: Args) -> Result<()> {

@@ -76,14 +76,10 @@ pub fn print_summary(r: &ProfileRun) {
 /// Runs the profile; `--out-dir` is created when missing, as `export` creates its folder,
 /// and removed again (when still empty) if the run fails.
 pub fn execute(a: &Args) -> Result<ProfileRun> {
-    let Some(dir) = &a.out_dir else { return execute_in(a) };
-    let existed = dir.exists();
-    crate::export::atomic::make_out_dir(dir)?;
-    let r = execute_in(a);
-    if r.is_err() && !existed {
-        let _ = std::fs::remove_dir(dir);
+    match &a.out_dir {
+        Some(dir) => crate::export::atomic::in_out_dir(dir, || execute_in(a)),
+        None => execute_in(a),
     }
-    r
 }
 
 fn execute_in(a: &Args) -> Result<ProfileRun> {

@@ -25,7 +25,8 @@ pub struct OutputSet {
     inputs: Vec<PathBuf>,
 }
 
-fn same_file(a: &Path, b: &Path) -> bool {
+/// Whether `a` and `b` name one existing file (after following links).
+pub fn same_file(a: &Path, b: &Path) -> bool {
     match (fs::canonicalize(a), fs::canonicalize(b)) {
         (Ok(x), Ok(y)) => x == y,
         _ => false,
@@ -203,6 +204,19 @@ pub fn is_stdout(path: &Path) -> bool {
         st.assume_init()
     };
     p.dev() == st.st_dev as u64 && p.ino() == st.st_ino as u64
+}
+
+/// Runs `work` with the output folder `dir` made ([`make_out_dir`]); when `work` fails,
+/// the folder is removed again if this call made it (and it is still empty), so a failed
+/// run leaves nothing behind.
+pub fn in_out_dir<T>(dir: &Path, work: impl FnOnce() -> Result<T>) -> Result<T> {
+    let existed = dir.exists();
+    make_out_dir(dir)?;
+    let r = work();
+    if r.is_err() && !existed {
+        let _ = fs::remove_dir(dir);
+    }
+    r
 }
 
 /// Creates the output folder `dir` (and its parents) when it is not there; a path that

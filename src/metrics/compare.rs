@@ -85,11 +85,6 @@ impl RunRollouts {
     pub fn most_per_task(&self) -> usize {
         self.tasks.values().map(|(v, _)| v.len()).max().unwrap_or(0)
     }
-
-    /// Measured rollouts.
-    pub fn rollouts(&self) -> usize {
-        self.tasks.values().map(|(v, _)| v.len()).sum()
-    }
 }
 
 /// What a run's value for one task is.
@@ -255,7 +250,7 @@ pub fn report(
             (None, TaskValue::PassAt(k)) if !r.tasks.is_empty() => warnings.add(format!(
                 "{}: no task has {k} measured rollouts (at most {}), so no pass@{k}",
                 names[i],
-                r.tasks.values().map(|(v, _)| v.len()).max().unwrap_or(0)
+                r.most_per_task()
             )),
             (None, _) => warnings.add(format!("{}: no measured rollout ({} masked)", names[i], r.masked)),
         }
@@ -318,9 +313,8 @@ mod tests {
 
     fn run(rows: &[(i64, f64)]) -> RunRollouts {
         let mut r = RunRollouts::default();
-        for &(t, v) in rows {
-            let next = r.rollouts() as i64;
-            r.add(t, next, Some(v), false, None).unwrap();
+        for (ri, &(t, v)) in rows.iter().enumerate() {
+            r.add(t, ri as i64, Some(v), false, None).unwrap();
         }
         r
     }
