@@ -1,18 +1,29 @@
 //! rollstat — fast statistics over LLM-eval and RL rollout results.
 //!
-//! Data flows one way: files → [`ingest`] (typed columns) → [`metrics`] (the levels of
-//! NeMo Gym's reward profile and aggregate, custom metrics, using [`stats`]) →
-//! [`export`] (bytes on disk). [`query`] runs SQL over the same tables; [`cli`] only
-//! wires these together.
+//! Data flows one way: files → [`ingest`] (typed columns: the rollout and input tables,
+//! run labels, numeric fields) → [`metrics`] (the task, agent, repeat and across-repeat
+//! levels of NeMo Gym's reward profile and aggregate, custom metrics, comparisons and
+//! the result tables, using the pure kernels of [`stats`]) → [`export`] (renderers:
+//! NeMo Gym's JSON artifacts, Parquet, atomic files). [`query`] runs SQL over the result
+//! tables. [`workflow`] is what each command does, as library functions; [`cli`] only
+//! turns flags into a workflow's configuration and prints its report.
+//!
+//! Two leaves any layer may use: [`json`] (the ordered JSON value, the line scanner and
+//! checker, the writers) and [`schema`] (the name, order and type of every fixed column
+//! and the key it renders as). [`generate`] writes synthetic sweeps in NeMo Gym's format;
+//! [`trace`] times phases and shows terminal progress notes.
 
 pub mod cli;
 pub mod error;
 pub mod export;
 pub mod generate;
 pub mod ingest;
+pub mod json;
 pub mod metrics;
 pub mod query;
+pub mod schema;
 pub mod stats;
 pub mod trace;
+pub mod workflow;
 
 pub use error::{Error, Result};

@@ -6,3 +6,4 @@ mod commands;
 mod common;
 mod compare;
 mod conformance;
+mod layout;

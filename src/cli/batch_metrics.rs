@@ -9,7 +9,7 @@ use clap::Args as ClapArgs;
 use polars::prelude::*;
 
 use crate::error::{Error, Location, Result};
-use crate::export::json::{write_compact, Json};
+use crate::json::{write_compact, Json};
 use crate::metrics::pass_at_k::{self, Rollout, Score};
 
 #[derive(ClapArgs, Debug, Clone)]
@@ -225,7 +225,7 @@ pub fn run(a: Args) -> Result<()> {
     let vals = compute(&samples, &a.metric, &a.prefix, a.ddof)?;
     let obj = Json::Obj(vals.into_iter().map(|(k, v)| (std::sync::Arc::from(k.as_str()), v)).collect());
     let mut out = Vec::new();
-    crate::export::json::write_indented(&mut out, &obj, 0);
+    crate::json::write_indented(&mut out, &obj, 0);
     let _ = write_compact;
     out.push(b'\n');
     std::io::Write::write_all(&mut std::io::stdout().lock(), &out)

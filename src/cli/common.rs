@@ -1,13 +1,13 @@
-//! Pieces shared by subcommands: reading inputs with warnings, labels per rollout,
-//! custom-metric flags, samples for task entries.
+//! Pieces shared by subcommands: where the closing report goes, printing warnings, and
+//! the custom-metric flags.
 
 use std::path::{Path, PathBuf};
 
 use clap::Args as ClapArgs;
 
 use crate::error::Result;
-use crate::ingest::{self, InputTable, RolloutTable};
 use crate::metrics::custom::{self, MetricSpec};
+use crate::workflow::Metrics;
 
 /// Whether report lines go to stderr (an output of this command is stdout).
 static SAY_ON_STDERR: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
@@ -30,36 +30,6 @@ pub fn say_line(args: std::fmt::Arguments<'_>) {
     }
 }
 
-/// Prints read warnings (cut-off last lines) to stderr.
-pub fn report_read_warnings(w: &[String]) {
-    for m in w {
-        eprintln!("warning: {m}");
-    }
-}
-
-pub use crate::trace::trace;
-
-/// The terminal note for the phases after reading `t` (and `inputs`): shown when the
-/// larger file was large enough for a progress line.
-pub fn status_after_read(t: &RolloutTable, inputs: Option<&InputTable>) -> crate::trace::Status {
-    crate::trace::Status::new(t.report.bytes.max(inputs.map_or(0, |i| i.report.bytes)))
-}
-
-/// Reads rollouts and (optionally) inputs in parallel.
-pub fn read_both(rollouts: &Path, inputs: Option<&Path>) -> Result<(RolloutTable, Option<InputTable>)> {
-    let t0 = std::time::Instant::now();
-    let (r, i) = rayon::join(|| ingest::read_rollouts(rollouts), || inputs.map(ingest::read_inputs));
-    // Report the input file's problem first when both fail: it is read first by NeMo Gym.
-    let i = i.transpose()?;
-    let r = r?;
-    report_read_warnings(&r.report.warnings);
-    if let Some(i) = &i {
-        report_read_warnings(&i.report.warnings);
-    }
-    trace("read", t0);
-    Ok((r, i))
-}
-
 /// Custom-metric flags shared by `profile` and `aggregate`.
 #[derive(ClapArgs, Debug, Clone, Default)]
 pub struct MetricArgs {
@@ -79,10 +49,6 @@ pub struct MetricArgs {
     /// Delta degrees of freedom of reward_variance (0 = population variance).
     #[arg(long, default_value_t = 0)]
     pub ddof: usize,
-    /// Key metrics to select: exact names, `*` globs, or highest-k patterns like
-    /// `pass@{k}` (repeatable; default every mean/* plus coverage).
-    #[arg(long = "key-metric", value_name = "PATTERN")]
-    pub key_metric: Vec<String>,
 }
 
 impl MetricArgs {
@@ -91,6 +57,11 @@ impl MetricArgs {
         let Some(d) = &self.metric_dir else { return Vec::new() };
         let Ok(rd) = std::fs::read_dir(d) else { return Vec::new() };
         rd.filter_map(|e| e.ok()).map(|e| e.path()).filter(|p| p.extension().is_some_and(|x| x == "sql")).collect()
+    }
+
+    /// The metrics asked for, resolved, with the SQL files they were read from.
+    pub fn resolve(&self) -> Result<Metrics> {
+        Ok(Metrics { specs: self.specs()?, files: self.files_read() })
     }
 
     /// Resolves metric names to specs (built-ins first, then SQL files).

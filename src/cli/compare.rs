@@ -16,8 +16,8 @@ use super::query::TableOut;
 use crate::error::{Error, Location, Result};
 use crate::export::atomic::OutputSet;
 use crate::ingest::frame::rollouts_frame;
+use crate::ingest::labels::runs;
 use crate::metrics::compare::{report, ClusterProblem, Report, RunRollouts, TaskValue};
-use crate::metrics::labels::runs;
 use crate::metrics::profile::duplicate_key;
 
 #[derive(ClapArgs, Debug, Clone)]
@@ -145,7 +145,7 @@ fn read_table(a: &Args, path: &Path, inputs: Option<&Path>) -> Result<Table> {
         }
         return Ok(Table { df, lines: None });
     }
-    let (t, inp) = common::read_both(path, inputs)?;
+    let (t, inp) = crate::workflow::read_both(path, inputs)?;
     let labels = runs(&t, inp.as_ref());
     let df = rollouts_frame(&t, &labels, a.agent.as_deref())?;
     if let Some(r) = df.column("agent")?.str()?.iter().position(|v| v.is_none()) {

@@ -6,8 +6,10 @@ use std::path::PathBuf;
 
 use clap::Args as ClapArgs;
 
-use super::common::MetricArgs;
+use super::common::{print_warnings, MetricArgs};
 use crate::error::Result;
+use crate::generate::{GenerateOptions, RewardKind};
+use crate::workflow::{self, AggregateConfig, ExportConfig, IngestConfig, Metrics, ProfileConfig};
 
 #[derive(ClapArgs, Debug, Clone)]
 pub struct Args {
@@ -17,21 +19,21 @@ pub struct Args {
 }
 
 pub fn run(a: Args) -> Result<()> {
-    let gen = super::generate::Args {
+    let gen = GenerateOptions {
         tasks: 100,
         repeats: 4,
         agents: 3,
         seed: 7,
-        out_dir: a.dir.clone(),
         missing_frac: 0.0,
         masked_frac: 0.02,
-        reward: super::generate::Reward::Mixed,
+        reward: RewardKind::Mixed,
         fan_out: true,
         env_server_stamp: false,
         ng_perf_frac: 0.5,
         text_bytes: 1000,
+        threads: rayon::current_num_threads(),
     };
-    let g = super::generate::execute(&gen)?;
+    let g = crate::generate::generate_sweep(&gen, &a.dir)?;
     say!(
         "Generated sweep: {} ({} rollouts), {} ({} input rows)",
         g.rollouts_path.display(),
@@ -39,12 +41,12 @@ pub fn run(a: Args) -> Result<()> {
         g.inputs_path.display(),
         g.expected
     );
-    let ing = super::ingest::Args {
+    let ing = IngestConfig {
         rollouts: g.rollouts_path.clone(),
         inputs: Some(g.inputs_path.clone()),
         out: a.dir.join("rollouts.parquet"),
     };
-    let r = super::ingest::execute(&ing)?;
+    let r = workflow::ingest(&ing)?;
     say!(
         "Rollouts table: {} ({} rows, {} agents, {} tasks, {} fields)",
         ing.out.display(),
@@ -53,30 +55,32 @@ pub fn run(a: Args) -> Result<()> {
         r.tasks,
         r.fields.len()
     );
-    let prof = super::profile::Args {
+    let prof = ProfileConfig {
         inputs: g.inputs_path.clone(),
         rollouts: g.rollouts_path.clone(),
         allow_partial: false,
         out_dir: None,
-        metrics: MetricArgs::default(),
+        metrics: Metrics::default(),
     };
-    let p = super::profile::execute(&prof)?;
+    let p = workflow::profile(&prof)?;
+    let warnings = print_warnings(&p.warnings);
     say!("");
-    super::profile::print_summary(&p);
-    let agg = super::aggregate::Args {
+    super::profile::print_summary(&p, warnings);
+    let metrics = MetricArgs {
+        metric: vec!["pass_at_k".into(), "reward_variance".into(), "frac_reward_zero_std".into()],
+        answer_key: Some("extracted_answer".into()),
+        ..MetricArgs::default()
+    };
+    let agg = AggregateConfig {
         rollouts: g.rollouts_path.clone(),
         inputs: Some(g.inputs_path.clone()),
         out: None,
         agent: None,
-        metrics: MetricArgs {
-            metric: vec!["pass_at_k".into(), "reward_variance".into(), "frac_reward_zero_std".into()],
-            answer_key: Some("extracted_answer".into()),
-            key_metric: vec!["mean/reward".into(), "pass@{k}".into(), "pass@1[avg-of-{k}]".into(), "coverage/*".into()],
-            ..MetricArgs::default()
-        },
-        quiet: false,
+        metrics: metrics.resolve()?,
+        key_metrics: vec!["mean/reward".into(), "pass@{k}".into(), "pass@1[avg-of-{k}]".into(), "coverage/*".into()],
     };
-    let ar = super::aggregate::execute(&agg)?;
+    let ar = workflow::aggregate(&agg)?;
+    print_warnings(&ar.warnings);
     say!("");
     super::aggregate::print_key_metrics(&ar.key_metrics);
     say!("Aggregate metrics: {}", ar.file.display());
@@ -94,13 +98,14 @@ pub fn run(a: Args) -> Result<()> {
     crate::cli::common::print_warnings(&report.warnings);
     say!("");
     say!("{}", super::compare::text(&cmp, &report).trim_end());
-    let ex = super::export::Args {
+    let ex = ExportConfig {
         rollouts: g.rollouts_path.clone(),
         inputs: Some(g.inputs_path.clone()),
         agent: None,
         out_dir: a.dir.join("tables"),
     };
-    let files = super::export::execute(&ex)?;
+    let (files, warnings) = workflow::export(&ex)?;
+    print_warnings(&warnings);
     say!("");
     for f in files {
         say!("Parquet table: {}", f.display());

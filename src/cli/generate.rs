@@ -7,7 +7,7 @@ use std::path::PathBuf;
 use clap::{Args as ClapArgs, ValueEnum};
 
 use crate::error::{Error, Result};
-use crate::generate::{generate, GenerateOptions, GenerateSummary, RewardKind};
+use crate::generate::{GenerateOptions, RewardKind};
 
 #[derive(ValueEnum, Clone, Copy, Debug)]
 pub enum Reward {
@@ -54,6 +54,10 @@ pub struct Args {
     /// Approximate bytes of model text per rollout line.
     #[arg(long, default_value_t = 1000)]
     pub text_bytes: usize,
+    /// Write into a folder that already holds files (its rollouts.jsonl and
+    /// materialized_inputs.jsonl are replaced; other files stay).
+    #[arg(long)]
+    pub force: bool,
 }
 
 impl Args {
@@ -79,20 +83,28 @@ impl Args {
     }
 }
 
-pub fn execute(a: &Args) -> Result<GenerateSummary> {
-    crate::export::atomic::make_out_dir(&a.out_dir)?;
-    generate(&a.options(), &a.out_dir).map_err(|e| {
-        if e.kind() == std::io::ErrorKind::InvalidInput {
-            Error::Usage(e.to_string())
-        } else {
-            Error::write(&a.out_dir, e)
+/// Refuses an output folder that already holds files, unless `--force`: a new sweep
+/// would replace the old one's data and leave its artifacts beside the new data.
+fn check_out_dir(a: &Args) -> Result<()> {
+    if a.force {
+        return Ok(());
+    }
+    if let Ok(mut entries) = std::fs::read_dir(&a.out_dir) {
+        if let Some(Ok(first)) = entries.next() {
+            return Err(Error::Usage(format!(
+                "{}: the folder is not empty (it holds {}, among others); choose a new folder or pass --force to write the sweep there anyway",
+                a.out_dir.display(),
+                first.file_name().to_string_lossy()
+            )));
         }
-    })
+    }
+    Ok(())
 }
 
 pub fn run(a: Args) -> Result<()> {
     let start = std::time::Instant::now();
-    let s = execute(&a)?;
+    check_out_dir(&a)?;
+    let s = crate::generate::generate_sweep(&a.options(), &a.out_dir)?;
     say!(
         "Wrote {} rollouts ({:.1} MB) to {} and {} input rows ({:.1} MB) to {} in {:.2}s",
         s.rollouts,

@@ -63,6 +63,10 @@ pub enum Command {
 pub fn main() -> Result<()> {
     crate::trace::start();
     let cli = Cli::parse();
+    // Environment settings are made while this is the only thread.
+    if let Command::Query(a) = &cli.command {
+        query::set_table_layout(a);
+    }
     // Worker stacks of 8 MB (address space, committed only as used): rows nested 1,024
     // levels deep are re-serialized recursively on them.
     let mut pool = rayon::ThreadPoolBuilder::new().stack_size(8 << 20);
@@ -71,6 +75,7 @@ pub fn main() -> Result<()> {
             return Err(Error::Usage("--threads must be at least 1".into()));
         }
         pool = pool.num_threads(n);
+        // No other thread exists yet: the pools are built below.
         std::env::set_var("POLARS_MAX_THREADS", n.to_string());
     }
     pool.build_global().map_err(|e| Error::Usage(format!("--threads: {e}")))?;

@@ -10,7 +10,7 @@ use polars::prelude::*;
 
 use crate::error::{Error, Result};
 use crate::export::atomic::OutputSet;
-use crate::export::json::{write_compact, Json};
+use crate::json::{write_compact, Json};
 
 #[derive(ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Format {
@@ -129,12 +129,12 @@ pub fn query_text(q: &str) -> Result<String> {
 /// Runs the query and returns its result.
 pub fn execute(a: &Args) -> Result<DataFrame> {
     let sql = query_text(&a.query)?;
-    let tables: Vec<(&str, DataFrame)> = if let Some(dir) = &a.parquet_dir {
+    let tables: Vec<(&str, LazyFrame)> = if let Some(dir) = &a.parquet_dir {
         let mut v = Vec::new();
         for name in ["rollouts", "tasks", "agents", "repeats"] {
             let p = dir.join(format!("{name}.parquet"));
             if p.exists() {
-                v.push((name, crate::export::parquet::read_parquet(&p)?));
+                v.push((name, crate::export::parquet::scan_parquet(&p)?));
             }
         }
         if v.is_empty() {
@@ -145,17 +145,13 @@ pub fn execute(a: &Args) -> Result<DataFrame> {
         }
         v
     } else if let Some(r) = &a.rollouts {
-        let ea = super::export::Args {
-            rollouts: r.clone(),
-            inputs: a.inputs.clone(),
-            agent: a.agent.clone(),
-            out_dir: PathBuf::new(),
-        };
-        super::export::tables(&ea)?
+        let (tables, warnings) = crate::workflow::tables(r, a.inputs.as_deref(), a.agent.as_deref())?;
+        super::common::print_warnings(&warnings);
+        tables.into_iter().map(|(n, df)| (n, df.lazy())).collect()
     } else {
         return Err(Error::Usage("give --rollouts FILE or --parquet-dir DIR".into()));
     };
-    crate::query::run_sql(&tables, &sql)
+    crate::query::run_sql(tables, &sql)
 }
 
 fn cell(c: &Column, i: usize) -> Json {
@@ -274,6 +270,25 @@ fn files_read(a: &Args) -> Vec<PathBuf> {
     v
 }
 
+/// Sets how Polars prints the table: on a terminal, the first and last rows and columns,
+/// text cut to 40 characters; in a file, everything. Polars reads these settings from the
+/// environment, which may only change while the process has one thread: the command line
+/// calls this before any worker starts.
+pub fn set_table_layout(a: &Args) {
+    let file = a.output.out.is_some();
+    let layout = [
+        ("POLARS_FMT_MAX_ROWS", if file { "-1" } else { "50" }),
+        ("POLARS_FMT_MAX_COLS", if file { "-1" } else { "12" }),
+        ("POLARS_FMT_STR_LEN", if file { "1000000" } else { "40" }),
+    ];
+    for (k, v) in layout {
+        std::env::set_var(k, v);
+    }
+    if file {
+        std::env::set_var("POLARS_TABLE_WIDTH", "-1");
+    }
+}
+
 pub fn run(a: Args) -> Result<()> {
     let read = files_read(&a);
     let ins: Vec<&std::path::Path> = read.iter().map(PathBuf::as_path).collect();
@@ -281,21 +296,5 @@ pub fn run(a: Args) -> Result<()> {
     // Refused before the query runs, not after.
     a.output.check(&out)?;
     let df = execute(&a)?;
-    a.output.write(
-        out,
-        df,
-        |df| {
-            // On a terminal, the first and last rows and columns, text cut to 40 characters;
-            // in a file, everything.
-            let file = a.output.out.is_some();
-            std::env::set_var("POLARS_FMT_MAX_ROWS", if file { "-1" } else { "50" });
-            std::env::set_var("POLARS_FMT_MAX_COLS", if file { "-1" } else { "12" });
-            std::env::set_var("POLARS_FMT_STR_LEN", if file { "1000000" } else { "40" });
-            if file {
-                std::env::set_var("POLARS_TABLE_WIDTH", "-1");
-            }
-            format!("{df}\n").into_bytes()
-        },
-        "rows",
-    )
+    a.output.write(out, df, |df| format!("{df}\n").into_bytes(), "rows")
 }

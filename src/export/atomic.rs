@@ -251,13 +251,3 @@ fn parent(path: &Path) -> PathBuf {
         _ => PathBuf::from("."),
     }
 }
-
-/// Maps an error of a streaming writer: bad input data found while writing (a malformed
-/// input row echoed as `sample`) is the user's (exit 2); anything else is a write failure.
-pub fn stream_error(path: &Path, e: std::io::Error) -> Error {
-    if e.kind() == std::io::ErrorKind::InvalidData {
-        Error::Mismatch(e.to_string())
-    } else {
-        Error::write(path, e)
-    }
-}

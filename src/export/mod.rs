@@ -1,10 +1,8 @@
-//! Writers: bytes on disk from computed values. JSON ([`json`]) in NeMo Gym's shapes
+//! Writers: bytes on disk from computed values. JSON ([`crate::json`]) in NeMo Gym's shapes
 //! ([`nemo_gym`]), Parquet tables ([`parquet`]), all staged atomically ([`atomic`]).
 
 pub mod atomic;
 pub mod direct;
-pub mod json;
 pub mod nemo_gym;
 pub mod parquet;
-pub mod stream;
 pub mod tasks;

@@ -5,7 +5,7 @@
 use std::path::{Path, PathBuf};
 
 use super::atomic::is_stream;
-use super::json::{write_compact, Json};
+use crate::json::{write_compact, Json};
 
 /// `S_<suffix>.<ext>` beside `rollouts` (or in `dir`), where S is the rollouts file's stem
 /// (`rollouts` when they come from a pipe or device).

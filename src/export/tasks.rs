@@ -7,12 +7,39 @@ use std::io::{self, Write};
 
 use rayon::prelude::*;
 
-use super::json::{parse, transcode_compact, write_str, Json};
-use super::stream::{quoted, Emitter, Snip};
+use std::path::Path;
+
+use crate::error::{Error, Location};
 use crate::ingest::inputs::{map_file, read_rows, row_in};
 use crate::ingest::InputTable;
+use crate::json::stream::{quoted, Emitter, Snip};
+use crate::json::{parse, transcode_compact, write_str, Json};
 use crate::metrics::aggregate::AggEntry;
 use crate::metrics::tasks::{rollout_info_each, Samples, TaskPlan, Val};
+
+/// Why streaming task entries stopped: an input row could not be read (the user's file,
+/// named with its line), or the output could not be written.
+#[derive(Debug)]
+pub enum StreamError {
+    Input(Error),
+    Output(io::Error),
+}
+
+impl From<io::Error> for StreamError {
+    fn from(e: io::Error) -> Self {
+        StreamError::Output(e)
+    }
+}
+
+impl StreamError {
+    /// The crate error, naming `out` when writing it failed.
+    pub fn at(self, out: &Path) -> Error {
+        match self {
+            StreamError::Input(e) => e,
+            StreamError::Output(e) => Error::write(out, e),
+        }
+    }
+}
 
 /// Task entries per batch.
 const BATCH: usize = 4096;
@@ -83,7 +110,7 @@ fn entry(
     em: &mut Emitter,
     scratch: &mut Vec<f64>,
     rendered: &mut Rendered,
-) -> io::Result<()> {
+) -> Result<(), StreamError> {
     let p = &plan.p;
     let (a, b) = plan.groups[g];
     em.begin_obj();
@@ -169,10 +196,9 @@ fn entry(
 const DROP: [&str; 2] = ["_ng_task_index", "_ng_rollout_index"];
 
 /// The `sample` value of input row `r` (whose line is `bytes`): the row without [`DROP`].
-fn sample_value(table: &InputTable, bytes: &[u8], r: usize) -> io::Result<Json> {
+fn sample_value(table: &InputTable, bytes: &[u8], r: usize) -> Result<Json, StreamError> {
     let mut v = parse(bytes).map_err(|m| {
-        let at = format!("{}, line {}", table.path.display(), table.line[r]);
-        io::Error::new(io::ErrorKind::InvalidData, format!("{at}: invalid JSON: {m}"))
+        StreamError::Input(Error::bad(Location::line(&table.path, table.line[r]), format!("invalid JSON: {m}")))
     })?;
     for k in DROP {
         v.remove(k);
@@ -183,11 +209,11 @@ fn sample_value(table: &InputTable, bytes: &[u8], r: usize) -> io::Result<Json> 
 /// Writes every task entry: compact, one per line (`indent: None`), or as the elements
 /// of an indented array whose value sits at depth `d` (`Some(d)`; brackets included).
 /// Batches are computed in parallel while a writer thread writes the previous one.
-pub fn write_tasks<W: Write + Send>(plan: &TaskPlan<'_>, indent: Option<usize>, w: &mut W) -> io::Result<()> {
+pub fn write_tasks<W: Write + Send>(plan: &TaskPlan<'_>, indent: Option<usize>, w: &mut W) -> Result<(), StreamError> {
     let n = plan.groups.len();
     if indent.is_some() {
         if n == 0 {
-            return w.write_all(b"[]");
+            return Ok(w.write_all(b"[]")?);
         }
         w.write_all(b"[")?;
     }
@@ -198,7 +224,7 @@ pub fn write_tasks<W: Write + Send>(plan: &TaskPlan<'_>, indent: Option<usize>, 
     // Entries are objects at depth d + 1 in an indented array, so members sit at d + 2.
     let pre = Prefixes::new(plan, indent.map(|d| d + 2));
     let pre = &pre;
-    std::thread::scope(|scope| -> io::Result<()> {
+    std::thread::scope(|scope| -> Result<(), StreamError> {
         let pool = &pool;
         let writer = scope.spawn(move || -> io::Result<()> {
             for parts in rx {
@@ -248,21 +274,21 @@ pub fn write_tasks<W: Write + Send>(plan: &TaskPlan<'_>, indent: Option<usize>, 
             let read = match read {
                 Ok(r) => r,
                 Err(e) => {
-                    result = Err(io::Error::other(e.to_string()));
+                    result = Err(StreamError::Input(e));
                     break;
                 }
             };
-            let sample_of = |g: usize| -> io::Result<SampleArg<'_>> {
+            let sample_of = |g: usize| -> Result<SampleArg<'_>, StreamError> {
                 match (&plan.samples, mapped) {
                     (Samples::Fixed(_), _) => Ok(SampleArg::Fixed),
                     (Samples::Inputs { table, rows }, Some(map)) => row_in(table, map, rows[g])
                         .map(|b| SampleArg::Line(b, table, rows[g]))
-                        .map_err(|e| io::Error::new(io::ErrorKind::InvalidData, e.to_string())),
+                        .map_err(StreamError::Input),
                     (Samples::Inputs { table, rows }, None) => Ok(SampleArg::Line(&read[g - start], table, rows[g])),
                 }
             };
             // Consecutive entries render into one buffer per chunk.
-            let parts: io::Result<Vec<Vec<u8>>> = (start..end)
+            let parts: Result<Vec<Vec<u8>>, StreamError> = (start..end)
                 .step_by(CHUNK)
                 .collect::<Vec<_>>()
                 .into_par_iter()
@@ -306,12 +332,12 @@ pub fn write_tasks<W: Write + Send>(plan: &TaskPlan<'_>, indent: Option<usize>, 
         }
         drop(tx);
         let written = writer.join().unwrap_or_else(|_| Err(io::Error::other("writer thread panicked")));
-        result.and(written)
+        result.and(written.map_err(StreamError::Output))
     })
 }
 
 /// Writes `_aggregate_metrics.json`: a JSON array indented by two spaces.
-pub fn write_aggregate<W: Write + Send>(entries: &[AggEntry<'_>], w: &mut W) -> io::Result<()> {
+pub fn write_aggregate<W: Write + Send>(entries: &[AggEntry<'_>], w: &mut W) -> Result<(), StreamError> {
     let mut em = Emitter::indented(0);
     em.begin_arr();
     for e in entries {
@@ -337,5 +363,5 @@ pub fn write_aggregate<W: Write + Send>(entries: &[AggEntry<'_>], w: &mut W) -> 
         em.end_obj();
     }
     em.end_arr();
-    w.write_all(&em.out)
+    Ok(w.write_all(&em.out)?)
 }

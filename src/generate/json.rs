@@ -1,6 +1,6 @@
 //! Minimal JSON emission into byte buffers (no serde on the hot path).
 
-use crate::export::json::escape_into;
+use crate::json::escape_into;
 
 /// Returns `s` JSON-escaped (without quotes).
 pub(super) fn escaped(s: &str) -> Vec<u8> {

@@ -18,79 +18,32 @@
 //!   Batches are streamed to disk in order by a writer thread while the next
 //!   batch is generated, so memory stays bounded (about two batches).
 //! * Output bytes are therefore identical for any thread count.
-//! * Both files are written under temporary names in the output directory and
+//! * Both files are staged as one output set (see [`crate::export::atomic`]) and
 //!   renamed into place only when both are complete.
-//!
-//! This module only uses `self::`/`super::` paths and the `rayon`, `ryu`,
-//! `itoa` crates, so it can be compiled standalone.
 
 mod json;
+mod options;
 pub(crate) mod rng;
 mod rows;
 
-use std::fs::{self, File};
+use std::fs;
 use std::io::{self, IoSlice, Write};
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::mpsc;
 
 use rayon::prelude::*;
 
 use self::rng::{hash, Rng};
 use self::rows::{ChunkOut, Ctx};
+use crate::export::atomic::OutputSet;
+use crate::export::direct::FileWriter;
+pub use options::{GenerateOptions, RewardKind};
 
 /// Chunks per batch: the unit of shuffling and of streaming to disk.
 const BATCH_CHUNKS: usize = 32;
 const TAG_SHUFFLE: u64 = 0x7368_7566;
 /// Largest accepted `text_bytes` (64 MiB of text per rollout line).
 const MAX_TEXT_BYTES: usize = 64 << 20;
-
-/// How rewards are written.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum RewardKind {
-    /// Every agent writes 0.0 / 1.0 floats.
-    Binary,
-    /// Every agent writes floats in [0, 1].
-    Continuous,
-    /// Per agent kind: 0.0/1.0 floats (math), fraction of tests passed (code),
-    /// 0.0/0.5/1.0 (blackjack), JSON ints 0/1 (simpleqa), JSON bools
-    /// (instruction following); a few rewards are `null`.
-    Mixed,
-}
-
-/// Options of a synthetic sweep.
-#[derive(Clone, Debug)]
-pub struct GenerateOptions {
-    /// Number of tasks (distinct `_ng_task_index` values).
-    pub tasks: usize,
-    /// Repeats (rollouts) per task and agent.
-    pub repeats: usize,
-    /// Number of agents.
-    pub agents: usize,
-    /// Seed: same options and seed, same bytes.
-    pub seed: u64,
-    /// Fraction of expected rollouts absent from rollouts.jsonl (still in the
-    /// materialized inputs).
-    pub missing_frac: f64,
-    /// Fraction of rollouts with `"mask_sample": true`.
-    pub masked_frac: f64,
-    /// How rewards are written.
-    pub reward: RewardKind,
-    /// Every agent runs every task (agent `a`, repeat `r` gets
-    /// `_ng_rollout_index = a * repeats + r`); without it the tasks are split
-    /// among agents in contiguous blocks.
-    pub fan_out: bool,
-    /// Add `_ng_environment_server` to input rows and rollouts; with three or
-    /// more agents the last agent is the first agent again behind a second
-    /// server (`<server>_b`), so labels by server appear.
-    pub env_server_stamp: bool,
-    /// Fraction of rollouts carrying an `ng_perf` object.
-    pub ng_perf_frac: f64,
-    /// Approximate bytes of free model text per rollout line.
-    pub text_bytes: usize,
-    /// Worker threads; 0 = all cores.
-    pub threads: usize,
-}
 
 impl Default for GenerateOptions {
     fn default() -> Self {
@@ -165,32 +118,31 @@ pub fn generate(opts: &GenerateOptions, out_dir: &Path) -> io::Result<GenerateSu
     fs::create_dir_all(out_dir)?;
     let inputs_path = out_dir.join("materialized_inputs.jsonl");
     let rollouts_path = out_dir.join("rollouts.jsonl");
-    static SERIAL: AtomicU64 = AtomicU64::new(0);
-    let tag = format!("tmp.{}.{}", std::process::id(), SERIAL.fetch_add(1, Ordering::Relaxed));
-    let inputs_tmp = out_dir.join(format!(".materialized_inputs.jsonl.{tag}"));
-    let rollouts_tmp = out_dir.join(format!(".rollouts.jsonl.{tag}"));
-
+    // Both files are staged and renamed into place together, only when both are complete.
+    let as_io = |e: crate::Error| match e {
+        crate::Error::Io { source, .. } => source,
+        other => io::Error::other(other.to_string()),
+    };
+    let mut out = OutputSet::new(&[]);
+    let inputs = out.create(&inputs_path).map_err(as_io)?;
+    let rollouts = out.create(&rollouts_path).map_err(as_io)?;
     let ctx = Ctx::new(opts, total);
-    let result = write_files(&ctx, opts, &inputs_tmp, &rollouts_tmp).and_then(|counts| {
-        fs::rename(&inputs_tmp, &inputs_path)?;
-        fs::rename(&rollouts_tmp, &rollouts_path)?;
-        Ok(counts)
-    });
-    match result {
-        Ok((rollouts, bytes_inputs, bytes_rollouts)) => Ok(GenerateSummary {
-            rollouts_path,
-            inputs_path,
-            rollouts,
-            expected: total as usize,
-            bytes_rollouts,
-            bytes_inputs,
-        }),
-        Err(e) => {
-            let _ = fs::remove_file(&inputs_tmp);
-            let _ = fs::remove_file(&rollouts_tmp);
-            Err(e)
+    let (rollouts, bytes_inputs, bytes_rollouts) = write_files(&ctx, opts, inputs, rollouts)?;
+    out.commit().map_err(as_io)?;
+    Ok(GenerateSummary { rollouts_path, inputs_path, rollouts, expected: total as usize, bytes_rollouts, bytes_inputs })
+}
+
+/// [`generate`] into `out_dir`, created when missing; options out of range are a usage
+/// error, anything else a failure to write there.
+pub fn generate_sweep(opts: &GenerateOptions, out_dir: &Path) -> crate::Result<GenerateSummary> {
+    crate::export::atomic::make_out_dir(out_dir)?;
+    generate(opts, out_dir).map_err(|e| {
+        if e.kind() == io::ErrorKind::InvalidInput {
+            crate::Error::Usage(e.to_string())
+        } else {
+            crate::Error::write(out_dir, e)
         }
-    }
+    })
 }
 
 /// A batch of chunks handed from the generating thread to the writer.
@@ -204,12 +156,10 @@ struct Batch {
 fn write_files(
     ctx: &Ctx,
     opts: &GenerateOptions,
-    inputs_tmp: &Path,
-    rollouts_tmp: &Path,
+    inputs: FileWriter,
+    rollouts: FileWriter,
 ) -> io::Result<(usize, u64, u64)> {
     let pool = rayon::ThreadPoolBuilder::new().num_threads(opts.threads).build().map_err(io::Error::other)?;
-    let inputs = File::create(inputs_tmp)?;
-    let rollouts = File::create(rollouts_tmp)?;
     let n_chunks = usize::try_from(ctx.num_chunks()).map_err(io::Error::other)?;
     let n_batches = n_chunks.div_ceil(BATCH_CHUNKS);
     let seed = opts.seed;
@@ -235,8 +185,8 @@ fn write_files(
 
 fn write_batches(
     rx: mpsc::Receiver<Batch>,
-    mut inputs: File,
-    mut rollouts: File,
+    mut inputs: FileWriter,
+    mut rollouts: FileWriter,
     seed: u64,
 ) -> io::Result<(usize, u64, u64)> {
     let (mut lines_total, mut bytes_i, mut bytes_r) = (0usize, 0u64, 0u64);
@@ -252,12 +202,14 @@ fn write_batches(
         bytes_r += write_slices(&mut rollouts, &lines)?;
         lines_total += lines.len();
     }
+    inputs.finish()?;
+    rollouts.finish()?;
     Ok((lines_total, bytes_i, bytes_r))
 }
 
 /// Writes all `parts` in order with vectored writes (no copy into a user-space
 /// buffer); returns the byte count.
-fn write_slices(file: &mut File, parts: &[&[u8]]) -> io::Result<u64> {
+fn write_slices(file: &mut impl Write, parts: &[&[u8]]) -> io::Result<u64> {
     const MAX_IOV: usize = 1024;
     let mut total = 0u64;
     let mut slices: Vec<IoSlice<'_>> = Vec::with_capacity(MAX_IOV);

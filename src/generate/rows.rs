@@ -7,8 +7,8 @@
 //! from `hash(seed, task)`.
 
 use super::json::{boolean, escaped, float, hex, int, string};
+use super::options::{GenerateOptions, RewardKind};
 use super::rng::{hash, Rng};
-use super::{GenerateOptions, RewardKind};
 
 /// Most input rows per chunk (the unit of parallel work).
 const MAX_CHUNK_ROWS: u64 = 512;

@@ -4,6 +4,7 @@
 use super::*;
 use serde_json::Value;
 use std::collections::{HashMap, HashSet};
+use std::sync::atomic::{AtomicU64, Ordering};
 
 /// A scratch directory removed on drop.
 struct Scratch(PathBuf);

@@ -3,40 +3,38 @@
 //!
 //! Schema (in this order):
 //! - `_ng_task_index` (Int64), `_ng_rollout_index` (Int64)
-//! - `run_key` (String, null when nothing names the run), `agent` (String: the run label of SPEC §5)
+//! - `run_key` (String, null when nothing names the run), `agent` (String: the run label)
 //! - `mask_sample` (Boolean)
-//! - every numeric field of SPEC §2 in field order: Int64 when every present value is an
+//! - every numeric field in field order: Int64 when every present value is an
 //!   int or bool, else Float64; null where the field is missing (or not a number)
 //! - every short top-level string field (no numeric values anywhere): String
 
 use polars::prelude::*;
 
+use crate::schema::ROLLOUTS;
+
+use super::fields::discover_fields;
+use super::labels::Runs;
 use super::table::{tag, Source};
 use super::RolloutTable;
-use crate::metrics::labels::Runs;
-use crate::metrics::levels::discover_fields;
 
-/// Builds the rollouts frame from the runs of SPEC §5; `default_agent` labels rollouts
+/// Builds the rollouts frame from the runs; `default_agent` labels rollouts
 /// that name no agent.
 pub fn rollouts_frame(t: &RolloutTable, runs: &Runs, default_agent: Option<&str>) -> PolarsResult<DataFrame> {
     let n = t.len();
     let run_keys: Vec<Option<&str>> = (0..n).map(|r| runs.key_of(r)).collect();
     let labels: Vec<Option<&str>> = (0..n).map(|r| runs.label_of(r).or(default_agent)).collect();
     let mut cols: Vec<Column> = vec![
-        Column::new("_ng_task_index".into(), t.task.clone()),
-        Column::new("_ng_rollout_index".into(), t.rollout.clone()),
-        Column::new("run_key".into(), run_keys),
-        Column::new("agent".into(), labels),
-        Column::new("mask_sample".into(), t.masked.clone()),
+        Column::new(ROLLOUTS[0].name.into(), t.task.clone()),
+        Column::new(ROLLOUTS[1].name.into(), t.rollout.clone()),
+        Column::new(ROLLOUTS[2].name.into(), run_keys),
+        Column::new(ROLLOUTS[3].name.into(), labels),
+        Column::new(ROLLOUTS[4].name.into(), t.masked.clone()),
     ];
     let mut order: Vec<usize> = (0..n).collect();
     order.sort_unstable_by_key(|&r| (t.task[r], t.rollout[r]));
     let fields = discover_fields(t, &order);
-    let mut taken: std::collections::HashSet<String> =
-        ["_ng_task_index", "_ng_rollout_index", "run_key", "agent", "mask_sample"]
-            .iter()
-            .map(|s| s.to_string())
-            .collect();
+    let mut taken: std::collections::HashSet<String> = ROLLOUTS.iter().map(|c| c.name.to_string()).collect();
     let own = taken.clone();
     let clash = |name: &str| {
         if own.contains(name) {

@@ -8,8 +8,8 @@ use std::path::{Path, PathBuf};
 use super::lines::{read_pieces, PieceLines, ReadReport};
 use super::rollouts::str_value;
 use super::rollouts::{describe, Names, NONE};
-use super::scan::{key_is, top_key_at, Scalar, Scanner};
 use crate::error::{Error, Location, Result};
+use crate::json::scan::{key_is, top_key_at, Scalar, Scanner};
 
 /// Expected rollouts, in file order.
 #[derive(Debug, Clone, Default)]
@@ -77,7 +77,7 @@ pub fn read_inputs(path: &Path) -> Result<InputTable> {
                     ));
                 }
                 let mut s = Scanner::new(l.bytes);
-                let inv = |e: super::scan::ScanError| {
+                let inv = |e: crate::json::scan::ScanError| {
                     (
                         top_key_at(l.bytes, e.offset),
                         format!("invalid JSON: {} (at byte {} of the line)", e.msg, e.offset + 1),
@@ -163,7 +163,7 @@ pub fn read_inputs(path: &Path) -> Result<InputTable> {
                     p.t.len.push(l.bytes.len() as u32);
                 }
                 Err((key, msg)) => {
-                    if l.unterminated && super::scan::cut_mid_write(l.bytes) {
+                    if l.unterminated && crate::json::scan::cut_mid_write(l.bytes) {
                         p.cut_off = Some((l.number, msg));
                         continue;
                     }

@@ -1,17 +1,17 @@
 //! Ingest: NeMo Gym rollout and materialized-input JSONL files into typed columns.
 //!
 //! Files are memory-mapped (pipes: read in bounded blocks) and parsed in parallel pieces
-//! (see [`lines`]); the JSON scanner ([`scan`]) skips model payloads without building
-//! them, checking that they are JSON ([`check`]). The result is a
+//! (see [`lines`]); the JSON scanner ([`crate::json::scan`]) skips model payloads without
+//! building them, checking that they are JSON ([`crate::json::check`]). The result is a
 //! [`RolloutTable`] (one row per rollout, one column per scalar field) and an
 //! [`InputTable`] (one row per expected rollout, with where its bytes are).
 
-pub mod check;
+pub mod fields;
 pub mod frame;
 pub mod inputs;
+pub mod labels;
 pub mod lines;
 pub mod rollouts;
-pub mod scan;
 pub mod table;
 
 pub use inputs::{read_inputs, InputTable};

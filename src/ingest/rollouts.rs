@@ -1,4 +1,4 @@
-//! Reading a rollouts JSONL file (SPEC §1–2) into a [`RolloutTable`].
+//! Reading a rollouts JSONL file into a [`RolloutTable`].
 //!
 //! Per line we keep: the task and rollout indexes, the agent name and server stamp,
 //! `mask_sample` (Python truthiness), every scalar top-level field, the scalar keys of
@@ -11,9 +11,9 @@ use std::path::{Path, PathBuf};
 use rayon::prelude::*;
 
 use super::lines::{read_pieces, Line, PieceLines, ReadReport};
-use super::scan::{cut_mid_write, decode_str, key_is, key_is_private, top_key_at, Scalar, ScanError, Scanner};
 use super::table::{merge_columns, tag, Column, ColumnsBuilder, Interner, Source, MAX_KEPT_STR};
 use crate::error::{Error, Location, Result};
+use crate::json::scan::{cut_mid_write, decode_str, key_is, key_is_private, top_key_at, Scalar, ScanError, Scanner};
 
 /// Separates top-level column ids from usage column ids in a key-order sequence.
 pub const SEP: u32 = u32::MAX;

@@ -199,7 +199,9 @@ impl ColumnsBuilder {
     /// Whether column `id` has this source and name.
     #[inline]
     pub fn is(&self, id: u32, source: Source, key: &[u8]) -> bool {
-        self.cols.get(id as usize).is_some_and(|c| c.source == source && super::scan::bytes_eq(c.name.as_bytes(), key))
+        self.cols
+            .get(id as usize)
+            .is_some_and(|c| c.source == source && crate::json::scan::bytes_eq(c.name.as_bytes(), key))
     }
 
     /// Sets a numeric/null value (`t` one of NULL, INT, FLOAT, BOOL, LONG_STR; or ABSENT,

@@ -1,19 +1,19 @@
-//! Aggregate (SPEC §7): the `_aggregate_metrics.json` entries `gym eval run` writes, one
+//! Aggregate: the `_aggregate_metrics.json` entries `gym eval run` writes, one
 //! per run label, each computed as a single agent named `agent` over that run's rollouts.
 
 use std::collections::HashMap;
 use std::sync::Arc;
 
 use super::custom::{self, MetricSpec};
-use super::labels::{runs, NONE};
 use super::levels::{across_repeats, agent_and_repeat_levels, Profiled, StatKeys};
 use super::perf::perf_summary;
 use super::profile::{coverage, duplicate_key, index_by_key};
 use super::tasks::{info_plans, quoted_names, Samples, TaskPlan};
 use super::warnings::Warnings;
 use crate::error::{Error, Result};
-use crate::export::json::{Json, Members};
+use crate::ingest::labels::{runs, NONE};
 use crate::ingest::{InputTable, RolloutTable};
+use crate::json::{Json, Members};
 
 /// Options of an aggregate run.
 #[derive(Debug, Clone, Default)]
@@ -37,7 +37,7 @@ pub struct Group {
     pub rows: Vec<usize>,
 }
 
-/// Splits rollouts into runs by run key (SPEC §5, §7). With inputs, a rollout that has
+/// Splits rollouts into runs by run key . With inputs, a rollout that has
 /// no input row is left out (as NeMo Gym leaves it out); their table rows are returned
 /// second.
 pub fn groups(

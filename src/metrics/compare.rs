@@ -182,7 +182,7 @@ fn cluster_ids(runs: &[RunRollouts]) -> Result<BTreeMap<i64, u32>, ClusterConfli
 }
 
 /// The interval around `e`'s mean, warning when its standard error is 0 (the interval
-/// is then the point itself, as SPEC §7 has it for the other levels).
+/// is then the point itself, as rollstat does for the other levels).
 fn interval(e: &MeanSe, what: &str, w: &mut Warnings) -> Option<(f64, f64)> {
     let se = e.se?;
     if se == 0.0 {

@@ -1,4 +1,4 @@
-//! Custom metrics (SPEC §8): named computations over one agent's measured rollouts
+//! Custom metrics: named computations over one agent's measured rollouts
 //! grouped by task, merged into `agent_metrics`; and key-metric selection.
 //!
 //! Built in: `pass_at_k` (NeMo Gym's `compute_pass_majority_metrics` +
@@ -12,8 +12,8 @@ use std::sync::Arc;
 use super::pass_at_k::{self, Rollout, Score};
 use super::warnings::Warnings;
 use crate::error::{Error, Result};
-use crate::export::json::{Json, Key};
 use crate::ingest::{tag, RolloutTable, Source};
+use crate::json::{Json, Key};
 
 /// A selected metric and its parameters.
 #[derive(Debug, Clone, PartialEq)]
@@ -87,7 +87,7 @@ fn answer_repr(v: &Json) -> String {
         other => other.clone(),
     };
     let mut out = Vec::new();
-    crate::export::json::write_compact(&mut out, &v);
+    crate::json::write_compact(&mut out, &v);
     String::from_utf8(out).unwrap_or_default()
 }
 
@@ -284,7 +284,7 @@ fn glob_match(pat: &str, s: &str) -> bool {
     true
 }
 
-/// Selects key metrics from `agent_metrics` (SPEC §8). Patterns: exact names, `*`
+/// Selects key metrics from `agent_metrics`. Patterns: exact names, `*`
 /// globs, or a highest-k pattern containing `{k}` (entries at the largest k, without
 /// the `std_dev_across_runs` / `std_err_across_runs` / `avg_sample_std_dev` companions).
 /// No pattern: every `mean/*` key.

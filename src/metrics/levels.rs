@@ -1,8 +1,8 @@
-//! The statistics levels of SPEC §3 over one *profiled set*: the measured rollouts of
+//! The statistics levels (task, agent, repeat, across repeats) over one *profiled set*: the measured rollouts of
 //! a profile (all agents) or of one aggregate group.
 //!
 //! A profiled set is a list of table rows sorted by (task, label, rollout), each with an
-//! agent label. From it we derive the numeric fields (SPEC §2: order of first numeric
+//! agent label. From it we derive the numeric fields (in order of first numeric
 //! appearance in (task, rollout) order, usage overlay), one dense `f64` column per field
 //! (NaN = missing), and then the task, agent, repeat and across-repeat levels. Columns
 //! are computed in parallel (rayon, one job per field or per group range); sums follow
@@ -14,50 +14,15 @@ use std::sync::Arc;
 use rayon::prelude::*;
 
 use super::warnings::{self, Warnings};
-use crate::export::json::{Json, Key, Members};
+use crate::json::{Json, Key, Members};
 
 /// A repeat-level entry: label id, rollout index, members without `agent_ref`.
 pub type RepeatEntry = (u32, i64, Members);
-use crate::ingest::rollouts::SEP;
-use crate::ingest::{tag, RolloutTable, Source};
+use crate::ingest::fields::discover_fields;
+pub use crate::ingest::fields::Field;
+use crate::ingest::{tag, RolloutTable};
+use crate::schema;
 use crate::stats;
-
-/// One numeric field of a profiled set.
-#[derive(Debug, Clone)]
-pub struct Field {
-    pub name: String,
-    pub top: Option<usize>,
-    pub usage: Option<usize>,
-}
-
-impl Field {
-    /// The overlaid value's tag and number at a table row (usage replaces top-level).
-    #[inline]
-    pub fn at(&self, t: &RolloutTable, row: usize) -> (u8, f64) {
-        match self.column(t, row) {
-            Some(c) => (c.tags[row], if tag::is_numeric(c.tags[row]) { c.float(row) } else { 0.0 }),
-            None => (tag::ABSENT, 0.0),
-        }
-    }
-
-    /// The column that holds the overlaid value at `row`.
-    #[inline]
-    pub fn column<'t>(&self, t: &'t RolloutTable, row: usize) -> Option<&'t crate::ingest::Column> {
-        if let Some(u) = self.usage {
-            let c = &t.columns[u];
-            if c.tags[row] != tag::ABSENT {
-                return Some(c);
-            }
-        }
-        self.top.map(|tp| &t.columns[tp])
-    }
-
-    /// The exact integer at `row` (for int and bool values).
-    #[inline]
-    pub fn int(&self, t: &RolloutTable, row: usize) -> i64 {
-        self.column(t, row).map(|c| c.int(row)).unwrap_or(0)
-    }
-}
 
 /// The rows of one profiled set and their numeric columns.
 pub struct Profiled<'a> {
@@ -71,62 +36,12 @@ pub struct Profiled<'a> {
     pub fields: Vec<Field>,
     /// `vals[f][pos]`: value of field f at position pos, NaN when missing.
     pub vals: Vec<Vec<f64>>,
-    /// Whether every field is an int or bool in every row (SPEC §2 typing of max/min).
+    /// Whether every field is an int or bool in every row (then max/min are written as integers).
     pub all_int: bool,
     /// With `all_int`: the exact integers, `ints[f][pos]` (max/min are written from them).
     pub ints: Vec<Vec<i64>>,
     /// Task-level grouping per (task, label) rather than per task.
     pub fan_out: bool,
-}
-
-/// Derives the numeric fields of the given rows (already in (task, rollout) order).
-pub fn discover_fields(t: &RolloutTable, rows_task_rollout_order: &[usize]) -> Vec<Field> {
-    // Names that could ever be numeric, to stop early once all are found.
-    let mut possible: HashSet<&str> = HashSet::new();
-    for c in &t.columns {
-        // `_`-prefixed keys never count, also when they come from `response.usage`.
-        if (c.source == Source::Top || c.source == Source::Usage) && !c.name.starts_with('_') && c.has_numbers() {
-            possible.insert(c.name.as_str());
-        }
-    }
-    let mut seen: Vec<String> = Vec::new();
-    let mut seen_set: HashSet<String> = HashSet::new();
-    let mut usage_names: Vec<&str> = Vec::new();
-    for &r in rows_task_rollout_order {
-        if seen_set.len() == possible.len() {
-            break;
-        }
-        let seq = &t.orders[t.order[r] as usize];
-        let sep = seq.iter().position(|&c| c == SEP).unwrap_or(seq.len());
-        usage_names.clear();
-        usage_names.extend(seq[sep + 1..].iter().map(|&c| t.columns[c as usize].name.as_str()));
-        let consider = |name: &str, tg: u8, seen: &mut Vec<String>, seen_set: &mut HashSet<String>| {
-            if tag::is_numeric(tg) && !name.starts_with('_') && !seen_set.contains(name) {
-                seen_set.insert(name.to_string());
-                seen.push(name.to_string());
-            }
-        };
-        for &c in &seq[..sep] {
-            let col = &t.columns[c as usize];
-            let name = col.name.as_str();
-            let tg = match seq[sep + 1..].iter().find(|&&u| t.columns[u as usize].name == name) {
-                Some(&u) => t.columns[u as usize].tags[r],
-                None => col.tags[r],
-            };
-            consider(name, tg, &mut seen, &mut seen_set);
-        }
-        for &u in &seq[sep + 1..] {
-            let col = &t.columns[u as usize];
-            let name = col.name.as_str();
-            if seq[..sep].iter().any(|&c| t.columns[c as usize].name == name) {
-                continue;
-            }
-            consider(name, col.tags[r], &mut seen, &mut seen_set);
-        }
-    }
-    seen.into_iter()
-        .map(|name| Field { top: t.column(Source::Top, &name), usage: t.column(Source::Usage, &name), name })
-        .collect()
 }
 
 impl<'a> Profiled<'a> {
@@ -254,6 +169,23 @@ impl<'a> Profiled<'a> {
     }
 }
 
+/// Number of distinct values: by runs when they come sorted (table order), else hashed.
+pub fn distinct(values: impl Iterator<Item = i64> + Clone) -> usize {
+    let mut prev: Option<i64> = None;
+    let mut runs = 0;
+    for v in values.clone() {
+        match prev {
+            Some(p) if p > v => {
+                return values.collect::<std::collections::HashSet<i64, foldhash::fast::RandomState>>().len();
+            }
+            Some(p) if p == v => {}
+            _ => runs += 1,
+        }
+        prev = Some(v);
+    }
+    runs
+}
+
 /// Keys `"<stat>/<field>"` for the five describe statistics, built once per field.
 pub struct StatKeys {
     pub keys: Vec<[Key; 5]>,
@@ -261,15 +193,15 @@ pub struct StatKeys {
     pub quoted: Vec<[Vec<u8>; 5]>,
 }
 
-pub const DESCRIBE: [&str; 5] = ["mean", "max", "min", "median", "std"];
+pub use crate::schema::DESCRIBE;
 
 impl StatKeys {
     pub fn new(fields: &[Field]) -> Self {
         let keys: Vec<[Key; 5]> = fields
             .iter()
-            .map(|f| std::array::from_fn(|s| Arc::from(format!("{}/{}", DESCRIBE[s], f.name).as_str())))
+            .map(|f| std::array::from_fn(|s| Arc::from(schema::stat_key(DESCRIBE[s], &f.name).as_str())))
             .collect();
-        let quoted = keys.iter().map(|k| std::array::from_fn(|s| crate::export::stream::quoted(&k[s]))).collect();
+        let quoted = keys.iter().map(|k| std::array::from_fn(|s| crate::json::stream::quoted(&k[s]))).collect();
         StatKeys { keys, quoted }
     }
 }
@@ -370,7 +302,7 @@ fn positions_by_label_and_rollout(p: &Profiled<'_>) -> BTreeMap<(u32, i64), Vec<
     by
 }
 
-/// Repeat-level entries (SPEC §3) for every label with two or more rollout indexes.
+/// Repeat-level entries for every label with two or more rollout indexes.
 /// Each entry is (label id, rollout index, object without `agent_ref`).
 pub fn repeat_level(p: &Profiled<'_>, warn: &mut Warnings) -> Vec<RepeatEntry> {
     let by = positions_by_label_and_rollout(p);
@@ -413,18 +345,24 @@ pub fn repeat_level(p: &Profiled<'_>, warn: &mut Warnings) -> Vec<RepeatEntry> {
             let sorted = x;
             let at = stats::positions_for(n, &[0.25, 0.75]);
             stats::order_at(sorted, &at);
-            let k = |s: &str| -> Key { Arc::from(format!("{s}/{name}").as_str()) };
-            e.push((k("mean"), Json::Float(mean)));
-            e.push((k("median"), Json::Float(stats::median_sorted(sorted))));
-            e.push((k("std"), Json::Float(std)));
-            e.push((k("sem"), Json::Float(sem)));
-            e.push((k("min"), Json::Float(sorted[0])));
-            e.push((k("max"), Json::Float(sorted[n - 1])));
-            e.push((k("p25"), Json::Float(stats::quantile_linear_sorted(sorted, 0.25))));
-            e.push((k("p75"), Json::Float(stats::quantile_linear_sorted(sorted, 0.75))));
+            let k = |s: &str| -> Key { Arc::from(schema::stat_key(s, name).as_str()) };
+            let (lo, hi) = (sorted[0], sorted[n - 1]);
+            let point = [
+                mean,
+                stats::median_sorted(sorted),
+                std,
+                sem,
+                lo,
+                hi,
+                stats::quantile_linear_sorted(sorted, 0.25),
+                stats::quantile_linear_sorted(sorted, 0.75),
+            ];
+            for (s, v) in schema::REPEAT.iter().zip(point) {
+                e.push((k(s), Json::Float(v)));
+            }
             if let Some((lo, hi)) = interval(mean, sem, n, &mut w) {
-                e.push((k("ci_low_95"), Json::Float(lo)));
-                e.push((k("ci_high_95"), Json::Float(hi)));
+                e.push((k(schema::REPEAT[8]), Json::Float(lo)));
+                e.push((k(schema::REPEAT[9]), Json::Float(hi)));
             }
             (e, w)
         })
@@ -435,7 +373,7 @@ pub fn repeat_level(p: &Profiled<'_>, warn: &mut Warnings) -> Vec<RepeatEntry> {
         .map(|&(&(l, r), positions)| {
             let mut w = Warnings::default();
             // Positions are in task order: distinct tasks are counted by runs.
-            let sample_count = super::profile::distinct(positions.iter().map(|&pos| p.task(pos)));
+            let sample_count = distinct(positions.iter().map(|&pos| p.task(pos)));
             let missing = tasks_of[l as usize] - sample_count;
             let mut e: Vec<(Key, Json)> = vec![
                 (Arc::from("_ng_rollout_index"), Json::Int(r)),
@@ -467,7 +405,7 @@ pub fn repeat_level(p: &Profiled<'_>, warn: &mut Warnings) -> Vec<RepeatEntry> {
     out
 }
 
-/// The Student-t 95% interval of SPEC §3, or None for n <= 1; a zero standard error
+/// The Student-t 95% interval `mean ± t(0.975, n-1)·se`, or None for n <= 1; a zero standard error
 /// collapses it to (mean, mean) with a warning.
 pub fn interval(mean: f64, se: f64, n: usize, warn: &mut Warnings) -> Option<(f64, f64)> {
     if n <= 1 {
@@ -480,7 +418,7 @@ pub fn interval(mean: f64, se: f64, n: usize, warn: &mut Warnings) -> Option<(f6
     Some(stats::t_interval(0.95, (n - 1) as f64, mean, se))
 }
 
-/// Whether a metric name is a point estimate to aggregate across repeats (SPEC §3).
+/// Whether a metric name is a point estimate to aggregate across repeats.
 pub fn is_primary_metric(name: &str) -> bool {
     const NAMES: [&str; 7] = [
         "_ng_task_index",
@@ -520,7 +458,7 @@ pub fn is_primary_metric(name: &str) -> bool {
         && !name.contains("_across_repeats/")
 }
 
-/// Across-repeat keys per label (SPEC §3), from the repeat entries.
+/// Across-repeat keys per label, from the repeat entries.
 pub fn across_repeats(repeats: &[RepeatEntry], n_labels: usize, warn: &mut Warnings) -> Vec<Vec<(Key, Json)>> {
     // Numeric columns in order of first appearance over all entries.
     let mut cols: Vec<Key> = Vec::new();
@@ -554,23 +492,21 @@ pub fn across_repeats(repeats: &[RepeatEntry], n_labels: usize, warn: &mut Warni
             let se = std / (n as f64).sqrt();
             let mut sorted = x.clone();
             stats::sort_f64(&mut sorted);
-            let k = |s: &str| -> Key { Arc::from(format!("{s}_across_repeats/{c}").as_str()) };
-            slot.push((k("mean"), Json::Float(mean)));
-            slot.push((k("median"), Json::Float(stats::median_sorted(&sorted))));
-            slot.push((k("std"), Json::Float(std)));
-            slot.push((k("min"), Json::Float(sorted[0])));
-            slot.push((k("max"), Json::Float(sorted[n - 1])));
-            slot.push((k("se"), Json::Float(se)));
+            let k = |s: &str| -> Key { Arc::from(schema::across_key(s, c).as_str()) };
+            let point = [mean, stats::median_sorted(&sorted), std, sorted[0], sorted[n - 1], se];
+            for (s, v) in schema::ACROSS_REPEATS.iter().zip(point) {
+                slot.push((k(s), Json::Float(v)));
+            }
             if let Some((lo, hi)) = interval(mean, se, n, warn) {
-                slot.push((k("ci_low_95"), Json::Float(lo)));
-                slot.push((k("ci_high_95"), Json::Float(hi)));
+                slot.push((k(schema::ACROSS_REPEATS[6]), Json::Float(lo)));
+                slot.push((k(schema::ACROSS_REPEATS[7]), Json::Float(hi)));
             }
         }
     }
     out
 }
 
-/// Agent-level statistics per label (SPEC §3), stat-major keys.
+/// Agent-level statistics per label, stat-major keys.
 /// Each column's values at `positions`: the columns themselves when `whole` (every
 /// position, in order), else gathered copies.
 fn columns_at<'v, T: Copy>(cols: &'v [Vec<T>], positions: &[usize], whole: bool) -> Vec<std::borrow::Cow<'v, [T]>> {

@@ -1,15 +1,15 @@
 //! The statistics levels and custom metrics, as pure computations over the ingested
-//! tables: [`profile`] (SPEC §4), [`aggregate`] (SPEC §7), the levels they share
+//! tables: [`profile`], [`aggregate`], the levels they share
 //! ([`levels`]), `perf_summary` ([`perf`]) and custom metrics ([`custom`], [`pass_at_k`]).
 //! Nothing here does I/O.
 
 pub mod aggregate;
 pub mod compare;
 pub mod custom;
-pub mod labels;
 pub mod levels;
 pub mod pass_at_k;
 pub mod perf;
 pub mod profile;
+pub mod tables;
 pub mod tasks;
 pub mod warnings;

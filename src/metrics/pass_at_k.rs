@@ -7,7 +7,7 @@
 
 use std::collections::HashMap;
 
-use crate::export::json::Json;
+use crate::json::Json;
 
 /// A score as Python holds it.
 #[derive(Debug, Clone, Copy, PartialEq)]

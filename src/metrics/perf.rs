@@ -1,12 +1,12 @@
-//! `perf_summary` (SPEC §7): efficiency statistics over the rollouts' `ng_perf` records,
+//! `perf_summary`: efficiency statistics over the rollouts' `ng_perf` records,
 //! as NeMo Gym's `compute_perf_summary` computes them with Python's `statistics` module
 //! (exactly rounded `fmean`, `pstdev`; `median` keeps ints for odd counts).
 
 use std::sync::Arc;
 
 use super::pass_at_k::{py_sum, Score};
-use crate::export::json::{Json, Key};
 use crate::ingest::{tag, RolloutTable, Source};
+use crate::json::{Json, Key};
 use crate::stats;
 
 use crate::stats::fsum;

@@ -1,4 +1,4 @@
-//! Profile (SPEC §4): align rollouts with their materialized inputs, drop masked pairs,
+//! Profile: align rollouts with their materialized inputs, drop masked pairs,
 //! and compute the task, agent and repeat levels for every agent at once.
 //!
 //! Pure computation: the caller reads the files and later fills each task entry's
@@ -9,20 +9,20 @@ use std::collections::BTreeMap;
 /// Hash maps keyed by row numbers and names: foldhash, not SipHash (no untrusted-key
 /// flooding concern here, and a million lookups per run).
 type HashMap<K, V> = std::collections::HashMap<K, V, foldhash::fast::RandomState>;
-type HashSet<K> = std::collections::HashSet<K, foldhash::fast::RandomState>;
 use std::sync::Arc;
 
 use rayon::prelude::*;
 
-use super::labels::{labels_for, run_key};
-use super::levels::{across_repeats, agent_and_repeat_levels, Profiled, StatKeys};
+use super::levels::{across_repeats, agent_and_repeat_levels, distinct, Profiled, StatKeys};
 use super::tasks::{info_plans, quoted_names, Samples, TaskPlan};
 use super::warnings::Warnings;
 use crate::error::{Error, Result};
-use crate::export::json::{Json, Key};
+use crate::ingest::labels::{labels_for, run_key};
 use crate::ingest::{InputTable, RolloutTable};
+use crate::json::{Json, Key};
+use crate::schema::COVERAGE;
 
-/// Counts of NeMo Gym's completion summary (SPEC §4 step 5).
+/// Counts of NeMo Gym's completion summary .
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct CompletionSummary {
     pub expected_rollout_rows: usize,
@@ -82,7 +82,7 @@ pub fn duplicate_key(what: &str, (a, b): (i64, i64), l1: u64, l2: u64, file: &st
     ))
 }
 
-/// Coverage keys (SPEC §6) for a set of rows, or empty when nothing was masked.
+/// Coverage keys for a set of rows, or empty when nothing was masked.
 pub fn coverage(t: &RolloutTable, rows: &[usize]) -> Vec<(Key, Json)> {
     let masked = rows.iter().filter(|&&r| t.masked[r]).count();
     if masked == 0 {
@@ -91,10 +91,10 @@ pub fn coverage(t: &RolloutTable, rows: &[usize]) -> Vec<(Key, Json)> {
     let all = distinct(rows.iter().map(|&r| t.task[r]));
     let measured = distinct(rows.iter().filter(|&&r| !t.masked[r]).map(|&r| t.task[r]));
     vec![
-        (Arc::from("coverage/measured_rollouts"), Json::Int((rows.len() - masked) as i64)),
-        (Arc::from("coverage/masked_rollouts"), Json::Int(masked as i64)),
-        (Arc::from("coverage/measured_tasks"), Json::Int(measured as i64)),
-        (Arc::from("coverage/fully_masked_tasks"), Json::Int((all - measured) as i64)),
+        (Arc::from(COVERAGE[0]), Json::Int((rows.len() - masked) as i64)),
+        (Arc::from(COVERAGE[1]), Json::Int(masked as i64)),
+        (Arc::from(COVERAGE[2]), Json::Int(measured as i64)),
+        (Arc::from(COVERAGE[3]), Json::Int((all - measured) as i64)),
     ]
 }
 
@@ -109,23 +109,6 @@ fn same_as_last<K: PartialEq + Copy, V: Copy>(last: &mut Option<(K, V)>, key: K,
             v
         }
     }
-}
-
-/// Number of distinct values: by runs when they come sorted (table order), else hashed.
-pub fn distinct(values: impl Iterator<Item = i64> + Clone) -> usize {
-    let mut prev: Option<i64> = None;
-    let mut runs = 0;
-    for v in values.clone() {
-        match prev {
-            Some(p) if p > v => {
-                return values.collect::<HashSet<i64>>().len();
-            }
-            Some(p) if p == v => {}
-            _ => runs += 1,
-        }
-        prev = Some(v);
-    }
-    runs
 }
 
 /// Runs the profile. `allow_partial` permits input rows without results.
@@ -214,7 +197,7 @@ pub fn profile<'a>(t: &'a RolloutTable, inputs: &'a InputTable, allow_partial: b
         input_of[r] = i;
     }
     let mut p = Profiled::new(t, &result_rows, &row_labels);
-    // Fan-out is a property of the measured input rows (SPEC §5): a task whose inputs name
+    // Fan-out is a property of the measured input rows: a task whose inputs name
     // two runs is grouped per run even when only one of them has results.
     p.fan_out |= inputs_fan_out(measured_inputs.iter().filter_map(|&i| label_of(i).map(|l| (inputs.task[i], l))));
     let keys = StatKeys::new(&p.fields);

@@ -6,9 +6,9 @@
 use std::sync::Arc;
 
 use super::levels::{describe, describe_stats, int_extremes, Profiled, StatKeys};
-use crate::export::json::{Json, Members};
 use crate::ingest::rollouts::SEP;
 use crate::ingest::{tag, InputTable, RolloutTable};
+use crate::json::{Json, Members};
 
 /// Where each task entry's `sample` comes from.
 pub enum Samples<'a> {
@@ -144,7 +144,7 @@ pub fn info_value(t: &RolloutTable, c: usize, row: usize, keep_bool: bool) -> Op
     }
 }
 
-/// Calls `emit` for each member of a rollout's record after the three ids (SPEC §3):
+/// Calls `emit` for each member of a rollout's record after the three ids:
 /// `reward` as given, then numeric `response.usage` keys, then other numeric non-`_`
 /// top-level keys (bools as 0/1); a top-level key that repeats a usage key keeps the
 /// usage key's place and takes the top-level value, as a Python dict update does.
@@ -188,5 +188,5 @@ pub fn rollout_info_each<'t>(t: &'t RolloutTable, plan: &InfoPlan, row: usize, m
 
 /// Every column's name JSON-quoted, for [`TaskPlan::quoted_names`].
 pub fn quoted_names(t: &RolloutTable) -> Vec<Vec<u8>> {
-    t.columns.iter().map(|c| crate::export::stream::quoted(&c.name)).collect()
+    t.columns.iter().map(|c| crate::json::stream::quoted(&c.name)).collect()
 }

@@ -5,7 +5,7 @@
 use std::path::Path;
 
 use polars::prelude::*;
-use rollstat::export::json::Json;
+use rollstat::json::Json;
 
 use crate::common::*;
 
@@ -577,7 +577,7 @@ fn export_tables_have_documented_columns_and_query_matches_dataframe_api() {
     let sql = "SELECT agent, AVG(CAST(reward AS DOUBLE)) AS m, COUNT(*) AS n FROM rollouts WHERE NOT mask_sample AND reward IS NOT NULL GROUP BY agent ORDER BY agent";
     let o = run(&["query", sql, "--parquet-dir", out.to_str().unwrap(), "--format", "json"]);
     assert!(o.status.success(), "{}", stderr(&o));
-    let got = rollstat::export::json::parse(stdout(&o).trim().as_bytes()).unwrap();
+    let got = rollstat::json::parse(stdout(&o).trim().as_bytes()).unwrap();
     let want = rollouts
         .clone()
         .lazy()
@@ -605,7 +605,7 @@ fn export_tables_have_documented_columns_and_query_matches_dataframe_api() {
     assert!(stderr(&o).contains("\"leaderbord\" is neither a bundled report (leaderboard, "), "{}", stderr(&o));
     let o = run(&["query", "leaderboard", "--parquet-dir", out.to_str().unwrap(), "--format", "json"]);
     assert!(o.status.success(), "{}", stderr(&o));
-    let Json::Arr(board) = rollstat::export::json::parse(stdout(&o).trim().as_bytes()).unwrap() else { panic!() };
+    let Json::Arr(board) = rollstat::json::parse(stdout(&o).trim().as_bytes()).unwrap() else { panic!() };
     assert_eq!(board.len(), 3);
     let mut differs = false;
     for row in &board {
@@ -751,7 +751,7 @@ fn batch_metrics_on_jsonl_and_parquet() {
             &ddof.to_string(),
         ]);
         assert!(o.status.success(), "{}", stderr(&o));
-        let v = rollstat::export::json::parse(stdout(&o).trim().as_bytes()).unwrap();
+        let v = rollstat::json::parse(stdout(&o).trim().as_bytes()).unwrap();
         let got = v.get("custom_metrics/train/reward_variance").and_then(|x| x.as_f64()).unwrap();
         let want = direct_reward_variance(&groups, ddof);
         assert!(close(got, want), "ddof {ddof}: {got} vs {want}");
@@ -759,7 +759,7 @@ fn batch_metrics_on_jsonl_and_parquet() {
     // The SQL metric agrees on the same batch.
     let o = run(&["batch-metrics", jsonl.to_str().unwrap(), "--metric", "reward_variance_sql"]);
     assert!(o.status.success(), "{}", stderr(&o));
-    let v = rollstat::export::json::parse(stdout(&o).trim().as_bytes()).unwrap();
+    let v = rollstat::json::parse(stdout(&o).trim().as_bytes()).unwrap();
     let sql = v.get("custom_metrics/train/reward_variance_sql/value").and_then(|x| x.as_f64()).unwrap();
     assert!(close(sql, direct_reward_variance(&groups, 0)), "{sql}");
     // The same batch as Parquet.
@@ -772,12 +772,12 @@ fn batch_metrics_on_jsonl_and_parquet() {
     ParquetWriter::new(std::fs::File::create(&pq).unwrap()).finish(&mut df).unwrap();
     let o = run(&["batch-metrics", pq.to_str().unwrap(), "--prefix", "p"]);
     assert!(o.status.success(), "{}", stderr(&o));
-    let v = rollstat::export::json::parse(stdout(&o).trim().as_bytes()).unwrap();
+    let v = rollstat::json::parse(stdout(&o).trim().as_bytes()).unwrap();
     assert!(close(v.get("p/reward_variance").and_then(|x| x.as_f64()).unwrap(), direct_reward_variance(&groups, 0)));
     assert!(v.get("p/pass@1/accuracy").is_some());
     let o = run(&["batch-metrics", pq.to_str().unwrap(), "--metric", "reward_variance_sql", "--prefix", "p"]);
     assert!(o.status.success(), "{}", stderr(&o));
-    let v = rollstat::export::json::parse(stdout(&o).trim().as_bytes()).unwrap();
+    let v = rollstat::json::parse(stdout(&o).trim().as_bytes()).unwrap();
     assert!(close(
         v.get("p/reward_variance_sql/value").and_then(|x| x.as_f64()).unwrap(),
         direct_reward_variance(&groups, 0)

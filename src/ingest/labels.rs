@@ -1,8 +1,8 @@
-//! Run keys and labels (SPEC §5): what ran a rollout, and the name reports use for it.
+//! Run keys and labels: what ran a rollout, and the name reports use for it.
 
 use std::collections::{BTreeMap, HashMap};
 
-use crate::ingest::{InputTable, RolloutTable};
+use super::{InputTable, RolloutTable};
 
 /// A rollout's run key: its server stamp when present, else its agent name. An empty
 /// name counts as absent, as it does in NeMo Gym (`row.get(stamp) or …` in Python).
@@ -75,7 +75,7 @@ pub fn labels_for<'a>(rows: impl Iterator<Item = (Option<&'a str>, Option<&'a st
     label_runs(&order)
 }
 
-/// What ran each rollout (SPEC §5), by id: run keys and labels are interned.
+/// What ran each rollout, by id: run keys and labels are interned.
 #[derive(Debug, Clone, Default)]
 pub struct Runs {
     /// Distinct run keys; `key[row]` indexes it (`NONE` when nothing names the run).

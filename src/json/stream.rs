@@ -1,9 +1,9 @@
 //! A streaming JSON emitter for the big artifacts (hundreds of MB of task entries at a
 //! million rollouts): members are written straight into a byte buffer — no value tree —
-//! in the same two layouts as [`super::json`] (compact, or indented by two spaces from
+//! in the same two layouts as [`super::write`] (compact, or indented by two spaces from
 //! a base depth), byte for byte.
 
-use super::json::{write_compact, write_f64, write_i64, write_indented, write_str, Json};
+use super::{write_compact, write_f64, write_i64, write_indented, write_str, Json};
 
 /// A newline and `2 * depth` spaces, copied from a constant (no memset call).
 #[inline]
@@ -193,7 +193,7 @@ pub fn quoted(s: &str) -> Vec<u8> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::export::json::parse;
+    use crate::json::parse;
 
     #[test]
     fn matches_the_tree_writers() {

@@ -7,7 +7,7 @@
 //! String bodies, which hold most of the bytes, are crossed 32 bytes at a time (AVX2)
 //! or 16 (SSE2, every x86_64 CPU).
 
-use super::scan::{ScanError, Scanner};
+use super::scalar::{literal_or_number, ScanError};
 
 /// Open containers: one bit per level (1 for an object), inline up to 64 levels and in
 /// a vector beyond.
@@ -120,9 +120,7 @@ fn walk<S: Special>(b: &[u8], at: usize) -> Result<usize, ScanError> {
             }
         } else {
             // Numbers and literals: the scanner's readers, which check their grammar.
-            let mut s = Scanner { b, i };
-            s.value()?;
-            i = s.i;
+            i = literal_or_number(b, i)?.1;
         }
         // After a value: close containers until one continues.
         while k.depth > 0 {

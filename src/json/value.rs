@@ -1,0 +1,70 @@
+//! The ordered JSON value every layer hands around: objects keep their members in
+//! insertion order (as a Python dict does), so written files have NeMo Gym's key order.
+
+use std::sync::Arc;
+
+/// Object keys are shared: the same field names repeat in every task entry.
+pub type Key = Arc<str>;
+
+/// The ordered members of an object.
+pub type Members = Vec<(Key, Json)>;
+
+/// An ordered JSON value.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Json {
+    Null,
+    Bool(bool),
+    Int(i64),
+    Float(f64),
+    Str(String),
+    Arr(Vec<Json>),
+    Obj(Vec<(Key, Json)>),
+}
+
+impl Json {
+    pub fn obj() -> Json {
+        Json::Obj(Vec::new())
+    }
+    /// Appends or replaces a key (replacement keeps the key's position, like a Python dict).
+    pub fn set(&mut self, k: &str, v: Json) {
+        if let Json::Obj(items) = self {
+            if let Some(slot) = items.iter_mut().find(|(kk, _)| &**kk == k) {
+                slot.1 = v;
+            } else {
+                items.push((Arc::from(k), v));
+            }
+        }
+    }
+    /// Appends a key known not to be present yet.
+    pub fn push(&mut self, k: Key, v: Json) {
+        if let Json::Obj(items) = self {
+            items.push((k, v));
+        }
+    }
+    pub fn get(&self, k: &str) -> Option<&Json> {
+        match self {
+            Json::Obj(items) => items.iter().find(|(kk, _)| &**kk == k).map(|(_, v)| v),
+            _ => None,
+        }
+    }
+    pub fn remove(&mut self, k: &str) -> Option<Json> {
+        match self {
+            Json::Obj(items) => {
+                let pos = items.iter().position(|(kk, _)| &**kk == k)?;
+                Some(items.remove(pos).1)
+            }
+            _ => None,
+        }
+    }
+    pub fn name_ref(name: &str) -> Json {
+        Json::Obj(vec![(Arc::from("name"), Json::Str(name.to_string()))])
+    }
+    pub fn as_f64(&self) -> Option<f64> {
+        match *self {
+            Json::Int(i) => Some(i as f64),
+            Json::Float(f) => Some(f),
+            Json::Bool(b) => Some(if b { 1.0 } else { 0.0 }),
+            _ => None,
+        }
+    }
+}

@@ -1,0 +1,146 @@
+//! The result tables every SQL query and Parquet export sees: `rollouts` (one row per
+//! rollout), `tasks` (one row per agent and task), `agents` (one row per agent) and
+//! `repeats` (one row per agent and rollout index), as typed frames built from the same
+//! results the aggregate file is written from, so the numbers agree to the bit.
+
+use polars::prelude::*;
+
+use super::aggregate::{aggregate, AggEntry, AggregateOptions};
+use super::warnings::Warnings;
+use crate::error::Result;
+use crate::ingest::frame::rollouts_frame;
+use crate::ingest::labels::runs;
+use crate::ingest::{InputTable, RolloutTable};
+use crate::json::Json;
+use crate::schema;
+
+/// Table names, in the order they are written and registered.
+pub const NAMES: [&str; 4] = ["rollouts", "tasks", "agents", "repeats"];
+
+/// The four result tables of one rollouts file.
+pub struct Tables {
+    pub rollouts: DataFrame,
+    pub tasks: DataFrame,
+    pub agents: DataFrame,
+    pub repeats: DataFrame,
+}
+
+impl Tables {
+    /// The tables by name, in [`NAMES`] order.
+    pub fn named(self) -> Vec<(&'static str, DataFrame)> {
+        vec![(NAMES[0], self.rollouts), (NAMES[1], self.tasks), (NAMES[2], self.agents), (NAMES[3], self.repeats)]
+    }
+}
+
+/// Builds the four tables from a rollouts table (and its inputs, for run labels and
+/// expected counts); `default_agent` labels rollouts that name no agent. The warnings
+/// are the aggregate's (rollouts left out for want of an input row, among others).
+pub fn tables(
+    t: &RolloutTable,
+    inputs: Option<&InputTable>,
+    default_agent: Option<&str>,
+) -> Result<(Tables, Warnings)> {
+    let rollouts = rollouts_frame(t, &runs(t, inputs), default_agent)?;
+    let opts = AggregateOptions { default_agent: default_agent.map(str::to_string), ..Default::default() };
+    let (entries, warnings) = aggregate(t, inputs, &opts)?;
+    let (tasks, agents, repeats) = level_tables(&entries)?;
+    Ok((Tables { rollouts, tasks, agents, repeats }, warnings))
+}
+
+/// Turns JSON objects (all with scalar values of interest) into a frame: columns in
+/// order of first appearance; ints stay Int64 when every value is an int; strings are
+/// String; objects and arrays are left out.
+pub fn objects_to_frame(rows: &[Vec<(String, Json)>]) -> Result<DataFrame> {
+    let mut names: Vec<String> = Vec::new();
+    let mut seen = std::collections::HashSet::new();
+    for r in rows {
+        for (k, v) in r {
+            if matches!(v, Json::Obj(_) | Json::Arr(_)) {
+                continue;
+            }
+            if seen.insert(k.clone()) {
+                names.push(k.clone());
+            }
+        }
+    }
+    let n = rows.len();
+    let index: Vec<std::collections::HashMap<&str, &Json>> =
+        rows.iter().map(|r| r.iter().map(|(k, v)| (k.as_str(), v)).collect()).collect();
+    let mut cols = Vec::new();
+    for name in &names {
+        let vals: Vec<Option<&Json>> = index.iter().map(|m| m.get(name.as_str()).copied()).collect();
+        let all_int = vals.iter().all(|v| matches!(v, None | Some(Json::Int(_)) | Some(Json::Null)));
+        let any_str = vals.iter().any(|v| matches!(v, Some(Json::Str(_))));
+        let col = if any_str {
+            let v: Vec<Option<String>> = vals
+                .iter()
+                .map(|v| match v {
+                    Some(Json::Str(s)) => Some(s.clone()),
+                    _ => None,
+                })
+                .collect();
+            Column::new(name.as_str().into(), v)
+        } else if all_int {
+            let v: Vec<Option<i64>> = vals
+                .iter()
+                .map(|v| match v {
+                    Some(Json::Int(i)) => Some(*i),
+                    _ => None,
+                })
+                .collect();
+            Column::new(name.as_str().into(), v)
+        } else {
+            let v: Vec<Option<f64>> = vals.iter().map(|v| v.and_then(|j| j.as_f64())).collect();
+            Column::new(name.as_str().into(), v)
+        };
+        cols.push(col);
+    }
+    Ok(DataFrame::new(n, cols)?)
+}
+
+/// The `tasks`, `agents` and `repeats` tables from aggregate entries.
+pub fn level_tables(entries: &[AggEntry<'_>]) -> Result<(DataFrame, DataFrame, DataFrame)> {
+    let mut tasks = Vec::new();
+    let mut agents = Vec::new();
+    let mut repeats = Vec::new();
+    for e in entries {
+        let label = e.label().to_string();
+        let head = || vec![(schema::AGENT.to_string(), Json::Str(label.clone()))];
+        if let Some(Json::Obj(items)) = e.member("agent_metrics") {
+            let mut row = head();
+            row.extend(items.iter().map(|(k, v)| (k.to_string(), v.clone())));
+            agents.push(row);
+        }
+        if let Some(plan) = &e.tasks {
+            for m in plan.members() {
+                let mut row = head();
+                row.extend(m.into_iter().map(|(k, v)| (k.to_string(), v)));
+                tasks.push(row);
+            }
+        }
+        for g in &e.repeats {
+            if let Json::Obj(items) = g {
+                let mut row = head();
+                row.extend(items.iter().map(|(k, v)| (k.to_string(), v.clone())));
+                repeats.push(row);
+            }
+        }
+    }
+    // Columns every table has, also with no rows or with one repeat (no across-repeat
+    // statistics), so that queries and readers that need a schema find one.
+    let tasks = with_columns(objects_to_frame(&tasks)?, &schema::TASKS)?;
+    let agents = with_columns(objects_to_frame(&agents)?, &schema::AGENTS)?;
+    let repeats = with_columns(objects_to_frame(&repeats)?, &schema::REPEATS)?;
+    Ok((tasks, agents, repeats))
+}
+
+/// `df` with each of the fixed columns it lacks added as an all-null column of its type.
+fn with_columns(mut df: DataFrame, cols: &[schema::Fixed]) -> Result<DataFrame> {
+    let n = df.height();
+    for c in cols {
+        if df.column(c.name).is_err() {
+            df.with_column(Column::full_null(c.name.into(), n, &c.dtype.dtype()))?;
+        }
+    }
+    Ok(df)
+}

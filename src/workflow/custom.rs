@@ -1,0 +1,93 @@
+//! Custom metrics in a workflow: the metrics a run asked for, resolved once at the
+//! command line's boundary, and the SQL metrics, which run over the rollouts table.
+
+use std::collections::HashMap;
+use std::path::PathBuf;
+
+use crate::error::Result;
+use crate::ingest::labels::runs;
+use crate::ingest::{InputTable, RolloutTable};
+use crate::json::Json;
+use crate::metrics::custom::{self, MetricSpec};
+use crate::metrics::warnings::Warnings;
+
+/// Custom metrics to merge into each agent's metrics.
+#[derive(Debug, Clone, Default)]
+pub struct Metrics {
+    /// What to compute, in the order asked (built-in metrics and SQL metrics).
+    pub specs: Vec<MetricSpec>,
+    /// The SQL files the metrics came from: read by the run, so never an output.
+    pub files: Vec<PathBuf>,
+}
+
+impl Metrics {
+    pub fn is_empty(&self) -> bool {
+        self.specs.is_empty()
+    }
+
+    /// The built-in metrics (computed by the aggregate per run).
+    pub fn builtin(&self) -> Vec<MetricSpec> {
+        self.specs.iter().filter(|m| !matches!(m, MetricSpec::Sql { .. })).cloned().collect()
+    }
+
+    /// The SQL metrics.
+    pub fn sql(&self) -> Vec<&MetricSpec> {
+        self.specs.iter().filter(|m| matches!(m, MetricSpec::Sql { .. })).collect()
+    }
+}
+
+/// Runs SQL metrics over the measured rollouts; returns `NAME/<column>` values per label.
+pub fn sql_metrics(
+    t: &RolloutTable,
+    inputs: Option<&InputTable>,
+    default_agent: Option<&str>,
+    specs: &[&MetricSpec],
+) -> Result<HashMap<String, Vec<(String, Json)>>> {
+    let frame = crate::ingest::frame::rollouts_frame(t, &runs(t, inputs), default_agent)?;
+    let mut out: HashMap<String, Vec<(String, Json)>> = HashMap::new();
+    for m in specs {
+        if let MetricSpec::Sql { name, sql } = m {
+            for (label, vals) in crate::query::run_metric(&frame, name, sql)? {
+                out.entry(label).or_default().extend(vals);
+            }
+        }
+    }
+    Ok(out)
+}
+
+/// Merges custom metrics into profile agent entries (by label), after their statistics.
+pub fn merge_into_profile(
+    t: &RolloutTable,
+    inputs: Option<&InputTable>,
+    specs: &[MetricSpec],
+    agents: &mut [Json],
+    warnings: &mut Warnings,
+) -> Result<()> {
+    let runs = runs(t, inputs);
+    let sql: Vec<&MetricSpec> = specs.iter().filter(|m| matches!(m, MetricSpec::Sql { .. })).collect();
+    let sql_vals = if sql.is_empty() { HashMap::new() } else { sql_metrics(t, inputs, None, &sql)? };
+    for e in agents.iter_mut() {
+        let name = match e.get("agent_ref").and_then(|r| r.get("name")) {
+            Some(Json::Str(s)) => s.clone(),
+            _ => continue,
+        };
+        let rows: Vec<usize> =
+            (0..t.len()).filter(|&r| !t.masked[r] && runs.label_of(r) == Some(name.as_str())).collect();
+        if rows.is_empty() {
+            continue;
+        }
+        let tasks = custom::tasks_of(t, &rows);
+        for m in specs {
+            let vals = custom::compute(m, t, &tasks, warnings)?;
+            for (k, v) in vals {
+                e.set(&k, v);
+            }
+        }
+        if let Some(vals) = sql_vals.get(&name) {
+            for (k, v) in vals {
+                e.set(k, v.clone());
+            }
+        }
+    }
+    Ok(())
+}

@@ -1,0 +1,72 @@
+//! The ingest workflow: a rollouts file (and optionally its materialized inputs, for run
+//! labels) into the typed `rollouts` Parquet table (zstd).
+
+use std::path::{Path, PathBuf};
+
+use super::{read_both, status_after_read};
+use crate::error::Result;
+use crate::export::atomic::OutputSet;
+use crate::export::parquet::write_parquet;
+use crate::ingest::frame::rollouts_frame;
+use crate::ingest::labels::runs;
+use crate::trace::trace;
+
+/// What to ingest and where the table goes.
+#[derive(Debug, Clone)]
+pub struct IngestConfig {
+    pub rollouts: PathBuf,
+    /// Materialized inputs JSONL (labels rollouts by their input rows' agent and server).
+    pub inputs: Option<PathBuf>,
+    /// Output Parquet file.
+    pub out: PathBuf,
+}
+
+/// What ingest read and wrote.
+pub struct IngestRun {
+    pub rows: usize,
+    pub columns: usize,
+    pub agents: Vec<String>,
+    pub tasks: usize,
+    pub repeats: usize,
+    pub fields: Vec<String>,
+    pub bytes: u64,
+}
+
+pub fn ingest(c: &IngestConfig) -> Result<IngestRun> {
+    let mut read: Vec<&Path> = vec![c.rollouts.as_path()];
+    read.extend(c.inputs.as_deref());
+    let mut out = OutputSet::new(&read);
+    out.check(&c.out)?;
+    let (t, inputs) = read_both(&c.rollouts, c.inputs.as_deref())?;
+    let status = status_after_read(&t, inputs.as_ref());
+    status.say("building the table");
+    let runs = runs(&t, inputs.as_ref());
+    let t0 = std::time::Instant::now();
+    let mut df = rollouts_frame(&t, &runs, None)?;
+    trace("frame", t0);
+    let t0 = std::time::Instant::now();
+    status.writing(&c.out);
+    let mut w = out.create(&c.out)?;
+    write_parquet(&mut df, &c.out, &mut w)?;
+    trace("parquet", t0);
+    drop(status);
+    out.commit()?;
+    let mut agents: Vec<String> = runs.labels.clone();
+    agents.sort();
+    let mut tasks = t.task.clone();
+    tasks.sort_unstable();
+    tasks.dedup();
+    let mut reps = t.rollout.clone();
+    reps.sort_unstable();
+    reps.dedup();
+    let fields: Vec<String> = df.get_column_names().iter().skip(5).map(|s| s.to_string()).collect();
+    Ok(IngestRun {
+        rows: t.len(),
+        columns: df.width(),
+        agents,
+        tasks: tasks.len(),
+        repeats: reps.len(),
+        fields,
+        bytes: t.report.bytes,
+    })
+}

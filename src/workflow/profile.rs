@@ -1,0 +1,107 @@
+//! The profile workflow, NeMo Gym's `gym eval profile`: strict alignment of rollouts with
+//! their materialized inputs, then the task, agent and repeat levels, written as
+//! `S_reward_profiling.jsonl`, `S_agent_metrics.json` and `S_repeat_level_metrics.json`
+//! beside the rollouts file (or in an output folder).
+
+use std::path::{Path, PathBuf};
+
+use super::custom::{merge_into_profile, Metrics};
+use super::{read_both, status_after_read};
+use crate::error::{Error, Location, Result};
+use crate::export::atomic::{in_out_dir, is_stream, OutputSet};
+use crate::export::nemo_gym::{artifact_path, check_beside, compact_array};
+use crate::export::tasks::write_tasks;
+use crate::json::Json;
+use crate::metrics::profile::CompletionSummary;
+use crate::metrics::warnings::Warnings;
+use crate::trace::trace;
+
+/// What to profile and where the artifacts go.
+#[derive(Debug, Clone)]
+pub struct ProfileConfig {
+    /// Materialized inputs JSONL: one row per expected rollout. Must be a regular file:
+    /// each task's `sample` is re-read from it after the statistics.
+    pub inputs: PathBuf,
+    pub rollouts: PathBuf,
+    /// Profile what completed when some input rows have no rollout.
+    pub allow_partial: bool,
+    /// Folder for the three artifacts (created when missing); `None`: beside the rollouts.
+    pub out_dir: Option<PathBuf>,
+    pub metrics: Metrics,
+}
+
+/// What a profile run wrote.
+pub struct ProfileRun {
+    /// The reward profile, agent metrics and repeat-level metrics files, in that order.
+    pub files: Vec<PathBuf>,
+    pub summary: CompletionSummary,
+    /// The agent entries written to the agent metrics file.
+    pub agents: Vec<Json>,
+    pub warnings: Warnings,
+}
+
+/// Runs the profile. An output folder that this call creates is removed again (when
+/// still empty) if the run fails.
+pub fn profile(c: &ProfileConfig) -> Result<ProfileRun> {
+    match &c.out_dir {
+        Some(dir) => in_out_dir(dir, || profile_in(c)),
+        None => profile_in(c),
+    }
+}
+
+fn profile_in(c: &ProfileConfig) -> Result<ProfileRun> {
+    for f in [&c.inputs, &c.rollouts] {
+        if f.is_dir() {
+            return Err(Error::bad(Location::file(f), "is a folder; expected a JSONL file"));
+        }
+    }
+    let dir = c.out_dir.as_deref();
+    if dir.is_none() {
+        check_beside(&c.rollouts, "--out-dir DIR")?;
+    }
+    let paths = [
+        artifact_path(&c.rollouts, dir, "reward_profiling", "jsonl"),
+        artifact_path(&c.rollouts, dir, "agent_metrics", "json"),
+        artifact_path(&c.rollouts, dir, "repeat_level_metrics", "json"),
+    ];
+    let ins: Vec<&Path> = [c.inputs.as_path(), c.rollouts.as_path()]
+        .into_iter()
+        .chain(c.metrics.files.iter().map(PathBuf::as_path))
+        .collect();
+    let mut out = OutputSet::new(&ins);
+    for p in &paths {
+        out.check(p)?;
+    }
+    // Each task entry's `sample` is its input row, re-read from the file after the
+    // statistics: a pipe cannot be read twice, so it is refused before reading anything.
+    if is_stream(&c.inputs) {
+        return Err(Error::bad(
+            Location::file(&c.inputs),
+            "not a regular file (a pipe or device?); profile reads the materialized inputs twice (statistics, then each task's sample row), so save them to a file first",
+        ));
+    }
+    let (t, inputs) = read_both(&c.rollouts, Some(&c.inputs))?;
+    let inputs = inputs.expect("inputs were given");
+    let status = status_after_read(&t, Some(&inputs));
+    status.say("computing statistics");
+    let t0 = std::time::Instant::now();
+    let mut res = crate::metrics::profile::profile(&t, &inputs, c.allow_partial)?;
+    trace("statistics", t0);
+    if !c.metrics.is_empty() {
+        merge_into_profile(&t, Some(&inputs), &c.metrics.specs, &mut res.agents, &mut res.warnings)?;
+    }
+    let t0 = std::time::Instant::now();
+    status.writing(&paths[0]);
+    let mut w = out.create(&paths[0])?;
+    if let Some(plan) = &res.tasks {
+        write_tasks(plan, None, &mut w).map_err(|e| e.at(&paths[0]))?;
+    }
+    w.finish().map_err(|e| Error::write(&paths[0], e))?;
+    drop(w);
+    trace("task entries + write", t0);
+    out.add(&paths[1], &compact_array(&res.agents))?;
+    out.add(&paths[2], &compact_array(&res.repeats))?;
+    drop(status);
+    let files = out.commit()?;
+    Ok(ProfileRun { files, summary: res.summary, agents: res.agents, warnings: res.warnings })
+}
