@@ -7,3 +7,4 @@ mod common;
 mod compare;
 mod conformance;
 mod layout;
+mod vagen;

@@ -111,7 +111,7 @@ fn read_table(a: &Args, path: &Path, inputs: Option<&Path>) -> Result<Table> {
                 path.display()
             )));
         }
-        let mut df = crate::export::parquet::read_parquet(path)?;
+        let mut df = crate::ingest::parquet::read_parquet(path)?;
         let bad = |col: &str, msg: &str| Error::bad(Location::file(path).key(col), msg.to_string());
         for col in ["agent", "_ng_task_index", "_ng_rollout_index", "mask_sample"] {
             let Ok(c) = df.column(col) else {

@@ -134,7 +134,7 @@ pub fn execute(a: &Args) -> Result<DataFrame> {
         for name in ["rollouts", "tasks", "agents", "repeats"] {
             let p = dir.join(format!("{name}.parquet"));
             if p.exists() {
-                v.push((name, crate::export::parquet::scan_parquet(&p)?));
+                v.push((name, crate::ingest::parquet::scan_parquet(&p)?));
             }
         }
         if v.is_empty() {

@@ -6,11 +6,14 @@
 //! [`RolloutTable`] (one row per rollout, one column per scalar field) and an
 //! [`InputTable`] (one row per expected rollout, with where its bytes are).
 
+/// VAGEN / verl training batches (JSONL or Parquet) for `batch-metrics`.
+pub mod batch;
 pub mod fields;
 pub mod frame;
 pub mod inputs;
 pub mod labels;
 pub mod lines;
+pub mod parquet;
 pub mod rollouts;
 pub mod table;
 

@@ -10,6 +10,7 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 use super::pass_at_k::{self, Rollout, Score};
+use super::python_str::python_float;
 use super::warnings::Warnings;
 use crate::error::{Error, Result};
 use crate::ingest::{tag, RolloutTable, Source};
@@ -103,53 +104,6 @@ pub fn int_key(i: i64) -> String {
         float_key(i as f64)
     } else {
         format!("i{i}")
-    }
-}
-
-/// A float as Python's `repr`/`str` writes it: the shortest digits that read back to it,
-/// in fixed notation when the decimal point falls within 4 places before the first digit
-/// and 16 after it (`0.0001`, `1000000000000000.0`), else in exponent notation with a
-/// signed exponent of at least two digits (`1e-05`, `1e+16`).
-fn python_float(v: f64) -> String {
-    if v.is_nan() {
-        return "nan".into();
-    }
-    if v.is_infinite() {
-        return if v > 0.0 { "inf" } else { "-inf" }.into();
-    }
-    // zmij gives the shortest digits; read them and where the point goes.
-    let text = zmij::Buffer::new().format_finite(v).to_string();
-    let (neg, text) = match text.strip_prefix('-') {
-        Some(t) => (true, t),
-        None => (false, text.as_str()),
-    };
-    let (mantissa, exp) = match text.split_once('e') {
-        Some((m, e)) => (m, e.parse::<i32>().unwrap_or(0)),
-        None => (text, 0),
-    };
-    let (int, frac) = mantissa.split_once('.').unwrap_or((mantissa, ""));
-    let all = format!("{int}{frac}");
-    let lead = all.len() - all.trim_start_matches('0').len();
-    let digits = all.trim_start_matches('0').trim_end_matches('0');
-    let sign = if neg { "-" } else { "" };
-    if digits.is_empty() {
-        return format!("{sign}0.0");
-    }
-    // The value is 0.DIGITS × 10^point.
-    let point = int.len() as i32 - lead as i32 + exp;
-    let n = digits.len() as i32;
-    if (-3..=16).contains(&point) {
-        if point <= 0 {
-            format!("{sign}0.{}{digits}", "0".repeat((-point) as usize))
-        } else if point >= n {
-            format!("{sign}{digits}{}.0", "0".repeat((point - n) as usize))
-        } else {
-            format!("{sign}{}.{}", &digits[..point as usize], &digits[point as usize..])
-        }
-    } else {
-        let e = point - 1;
-        let m = if n == 1 { digits.to_string() } else { format!("{}.{}", &digits[..1], &digits[1..]) };
-        format!("{sign}{m}e{}{:02}", if e < 0 { '-' } else { '+' }, e.abs())
     }
 }
 
@@ -357,34 +311,6 @@ fn _key(s: &str) -> Key {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    /// Python's `repr` of floats (as `str()` names numeric subsets), as CPython 3 gave it.
-    #[test]
-    fn floats_as_python_names_them() {
-        let cases = [
-            (1.0, "1.0"),
-            (1e-05, "1e-05"),
-            (1.5e-07, "1.5e-07"),
-            (1e16, "1e+16"),
-            (1e15, "1000000000000000.0"),
-            (0.0001, "0.0001"),
-            (100.0, "100.0"),
-            (123456.789, "123456.789"),
-            (-2.5, "-2.5"),
-            (1e22, "1e+22"),
-            (5e-324, "5e-324"),
-            (1.7976931348623157e308, "1.7976931348623157e+308"),
-            (0.1, "0.1"),
-            (1234567890123456.7, "1234567890123456.8"),
-            (12345678901234567.0, "1.2345678901234568e+16"),
-            (-1e-05, "-1e-05"),
-            (2.5625, "2.5625"),
-            (9_999_999_999_999_998.0, "9999999999999998.0"),
-        ];
-        for (v, want) in cases {
-            assert_eq!(python_float(v), want, "{v:e}");
-        }
-    }
 
     #[test]
     fn highest_k_selection() {

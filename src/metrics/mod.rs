@@ -4,12 +4,14 @@
 //! Nothing here does I/O.
 
 pub mod aggregate;
+pub mod batch;
 pub mod compare;
 pub mod custom;
 pub mod levels;
 pub mod pass_at_k;
 pub mod perf;
 pub mod profile;
+pub mod python_str;
 pub mod tables;
 pub mod tasks;
 pub mod warnings;

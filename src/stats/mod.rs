@@ -20,7 +20,10 @@ pub mod paired;
 mod quantile;
 mod sum;
 mod t_dist;
-/// VAGEN's `reward_variance` (kept here by the metrics code; not numpy-ordered).
+/// VAGEN's batch metrics in numpy's order (`batch-metrics`).
+pub mod vagen;
+/// VAGEN's `reward_variance` as `profile`/`aggregate` apply it to rollouts grouped by
+/// task (not numpy-ordered).
 pub mod variance;
 
 pub use moments::{

@@ -10,6 +10,20 @@
 /// `numpy/_core/src/umath/loops_utils.h.src`).
 const PW_BLOCKSIZE: usize = 128;
 
+/// The float widths numpy sums pairwise: `f64` (`DOUBLE_pairwise_sum`) and `f32`
+/// (`FLOAT_pairwise_sum`, which keeps every partial sum in float32).
+pub trait PairwiseFloat: Copy + std::ops::Add<Output = Self> + std::ops::AddAssign {
+    const NEG_ZERO: Self;
+}
+
+impl PairwiseFloat for f64 {
+    const NEG_ZERO: f64 = -0.0;
+}
+
+impl PairwiseFloat for f32 {
+    const NEG_ZERO: f32 = -0.0;
+}
+
 /// Pairwise sum of `xs`, in exactly the order of numpy's `DOUBLE_pairwise_sum`
 /// (`numpy/_core/src/umath/loops_utils.h.src`):
 ///
@@ -23,17 +37,18 @@ const PW_BLOCKSIZE: usize = 128;
 ///   `pairwise_sum(xs[..n2]) + pairwise_sum(xs[n2..])`.
 ///
 /// This is the inner kernel only; `ndarray.sum()` also adds the reduction's
-/// initial value `0.0`, see [`numpy_sum`].
-pub fn pairwise_sum(xs: &[f64]) -> f64 {
+/// initial value `0.0`, see [`numpy_sum`]. numpy's `FLOAT_pairwise_sum` is the same
+/// kernel in float32 arithmetic, so this is generic over both widths.
+pub fn pairwise_sum<T: PairwiseFloat>(xs: &[T]) -> T {
     let n = xs.len();
     if n < 8 {
-        let mut res = -0.0;
+        let mut res = T::NEG_ZERO;
         for &x in xs {
             res += x;
         }
         res
     } else if n <= PW_BLOCKSIZE {
-        let mut r = [0.0f64; 8];
+        let mut r = [T::NEG_ZERO; 8];
         r.copy_from_slice(&xs[..8]);
         let full = n - n % 8;
         for block in xs[8..full].chunks_exact(8) {
@@ -162,8 +177,8 @@ mod tests {
 
     #[test]
     fn small_is_sequential() {
-        assert_eq!(pairwise_sum(&[]).to_bits(), (-0.0f64).to_bits());
-        assert_eq!(pairwise_sum(&[-0.0, -0.0]).to_bits(), (-0.0f64).to_bits());
+        assert_eq!(pairwise_sum::<f64>(&[]).to_bits(), (-0.0f64).to_bits());
+        assert_eq!(pairwise_sum(&[-0.0f64, -0.0]).to_bits(), (-0.0f64).to_bits());
         assert_eq!(numpy_sum(&[-0.0]).to_bits(), 0.0f64.to_bits());
         assert_eq!(numpy_sum(&[]).to_bits(), 0.0f64.to_bits());
         // n < 8 is plain left-to-right: (1e16 + 1) + 1 rounds back to 1e16 twice.
