@@ -67,4 +67,10 @@ impl Json {
             _ => None,
         }
     }
+    pub fn as_str(&self) -> Option<&str> {
+        match self {
+            Json::Str(s) => Some(s),
+            _ => None,
+        }
+    }
 }
