@@ -110,6 +110,35 @@ pub fn run(a: Args) -> Result<()> {
     for f in files {
         say!("Parquet table: {}", f.display());
     }
-    say!("\nTry: rollstat query leaderboard --parquet-dir {}", ex.out_dir.display());
+    say!("\nTry: {} query leaderboard --parquet-dir {}", invocation(), ex.out_dir.display());
     Ok(())
+}
+
+/// How to run this binary again from the same shell: `rollstat` when that name on PATH is
+/// this very file, else this file's path (as after `cargo run`, before `cargo install`).
+fn invocation() -> String {
+    let Ok(me) = std::env::current_exe().and_then(std::fs::canonicalize) else { return "rollstat".into() };
+    let on_path = std::env::var_os("PATH").is_some_and(|paths| {
+        std::env::split_paths(&paths)
+            .find_map(|dir| {
+                let candidate = dir.join("rollstat");
+                candidate.is_file().then_some(candidate)
+            })
+            .and_then(|first| std::fs::canonicalize(first).ok())
+            .is_some_and(|first| first == me)
+    });
+    if on_path {
+        return "rollstat".into();
+    }
+    // Under the working folder (`cargo run` from the checkout), the shorter relative path.
+    let shown = std::env::current_dir()
+        .ok()
+        .and_then(|cwd| me.strip_prefix(cwd).ok().map(|rel| rel.display().to_string()))
+        .filter(|rel| rel.contains('/'))
+        .unwrap_or_else(|| me.display().to_string());
+    if shown.bytes().all(|b| b.is_ascii_alphanumeric() || b"/._-+".contains(&b)) {
+        shown
+    } else {
+        format!("'{}'", shown.replace('\'', "'\\''"))
+    }
 }

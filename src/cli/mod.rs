@@ -19,6 +19,7 @@ pub mod aggregate;
 pub mod batch_metrics;
 pub mod common;
 pub mod compare;
+pub mod completions;
 pub mod demo;
 pub mod export;
 pub mod generate;
@@ -57,6 +58,8 @@ pub enum Command {
     BatchMetrics(batch_metrics::Args),
     /// Runs against a baseline: paired differences per task, clustered standard errors.
     Compare(compare::Args),
+    /// Print a shell completion script (bash, zsh, fish, elvish, powershell).
+    Completions(completions::Args),
 }
 
 /// Parses the process arguments and runs the command.
@@ -89,5 +92,6 @@ pub fn main() -> Result<()> {
         Command::Query(a) => query::run(a),
         Command::BatchMetrics(a) => batch_metrics::run(a),
         Command::Compare(a) => compare::run(a),
+        Command::Completions(a) => completions::run(a),
     }
 }

@@ -11,7 +11,12 @@ use crate::json::{write_compact, Json};
 /// (`rollouts` when they come from a pipe or device).
 pub fn artifact_path(rollouts: &Path, dir: Option<&Path>, suffix: &str, ext: &str) -> PathBuf {
     // A pipe's name (`/dev/fd/63`) says nothing about its rollouts.
-    let stem = match rollouts.file_stem() {
+    // A compressed file is named for what it holds: `run.jsonl.gz` gives `run_…`.
+    let plain = match rollouts.extension().and_then(|e| e.to_str()) {
+        Some("gz" | "zst") => rollouts.with_extension(""),
+        _ => rollouts.to_path_buf(),
+    };
+    let stem = match plain.file_stem() {
         Some(s) if !is_stream(rollouts) => s.to_string_lossy().into_owned(),
         _ => "rollouts".into(),
     };
@@ -32,6 +37,12 @@ pub fn compact_array(entries: &[Json]) -> Vec<u8> {
 /// Refuses a run that would write its artifacts beside rollouts that come from a pipe
 /// or device (there is no folder to write beside): `flag` names the option to pass.
 pub fn check_beside(rollouts: &Path, flag: &str) -> crate::error::Result<()> {
+    if rollouts.is_dir() {
+        return Err(crate::error::Error::bad(
+            crate::error::Location::file(rollouts),
+            "is a folder; give the rollouts file inside it (the `.jsonl` that `gym eval run` wrote)",
+        ));
+    }
     if is_stream(rollouts) {
         return Err(crate::error::Error::bad(
             crate::error::Location::file(rollouts),

@@ -358,11 +358,18 @@ where
     T: Send,
     F: Fn(&mut PieceLines<'_>) -> Result<T> + Sync,
 {
+    if path.is_dir() {
+        return Err(Error::bad(Location::file(path), "is a folder; give the JSONL file inside it"));
+    }
     let mut file = File::open(path).map_err(|e| Error::read(path, e))?;
-    let size = file.metadata().map(|m| m.len()).unwrap_or(0);
+    let compression = Compression::sniff(&mut file, path)?;
+    // A compressed file's progress would count decompressed bytes against the size on
+    // disk, so none is shown for it.
+    let size = if compression.is_some() { 0 } else { file.metadata().map(|m| m.len()).unwrap_or(0) };
     let progress = Progress::new(path, size);
     let mut acc = Collected { out: Vec::new(), base: 0 };
-    let total = match Mapped::new(&file) {
+    let mapped = if compression.is_some() { None } else { Mapped::new(&file) };
+    let total = match mapped {
         Some(m) => {
             parse_region(&m.map, 0, true, Some(&m), &parse, &progress, &mut acc)?;
             m.map.len()
@@ -371,12 +378,13 @@ where
             // Blocks cut at the last newline; the tail is carried into the next block.
             let mut total = 0usize;
             let mut block: Vec<u8> = Vec::new();
+            let mut source = Compression::reader(compression, file, path)?;
             loop {
                 let want = BLOCK.max(block.len() + (1 << 20)) - block.len();
-                let n = std::io::Read::by_ref(&mut file)
+                let n = std::io::Read::by_ref(&mut source)
                     .take(want as u64)
                     .read_to_end(&mut block)
-                    .map_err(|e| Error::read(path, e))?;
+                    .map_err(|e| Compression::read_error(compression, path, e))?;
                 let eof = n == 0;
                 let cut_at = if eof { block.len() } else { memchr::memrchr(b'\n', &block).map_or(0, |p| p + 1) };
                 if cut_at > 0 {
@@ -397,6 +405,77 @@ where
     }
     let report = ReadReport { lines: acc.base, bytes: total as u64, warnings: Vec::new() };
     Ok((acc.out, report))
+}
+
+/// A compression format recognised by the first bytes of a file (its name does not
+/// matter: a `.jsonl` that is really gzip is read as gzip).
+#[derive(Debug, Clone, Copy, PartialEq)]
+enum Compression {
+    Gzip,
+    Zstd,
+}
+
+impl Compression {
+    /// Looks at the first bytes of a regular file and rewinds it; pipes are not sniffed
+    /// (their bytes cannot be put back), and are read as plain JSONL.
+    fn sniff(file: &mut File, path: &Path) -> Result<Option<Compression>> {
+        use std::io::{Seek, SeekFrom};
+        if !file.metadata().map(|m| m.is_file()).unwrap_or(false) {
+            return Ok(None);
+        }
+        let mut head = [0u8; 4];
+        let mut got = 0;
+        while got < head.len() {
+            match file.read(&mut head[got..]) {
+                Ok(0) => break,
+                Ok(n) => got += n,
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+                Err(e) => return Err(Error::read(path, e)),
+            }
+        }
+        file.seek(SeekFrom::Start(0)).map_err(|e| Error::read(path, e))?;
+        Ok(match &head[..got] {
+            [0x1f, 0x8b, ..] => Some(Compression::Gzip),
+            [0x28, 0xb5, 0x2f, 0xfd] => Some(Compression::Zstd),
+            _ => None,
+        })
+    }
+
+    /// The bytes of `file`, decompressed as `compression` says.
+    fn reader(compression: Option<Compression>, file: File, path: &Path) -> Result<Box<dyn Read>> {
+        Ok(match compression {
+            None => Box::new(file),
+            // Several gzip members one after another (`cat a.gz b.gz`) are one stream, as
+            // gunzip reads them.
+            Some(Compression::Gzip) => Box::new(flate2::read::MultiGzDecoder::new(std::io::BufReader::new(file))),
+            Some(Compression::Zstd) => {
+                Box::new(zstd::stream::read::Decoder::new(file).map_err(|e| Error::read(path, e))?)
+            }
+        })
+    }
+
+    /// A failure while reading: corrupt compressed data is bad input, not a read error.
+    fn read_error(compression: Option<Compression>, path: &Path, e: std::io::Error) -> Error {
+        match compression {
+            Some(c) if e.kind() == std::io::ErrorKind::InvalidInput || e.kind() == std::io::ErrorKind::InvalidData => {
+                let name = if c == Compression::Gzip { "gzip" } else { "zstd" };
+                Error::bad(
+                    Location::file(path),
+                    format!("corrupt {name} data ({e}); expected a whole {name}-compressed JSONL file"),
+                )
+            }
+            Some(c) if e.kind() == std::io::ErrorKind::UnexpectedEof => {
+                let name = if c == Compression::Gzip { "gzip" } else { "zstd" };
+                Error::bad(Location::file(path), format!("the {name} stream ends early (a cut-off file?)"))
+            }
+            _ => Error::read(path, e),
+        }
+    }
+}
+
+/// Whether `path` is a gzip or zstd file (read by its first bytes).
+pub fn is_compressed(path: &Path) -> bool {
+    File::open(path).ok().is_some_and(|mut f| matches!(Compression::sniff(&mut f, path), Ok(Some(_))))
 }
 
 /// Makes a piece-local line number in an error file-wide.

@@ -52,7 +52,7 @@ pub fn profile(c: &ProfileConfig) -> Result<ProfileRun> {
 fn profile_in(c: &ProfileConfig) -> Result<ProfileRun> {
     for f in [&c.inputs, &c.rollouts] {
         if f.is_dir() {
-            return Err(Error::bad(Location::file(f), "is a folder; expected a JSONL file"));
+            return Err(Error::bad(Location::file(f), "is a folder; give the JSONL file inside it"));
         }
     }
     let dir = c.out_dir.as_deref();
@@ -78,6 +78,12 @@ fn profile_in(c: &ProfileConfig) -> Result<ProfileRun> {
         return Err(Error::bad(
             Location::file(&c.inputs),
             "not a regular file (a pipe or device?); profile reads the materialized inputs twice (statistics, then each task's sample row), so save them to a file first",
+        ));
+    }
+    if crate::ingest::lines::is_compressed(&c.inputs) {
+        return Err(Error::bad(
+            Location::file(&c.inputs),
+            "is compressed; profile re-reads each task's sample row from the materialized inputs, so give them decompressed (`gunzip -k` or `zstd -d`); compressed rollouts are fine",
         ));
     }
     let (t, inputs) = read_both(&c.rollouts, Some(&c.inputs))?;

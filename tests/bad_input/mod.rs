@@ -498,7 +498,7 @@ fn failed_export_leaves_no_folder_and_folders_are_named() {
     let d = dir.path().to_str().unwrap();
     let o = run(&["profile", "--rollouts", d, "--inputs", i.to_str().unwrap()]);
     assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
-    assert!(stderr(&o).contains("is a folder; expected a JSONL file"), "{}", stderr(&o));
+    assert!(stderr(&o).contains("is a folder; give the JSONL file inside it"), "{}", stderr(&o));
 }
 
 /// An output in a folder that takes no new files is a usage error naming the output.
