@@ -5,25 +5,18 @@ use std::path::PathBuf;
 
 use clap::Args as ClapArgs;
 
-use super::common::{self, MetricArgs};
+use super::common::{self, MetricArgs, RunFiles};
 use crate::error::Result;
 use crate::json::Json;
 use crate::workflow::AggregateConfig;
 
 #[derive(ClapArgs, Debug, Clone)]
 pub struct Args {
-    /// Rollouts JSONL.
-    #[arg(long, value_name = "ROLLOUTS.jsonl")]
-    pub rollouts: PathBuf,
-    /// Materialized inputs JSONL: labels rollouts by their input rows' agent and server.
-    #[arg(long, value_name = "MATERIALIZED.jsonl")]
-    pub inputs: Option<PathBuf>,
+    #[command(flatten)]
+    pub run: RunFiles,
     /// Output file (default: S_aggregate_metrics.json beside S.jsonl).
     #[arg(long, value_name = "FILE")]
     pub out: Option<PathBuf>,
-    /// Label for rollouts that name no agent (without it such rollouts are an error).
-    #[arg(long, value_name = "NAME")]
-    pub agent: Option<String>,
     #[command(flatten)]
     pub metrics: MetricArgs,
     /// Key metrics to select: exact names, `*` globs, or highest-k patterns like
@@ -39,10 +32,10 @@ impl Args {
     /// The validated configuration.
     pub fn config(&self) -> Result<AggregateConfig> {
         Ok(AggregateConfig {
-            rollouts: self.rollouts.clone(),
-            inputs: self.inputs.clone(),
+            rollouts: self.run.rollouts(),
+            inputs: self.run.inputs.clone(),
             out: self.out.clone(),
-            agent: self.agent.clone(),
+            agent: self.run.agent.clone(),
             metrics: self.metrics.resolve()?,
             key_metrics: self.key_metric.clone(),
         })

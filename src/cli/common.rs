@@ -30,6 +30,46 @@ pub fn say_line(args: std::fmt::Arguments<'_>) {
     }
 }
 
+/// The rollouts file of one run, as `--rollouts FILE` or as the first argument, with
+/// the inputs that label it: the one argument group of every command that reads one run.
+#[derive(ClapArgs, Debug, Clone)]
+pub struct RunFiles {
+    #[command(flatten)]
+    pub rollouts: RolloutsFile,
+    /// Materialized inputs JSONL: labels each rollout by its input row's agent and
+    /// environment server.
+    #[arg(long, value_name = "MATERIALIZED.jsonl")]
+    pub inputs: Option<PathBuf>,
+    /// Label for rollouts that name no agent (without it such rollouts are an error).
+    #[arg(long, value_name = "NAME")]
+    pub agent: Option<String>,
+}
+
+impl RunFiles {
+    pub fn rollouts(&self) -> PathBuf {
+        self.rollouts.path()
+    }
+}
+
+/// The rollouts file alone, as `--rollouts FILE` or as the first argument (`profile`,
+/// whose materialized inputs are required).
+#[derive(ClapArgs, Debug, Clone)]
+pub struct RolloutsFile {
+    /// Rollouts JSONL as `gym eval run` wrote it (also .jsonl.gz or .jsonl.zst).
+    #[arg(long = "rollouts", value_name = "ROLLOUTS.jsonl", conflicts_with = "rollouts_arg")]
+    rollouts_flag: Option<PathBuf>,
+    /// The rollouts file, when not given as --rollouts.
+    #[arg(value_name = "ROLLOUTS.jsonl", required_unless_present = "rollouts_flag")]
+    rollouts_arg: Option<PathBuf>,
+}
+
+impl RolloutsFile {
+    /// The rollouts file, however it was given (clap requires one of the two).
+    pub fn path(&self) -> PathBuf {
+        self.rollouts_flag.clone().or_else(|| self.rollouts_arg.clone()).expect("clap requires the rollouts file")
+    }
+}
+
 /// Custom-metric flags shared by `profile` and `aggregate`.
 #[derive(ClapArgs, Debug, Clone, Default)]
 pub struct MetricArgs {

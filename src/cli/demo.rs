@@ -44,6 +44,7 @@ pub fn run(a: Args) -> Result<()> {
     let ing = IngestConfig {
         rollouts: g.rollouts_path.clone(),
         inputs: Some(g.inputs_path.clone()),
+        agent: None,
         out: a.dir.join("rollouts.parquet"),
     };
     let r = workflow::ingest(&ing)?;

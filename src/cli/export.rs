@@ -1,25 +1,18 @@
 //! `rollstat export`: the rollouts, tasks, agents and repeats tables as Parquet (zstd)
-//! for DuckDB, Spark, pandas and BI tools. Schemas are documented in the README.
+//! for DuckDB, Spark, pandas and BI tools. Schemas are in the command reference (docs/commands.md).
 
 use std::path::PathBuf;
 
 use clap::Args as ClapArgs;
 
-use super::common;
+use super::common::{self, RunFiles};
 use crate::error::Result;
 use crate::workflow::ExportConfig;
 
 #[derive(ClapArgs, Debug, Clone)]
 pub struct Args {
-    /// Rollouts JSONL.
-    #[arg(long, value_name = "ROLLOUTS.jsonl")]
-    pub rollouts: PathBuf,
-    /// Materialized inputs JSONL (for run labels).
-    #[arg(long, value_name = "MATERIALIZED.jsonl")]
-    pub inputs: Option<PathBuf>,
-    /// Label for rollouts that name no agent.
-    #[arg(long, value_name = "NAME")]
-    pub agent: Option<String>,
+    #[command(flatten)]
+    pub run: RunFiles,
     /// Output folder (created if missing).
     #[arg(long, value_name = "DIR")]
     pub out_dir: PathBuf,
@@ -29,9 +22,9 @@ impl Args {
     /// The validated configuration.
     pub fn config(&self) -> ExportConfig {
         ExportConfig {
-            rollouts: self.rollouts.clone(),
-            inputs: self.inputs.clone(),
-            agent: self.agent.clone(),
+            rollouts: self.run.rollouts(),
+            inputs: self.run.inputs.clone(),
+            agent: self.run.agent.clone(),
             out_dir: self.out_dir.clone(),
         }
     }

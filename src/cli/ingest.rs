@@ -6,17 +6,14 @@ use std::path::PathBuf;
 
 use clap::Args as ClapArgs;
 
+use super::common::RunFiles;
 use crate::error::Result;
 use crate::workflow::IngestConfig;
 
 #[derive(ClapArgs, Debug, Clone)]
 pub struct Args {
-    /// Rollouts JSONL.
-    #[arg(value_name = "ROLLOUTS.jsonl")]
-    pub rollouts: PathBuf,
-    /// Materialized inputs JSONL (labels rollouts by their input rows' agent and server).
-    #[arg(long, value_name = "MATERIALIZED.jsonl")]
-    pub inputs: Option<PathBuf>,
+    #[command(flatten)]
+    pub run: RunFiles,
     /// Output Parquet file.
     #[arg(long, value_name = "FILE", default_value = "rollouts.parquet")]
     pub out: PathBuf,
@@ -25,7 +22,12 @@ pub struct Args {
 impl Args {
     /// The validated configuration.
     pub fn config(&self) -> IngestConfig {
-        IngestConfig { rollouts: self.rollouts.clone(), inputs: self.inputs.clone(), out: self.out.clone() }
+        IngestConfig {
+            rollouts: self.run.rollouts(),
+            inputs: self.run.inputs.clone(),
+            agent: self.run.agent.clone(),
+            out: self.out.clone(),
+        }
     }
 }
 

@@ -7,7 +7,7 @@ use std::path::PathBuf;
 
 use clap::Args as ClapArgs;
 
-use super::common::{self, MetricArgs};
+use super::common::{self, MetricArgs, RolloutsFile};
 use crate::error::Result;
 use crate::workflow::{ProfileConfig, ProfileRun};
 
@@ -16,9 +16,8 @@ pub struct Args {
     /// Materialized inputs JSONL (one row per expected rollout).
     #[arg(long, value_name = "MATERIALIZED.jsonl")]
     pub inputs: PathBuf,
-    /// Rollouts JSONL.
-    #[arg(long, value_name = "ROLLOUTS.jsonl")]
-    pub rollouts: PathBuf,
+    #[command(flatten)]
+    pub rollouts: RolloutsFile,
     /// Profile what completed when some input rows have no rollout.
     #[arg(long)]
     pub allow_partial: bool,
@@ -34,7 +33,7 @@ impl Args {
     pub fn config(&self) -> Result<ProfileConfig> {
         Ok(ProfileConfig {
             inputs: self.inputs.clone(),
-            rollouts: self.rollouts.clone(),
+            rollouts: self.rollouts.path(),
             allow_partial: self.allow_partial,
             out_dir: self.out_dir.clone(),
             metrics: self.metrics.resolve()?,

@@ -17,6 +17,8 @@ pub struct IngestConfig {
     pub rollouts: PathBuf,
     /// Materialized inputs JSONL (labels rollouts by their input rows' agent and server).
     pub inputs: Option<PathBuf>,
+    /// The `agent` of rollouts that name none (else null in the table).
+    pub agent: Option<String>,
     /// Output Parquet file.
     pub out: PathBuf,
 }
@@ -42,7 +44,7 @@ pub fn ingest(c: &IngestConfig) -> Result<IngestRun> {
     status.say("building the table");
     let runs = runs(&t, inputs.as_ref());
     let t0 = std::time::Instant::now();
-    let mut df = rollouts_frame(&t, &runs, None)?;
+    let mut df = rollouts_frame(&t, &runs, c.agent.as_deref())?;
     trace("frame", t0);
     let t0 = std::time::Instant::now();
     status.writing(&c.out);

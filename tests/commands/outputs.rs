@@ -404,3 +404,32 @@ fn rollouts_from_a_pipe() {
         assert_eq!(std::fs::read(from_pipe.join(n)).unwrap(), std::fs::read(from_file.join(n)).unwrap(), "{n}");
     }
 }
+
+/// Every command that reads one run takes its rollouts file as `--rollouts FILE` or as the
+/// first argument, with the same result; giving both is a usage error.
+#[test]
+fn the_rollouts_file_may_be_given_without_the_flag() {
+    let d = TempDir::new("positional");
+    let (r, want) = small_aggregate(&d);
+    let r = r.to_str().unwrap();
+    let out = d.join("positional.json");
+    let o = run(&["aggregate", r, "--out", out.to_str().unwrap(), "-q"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(std::fs::read(&out).unwrap() == want, "positional aggregate differs");
+    for args in [
+        vec!["export", r, "--out-dir", d.join("tables").to_str().unwrap()],
+        vec!["ingest", "--rollouts", r, "--out", d.join("flag.parquet").to_str().unwrap()],
+        vec!["ingest", r, "--out", d.join("positional.parquet").to_str().unwrap()],
+    ] {
+        let o = run(&args);
+        assert!(o.status.success(), "{args:?}: {}", stderr(&o));
+    }
+    assert_eq!(std::fs::read(d.join("flag.parquet")).unwrap(), std::fs::read(d.join("positional.parquet")).unwrap());
+    let o = run(&["aggregate", r, "--rollouts", r, "--out", d.join("both.json").to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    assert!(stderr(&o).contains("cannot be used with"), "{}", stderr(&o));
+    assert!(!d.join("both.json").exists());
+    let o = run(&["aggregate", "-q"]);
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    assert!(stderr(&o).contains("ROLLOUTS.jsonl"), "{}", stderr(&o));
+}
