@@ -20,6 +20,8 @@ pub mod paired;
 mod quantile;
 mod sum;
 mod t_dist;
+/// Welch's unequal-variance t interval for a difference of means (scipy's `ttest_ind`).
+mod welch;
 /// VAGEN's `reward_variance` (kept here by the metrics code; not numpy-ordered).
 pub mod variance;
 
@@ -32,6 +34,7 @@ pub use quantile::{median_sorted, order_at, positions_for, quantile_linear_sorte
 pub use sum::{fsum, numpy_sum, pairwise_sum};
 pub use t_dist::{t_interval, t_ppf, t_two_sided_p};
 pub use variance::{group_variance, reward_variance};
+pub use welch::{welch_interval, Welch};
 
 #[cfg(test)]
 mod test_data;
