@@ -20,6 +20,7 @@ pub mod batch_metrics;
 pub mod common;
 pub mod compare;
 pub mod demo;
+pub mod eval_compare;
 pub mod export;
 pub mod generate;
 pub mod ingest;
@@ -57,6 +58,8 @@ pub enum Command {
     BatchMetrics(batch_metrics::Args),
     /// Runs against a baseline: paired differences per task, clustered standard errors.
     Compare(compare::Args),
+    /// NeMo Gym's `gym eval compare`: a baseline run against candidates, from their aggregate metrics files.
+    EvalCompare(eval_compare::Args),
 }
 
 /// Parses the process arguments and runs the command.
@@ -89,5 +92,6 @@ pub fn main() -> Result<()> {
         Command::Query(a) => query::run(a),
         Command::BatchMetrics(a) => batch_metrics::run(a),
         Command::Compare(a) => compare::run(a),
+        Command::EvalCompare(a) => eval_compare::run(a),
     }
 }
