@@ -6,4 +6,5 @@ mod commands;
 mod common;
 mod compare;
 mod conformance;
+mod eval_compare;
 mod layout;
