@@ -97,7 +97,10 @@ fn row_json(r: &MetricRow) -> Json {
         (k("is_key_metric"), Json::Bool(r.is_key_metric)),
         (k("present_in"), strs(&r.present_in)),
         (k("baseline"), r.baseline.as_ref().map_or(Json::Null, |v| Json::Obj(value_members(v)))),
-        (k("candidates"), Json::Arr(r.candidates.iter().map(|c| c.as_ref().map_or(Json::Null, candidate_json)).collect())),
+        (
+            k("candidates"),
+            Json::Arr(r.candidates.iter().map(|c| c.as_ref().map_or(Json::Null, candidate_json)).collect()),
+        ),
     ])
 }
 
@@ -175,7 +178,15 @@ fn py_fixed(v: f64, prec: usize, signed: bool) -> String {
         return if signed { "+nan".into() } else { "nan".into() };
     }
     if v.is_infinite() {
-        let s = if v > 0.0 { if signed { "+inf" } else { "inf" } } else { "-inf" };
+        let s = if v > 0.0 {
+            if signed {
+                "+inf"
+            } else {
+                "inf"
+            }
+        } else {
+            "-inf"
+        };
         return s.into();
     }
     if signed {
@@ -364,17 +375,17 @@ fn shown_flips(s: &FlipSummary) -> Vec<&TaskFlip> {
     let mut out = Vec::new();
     for f in &s.flips {
         let d = f.direction.as_str();
-        let n = match seen.iter_mut().find(|(x, _)| *x == d) {
-            Some(slot) => slot,
+        let at = match seen.iter().position(|(x, _)| *x == d) {
+            Some(i) => i,
             None => {
                 seen.push((d, 0));
-                seen.last_mut().expect("just pushed")
+                seen.len() - 1
             }
         };
-        if n.1 >= MAX_FLIPS_SHOWN {
+        if seen[at].1 >= MAX_FLIPS_SHOWN {
             continue;
         }
-        n.1 += 1;
+        seen[at].1 += 1;
         out.push(f);
     }
     out
@@ -494,15 +505,19 @@ pub fn render_markdown(r: &Comparison, p: &Provenance) -> String {
             let label = if c.flips.len() > 1 { format!(" — {}", labels[i]) } else { String::new() };
             flip_section(s, &label, &mut out);
         }
-        let one_sided: Vec<&MetricRow> = c.metrics.iter().filter(|m| m.present_in.len() < 1 + r.candidates.len()).collect();
+        let one_sided: Vec<&MetricRow> =
+            c.metrics.iter().filter(|m| m.present_in.len() < 1 + r.candidates.len()).collect();
         if !one_sided.is_empty() {
             out.push("### Metrics present in only one run".into());
             out.push(String::new());
             out.push("Metric names embed the repeat count (`pass@1[avg-of-3]` vs `pass@1[avg-of-5]`), so runs collected with different `--num-repeats` will not line these up.".into());
             out.push(String::new());
             for m in one_sided {
-                let where_ =
-                    if m.present_in.is_empty() { "no numeric value on either side".into() } else { m.present_in.join(", ") };
+                let where_ = if m.present_in.is_empty() {
+                    "no numeric value on either side".into()
+                } else {
+                    m.present_in.join(", ")
+                };
                 out.push(format!("- `{}` — {where_}", m.metric));
             }
             out.push(String::new());

@@ -569,36 +569,36 @@ pub fn read_rollouts_bytes(path: &Path, data: &[u8]) -> Result<RolloutTable> {
 
 /// Parses the lines of one piece into a [`Piece`].
 fn parse_piece(path: &Path, lines: &mut PieceLines<'_>) -> Result<Piece> {
-        let mut p = Piece::default();
-        let mut top = Vec::new();
-        let mut usage = Vec::new();
-        let mut sized = false;
-        while let Some(l) = lines.next() {
-            if !sized && l.number >= 64 {
-                // Sized once from the first lines, instead of grown by doubling.
-                p.reserve(lines.remaining_estimate() + 64);
-                sized = true;
-            }
-            let r = p.parse_line(&l, &mut top, &mut usage);
-            if let Err(e) = r {
-                // Undo a half-written row: columns may hold a value for it.
-                p.cols.undo_row();
-                if l.unterminated && cut_mid_write(l.bytes) {
-                    p.cut_off = Some((l.number, e.msg));
-                    continue;
-                }
-                let mut loc = Location::line(path, l.number);
-                if let Some(k) = e.key.clone().or_else(|| e.offset.and_then(|o| top_key_at(l.bytes, o))) {
-                    loc = loc.key(&k);
-                }
-                let msg = match e.offset {
-                    Some(off) if e.key.is_none() => format!("{} (at byte {} of the line)", e.msg, off + 1),
-                    _ => e.msg,
-                };
-                return Err(Error::bad(loc, msg));
-            }
+    let mut p = Piece::default();
+    let mut top = Vec::new();
+    let mut usage = Vec::new();
+    let mut sized = false;
+    while let Some(l) = lines.next() {
+        if !sized && l.number >= 64 {
+            // Sized once from the first lines, instead of grown by doubling.
+            p.reserve(lines.remaining_estimate() + 64);
+            sized = true;
         }
-        Ok(p)
+        let r = p.parse_line(&l, &mut top, &mut usage);
+        if let Err(e) = r {
+            // Undo a half-written row: columns may hold a value for it.
+            p.cols.undo_row();
+            if l.unterminated && cut_mid_write(l.bytes) {
+                p.cut_off = Some((l.number, e.msg));
+                continue;
+            }
+            let mut loc = Location::line(path, l.number);
+            if let Some(k) = e.key.clone().or_else(|| e.offset.and_then(|o| top_key_at(l.bytes, o))) {
+                loc = loc.key(&k);
+            }
+            let msg = match e.offset {
+                Some(off) if e.key.is_none() => format!("{} (at byte {} of the line)", e.msg, off + 1),
+                _ => e.msg,
+            };
+            return Err(Error::bad(loc, msg));
+        }
+    }
+    Ok(p)
 }
 
 /// Merges parsed pieces (in file order, with their line bases) into the sorted table.

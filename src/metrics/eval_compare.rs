@@ -32,7 +32,7 @@ use super::aggregate::{aggregate, AggregateOptions};
 use super::warnings::Warnings;
 use crate::error::{Error, Location, Result};
 use crate::ingest::read_rollouts_bytes;
-use crate::json::{parse, write_compact, Json, Members};
+use crate::json::{parse, write_compact, Json};
 use crate::stats::welch_interval;
 
 /// The per-task field flips are computed from.
@@ -180,13 +180,25 @@ pub fn parse_run_file(
     bytes: &[u8],
 ) -> Result<RunFile> {
     let f = aggregate_path;
-    let payload = parse(bytes).map_err(|e| bad(f, None, format!("not valid JSON ({e}); expected an aggregate-metrics file (a JSON list of per-agent entries)")))?;
-    let Json::Arr(items) = payload else {
-        return Err(bad(
+    let payload = parse(bytes).map_err(|e| {
+        bad(
             f,
             None,
-            format!("is {}, not a valid aggregate-metrics file (expected a JSON list of per-agent entries)", kind(&payload)),
-        ));
+            format!("not valid JSON ({e}); expected an aggregate-metrics file (a JSON list of per-agent entries)"),
+        )
+    })?;
+    let items = match payload {
+        Json::Arr(items) => items,
+        other => {
+            return Err(bad(
+                f,
+                None,
+                format!(
+                    "is {}, not a valid aggregate-metrics file (expected a JSON list of per-agent entries)",
+                    kind(&other)
+                ),
+            ))
+        }
     };
     if items.is_empty() {
         return Err(bad(f, None, "contains no agent entries (expected a JSON list of per-agent entries)".into()));
@@ -202,7 +214,13 @@ pub fn parse_run_file(
         }
         let name = match entry.get("agent_ref").and_then(|r| r.get("name")) {
             Some(Json::Str(s)) if !s.is_empty() => s.clone(),
-            _ => return Err(bad(f, Some("agent_ref.name"), format!("entry {pos} has no `agent_ref.name` (expected the agent's name as text)"))),
+            _ => {
+                return Err(bad(
+                    f,
+                    Some("agent_ref.name"),
+                    format!("entry {pos} has no `agent_ref.name` (expected the agent's name as text)"),
+                ))
+            }
         };
         if entries.iter().any(|(n, _)| *n == name) {
             return Err(bad(f, Some("agent_ref.name"), format!("contains two entries for agent {}", py_repr(&name))));
@@ -235,7 +253,11 @@ fn check_entry(f: &Path, agent: &str, e: &Json) -> Result<()> {
             Some(Json::Arr(list)) => {
                 for (i, item) in list.iter().enumerate() {
                     if !matches!(item, Json::Obj(_)) {
-                        return Err(bad(f, Some(k), format!("{} item {i} is {}; expected an object", at(k), kind(item))));
+                        return Err(bad(
+                            f,
+                            Some(k),
+                            format!("{} item {i} is {}; expected an object", at(k), kind(item)),
+                        ));
                     }
                     if k == "repeat_level_metrics" {
                         if let Some(v) = item.get("missing_count") {
@@ -264,18 +286,30 @@ fn check_task(f: &Path, agent: &str, i: usize, t: &Json) -> Result<()> {
     match t.get("_ng_task_index") {
         None | Some(Json::Int(_)) => {}
         Some(v) => {
-            return Err(bad(f, Some("_ng_task_index"), format!("{here}: `_ng_task_index` is {}; expected an integer", kind(v))))
+            return Err(bad(
+                f,
+                Some("_ng_task_index"),
+                format!("{here}: `_ng_task_index` is {}; expected an integer", kind(v)),
+            ))
         }
     }
     match t.get("rollout_infos") {
         None | Some(Json::Null) => {}
         Some(Json::Arr(list)) => {
             if let Some((j, v)) = list.iter().enumerate().find(|(_, v)| !matches!(v, Json::Obj(_))) {
-                return Err(bad(f, Some("rollout_infos"), format!("{here}: `rollout_infos` item {j} is {}; expected an object", kind(v))));
+                return Err(bad(
+                    f,
+                    Some("rollout_infos"),
+                    format!("{here}: `rollout_infos` item {j} is {}; expected an object", kind(v)),
+                ));
             }
         }
         Some(v) => {
-            return Err(bad(f, Some("rollout_infos"), format!("{here}: `rollout_infos` is {}; expected a list of objects", kind(v))))
+            return Err(bad(
+                f,
+                Some("rollout_infos"),
+                format!("{here}: `rollout_infos` is {}; expected a list of objects", kind(v)),
+            ))
         }
     }
     Ok(())
@@ -490,7 +524,12 @@ fn select(
     c: &AgentChoice,
 ) -> Result<(Vec<Selection>, Vec<String>, Vec<(String, Vec<String>)>)> {
     if c.baseline_agent.is_some() || c.candidate_agents.is_some() {
-        let b = match c.baseline_agent.as_deref().filter(|s| !s.is_empty()).or(c.agent.as_deref().filter(|s| !s.is_empty())) {
+        let b = match c
+            .baseline_agent
+            .as_deref()
+            .filter(|s| !s.is_empty())
+            .or(c.agent.as_deref().filter(|s| !s.is_empty()))
+        {
             Some(a) => a.to_string(),
             None => sole_agent(base)?,
         };
@@ -836,7 +875,8 @@ fn metric_rows(base: &Loaded, cands: &[Loaded], warn: &mut Warnings) -> Vec<Metr
     let bm = base.merged();
     let cms: Vec<Vec<(Arc<str>, Json)>> = cands.iter().map(Loaded::merged).collect();
     let is_key = |n: &str| {
-        base.key_metrics.iter().any(|(k, _)| &**k == n) || cands.iter().any(|c| c.key_metrics.iter().any(|(k, _)| &**k == n))
+        base.key_metrics.iter().any(|(k, _)| &**k == n)
+            || cands.iter().any(|c| c.key_metrics.iter().any(|(k, _)| &**k == n))
     };
     let mut names: Vec<&str> = Vec::new();
     for m in std::iter::once(&bm).chain(&cms) {
@@ -867,8 +907,15 @@ fn metric_rows(base: &Loaded, cands: &[Loaded], warn: &mut Warnings) -> Vec<Metr
             }));
         }
         let mut present_in: Vec<String> = if b.is_some() { vec!["baseline".into()] } else { vec![] };
-        present_in.extend(candidates.iter().enumerate().filter(|(_, v)| v.is_some()).map(|(i, _)| format!("candidate[{i}]")));
-        rows.push(MetricRow { metric: name.to_string(), is_key_metric: is_key(name), present_in, baseline: b, candidates });
+        present_in
+            .extend(candidates.iter().enumerate().filter(|(_, v)| v.is_some()).map(|(i, _)| format!("candidate[{i}]")));
+        rows.push(MetricRow {
+            metric: name.to_string(),
+            is_key_metric: is_key(name),
+            present_in,
+            baseline: b,
+            candidates,
+        });
     }
     rows
 }
@@ -962,8 +1009,10 @@ fn looks_binary(tasks: &[i64], b: &[(i64, &Json)], c: &[(i64, &Json)]) -> bool {
     for &t in tasks {
         for groups in [b, c] {
             let g = find(groups, t).expect("common task");
-            let mut observed: Vec<Option<&Json>> =
-                [g.get(&min_key), g.get(&max_key)].into_iter().filter(|v| !matches!(v, None | Some(Json::Null))).collect();
+            let mut observed: Vec<Option<&Json>> = [g.get(&min_key), g.get(&max_key)]
+                .into_iter()
+                .filter(|v| !matches!(v, None | Some(Json::Null)))
+                .collect();
             if observed.is_empty() {
                 observed.push(g.get(&mean_key));
             }
@@ -1033,11 +1082,8 @@ fn flip_summary(base: &Loaded, cand: &Loaded, index: usize) -> FlipSummary {
         return s;
     }
     if common.is_empty() {
-        s.reason = Some(format!(
-            "no overlapping task indices (baseline has {}, candidate has {}).",
-            bg.len(),
-            cg.len()
-        ));
+        s.reason =
+            Some(format!("no overlapping task indices (baseline has {}, candidate has {}).", bg.len(), cg.len()));
         return s;
     }
     let mean_key = format!("mean/{FLIP_FIELD}");
@@ -1064,7 +1110,11 @@ fn flip_summary(base: &Loaded, cand: &Loaded, index: usize) -> FlipSummary {
     };
     let tasks: Vec<i64> = scored.iter().map(|x| x.0).collect();
     let by_change = |a: &TaskFlip, b: &TaskFlip| {
-        b.delta.abs().partial_cmp(&a.delta.abs()).unwrap_or(std::cmp::Ordering::Equal).then(a.task_index.cmp(&b.task_index))
+        b.delta
+            .abs()
+            .partial_cmp(&a.delta.abs())
+            .unwrap_or(std::cmp::Ordering::Equal)
+            .then(a.task_index.cmp(&b.task_index))
     };
     if !looks_binary(&tasks, &bg, &cg) {
         let mut movers: Vec<TaskFlip> =
@@ -1087,7 +1137,9 @@ fn flip_summary(base: &Loaded, cand: &Loaded, index: usize) -> FlipSummary {
     }
     // Regressions first, then by how far the task moved.
     flips.sort_by(|a, b| {
-        (a.direction != Direction::PassToFail).cmp(&(b.direction != Direction::PassToFail)).then_with(|| by_change(a, b))
+        (a.direction != Direction::PassToFail)
+            .cmp(&(b.direction != Direction::PassToFail))
+            .then_with(|| by_change(a, b))
     });
     cap_reward_lists(&mut flips);
     let p2f = flips.iter().filter(|f| f.direction == Direction::PassToFail).count();
@@ -1100,15 +1152,6 @@ fn flip_summary(base: &Loaded, cand: &Loaded, index: usize) -> FlipSummary {
     s.net = Some(f2p as i64 - p2f as i64);
     s.flips = flips;
     s
-}
-
-/// The members of `m` (for renderers that walk an object).
-pub fn members(m: &Json) -> &Members {
-    static EMPTY: Members = Vec::new();
-    match m {
-        Json::Obj(v) => v,
-        _ => &EMPTY,
-    }
 }
 
 #[cfg(test)]

@@ -20,10 +20,10 @@ pub mod paired;
 mod quantile;
 mod sum;
 mod t_dist;
-/// Welch's unequal-variance t interval for a difference of means (scipy's `ttest_ind`).
-mod welch;
 /// VAGEN's `reward_variance` (kept here by the metrics code; not numpy-ordered).
 pub mod variance;
+/// Welch's unequal-variance t interval for a difference of means (scipy's `ttest_ind`).
+mod welch;
 
 pub use moments::{
     mean, pandas_mean, pandas_mean_with_scratch, pandas_std, pandas_std_with_scratch, pandas_var,

@@ -93,12 +93,7 @@ pub fn utc_now() -> String {
     let day = doy - (153 * mp + 2) / 5 + 1;
     let month = if mp < 10 { mp + 3 } else { mp - 9 };
     let year = yoe + era * 400 + i64::from(month <= 2);
-    format!(
-        "{year:04}-{month:02}-{day:02}T{:02}:{:02}:{:02}+00:00",
-        rem / 3600,
-        rem % 3600 / 60,
-        rem % 60
-    )
+    format!("{year:04}-{month:02}-{day:02}T{:02}:{:02}:{:02}+00:00", rem / 3600, rem % 3600 / 60, rem % 60)
 }
 
 /// One run to read: its role and position, the rollouts path as given and resolved, and
@@ -157,8 +152,7 @@ fn missing(s: &Side) -> Error {
     Error::bad(
         Location::file(&s.aggregate),
         format!(
-            "Aggregate metrics not found: '{}', {how}. The run may have been collected with --disable-aggregation: run `rollstat aggregate --rollouts {}` first, pass --compute-missing to compute it now, or point at the metrics file directly with --baseline-agg-metrics / --candidates-agg-metrics.",
-            s.aggregate.display(),
+            "Aggregate metrics not found, {how}. The run may have been collected with --disable-aggregation: run `rollstat aggregate --rollouts {}` first, pass --compute-missing to compute it now, or point at the metrics file directly with --baseline-agg-metrics / --candidates-agg-metrics.",
             s.given
         ),
     )
@@ -173,7 +167,10 @@ pub fn eval_compare(c: &EvalCompareConfig) -> Result<EvalCompareRun> {
     let mut warn = Warnings::default();
     for s in &sides {
         if s.aggregate.is_dir() {
-            return Err(Error::bad(Location::file(&s.aggregate), "is a folder; expected an aggregate metrics JSON file"));
+            return Err(Error::bad(
+                Location::file(&s.aggregate),
+                "is a folder; expected an aggregate metrics JSON file",
+            ));
         }
         if s.aggregate.exists() {
             continue;
@@ -230,8 +227,7 @@ pub fn eval_compare(c: &EvalCompareConfig) -> Result<EvalCompareRun> {
         ReportFormat::Json => (false, true),
         ReportFormat::Both => (true, true),
     };
-    let inputs: Vec<&Path> =
-        sides.iter().flat_map(|s| [s.aggregate.as_path(), s.rollouts.as_path()]).collect();
+    let inputs: Vec<&Path> = sides.iter().flat_map(|s| [s.aggregate.as_path(), s.rollouts.as_path()]).collect();
     let files = in_out_dir(&dir, || {
         let mut out = OutputSet::new(&inputs);
         let paths = report_paths(&dir, md, js);

@@ -190,11 +190,8 @@ fn check_case(case: &Path, fails: &mut Vec<String>) -> f64 {
 
 fn compare_cases() -> Option<Vec<PathBuf>> {
     let root = shared()?.join("compare");
-    let mut v: Vec<PathBuf> = std::fs::read_dir(&root)
-        .ok()?
-        .map(|e| e.unwrap().path())
-        .filter(|p| p.join("case.json").exists())
-        .collect();
+    let mut v: Vec<PathBuf> =
+        std::fs::read_dir(&root).ok()?.map(|e| e.unwrap().path()).filter(|p| p.join("case.json").exists()).collect();
     v.sort();
     Some(v)
 }
@@ -273,7 +270,8 @@ fn report_format_md_writes_only_markdown() {
         ],
     );
     assert!(o.status.success(), "{}", stderr(&o));
-    let names: Vec<String> = std::fs::read_dir(&out).unwrap().map(|e| e.unwrap().file_name().to_string_lossy().into_owned()).collect();
+    let names: Vec<String> =
+        std::fs::read_dir(&out).unwrap().map(|e| e.unwrap().file_name().to_string_lossy().into_owned()).collect();
     assert_eq!(names, vec!["compare_report.md".to_string()]);
 }
 
@@ -324,8 +322,11 @@ fn compute_missing_reproduces_the_reference_report() {
     let d = TempDir::new("evalcmp-missing");
     for side in ["base", "cand"] {
         std::fs::create_dir_all(d.join(side)).unwrap();
-        std::fs::copy(root.join("missing_aggregate").join(side).join("rollouts.jsonl"), d.join(side).join("rollouts.jsonl"))
-            .unwrap();
+        std::fs::copy(
+            root.join("missing_aggregate").join(side).join("rollouts.jsonl"),
+            d.join(side).join("rollouts.jsonl"),
+        )
+        .unwrap();
     }
     std::fs::copy(
         root.join("missing_aggregate/base/rollouts_aggregate_metrics.json"),
@@ -413,14 +414,24 @@ fn malformed_aggregate_files_are_refused() {
             "[{\"agent_ref\": {\"name\": \"a\"}, \"group_level_metrics\": [{\"_ng_task_index\": \"7\"}]}]".to_string(),
             "`_ng_task_index` is a string; expected an integer",
         ),
-        ("[{\"agent_ref\": {\"name\": \"a\"}}, {\"agent_ref\": {\"name\": \"a\"}}]".to_string(), "two entries for agent 'a'"),
+        (
+            "[{\"agent_ref\": {\"name\": \"a\"}}, {\"agent_ref\": {\"name\": \"a\"}}]".to_string(),
+            "two entries for agent 'a'",
+        ),
     ];
     let out = d.join("out");
     for (text, want) in cases {
         std::fs::write(&agg, &text).unwrap();
         let o = eval_compare(
             d.path(),
-            &["--baseline", "base/rollouts.jsonl", "--candidates", "cand/rollouts.jsonl", "--output-dir", out.to_str().unwrap()],
+            &[
+                "--baseline",
+                "base/rollouts.jsonl",
+                "--candidates",
+                "cand/rollouts.jsonl",
+                "--output-dir",
+                out.to_str().unwrap(),
+            ],
         );
         let e = stderr(&o);
         assert_eq!(o.status.code(), Some(2), "{text}: {e}");
