@@ -496,10 +496,10 @@ fn matching_chars(a: &[char], b: &[char]) -> usize {
     }
     let (mut bi, mut bj, mut size) = (0, 0, 0);
     let mut prev = vec![0usize; b.len() + 1];
-    for i in 0..a.len() {
+    for (i, ca) in a.iter().enumerate() {
         let mut cur = vec![0usize; b.len() + 1];
-        for j in 0..b.len() {
-            if a[i] == b[j] {
+        for (j, cb) in b.iter().enumerate() {
+            if ca == cb {
                 cur[j + 1] = prev[j] + 1;
                 if cur[j + 1] > size {
                     size = cur[j + 1];
@@ -516,13 +516,17 @@ fn matching_chars(a: &[char], b: &[char]) -> usize {
     size + matching_chars(&a[..bi], &b[..bj]) + matching_chars(&a[bi + size..], &b[bj + size..])
 }
 
-/// The comparison blocks, run-level warnings and agents left out (by run tag):
-/// per-side names first, then `agent` on every side, else every agent all runs share.
-fn select(
-    base: &RunFile,
-    cands: &[RunFile],
-    c: &AgentChoice,
-) -> Result<(Vec<Selection>, Vec<String>, Vec<(String, Vec<String>)>)> {
+/// What [`select`] chose: the comparison blocks, run-level warnings, and the agents left
+/// out by run tag.
+struct Selected {
+    blocks: Vec<Selection>,
+    warnings: Vec<String>,
+    skipped: Vec<(String, Vec<String>)>,
+}
+
+/// The comparison blocks: per-side names first, then `agent` on every side, else every
+/// agent all runs share (the others are left out, with a warning in the report).
+fn select(base: &RunFile, cands: &[RunFile], c: &AgentChoice) -> Result<Selected> {
     if c.baseline_agent.is_some() || c.candidate_agents.is_some() {
         let b = match c
             .baseline_agent
@@ -544,14 +548,19 @@ fn select(
             require_agent(run, &a)?;
             out.push(a);
         }
-        return Ok((vec![Selection { baseline: b, candidates: out }], vec![], vec![]));
+        return Ok(Selected {
+            blocks: vec![Selection { baseline: b, candidates: out }],
+            warnings: vec![],
+            skipped: vec![],
+        });
     }
     if let Some(a) = c.agent.as_ref().filter(|s| !s.is_empty()) {
         require_agent(base, a)?;
         for run in cands {
             require_agent(run, a)?;
         }
-        return Ok((vec![Selection { baseline: a.clone(), candidates: vec![a.clone(); cands.len()] }], vec![], vec![]));
+        let blocks = vec![Selection { baseline: a.clone(), candidates: vec![a.clone(); cands.len()] }];
+        return Ok(Selected { blocks, warnings: vec![], skipped: vec![] });
     }
     let mut matched = base.agent_names();
     matched.retain(|n| cands.iter().all(|r| r.entry(n).is_some()));
@@ -577,7 +586,7 @@ fn select(
     }
     let sels =
         matched.iter().map(|n| Selection { baseline: n.clone(), candidates: vec![n.clone(); cands.len()] }).collect();
-    Ok((sels, warnings, skipped))
+    Ok(Selected { blocks: sels, warnings, skipped })
 }
 
 /// One side narrowed to one agent.
@@ -758,7 +767,7 @@ pub struct Comparison {
 /// Compares `base` with `cands`. Observations NeMo Gym emits as Python warnings (uneven
 /// repeat coverage, scipy's precision-loss notice) go to `warn`.
 pub fn compare(base: &RunFile, cands: &[RunFile], choice: &AgentChoice, warn: &mut Warnings) -> Result<Comparison> {
-    let (selections, warnings, skipped) = select(base, cands, choice)?;
+    let Selected { blocks: selections, warnings, skipped } = select(base, cands, choice)?;
     let mut comparisons = Vec::with_capacity(selections.len());
     for s in &selections {
         let b = Loaded::new(base, &s.baseline);
