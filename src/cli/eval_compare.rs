@@ -110,6 +110,11 @@ impl Args {
 pub fn run(a: Args) -> Result<()> {
     let r = crate::workflow::eval_compare(&a.config()?)?;
     common::print_warnings(&r.warnings);
+    // Agents left out are listed in the report; say so here too, without counting them
+    // as warnings (NeMo Gym does not raise them).
+    for w in &r.comparison.warnings {
+        eprintln!("note: {w}");
+    }
     for f in &r.computed {
         say!("Computed missing aggregate metrics: {}", f.display());
     }

@@ -523,3 +523,30 @@ fn never_overwrites_an_input() {
     assert_eq!(std::fs::read(&input).unwrap(), before);
     assert!(!out.join("compare_report.md").exists());
 }
+
+/// Without agent flags, an agent only one run has is left out: the report lists it under
+/// `skipped_agents` and in its warnings, stderr notes it, and the shared agent is compared.
+#[test]
+fn agents_of_one_run_only_are_left_out_by_default() {
+    let d = TempDir::new("evalcmp-skip");
+    run_dir(&d.join("base"), "3", "10", "2");
+    let cand = d.join("cand");
+    generate(&cand, &["--tasks", "10", "--repeats", "2", "--agents", "1", "--seed", "4", "--reward", "binary"]);
+    let o = run(&["aggregate", "--rollouts", cand.join("rollouts.jsonl").to_str().unwrap(), "-q"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let o = eval_compare(d.path(), &["--baseline", "base/rollouts.jsonl", "--candidates", "cand/rollouts.jsonl"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let r = report(&cand);
+    let Some(Json::Obj(skipped)) = r.get("skipped_agents") else { panic!("no skipped_agents") };
+    assert_eq!(skipped.len(), 1);
+    assert_eq!(&*skipped[0].0, "baseline");
+    let Json::Arr(names) = &skipped[0].1 else { panic!() };
+    let left_out = str_of(names.first());
+    let Some(Json::Arr(comparisons)) = r.get("comparisons") else { panic!() };
+    assert_eq!(comparisons.len(), 1);
+    assert_ne!(str_of(comparisons[0].get("baseline_agent")), left_out);
+    let note = format!("note: Agent(s) {left_out} are present only in baseline and were not compared.");
+    assert!(stderr(&o).contains(&note), "{}", stderr(&o));
+    let md = std::fs::read_to_string(cand.join("compare_report.md")).unwrap();
+    assert!(md.contains(&format!("## Warnings\n\n- Agent(s) {left_out} are present only in baseline")), "{md}");
+}
