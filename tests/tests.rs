@@ -6,5 +6,6 @@ mod commands;
 mod common;
 mod compare;
 mod conformance;
+mod eval_compare;
 mod layout;
 mod vagen;

@@ -21,6 +21,7 @@ pub mod common;
 pub mod compare;
 pub mod completions;
 pub mod demo;
+pub mod eval_compare;
 pub mod export;
 pub mod generate;
 pub mod ingest;
@@ -60,6 +61,8 @@ pub enum Command {
     Compare(compare::Args),
     /// Print a shell completion script (bash, zsh, fish, elvish, powershell).
     Completions(completions::Args),
+    /// NeMo Gym's `gym eval compare`: a baseline run against candidates, from their aggregate metrics files.
+    EvalCompare(eval_compare::Args),
 }
 
 /// Parses the process arguments and runs the command.
@@ -93,5 +96,6 @@ pub fn main() -> Result<()> {
         Command::BatchMetrics(a) => batch_metrics::run(a),
         Command::Compare(a) => compare::run(a),
         Command::Completions(a) => completions::run(a),
+        Command::EvalCompare(a) => eval_compare::run(a),
     }
 }

@@ -4,5 +4,6 @@
 pub mod atomic;
 pub mod direct;
 pub mod nemo_gym;
+pub mod nemo_gym_compare;
 pub mod parquet;
 pub mod tasks;

@@ -478,6 +478,23 @@ pub fn is_compressed(path: &Path) -> bool {
     File::open(path).ok().is_some_and(|mut f| matches!(Compression::sniff(&mut f, path), Ok(Some(_))))
 }
 
+/// [`read_pieces`] over bytes already in memory (rows built by the caller), named `path`
+/// in messages: the same piece parsers, errors and report as for a file.
+pub fn read_pieces_bytes<T, F>(path: &Path, data: &[u8], parse: F) -> Result<(Vec<(T, u64)>, ReadReport)>
+where
+    T: Send,
+    F: Fn(&mut PieceLines<'_>) -> Result<T> + Sync,
+{
+    if data.is_empty() {
+        return Err(Error::bad(Location::file(path), "no rows; expected one JSON object per line"));
+    }
+    let progress = Progress { on: false };
+    let mut acc = Collected { out: Vec::new(), base: 0 };
+    parse_region(data, 0, true, None, &parse, &progress, &mut acc)?;
+    let report = ReadReport { lines: acc.base, bytes: data.len() as u64, warnings: Vec::new() };
+    Ok((acc.out, report))
+}
+
 /// Makes a piece-local line number in an error file-wide.
 fn shift_line(e: Error, base: u64) -> Error {
     match e {

@@ -18,5 +18,5 @@ pub mod rollouts;
 pub mod table;
 
 pub use inputs::{read_inputs, InputTable};
-pub use rollouts::{read_rollouts, RolloutTable};
+pub use rollouts::{read_rollouts, read_rollouts_bytes, RolloutTable};
 pub use table::{tag, Column, Source};

@@ -10,7 +10,7 @@ use std::path::{Path, PathBuf};
 
 use rayon::prelude::*;
 
-use super::lines::{read_pieces, Line, PieceLines, ReadReport};
+use super::lines::{read_pieces, read_pieces_bytes, Line, PieceLines, ReadReport};
 use super::table::{merge_columns, tag, Column, ColumnsBuilder, Interner, Source, MAX_KEPT_STR};
 use crate::error::{Error, Location, Result};
 use crate::json::scan::{cut_mid_write, decode_str, key_is, key_is_private, top_key_at, Scalar, ScanError, Scanner};
@@ -555,39 +555,54 @@ fn sort_order(task: &[i64], rollout: &[i64]) -> Vec<u32> {
 /// Reads a rollouts file. A last line cut off mid-write is dropped with a warning.
 pub fn read_rollouts(path: &Path) -> Result<RolloutTable> {
     let parse_start = std::time::Instant::now();
-    let (pieces, mut report) = read_pieces(path, |lines: &mut PieceLines<'_>| {
-        let mut p = Piece::default();
-        let mut top = Vec::new();
-        let mut usage = Vec::new();
-        let mut sized = false;
-        while let Some(l) = lines.next() {
-            if !sized && l.number >= 64 {
-                // Sized once from the first lines, instead of grown by doubling.
-                p.reserve(lines.remaining_estimate() + 64);
-                sized = true;
-            }
-            let r = p.parse_line(&l, &mut top, &mut usage);
-            if let Err(e) = r {
-                // Undo a half-written row: columns may hold a value for it.
-                p.cols.undo_row();
-                if l.unterminated && cut_mid_write(l.bytes) {
-                    p.cut_off = Some((l.number, e.msg));
-                    continue;
-                }
-                let mut loc = Location::line(path, l.number);
-                if let Some(k) = e.key.clone().or_else(|| e.offset.and_then(|o| top_key_at(l.bytes, o))) {
-                    loc = loc.key(&k);
-                }
-                let msg = match e.offset {
-                    Some(off) if e.key.is_none() => format!("{} (at byte {} of the line)", e.msg, off + 1),
-                    _ => e.msg,
-                };
-                return Err(Error::bad(loc, msg));
-            }
-        }
-        Ok(p)
-    })?;
+    let (pieces, report) = read_pieces(path, |lines: &mut PieceLines<'_>| parse_piece(path, lines))?;
     crate::trace::trace("pieces parsed", parse_start);
+    build_table(path, pieces, report)
+}
+
+/// Reads rollout rows that are already in memory (JSONL text the caller built, such as
+/// the rollout summaries an aggregate file stores), named `path` in messages.
+pub fn read_rollouts_bytes(path: &Path, data: &[u8]) -> Result<RolloutTable> {
+    let (pieces, report) = read_pieces_bytes(path, data, |lines: &mut PieceLines<'_>| parse_piece(path, lines))?;
+    build_table(path, pieces, report)
+}
+
+/// Parses the lines of one piece into a [`Piece`].
+fn parse_piece(path: &Path, lines: &mut PieceLines<'_>) -> Result<Piece> {
+    let mut p = Piece::default();
+    let mut top = Vec::new();
+    let mut usage = Vec::new();
+    let mut sized = false;
+    while let Some(l) = lines.next() {
+        if !sized && l.number >= 64 {
+            // Sized once from the first lines, instead of grown by doubling.
+            p.reserve(lines.remaining_estimate() + 64);
+            sized = true;
+        }
+        let r = p.parse_line(&l, &mut top, &mut usage);
+        if let Err(e) = r {
+            // Undo a half-written row: columns may hold a value for it.
+            p.cols.undo_row();
+            if l.unterminated && cut_mid_write(l.bytes) {
+                p.cut_off = Some((l.number, e.msg));
+                continue;
+            }
+            let mut loc = Location::line(path, l.number);
+            if let Some(k) = e.key.clone().or_else(|| e.offset.and_then(|o| top_key_at(l.bytes, o))) {
+                loc = loc.key(&k);
+            }
+            let msg = match e.offset {
+                Some(off) if e.key.is_none() => format!("{} (at byte {} of the line)", e.msg, off + 1),
+                _ => e.msg,
+            };
+            return Err(Error::bad(loc, msg));
+        }
+    }
+    Ok(p)
+}
+
+/// Merges parsed pieces (in file order, with their line bases) into the sorted table.
+fn build_table(path: &Path, pieces: Vec<(Piece, u64)>, mut report: ReadReport) -> Result<RolloutTable> {
     let merge_start = std::time::Instant::now();
     let mut t = RolloutTable {
         path: path.to_path_buf(),

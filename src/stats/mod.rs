@@ -25,6 +25,8 @@ pub mod vagen;
 /// VAGEN's `reward_variance` as `profile`/`aggregate` apply it to rollouts grouped by
 /// task (not numpy-ordered).
 pub mod variance;
+/// Welch's unequal-variance t interval for a difference of means (scipy's `ttest_ind`).
+mod welch;
 
 pub use moments::{
     mean, pandas_mean, pandas_mean_with_scratch, pandas_std, pandas_std_with_scratch, pandas_var,
@@ -35,6 +37,7 @@ pub use quantile::{median_sorted, order_at, positions_for, quantile_linear_sorte
 pub use sum::{fsum, numpy_sum, pairwise_sum};
 pub use t_dist::{t_interval, t_ppf, t_two_sided_p};
 pub use variance::{group_variance, reward_variance};
+pub use welch::{welch_interval, Welch};
 
 #[cfg(test)]
 mod test_data;

@@ -7,6 +7,7 @@
 
 pub mod aggregate;
 pub mod custom;
+pub mod eval_compare;
 pub mod export;
 pub mod ingest;
 pub mod profile;
@@ -19,6 +20,7 @@ use crate::trace::{trace, Status};
 
 pub use aggregate::{aggregate, AggregateConfig, AggregateRun};
 pub use custom::Metrics;
+pub use eval_compare::{eval_compare, EvalCompareConfig, EvalCompareRun, ReportFormat};
 pub use export::{export, tables, ExportConfig};
 pub use ingest::{ingest, IngestConfig, IngestRun};
 pub use profile::{profile, ProfileConfig, ProfileRun};

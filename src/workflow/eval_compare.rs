@@ -1,0 +1,268 @@
+//! The eval-compare workflow, NeMo Gym's `gym eval compare`: each run is named by its
+//! rollouts path and read from the `<stem>_aggregate_metrics.json` beside it (the
+//! rollouts file itself is not read); older aggregate files get their repeat-level
+//! metrics rebuilt; the baseline is compared with each candidate and
+//! `compare_report.md` / `compare_report.json` are written together, atomically, into
+//! the output folder (default: the last candidate's folder).
+//!
+//! A missing aggregate file is refused as NeMo Gym refuses it, unless
+//! `compute_missing` asks for it to be computed from the rollouts first (the
+//! [`super::aggregate`] workflow, writing the file where it was looked for).
+
+use std::path::{Component, Path, PathBuf};
+
+use super::aggregate::{aggregate, AggregateConfig};
+use super::custom::Metrics;
+use crate::error::{Error, Location, Result};
+use crate::export::atomic::{in_out_dir, OutputSet};
+use crate::export::nemo_gym::artifact_path;
+use crate::export::nemo_gym_compare::{render_json, render_markdown, report_paths, Provenance};
+use crate::metrics::eval_compare::{
+    compare, needs_rebuild, parse_run_file, rebuild_repeat_metrics, rebuild_warning, AgentChoice, Comparison, Role,
+    RunFile,
+};
+use crate::metrics::warnings::Warnings;
+
+/// Which report files to write.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ReportFormat {
+    Markdown,
+    Json,
+    Both,
+}
+
+/// What to compare and where the reports go.
+#[derive(Debug, Clone)]
+pub struct EvalCompareConfig {
+    /// The baseline's rollouts path, as given (names the run; not read).
+    pub baseline: String,
+    /// Each candidate's rollouts path, as given.
+    pub candidates: Vec<String>,
+    /// The baseline's aggregate file, instead of the one beside its rollouts.
+    pub baseline_aggregate: Option<String>,
+    /// Each candidate's aggregate file, by position.
+    pub candidate_aggregates: Option<Vec<String>>,
+    pub agents: AgentChoice,
+    /// Report folder (created when missing); `None`: the last candidate's folder.
+    pub output_dir: Option<PathBuf>,
+    pub format: ReportFormat,
+    /// Compute a missing aggregate file from its rollouts instead of refusing.
+    pub compute_missing: bool,
+    /// The command line, for the report.
+    pub command: String,
+    /// Paths are resolved against this folder (the working folder).
+    pub cwd: PathBuf,
+}
+
+/// What an eval-compare run did.
+pub struct EvalCompareRun {
+    pub comparison: Comparison,
+    /// The aggregate files computed first (`compute_missing`).
+    pub computed: Vec<PathBuf>,
+    /// The reports written.
+    pub files: Vec<PathBuf>,
+    pub warnings: Warnings,
+}
+
+/// `path` resolved as NeMo Gym resolves a path it reads: absolute paths as they are,
+/// relative ones under `cwd`; `.` components and repeated or trailing separators are
+/// dropped as Python's `pathlib` drops them (`..` is kept).
+pub fn resolve(cwd: &Path, path: &str) -> PathBuf {
+    let p = Path::new(path);
+    let mut out = if p.is_absolute() { PathBuf::new() } else { cwd.to_path_buf() };
+    for c in p.components() {
+        match c {
+            Component::CurDir => {}
+            other => out.push(other.as_os_str()),
+        }
+    }
+    out
+}
+
+/// The current time in UTC as `YYYY-MM-DDTHH:MM:SS+00:00`.
+pub fn utc_now() -> String {
+    let secs = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_secs()) as i64;
+    let (days, rem) = (secs.div_euclid(86_400), secs.rem_euclid(86_400));
+    // Civil date from days since 1970-01-01 (Howard Hinnant's algorithm).
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z - era * 146_097;
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let day = doy - (153 * mp + 2) / 5 + 1;
+    let month = if mp < 10 { mp + 3 } else { mp - 9 };
+    let year = yoe + era * 400 + i64::from(month <= 2);
+    format!("{year:04}-{month:02}-{day:02}T{:02}:{:02}:{:02}+00:00", rem / 3600, rem % 3600 / 60, rem % 60)
+}
+
+/// One run to read: its role and position, the rollouts path as given and resolved, and
+/// the aggregate file (with how it was named, for messages).
+struct Side {
+    role: Role,
+    index: usize,
+    given: String,
+    rollouts: PathBuf,
+    aggregate: PathBuf,
+    overridden: bool,
+}
+
+fn sides(c: &EvalCompareConfig) -> Result<Vec<Side>> {
+    if c.candidates.is_empty() {
+        return Err(Error::Usage("--candidates: give at least one candidate rollouts path".into()));
+    }
+    let n = c.candidates.len();
+    if let Some(v) = &c.candidate_aggregates {
+        if v.len() != n {
+            return Err(Error::Usage(format!(
+                "--candidates-agg-metrics has {} entries but {n} candidate run(s) were given. Give one entry per candidate, in the same order.",
+                v.len()
+            )));
+        }
+    }
+    if let Some(v) = &c.agents.candidate_agents {
+        if v.len() != n {
+            return Err(Error::Usage(format!(
+                "--candidate-agents has {} entries but {n} candidate run(s) were given. Give one entry per candidate, in the same order.",
+                v.len()
+            )));
+        }
+    }
+    let side = |role, index, given: &str, over: Option<&String>| {
+        let rollouts = resolve(&c.cwd, given);
+        let (aggregate, overridden) = match over {
+            Some(o) => (resolve(&c.cwd, o), true),
+            None => (artifact_path(&rollouts, None, "aggregate_metrics", "json"), false),
+        };
+        Side { role, index, given: given.to_string(), rollouts, aggregate, overridden }
+    };
+    let mut out = vec![side(Role::Baseline, 0, &c.baseline, c.baseline_aggregate.as_ref())];
+    for (i, g) in c.candidates.iter().enumerate() {
+        out.push(side(Role::Candidate, i, g, c.candidate_aggregates.as_ref().map(|v| &v[i])));
+    }
+    Ok(out)
+}
+
+fn missing(s: &Side) -> Error {
+    let how = if s.overridden {
+        format!("given as the {} aggregate metrics", s.role.as_str())
+    } else {
+        format!("derived from '{}'", s.given)
+    };
+    Error::bad(
+        Location::file(&s.aggregate),
+        format!(
+            "Aggregate metrics not found, {how}. The run may have been collected with --disable-aggregation: run `rollstat aggregate --rollouts {}` first, pass --compute-missing to compute it now, or point at the metrics file directly with --baseline-agg-metrics / --candidates-agg-metrics.",
+            s.given
+        ),
+    )
+}
+
+/// Runs the comparison and writes the reports. A report folder this call creates is
+/// removed again (when still empty) if the run fails; no report is written unless all
+/// are.
+pub fn eval_compare(c: &EvalCompareConfig) -> Result<EvalCompareRun> {
+    let sides = sides(c)?;
+    let mut computed = Vec::new();
+    let mut warn = Warnings::default();
+    for s in &sides {
+        if s.aggregate.is_dir() {
+            return Err(Error::bad(
+                Location::file(&s.aggregate),
+                "is a folder; expected an aggregate metrics JSON file",
+            ));
+        }
+        if s.aggregate.exists() {
+            continue;
+        }
+        if !c.compute_missing {
+            return Err(missing(s));
+        }
+        if !s.rollouts.is_file() {
+            return Err(Error::bad(
+                Location::file(&s.rollouts),
+                format!(
+                    "--compute-missing: the {} aggregate metrics '{}' are missing and so are its rollouts, to compute them from",
+                    s.role.as_str(),
+                    s.aggregate.display()
+                ),
+            ));
+        }
+        let run = aggregate(&AggregateConfig {
+            rollouts: s.rollouts.clone(),
+            inputs: None,
+            out: Some(s.aggregate.clone()),
+            agent: None,
+            metrics: Metrics::default(),
+            key_metrics: Vec::new(),
+        })?;
+        warn.extend(run.warnings);
+        computed.push(run.file);
+    }
+    let mut runs: Vec<RunFile> = Vec::with_capacity(sides.len());
+    for s in &sides {
+        let bytes = std::fs::read(&s.aggregate).map_err(|e| Error::read(&s.aggregate, e))?;
+        let mut run = parse_run_file(s.role, s.index, &s.given, &s.rollouts, &s.aggregate, &bytes)?;
+        if needs_rebuild(&run) {
+            warn.add(rebuild_warning(&s.aggregate));
+            rebuild_repeat_metrics(&mut run, &mut warn)?;
+        }
+        runs.push(run);
+    }
+    let base = runs.remove(0);
+    let comparison = compare(&base, &runs, &c.agents, &mut warn)?;
+    let dir = match &c.output_dir {
+        Some(d) if d.is_absolute() => d.clone(),
+        Some(d) => c.cwd.join(d),
+        None => sides.last().and_then(|s| s.rollouts.parent()).map_or_else(|| c.cwd.clone(), Path::to_path_buf),
+    };
+    let prov = Provenance {
+        generated_at: utc_now(),
+        version: format!("rollstat {}", env!("CARGO_PKG_VERSION")),
+        command: c.command.clone(),
+        tool: "rollstat eval-compare".into(),
+    };
+    let (md, js) = match c.format {
+        ReportFormat::Markdown => (true, false),
+        ReportFormat::Json => (false, true),
+        ReportFormat::Both => (true, true),
+    };
+    let inputs: Vec<&Path> = sides.iter().flat_map(|s| [s.aggregate.as_path(), s.rollouts.as_path()]).collect();
+    let files = in_out_dir(&dir, || {
+        let mut out = OutputSet::new(&inputs);
+        let paths = report_paths(&dir, md, js);
+        for p in &paths {
+            out.check(p)?;
+        }
+        for p in &paths {
+            let bytes = if md && p == &paths[0] {
+                render_markdown(&comparison, &prov).into_bytes()
+            } else {
+                render_json(&comparison, &prov)
+            };
+            out.add(p, &bytes)?;
+        }
+        out.commit()
+    })?;
+    Ok(EvalCompareRun { comparison, computed, files, warnings: warn })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn resolves_as_pathlib() {
+        let cwd = Path::new("/w");
+        assert_eq!(resolve(cwd, "./a//b/./c.jsonl"), PathBuf::from("/w/a/b/c.jsonl"));
+        assert_eq!(resolve(cwd, "/x/./y/"), PathBuf::from("/x/y"));
+        assert_eq!(resolve(cwd, "../z.jsonl"), PathBuf::from("/w/../z.jsonl"));
+    }
+
+    #[test]
+    fn utc_time_shape() {
+        let t = utc_now();
+        assert_eq!(t.len(), "2026-12-01T18:15:06+00:00".len());
+        assert!(t.ends_with("+00:00") && t.as_bytes()[10] == b'T', "{t}");
+    }
+}
