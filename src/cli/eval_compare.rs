@@ -115,8 +115,12 @@ pub fn run(a: Args) -> Result<()> {
     for w in &r.comparison.warnings {
         eprintln!("note: {w}");
     }
+    // The reports name resolved paths, as NeMo Gym's do; the terminal recap names files
+    // under the working folder relative to it, as the user would type them.
+    let here = std::env::current_dir().map(|d| format!("{}/", d.display())).unwrap_or_default();
+    let shown = |line: String| if here.len() > 1 { line.replace(&here, "") } else { line };
     for f in &r.computed {
-        say!("Computed missing aggregate metrics: {}", f.display());
+        say!("{}", shown(format!("Computed missing aggregate metrics: {}", f.display())));
     }
     if !a.quiet {
         for l in key_metric_lines(&r.comparison) {
@@ -124,10 +128,10 @@ pub fn run(a: Args) -> Result<()> {
         }
     }
     for l in summary_lines(&r.comparison) {
-        say!("{l}");
+        say!("{}", shown(l));
     }
     for f in &r.files {
-        say!("Wrote: {}", f.display());
+        say!("{}", shown(format!("Wrote: {}", f.display())));
     }
     Ok(())
 }
