@@ -46,4 +46,4 @@ pub use t_dist::{t_interval, t_ppf, t_two_sided_p};
 pub use variance::{group_variance, reward_variance};
 
 #[cfg(test)]
-mod test_data;
+pub(crate) mod test_data;
