@@ -277,7 +277,7 @@ fn read_file(a: &Args, path: &Path, inputs: Option<&Path>) -> Result<FileRuns> {
                 return Err(Error::bad(Location::file(path).key(k), "no rollout has this field (--by)"));
             };
             let text = c.dtype().is_string() || c.dtype().is_categorical();
-            let keys = if text {
+            let keys: Vec<Option<String>> = if text {
                 c.cast(&DataType::String)?.str()?.iter().map(|v| v.map(str::to_string)).collect()
             } else {
                 cluster_keys(c).map_err(|e| {
