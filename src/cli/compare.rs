@@ -19,10 +19,10 @@ use crate::ingest::frame::rollouts_frame;
 use crate::ingest::labels::runs;
 use crate::ingest::table::Source;
 use crate::metrics::compare::{
-    report_with, FEW_VALUES, ClusterProblem, Comparison, Exact, Options, Report, RunRollouts, RunSummary, TaskValue,
+    report_with, ClusterProblem, Comparison, Exact, Options, Report, RunRollouts, RunSummary, TaskValue, FEW_VALUES,
 };
-use crate::stats::paired::Paired;
 use crate::metrics::profile::duplicate_key;
+use crate::stats::paired::Paired;
 
 #[derive(ClapArgs, Debug, Clone)]
 pub struct Args {
@@ -101,7 +101,9 @@ impl Args {
             ));
         }
         if self.by.is_some() && self.by == self.cluster_key {
-            return Err(Error::Usage("--by and --cluster-key name the same field; a group would be one cluster".into()));
+            return Err(Error::Usage(
+                "--by and --cluster-key name the same field; a group would be one cluster".into(),
+            ));
         }
         Ok(())
     }
@@ -338,7 +340,9 @@ fn read_file(a: &Args, path: &Path, inputs: Option<&Path>) -> Result<FileRuns> {
             if let Err(first) = run.set_group(task, g) {
                 return Err(Error::bad(
                     table.at(path, r).key(key),
-                    format!("task {task} has rollouts in group {first} and in group {g}; a group must hold whole tasks"),
+                    format!(
+                        "task {task} has rollouts in group {first} and in group {g}; a group must hold whole tasks"
+                    ),
                 ));
             }
         }
@@ -576,7 +580,10 @@ pub fn frame(a: &Args, r: &Report) -> PolarsResult<DataFrame> {
         cols.push(Column::new("p_value_holm".into(), f(&|x| x.cmp().and_then(|c| c.p_holm))));
     }
     if comparisons().any(|c| c.exact.is_some()) {
-        cols.push(Column::new("exact_test".into(), t(&|x| x.cmp().and_then(|c| c.exact).map(|e| exact_name(e).into()))));
+        cols.push(Column::new(
+            "exact_test".into(),
+            t(&|x| x.cmp().and_then(|c| c.exact).map(|e| exact_name(e).into())),
+        ));
         cols.push(Column::new("exact_p".into(), f(&|x| x.cmp().and_then(|c| c.exact).map(|e| e.p))));
     }
     if all.iter().any(|(_, rep)| rep.runs.iter().any(|s| s.wilson)) {
@@ -588,7 +595,10 @@ pub fn frame(a: &Args, r: &Report) -> PolarsResult<DataFrame> {
     }
     if a.cluster_key.is_some() {
         let m = |cr2: bool| if cr2 { "CR2" } else { "CR1" }.to_string();
-        cols.push(Column::new("se_method".into(), t(&|x| x.summary().est.and_then(|e| e.se).map(|_| m(x.summary().cr2)))));
+        cols.push(Column::new(
+            "se_method".into(),
+            t(&|x| x.summary().est.and_then(|e| e.se).map(|_| m(x.summary().cr2))),
+        ));
         cols.push(Column::new(
             "diff_se_method".into(),
             t(&|x| x.cmp().filter(|c| c.stats.is_some_and(|s| s.diff.se.is_some())).map(|c| m(c.cr2))),
@@ -747,14 +757,15 @@ fn extras(a: &Args, r: &Report) -> String {
     let holm = r.comparisons.len() >= 2;
     let exact = r.comparisons.iter().any(|c| c.exact.is_some());
     if holm || exact {
-        let mut what = Vec::new();
+        o.push_str("\np-values:\n");
         if holm {
-            what.push(format!("Holm-adjusted over the {} runs compared with the baseline", r.comparisons.len()));
+            o.push_str(&format!("  Holm: adjusted over the {} runs compared with the baseline\n", r.comparisons.len()));
         }
         if exact {
-            what.push(format!("exact test where the differences take at most {} values", FEW_VALUES));
+            o.push_str(&format!(
+                "  exact: sign test (McNemar's for 0/1 scores), differences take <= {FEW_VALUES} values\n"
+            ));
         }
-        o.push_str(&format!("\np-values: {}:\n", what.join("; ")));
         let mut head = vec!["run".to_string(), "t test".into()];
         if holm {
             head.push("Holm".into());
@@ -799,11 +810,8 @@ fn extras(a: &Args, r: &Report) -> String {
         let mut rows = vec![head];
         for c in &r.comparisons {
             let s = c.stats.as_ref();
-            let mut row = vec![
-                r.runs[c.run].name.clone(),
-                c.paired_tasks.to_string(),
-                num(s.map(|s| s.diff.mean), true, false),
-            ];
+            let mut row =
+                vec![r.runs[c.run].name.clone(), c.paired_tasks.to_string(), num(s.map(|s| s.diff.mean), true, false)];
             if a.mde {
                 row.push(c.mde.map_or_else(|| "-".into(), |m| format!("±{}", num(Some(m), false, false))));
             }
@@ -816,8 +824,7 @@ fn extras(a: &Args, r: &Report) -> String {
     }
     if a.mde && r.runs.iter().any(|s| s.repeats.is_some()) {
         o.push_str("\ntasks or repeats? share of the task means' variance that is repeat noise,\nand the interval's width with twice the repeats or twice the tasks:\n");
-        let mut rows =
-            vec![["run", "repeats", "repeat share", "2x repeats", "2x tasks"].map(String::from).to_vec()];
+        let mut rows = vec![["run", "repeats", "repeat share", "2x repeats", "2x tasks"].map(String::from).to_vec()];
         for s in &r.runs {
             let Some(x) = s.repeats else { continue };
             rows.push(vec![
@@ -851,9 +858,8 @@ fn flips_text(r: &Report) -> String {
         "\ntasks that changed most against {} (per-rollout scores in rollout order):\n",
         r.runs[r.baseline].name
     );
-    let mut rows = vec![["run", "task", "baseline", "run", "diff", "baseline scores", "run scores"]
-        .map(String::from)
-        .to_vec()];
+    let mut rows =
+        vec![["run", "task", "baseline", "run", "diff", "baseline scores", "run scores"].map(String::from).to_vec()];
     for c in &r.comparisons {
         for f in &c.flips {
             let join = |v: &[f64]| v.iter().map(|x| score(*x)).collect::<Vec<_>>().join(" ");
@@ -1008,7 +1014,8 @@ fn markdown(a: &Args, r: &Report, df: &DataFrame) -> Result<Vec<u8>> {
         notes.push("CR2: fewer than 20 clusters, so CR2 errors with Bell-McCaffrey degrees of freedom (df).".into());
     }
     if a.mde || a.detect.is_some() {
-        notes.push("mde, tasks_needed: two-sided paired t test at 5% with 80% power, given the observed spread.".into());
+        notes
+            .push("mde, tasks_needed: two-sided paired t test at 5% with 80% power, given the observed spread.".into());
     }
     if let Some(b) = &a.by {
         notes.push(format!("group: the value of `{b}`; rows without one are over all tasks."));

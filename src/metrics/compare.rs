@@ -449,8 +449,7 @@ fn one_report(
         }
         let repeats = (opts.mde && value == TaskValue::Mean)
             .then(|| {
-                let per_task: Vec<Vec<f64>> =
-                    m.keys().map(|t| r.tasks[t].0.iter().map(|v| v.1).collect()).collect();
+                let per_task: Vec<Vec<f64>> = m.keys().map(|t| r.tasks[t].0.iter().map(|v| v.1).collect()).collect();
                 repeat_share(&per_task)
             })
             .flatten();
@@ -519,10 +518,10 @@ fn one_report(
         let mut distinct: Vec<f64> = d.clone();
         distinct.sort_by(f64::total_cmp);
         distinct.dedup();
-        let exact = stats.as_ref().filter(|_| distinct.len() <= FEW_VALUES).map(|p| Exact {
-            mcnemar: binary(&a) && binary(&b),
-            p: sign_test(p.wins as u64, p.losses as u64),
-        });
+        let exact = stats
+            .as_ref()
+            .filter(|_| distinct.len() <= FEW_VALUES)
+            .map(|p| Exact { mcnemar: binary(&a) && binary(&b), p: sign_test(p.wins as u64, p.losses as u64) });
         // Sizing: the spread of one task's (or cluster's) difference is se·√units.
         let units = stats.as_ref().map_or(0, |p| p.diff.clusters);
         let mde_v = stats.as_ref().filter(|_| opts.mde).and_then(|p| mde(p.diff.se?, p.diff.df, ALPHA, POWER));
@@ -773,7 +772,11 @@ mod tests {
         assert!(r.runs[0].wilson && !r.runs[1].wilson);
         assert_eq!(((lo * 1000.0).round() / 1000.0, hi), (0.972, 1.0));
         // Not a collapsed interval, so no warning about one.
-        assert!(!r.warnings.lines().iter().any(|l| l.starts_with("warning: a: standard error is 0")), "{:?}", r.warnings);
+        assert!(
+            !r.warnings.lines().iter().any(|l| l.starts_with("warning: a: standard error is 0")),
+            "{:?}",
+            r.warnings
+        );
     }
 
     #[test]
@@ -834,7 +837,8 @@ mod tests {
             let (_, gr) = r.groups.iter().find(|(name, _)| *name == format!("{want_g}")).unwrap();
             let cmp = &gr.comparisons[0];
             let p = cmp.stats.unwrap();
-            let got = [p.diff.mean, p.diff.se.unwrap(), p.t.unwrap(), p.p.unwrap(), cmp.ci.unwrap().0, cmp.ci.unwrap().1];
+            let got =
+                [p.diff.mean, p.diff.se.unwrap(), p.t.unwrap(), p.p.unwrap(), cmp.ci.unwrap().0, cmp.ci.unwrap().1];
             for (k, (g, w)) in got.iter().zip(&c.expected).enumerate() {
                 worst = worst.max(agree(*g, *w, 1e-12, 1e-3, &format!("{} value {k}", c.case)).1);
             }

@@ -60,7 +60,10 @@ pub fn wilson(k: u64, n: u64) -> Option<(f64, f64)> {
     let denom = 1.0 + z2 / nf;
     let center = (q + z2 / (2.0 * nf)) / denom;
     let dist = Z_975 * (q * (1.0 - q) / nf + z2 / (4.0 * nf * nf)).sqrt() / denom;
-    Some(((center - dist).max(0.0), (center + dist).min(1.0)))
+    // At k = 0 and k = n one end is exactly 0 or 1; rounding would leave it a bit off.
+    let lo = if k == 0 { 0.0 } else { (center - dist).max(0.0) };
+    let hi = if k == n { 1.0 } else { (center + dist).min(1.0) };
+    Some((lo, hi))
 }
 
 #[cfg(test)]

@@ -176,7 +176,10 @@ fn formats_and_thread_counts_agree() {
     let md = run(&["compare", "--rollouts", r, "--format", "markdown"]);
     assert!(md.status.success(), "{}", stderr(&md));
     let md = stdout(&md);
-    let md_lines: Vec<&str> = md.lines().collect();
+    // The table, then (three runs: two candidates) a note naming Holm's family.
+    let (table, notes) = md.split_once("\n\n").unwrap_or((&md, ""));
+    assert!(notes.starts_with("p_value_holm: Holm-adjusted over the 2 runs compared with"), "{md}");
+    let md_lines: Vec<&str> = table.lines().collect();
     assert_eq!(md_lines.len(), rows.len() + 2, "{md}");
     assert_eq!(md_lines[0], format!("| {} |", header.join(" | ")));
     assert!(md_lines[1].starts_with("|---|---|---:|---:|---:|"), "{}", md_lines[1]);
@@ -426,10 +429,18 @@ fn mde_and_tasks_needed_reach_80_percent_power() {
     sweep(&d, "13");
     let r = d.join("rollouts.jsonl");
     let rows = json_rows(&run(&[
-        "compare", "--rollouts", r.to_str().unwrap(), "--mde", "--detect", "0.05", "--format", "json",
+        "compare",
+        "--rollouts",
+        r.to_str().unwrap(),
+        "--mde",
+        "--detect",
+        "0.05",
+        "--format",
+        "json",
     ]));
     for row in rows.iter().filter(|r| !r["diff"].is_null()) {
-        let (se, df, n) = (row["diff_se"].as_f64().unwrap(), row["df"].as_f64().unwrap(), row["paired_tasks"].as_f64().unwrap());
+        let (se, df, n) =
+            (row["diff_se"].as_f64().unwrap(), row["df"].as_f64().unwrap(), row["paired_tasks"].as_f64().unwrap());
         let mde = row["mde"].as_f64().unwrap();
         let power = rollstat::stats::power::power(mde / se, df, 0.05);
         assert!((power - 0.8).abs() < 1e-12, "{row}: power at the MDE {power}");
@@ -457,7 +468,7 @@ fn holm_adjusts_the_p_values_of_two_or_more_candidates() {
     assert_eq!(got, want);
     assert!(rows[0]["p_value_holm"].is_null());
     let t = stdout(&run(&["compare", "--rollouts", r.to_str().unwrap()]));
-    assert!(t.contains("Holm-adjusted over the 2 runs compared with the baseline"), "{t}");
+    assert!(t.contains("Holm: adjusted over the 2 runs compared with the baseline"), "{t}");
 }
 
 #[test]
@@ -495,7 +506,10 @@ fn bad_breakdowns_and_one_sided_agents_are_refused_without_output() {
     let out = d.join("out.json");
     let o = out.to_str().unwrap();
     // Numbers in some rollouts, text in others.
-    let mixed = d.write("mixed.jsonl", &lines(&[(0, 0, "A", 1.0, "1"), (1, 0, "A", 0.0, "\"x\""), (0, 0, "B", 1.0, "1"), (1, 0, "B", 1.0, "\"x\"")]));
+    let mixed = d.write(
+        "mixed.jsonl",
+        &lines(&[(0, 0, "A", 1.0, "1"), (1, 0, "A", 0.0, "\"x\""), (0, 0, "B", 1.0, "1"), (1, 0, "B", 1.0, "\"x\"")]),
+    );
     let x = run(&["compare", "--rollouts", mixed.to_str().unwrap(), "--by", "grp", "--format", "json", "--out", o]);
     assert_eq!(x.status.code(), Some(2), "{}", stderr(&x));
     assert!(stderr(&x).contains("--by field holds numbers (line 1) and text (line 2)"), "{}", stderr(&x));
@@ -503,7 +517,17 @@ fn bad_breakdowns_and_one_sided_agents_are_refused_without_output() {
     // Numbers in one file, text in the other.
     let nums = d.write("nums.jsonl", &lines(&[(0, 0, "A", 1.0, "1"), (0, 0, "B", 1.0, "1")]));
     let text = d.write("text.jsonl", &lines(&[(0, 0, "C", 1.0, "\"1\""), (0, 0, "D", 0.0, "\"1\"")]));
-    let x = run(&["compare", "--rollouts", nums.to_str().unwrap(), "--rollouts", text.to_str().unwrap(), "--by", "grp", "--out", o]);
+    let x = run(&[
+        "compare",
+        "--rollouts",
+        nums.to_str().unwrap(),
+        "--rollouts",
+        text.to_str().unwrap(),
+        "--by",
+        "grp",
+        "--out",
+        o,
+    ]);
     assert_eq!(x.status.code(), Some(2), "{}", stderr(&x));
     assert!(stderr(&x).contains("the field holds numbers in") && stderr(&x).contains("and text in"), "{}", stderr(&x));
     assert!(!out.exists());
@@ -512,7 +536,12 @@ fn bad_breakdowns_and_one_sided_agents_are_refused_without_output() {
     let one = d.write("one.jsonl", &lines(&[(0, 0, "A", 0.0, "0")]));
     let x = run(&["compare", "--rollouts", both.to_str().unwrap(), "--rollouts", one.to_str().unwrap(), "--out", o]);
     assert_eq!(x.status.code(), Some(2), "{}", stderr(&x));
-    assert!(stderr(&x).contains("agent B is in") && stderr(&x).contains("files that share agent names must hold the same agents"), "{}", stderr(&x));
+    assert!(
+        stderr(&x).contains("agent B is in")
+            && stderr(&x).contains("files that share agent names must hold the same agents"),
+        "{}",
+        stderr(&x)
+    );
     assert!(!out.exists());
     // --flips needs a format that can hold a second list.
     let x = run(&["compare", "--rollouts", both.to_str().unwrap(), "--flips", "3", "--format", "csv", "--out", o]);
@@ -526,7 +555,13 @@ fn binary_single_rollouts_get_mcnemar_and_wilson() {
     // 30 tasks: B wins 7, loses 1, ties 22; A scores 1 on every task.
     let mut rows = Vec::new();
     for t in 0..30i64 {
-        let (a, b) = if t < 7 { (0.0, 1.0) } else if t < 8 { (1.0, 0.0) } else { (1.0, 1.0) };
+        let (a, b) = if t < 7 {
+            (0.0, 1.0)
+        } else if t < 8 {
+            (1.0, 0.0)
+        } else {
+            (1.0, 1.0)
+        };
         rows.push((t, 0, "A", a, "0"));
         rows.push((t, 1, "B", b, "0"));
         rows.push((t, 2, "C", 1.0, "0"));
@@ -584,10 +619,21 @@ fn new_text_sections_fit_80_columns() {
         }
     }
     let f = d.write("r.jsonl", &lines(&rows));
-    let o = run(&["compare", "--rollouts", f.to_str().unwrap(), "--mde", "--detect", "0.05", "--by", "grp", "--flips", "2"]);
+    let o = run(&[
+        "compare",
+        "--rollouts",
+        f.to_str().unwrap(),
+        "--mde",
+        "--detect",
+        "0.05",
+        "--by",
+        "grp",
+        "--flips",
+        "2",
+    ]);
     assert!(o.status.success(), "{}", stderr(&o));
     let t = stdout(&o);
-    let start = t.find("\np-values:").expect("a p-value section");
+    let start = t.find("\np-values:\n").expect("a p-value section");
     // The tables every report has (also repeated per group) are left as they were.
     let old = |l: &&str| l.contains("95% interval") || l.contains("wins/losses/ties") || l.contains('[');
     for l in t[start..].lines().filter(|l| !old(l)) {
