@@ -460,6 +460,27 @@ pub fn read_runs(a: &Args) -> Result<Runs> {
             rollouts.push(r);
         }
     }
+    if let Some(field) = &a.by {
+        // A task is in one group in every run, or its groups' comparisons would pair it
+        // on one side only.
+        let mut seen: BTreeMap<i64, (usize, &str)> = BTreeMap::new();
+        for (i, r) in rollouts.iter().enumerate() {
+            for (task, g) in r.task_groups() {
+                match seen.get(&task) {
+                    Some(&(i0, g0)) if g0 != g => {
+                        return Err(Error::Mismatch(format!(
+                            "--by {field}: task {task} is in group {g0} in {} and in group {g} in {}; a task must be in one group",
+                            names[i0], names[i]
+                        )))
+                    }
+                    Some(_) => {}
+                    None => {
+                        seen.insert(task, (i, g));
+                    }
+                }
+            }
+        }
+    }
     Ok(Runs { names, rollouts })
 }
 
@@ -731,12 +752,59 @@ pub fn text(a: &Args, r: &Report) -> String {
     let mut o = format!("{}: each run's mean over tasks of the task's {per_task}; {unit}\n\n", a.statistic());
     o.push_str(&tables(a, r));
     o.push_str(&extras(a, r));
-    for (g, gr) in &r.groups {
-        o.push_str(&format!("\n{} = {g}:\n", a.by.as_deref().unwrap_or_default()));
-        o.push_str(&tables(a, gr));
-        o.push_str(&extras(a, gr));
-    }
+    o.push_str(&groups_text(a, r));
     o.push_str(&flips_text(r));
+    o
+}
+
+/// With `--by`: one compact table of every group's comparisons (csv/json hold each
+/// group's run means and everything else).
+fn groups_text(a: &Args, r: &Report) -> String {
+    if r.groups.is_empty() {
+        return String::new();
+    }
+    let holm = r.comparisons.len() >= 2;
+    let exact = r.groups.iter().any(|(_, g)| g.comparisons.iter().any(|c| c.exact.is_some()));
+    let mut o = format!(
+        "\nby `{}` (run - baseline on each group's paired tasks{}):\n",
+        a.by.as_deref().unwrap_or_default(),
+        if holm { "; Holm within groups" } else { "" }
+    );
+    let mut head: Vec<String> = ["group", "run", "tasks", "diff", "95% interval", "p-value"].map(String::from).to_vec();
+    if holm {
+        head.push("Holm".into());
+    }
+    if exact {
+        head.push("exact p".into());
+    }
+    if a.mde {
+        head.push("detectable".into());
+    }
+    let mut rows = vec![head];
+    for (g, gr) in &r.groups {
+        for c in &gr.comparisons {
+            let s = c.stats.as_ref();
+            let mut row = vec![
+                g.clone(),
+                gr.runs[c.run].name.clone(),
+                c.paired_tasks.to_string(),
+                num(s.map(|s| s.diff.mean), true, false),
+                interval(c.ci, true),
+                pval(s.and_then(|s| s.p)),
+            ];
+            if holm {
+                row.push(pval(c.p_holm));
+            }
+            if exact {
+                row.push(c.exact.map_or_else(|| "-".into(), |e| format!("{} {}", pval(Some(e.p)), exact_name(e))));
+            }
+            if a.mde {
+                row.push(c.mde.map_or_else(|| "-".into(), |m| format!("±{}", num(Some(m), false, false))));
+            }
+            rows.push(row);
+        }
+    }
+    o.push_str(&columns(&rows, 2));
     o
 }
 

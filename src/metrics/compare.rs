@@ -132,6 +132,11 @@ impl RunRollouts {
         self.by.values().map(String::as_str)
     }
 
+    /// Each task's group value, in task order.
+    pub fn task_groups(&self) -> impl Iterator<Item = (i64, &str)> {
+        self.by.iter().map(|(&t, g)| (t, g.as_str()))
+    }
+
     /// The run restricted to the tasks of one group.
     fn only_group(&self, group: &str) -> RunRollouts {
         let keep = |t: &i64| self.by.get(t).is_some_and(|g| g == group);
