@@ -825,15 +825,14 @@ fn extras(a: &Args, r: &Report) -> String {
     let holm = r.comparisons.len() >= 2;
     let exact = r.comparisons.iter().any(|c| c.exact.is_some());
     if holm || exact {
-        o.push_str("\np-values:\n");
+        let mut what = Vec::new();
         if holm {
-            o.push_str(&format!("  Holm: adjusted over the {} runs compared with the baseline\n", r.comparisons.len()));
+            what.push(format!("Holm over the {} runs compared", r.comparisons.len()));
         }
         if exact {
-            o.push_str(&format!(
-                "  exact: sign test (McNemar's for 0/1 scores), differences take <= {FEW_VALUES} values\n"
-            ));
+            what.push("exact: sign test, McNemar's for 0/1".to_string());
         }
+        o.push_str(&format!("\np-values ({}):\n", what.join("; ")));
         let mut head = vec!["run".to_string(), "t test".into()];
         if holm {
             head.push("Holm".into());

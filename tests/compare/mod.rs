@@ -468,7 +468,7 @@ fn holm_adjusts_the_p_values_of_two_or_more_candidates() {
     assert_eq!(got, want);
     assert!(rows[0]["p_value_holm"].is_null());
     let t = stdout(&run(&["compare", "--rollouts", r.to_str().unwrap()]));
-    assert!(t.contains("Holm: adjusted over the 2 runs compared with the baseline"), "{t}");
+    assert!(t.contains("p-values (Holm over the 2 runs compared):"), "{t}");
 }
 
 #[test]
@@ -640,7 +640,7 @@ fn new_text_sections_fit_80_columns() {
     ]);
     assert!(o.status.success(), "{}", stderr(&o));
     let t = stdout(&o);
-    let start = t.find("\np-values:\n").expect("a p-value section");
+    let start = t.find("\np-values (").expect("a p-value section");
     // The tables every report has (also repeated per group) are left as they were.
     let old = |l: &&str| l.contains("95% interval") || l.contains("wins/losses/ties") || l.contains('[');
     for l in t[start..].lines().filter(|l| !old(l)) {
