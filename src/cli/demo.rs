@@ -93,6 +93,10 @@ pub fn run(a: Args) -> Result<()> {
         pass_at: None,
         baseline: None,
         cluster_key: None,
+        by: None,
+        mde: false,
+        detect: None,
+        flips: None,
         output: super::query::TableOut { format: super::query::Format::Table, out: None },
     };
     let (_, report) = super::compare::execute(&cmp)?;

@@ -7,19 +7,41 @@
 //! [`TaskValue::PassAt`], the task's pass@k as NeMo Gym computes it. A run's score is
 //! the mean of its task values (each task weighs the same, however many repeats it has).
 //! With a cluster field, every measured rollout of a task must carry the same value of
-//! it (in every run); tasks are then clustered by it.
+//! it (in every run); tasks are then clustered by it. With a breakdown field (`--by`),
+//! the same holds for it, and the whole comparison is repeated per group.
+//!
+//! Beyond the t test each comparison carries: Holm-adjusted p-values over the runs
+//! compared with the baseline; an exact sign test (McNemar's, for 0/1 scores) where the
+//! task differences take few values; on request the minimum detectable effect and the
+//! tasks needed to detect a given difference. 0/1 task scores get Wilson intervals;
+//! fewer than [`FEW_CLUSTERS`] clusters get CR2 errors with Bell–McCaffrey degrees of
+//! freedom (see the kernels in [`crate::stats`]).
 
 use std::collections::BTreeMap;
 
 use super::pass_at_k::{task_pass_at_k, Score};
 use super::warnings::Warnings;
+use crate::stats::binary::{sign_test, wilson};
+use crate::stats::cr2::cr2;
+use crate::stats::holm::holm;
 use crate::stats::paired::{mean_se, paired, MeanSe, Paired};
-use crate::stats::{fsum, t_interval};
+use crate::stats::power::{mde, tasks_needed};
+use crate::stats::repeats::{repeat_share, RepeatShare};
+use crate::stats::{fsum, t_interval, t_two_sided_p};
 
-/// Fewer clusters than this get a warning: cluster-robust errors are too small, and
-/// their intervals too narrow, with few clusters (Cameron & Miller, "A Practitioner's
-/// Guide to Cluster-Robust Inference", 2015, §VI).
+/// Fewer clusters than this get the small-sample correction (CR2 errors with
+/// Bell–McCaffrey degrees of freedom) and a note: CR1 errors are too small, and their
+/// intervals too narrow, with few clusters (Cameron & Miller, "A Practitioner's Guide to
+/// Cluster-Robust Inference", 2015, §VI).
 pub const FEW_CLUSTERS: usize = 20;
+
+/// Task differences taking at most this many distinct values get an exact sign test
+/// beside the t test (whose normal shape they are far from).
+pub const FEW_VALUES: usize = 3;
+
+/// Level and power of the sizing answers: a two-sided test at 5% with 80% power.
+pub const ALPHA: f64 = 0.05;
+pub const POWER: f64 = 0.8;
 
 /// One task's measured `(rollout index, value)` pairs and its cluster value.
 type TaskRollouts = (Vec<(i64, f64)>, Option<String>);
@@ -32,6 +54,10 @@ pub struct RunRollouts {
     /// Rollouts left out: masked, and without a numeric value.
     pub masked: usize,
     pub no_value: usize,
+    /// The same, per task (so a group's counts can be told).
+    left_out: BTreeMap<i64, (usize, usize)>,
+    /// Task → its value of the breakdown field, when breaking down.
+    by: BTreeMap<i64, String>,
 }
 
 /// Why a rollout's cluster value cannot be used.
@@ -56,10 +82,12 @@ impl RunRollouts {
     ) -> Result<(), ClusterProblem> {
         if masked {
             self.masked += 1;
+            self.left_out.entry(task).or_default().0 += 1;
             return Ok(());
         }
         let Some(v) = value.filter(|v| !v.is_nan()) else {
             self.no_value += 1;
+            self.left_out.entry(task).or_default().1 += 1;
             return Ok(());
         };
         // Checked before the task gets an entry: a refused rollout leaves nothing behind.
@@ -84,6 +112,50 @@ impl RunRollouts {
     /// The most measured rollouts any one task has.
     pub fn most_per_task(&self) -> usize {
         self.tasks.values().map(|(v, _)| v.len()).max().unwrap_or(0)
+    }
+
+    /// Records a measured rollout's value of the breakdown field; the value the task
+    /// already has, when it differs (a group must hold whole tasks).
+    pub fn set_group(&mut self, task: i64, group: &str) -> Result<(), String> {
+        match self.by.get(&task) {
+            Some(g) if g != group => Err(g.clone()),
+            Some(_) => Ok(()),
+            None => {
+                self.by.insert(task, group.to_string());
+                Ok(())
+            }
+        }
+    }
+
+    /// Every group value of the run's tasks.
+    pub fn groups(&self) -> impl Iterator<Item = &str> {
+        self.by.values().map(String::as_str)
+    }
+
+    /// Each task's group value, in task order.
+    pub fn task_groups(&self) -> impl Iterator<Item = (i64, &str)> {
+        self.by.iter().map(|(&t, g)| (t, g.as_str()))
+    }
+
+    /// The run restricted to the tasks of one group.
+    fn only_group(&self, group: &str) -> RunRollouts {
+        let keep = |t: &i64| self.by.get(t).is_some_and(|g| g == group);
+        let left_out: BTreeMap<i64, (usize, usize)> =
+            self.left_out.iter().filter(|(t, _)| keep(t)).map(|(&t, &c)| (t, c)).collect();
+        RunRollouts {
+            tasks: self.tasks.iter().filter(|(t, _)| keep(t)).map(|(&t, v)| (t, v.clone())).collect(),
+            masked: left_out.values().map(|c| c.0).sum(),
+            no_value: left_out.values().map(|c| c.1).sum(),
+            left_out,
+            by: BTreeMap::new(),
+        }
+    }
+
+    /// A task's measured values in rollout order.
+    fn scores(&self, task: i64) -> Vec<f64> {
+        let mut v = self.tasks.get(&task).map(|t| t.0.clone()).unwrap_or_default();
+        v.sort_by_key(|x| x.0);
+        v.into_iter().map(|x| x.1).collect()
     }
 }
 
@@ -125,8 +197,33 @@ pub struct RunSummary {
     pub no_value: usize,
     /// Mean over tasks with its standard error; `None` when no task was measured.
     pub est: Option<MeanSe>,
-    /// 95% t interval around the mean.
+    /// 95% interval around the mean: t, or Wilson for 0/1 task scores.
     pub ci: Option<(f64, f64)>,
+    /// Whether `ci` is Wilson's (every task value is 0 or 1, unclustered).
+    pub wilson: bool,
+    /// Whether the standard error is CR2 with Bell–McCaffrey degrees of freedom.
+    pub cr2: bool,
+    /// Repeat noise against task spread (with sizing answers asked for).
+    pub repeats: Option<RepeatShare>,
+}
+
+/// An exact test beside the t test.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Exact {
+    /// McNemar's (every paired task value is 0 or 1) rather than the general sign test.
+    pub mcnemar: bool,
+    pub p: f64,
+}
+
+/// One of the tasks that changed most between the baseline and a run.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Flip {
+    pub task: i64,
+    /// The two task values and their per-rollout scores (rollout order).
+    pub baseline: f64,
+    pub run: f64,
+    pub baseline_scores: Vec<f64>,
+    pub run_scores: Vec<f64>,
 }
 
 /// One run against the baseline.
@@ -141,6 +238,32 @@ pub struct Comparison {
     pub stats: Option<Paired>,
     /// 95% t interval around the difference (run − baseline).
     pub ci: Option<(f64, f64)>,
+    /// Whether the difference's standard error is CR2 (few clusters).
+    pub cr2: bool,
+    /// Holm-adjusted p-value over the report's comparisons (with two or more).
+    pub p_holm: Option<f64>,
+    /// The exact sign / McNemar test, where the differences take few values.
+    pub exact: Option<Exact>,
+    /// Smallest difference detected with 80% power at 5% (asked for).
+    pub mde: Option<f64>,
+    /// Tasks needed to detect the asked-for difference with 80% power at 5%.
+    pub tasks_needed: Option<u64>,
+    /// The tasks that changed most (asked for).
+    pub flips: Vec<Flip>,
+}
+
+/// What the report computes beyond the default.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct Options {
+    pub clustered: bool,
+    /// Break down by the group values the runs carry.
+    pub by: bool,
+    /// Minimum detectable effects, and repeat noise against task spread.
+    pub mde: bool,
+    /// A difference to size the eval for.
+    pub detect: Option<f64>,
+    /// How many changed tasks to list per comparison.
+    pub flips: Option<usize>,
 }
 
 /// What `compare` reports.
@@ -150,6 +273,8 @@ pub struct Report {
     pub baseline: usize,
     pub comparisons: Vec<Comparison>,
     pub warnings: Warnings,
+    /// The comparison repeated per group of the breakdown field, groups in order.
+    pub groups: Vec<(String, Report)>,
 }
 
 /// A task whose runs disagree on its cluster value: `(task, run a, value a, run b, value b)`.
@@ -203,13 +328,34 @@ fn check(e: &MeanSe, what: &str, clustered: bool, w: &mut Warnings) {
         w.add(format!("{what}: one {} only, so no standard error", if clustered { "cluster" } else { "task" }));
     } else if clustered && e.clusters < FEW_CLUSTERS {
         w.add(format!(
-            "{what}: only {} clusters; cluster-robust standard errors understate the noise with fewer than about {FEW_CLUSTERS}, so read the interval and p-value as optimistic",
-            e.clusters
+            "{what}: only {} clusters; CR1 errors understate the noise with fewer than about {FEW_CLUSTERS}, so the standard error is CR2 with Bell-McCaffrey degrees of freedom ({:.1})",
+            e.clusters, e.df
         ));
     }
     if !e.mean.is_finite() {
         w.add(format!("{what}: the mean is not finite (some task values are infinite or too large)"));
     }
+}
+
+/// `e` with the small-sample correction when its clusters are few: CR2 error and
+/// Bell–McCaffrey degrees of freedom. Whether it was applied.
+fn small_sample(e: &mut MeanSe, x: &[f64], ids: Option<&[u32]>) -> bool {
+    match ids {
+        Some(ids) if e.clusters >= 2 && e.clusters < FEW_CLUSTERS => match cr2(x, ids) {
+            Some((se, df)) => {
+                e.se = Some(se);
+                e.df = df;
+                true
+            }
+            None => false,
+        },
+        _ => false,
+    }
+}
+
+/// Whether every value is 0 or 1.
+fn binary(x: &[f64]) -> bool {
+    x.iter().all(|&v| v == 0.0 || v == 1.0)
 }
 
 /// Builds the report: every run summarized, every other run compared with `baseline`.
@@ -221,6 +367,50 @@ pub fn report(
     clustered: bool,
     value: TaskValue,
 ) -> Result<Report, ClusterConflict> {
+    report_with(names, runs, baseline, value, &Options { clustered, ..Options::default() })
+}
+
+/// [`report`] with the extras `opts` asks for; with `opts.by`, the comparison is
+/// repeated for each group of tasks (the groups' warnings named by group).
+pub fn report_with(
+    names: &[String],
+    runs: &[RunRollouts],
+    baseline: usize,
+    value: TaskValue,
+    opts: &Options,
+) -> Result<Report, ClusterConflict> {
+    let mut r = one_report(names, runs, baseline, value, opts)?;
+    if opts.by {
+        let mut groups: Vec<&str> = runs.iter().flat_map(RunRollouts::groups).collect();
+        let numeric = groups.iter().all(|g| g.parse::<f64>().is_ok());
+        groups.sort_by(|a, b| {
+            if numeric {
+                a.parse::<f64>().unwrap().total_cmp(&b.parse::<f64>().unwrap())
+            } else {
+                a.cmp(b)
+            }
+        });
+        groups.dedup();
+        for g in groups {
+            let sub: Vec<RunRollouts> = runs.iter().map(|run| run.only_group(g)).collect();
+            let mut gr = one_report(names, &sub, baseline, value, opts)?;
+            for (m, _) in std::mem::take(&mut gr.warnings.items) {
+                r.warnings.add(format!("group {g}: {m}"));
+            }
+            r.groups.push((g.to_string(), gr));
+        }
+    }
+    Ok(r)
+}
+
+fn one_report(
+    names: &[String],
+    runs: &[RunRollouts],
+    baseline: usize,
+    value: TaskValue,
+    opts: &Options,
+) -> Result<Report, ClusterConflict> {
+    let clustered = opts.clustered;
     let ids = if clustered { Some(cluster_ids(runs)?) } else { None };
     let mut warnings = Warnings::default();
     // Per run: task → its value, in task order.
@@ -243,8 +433,16 @@ pub fn report(
     for (i, (m, r)) in means.iter().zip(runs).enumerate() {
         let x: Vec<f64> = m.values().copied().collect();
         let c = clusters_of(&mut m.keys().copied());
-        let est = mean_se(&x, c.as_deref());
-        let ci = est.as_ref().and_then(|e| interval(e, &names[i], &mut warnings));
+        let mut est = mean_se(&x, c.as_deref());
+        let cr2_used = est.as_mut().is_some_and(|e| small_sample(e, &x, c.as_deref()));
+        // 0/1 task scores get Wilson's interval, which stays inside [0, 1].
+        let wilson_ci = (!clustered && binary(&x) && est.is_some_and(|e| e.se.is_some()))
+            .then(|| wilson(x.iter().filter(|&&v| v == 1.0).count() as u64, x.len() as u64))
+            .flatten();
+        let ci = match wilson_ci {
+            Some(w) => Some(w),
+            None => est.as_ref().and_then(|e| interval(e, &names[i], &mut warnings)),
+        };
         match (&est, value) {
             (Some(e), _) => check(e, &names[i], clustered, &mut warnings),
             (None, TaskValue::PassAt(k)) if !r.tasks.is_empty() => warnings.add(format!(
@@ -254,6 +452,12 @@ pub fn report(
             )),
             (None, _) => warnings.add(format!("{}: no measured rollout ({} masked)", names[i], r.masked)),
         }
+        let repeats = (opts.mde && value == TaskValue::Mean)
+            .then(|| {
+                let per_task: Vec<Vec<f64>> = m.keys().map(|t| r.tasks[t].0.iter().map(|v| v.1).collect()).collect();
+                repeat_share(&per_task)
+            })
+            .flatten();
         summaries.push(RunSummary {
             name: names[i].clone(),
             tasks: m.len(),
@@ -263,6 +467,9 @@ pub fn report(
             no_value: r.no_value,
             est,
             ci,
+            wilson: wilson_ci.is_some(),
+            cr2: cr2_used,
+            repeats,
         });
         if r.no_value > 0 {
             warnings.add(format!(
@@ -281,7 +488,18 @@ pub fn report(
         let a: Vec<f64> = shared.iter().map(|t| base[t]).collect();
         let b: Vec<f64> = shared.iter().map(|t| m[t]).collect();
         let c = clusters_of(&mut shared.iter().copied());
-        let stats = paired(&a, &b, c.as_deref());
+        let mut stats = paired(&a, &b, c.as_deref());
+        let d: Vec<f64> = b.iter().zip(&a).map(|(y, x)| y - x).collect();
+        let mut cr2_used = false;
+        if let Some(p) = stats.as_mut() {
+            if small_sample(&mut p.diff, &d, c.as_deref()) {
+                cr2_used = true;
+                p.t = p.diff.se.filter(|&s| s > 0.0 || p.diff.mean != 0.0).map(|s| p.diff.mean / s);
+                p.p = p.t.map(|t| t_two_sided_p(t, p.diff.df));
+                let ses = |x: &[f64]| c.as_deref().and_then(|ids| cr2(x, ids)).map(|v| v.0);
+                p.se_unpaired = ses(&a).zip(ses(&b)).map(|(x, y)| (x * x + y * y).sqrt());
+            }
+        }
         let what = format!("{} vs {}", names[i], names[baseline]);
         let ci = stats.as_ref().and_then(|p| interval(&p.diff, &what, &mut warnings));
         if let Some(p) = &stats {
@@ -302,9 +520,66 @@ pub fn report(
                 names[baseline], names[i]
             ));
         }
-        comparisons.push(Comparison { run: i, paired_tasks: shared.len(), only_baseline, only_run, stats, ci });
+        let mut distinct: Vec<f64> = d.clone();
+        distinct.sort_by(f64::total_cmp);
+        distinct.dedup();
+        let exact = stats
+            .as_ref()
+            .filter(|_| distinct.len() <= FEW_VALUES)
+            .map(|p| Exact { mcnemar: binary(&a) && binary(&b), p: sign_test(p.wins as u64, p.losses as u64) });
+        // Sizing: the spread of one task's (or cluster's) difference is se·√units.
+        let units = stats.as_ref().map_or(0, |p| p.diff.clusters);
+        let mde_v = stats.as_ref().filter(|_| opts.mde).and_then(|p| mde(p.diff.se?, p.diff.df, ALPHA, POWER));
+        let needed = match (opts.detect, &stats) {
+            (Some(diff), Some(p)) => p.diff.se.and_then(|se| {
+                let n = tasks_needed(diff, se * (units as f64).sqrt(), ALPHA, POWER)?;
+                let units_needed = n.ceil();
+                // With clusters: that many clusters of the present mean size.
+                let per_unit = p.diff.n as f64 / units as f64;
+                Some((if clustered { (units_needed * per_unit).ceil() } else { units_needed }) as u64)
+            }),
+            _ => None,
+        };
+        let flips = match opts.flips {
+            None => Vec::new(),
+            Some(k) => {
+                let mut order: Vec<usize> = (0..shared.len()).filter(|&j| d[j] != 0.0).collect();
+                order.sort_by(|&x, &y| d[y].abs().total_cmp(&d[x].abs()).then(shared[x].cmp(&shared[y])));
+                order
+                    .into_iter()
+                    .take(k)
+                    .map(|j| Flip {
+                        task: shared[j],
+                        baseline: a[j],
+                        run: b[j],
+                        baseline_scores: runs[baseline].scores(shared[j]),
+                        run_scores: runs[i].scores(shared[j]),
+                    })
+                    .collect()
+            }
+        };
+        comparisons.push(Comparison {
+            run: i,
+            paired_tasks: shared.len(),
+            only_baseline,
+            only_run,
+            stats,
+            ci,
+            cr2: cr2_used,
+            p_holm: None,
+            exact,
+            mde: mde_v,
+            tasks_needed: needed,
+            flips,
+        });
     }
-    Ok(Report { runs: summaries, baseline, comparisons, warnings })
+    if comparisons.len() >= 2 {
+        let p: Vec<Option<f64>> = comparisons.iter().map(|c| c.stats.as_ref().and_then(|s| s.p)).collect();
+        for (c, h) in comparisons.iter_mut().zip(holm(&p)) {
+            c.p_holm = h;
+        }
+    }
+    Ok(Report { runs: summaries, baseline, comparisons, warnings, groups: Vec::new() })
 }
 
 #[cfg(test)]
@@ -425,7 +700,7 @@ mod tests {
     }
 
     #[test]
-    fn clustered_comparison_uses_cluster_degrees_of_freedom() {
+    fn few_clusters_use_cr2_with_bell_mccaffrey_df() {
         let mut a = RunRollouts::default();
         let mut b = RunRollouts::default();
         for t in 0..12 {
@@ -435,11 +710,144 @@ mod tests {
         }
         let names = ["a".to_string(), "b".to_string()];
         let r = report(&names, &[a, b], 0, true, TaskValue::Mean).unwrap();
-        assert_eq!((r.runs[0].est.unwrap().clusters, r.runs[0].est.unwrap().df), (3, 2.0));
-        let p = r.comparisons[0].stats.unwrap();
-        assert_eq!((p.diff.clusters, p.diff.df), (3, 2.0));
-        let (lo, hi) = r.comparisons[0].ci.unwrap();
-        let half = crate::stats::t_ppf(0.975, 2.0) * p.diff.se.unwrap();
+        let c = &r.comparisons[0];
+        let p = c.stats.unwrap();
+        // Three equal clusters: Bell-McCaffrey df is G - 1 (up to rounding), CR2 = CR1.
+        assert!(c.cr2 && r.runs[0].cr2);
+        assert!((p.diff.df - 2.0).abs() < 1e-12, "{}", p.diff.df);
+        let (lo, hi) = c.ci.unwrap();
+        let half = crate::stats::t_ppf(0.975, p.diff.df) * p.diff.se.unwrap();
         assert!((lo - (p.diff.mean - half)).abs() < 1e-15 && (hi - (p.diff.mean + half)).abs() < 1e-15);
+        assert!(r.warnings.lines().join("\n").contains("so the standard error is CR2"));
+    }
+
+    fn binary_pair(wins: usize, losses: usize, ties: usize) -> [RunRollouts; 2] {
+        let mut a = RunRollouts::default();
+        let mut b = RunRollouts::default();
+        for t in 0..(wins + losses + ties) as i64 {
+            let (x, y) = if (t as usize) < wins {
+                (0.0, 1.0)
+            } else if (t as usize) < wins + losses {
+                (1.0, 0.0)
+            } else {
+                ((t % 2) as f64, (t % 2) as f64)
+            };
+            a.add(t, 0, Some(x), false, None).unwrap();
+            b.add(t, 0, Some(y), false, None).unwrap();
+        }
+        [a, b]
+    }
+
+    #[test]
+    fn binary_scores_get_mcnemar_beside_the_t_test() {
+        // 7 wins and 1 loss out of 30 tasks: t test 0.031, exact McNemar 0.070.
+        let names = ["a".to_string(), "b".to_string()];
+        let r = report(&names, &binary_pair(7, 1, 22), 0, false, TaskValue::Mean).unwrap();
+        let c = &r.comparisons[0];
+        assert!((c.stats.unwrap().p.unwrap() - 0.031).abs() < 5e-4, "{:?}", c.stats);
+        assert_eq!(c.exact, Some(Exact { mcnemar: true, p: 18.0 / 256.0 }));
+    }
+
+    #[test]
+    fn a_constant_difference_gets_a_sign_test() {
+        let mut a = RunRollouts::default();
+        let mut b = RunRollouts::default();
+        for t in 0..3 {
+            a.add(t, 0, Some(0.25), false, None).unwrap();
+            b.add(t, 0, Some(0.75), false, None).unwrap();
+        }
+        let names = ["a".to_string(), "b".to_string()];
+        let r = report(&names, &[a, b], 0, false, TaskValue::Mean).unwrap();
+        let c = &r.comparisons[0];
+        assert_eq!(c.stats.unwrap().p, Some(0.0));
+        assert_eq!(c.exact, Some(Exact { mcnemar: false, p: 0.25 }));
+    }
+
+    #[test]
+    fn zero_one_runs_get_wilson_intervals() {
+        let mut a = RunRollouts::default();
+        let mut b = RunRollouts::default();
+        for t in 0..133 {
+            a.add(t, 0, Some(1.0), false, None).unwrap();
+            b.add(t, 0, Some(0.5), false, None).unwrap();
+        }
+        let names = ["a".to_string(), "b".to_string()];
+        let r = report(&names, &[a, b], 0, false, TaskValue::Mean).unwrap();
+        let (lo, hi) = r.runs[0].ci.unwrap();
+        assert!(r.runs[0].wilson && !r.runs[1].wilson);
+        assert_eq!(((lo * 1000.0).round() / 1000.0, hi), (0.972, 1.0));
+        // Not a collapsed interval, so no warning about one.
+        assert!(
+            !r.warnings.lines().iter().any(|l| l.starts_with("warning: a: standard error is 0")),
+            "{:?}",
+            r.warnings
+        );
+    }
+
+    #[test]
+    fn holm_adjusts_over_the_candidates() {
+        let [a, b] = binary_pair(7, 1, 22);
+        let [_, c] = binary_pair(2, 6, 22);
+        let names = ["a".to_string(), "b".to_string(), "c".to_string()];
+        let r = report(&names, &[a, b, c], 0, false, TaskValue::Mean).unwrap();
+        let p: Vec<Option<f64>> = r.comparisons.iter().map(|c| c.stats.unwrap().p).collect();
+        let want = crate::stats::holm::holm(&p);
+        assert_eq!(r.comparisons.iter().map(|c| c.p_holm).collect::<Vec<_>>(), want);
+        // With one candidate there is no family.
+        let r = report(&names[..2], &binary_pair(7, 1, 22), 0, false, TaskValue::Mean).unwrap();
+        assert_eq!(r.comparisons[0].p_holm, None);
+    }
+
+    #[test]
+    fn flips_are_the_largest_changes_with_scores_in_rollout_order() {
+        let mut a = RunRollouts::default();
+        let mut b = RunRollouts::default();
+        for (t, x, y) in [(1, [0.0, 0.0], [1.0, 1.0]), (2, [1.0, 0.0], [1.0, 1.0]), (3, [1.0, 1.0], [1.0, 1.0])] {
+            for (ri, (&u, &v)) in x.iter().zip(&y).enumerate().rev() {
+                a.add(t, ri as i64, Some(u), false, None).unwrap();
+                b.add(t, ri as i64 + 10, Some(v), false, None).unwrap();
+            }
+        }
+        let names = ["a".to_string(), "b".to_string()];
+        let opts = Options { flips: Some(5), ..Options::default() };
+        let r = report_with(&names, &[a, b], 0, TaskValue::Mean, &opts).unwrap();
+        let f = &r.comparisons[0].flips;
+        // Task 3 did not change; task 1 changed most.
+        assert_eq!(f.iter().map(|f| f.task).collect::<Vec<_>>(), vec![1, 2]);
+        assert_eq!((f[1].baseline_scores.clone(), f[1].run_scores.clone()), (vec![1.0, 0.0], vec![1.0, 1.0]));
+    }
+
+    /// The per-group comparisons of `--by` against scipy's `ttest_rel` on each group's
+    /// tasks (`compare_ref.tsv`, `by` rows).
+    #[test]
+    fn groups_match_scipy_per_group() {
+        use crate::stats::test_data::{agree, compare_ref};
+        let names = ["a".to_string(), "b".to_string()];
+        let cases = compare_ref("by");
+        let mut worst = 0.0f64;
+        for c in &cases {
+            let (x, y, g, want_g) = (&c.parts[0], &c.parts[1], &c.parts[2], c.parts[3][0]);
+            let mut a = RunRollouts::default();
+            let mut b = RunRollouts::default();
+            for t in 0..x.len() {
+                let label = format!("{}", g[t]);
+                a.add(t as i64, 0, Some(x[t]), false, None).unwrap();
+                b.add(t as i64, 0, Some(y[t]), false, None).unwrap();
+                a.set_group(t as i64, &label).unwrap();
+                b.set_group(t as i64, &label).unwrap();
+            }
+            let opts = Options { by: true, ..Options::default() };
+            let r = report_with(&names, &[a, b], 0, TaskValue::Mean, &opts).unwrap();
+            assert_eq!(r.groups.len(), 3);
+            let (_, gr) = r.groups.iter().find(|(name, _)| *name == format!("{want_g}")).unwrap();
+            let cmp = &gr.comparisons[0];
+            let p = cmp.stats.unwrap();
+            let got =
+                [p.diff.mean, p.diff.se.unwrap(), p.t.unwrap(), p.p.unwrap(), cmp.ci.unwrap().0, cmp.ci.unwrap().1];
+            for (k, (g, w)) in got.iter().zip(&c.expected).enumerate() {
+                worst = worst.max(agree(*g, *w, 1e-12, 1e-3, &format!("{} value {k}", c.case)).1);
+            }
+        }
+        eprintln!("by: max rel diff {worst:e}");
     }
 }

@@ -13,11 +13,23 @@
 //! All functions are pure; none allocate except the convenience wrappers
 //! that create their own scratch buffer.
 
+/// Exact sign / McNemar tests and Wilson intervals for scores with few values.
+pub mod binary;
+/// Small-sample cluster-robust errors (CR2, Bell–McCaffrey degrees of freedom).
+pub mod cr2;
+/// Holm's adjustment of p-values for several comparisons.
+pub mod holm;
 mod moments;
 mod nan;
+/// The noncentral t distribution and the incomplete beta function.
+pub mod nct;
 /// Task-level standard errors: clustered, paired (comparisons between runs).
 pub mod paired;
+/// Power, minimum detectable effect and tasks needed for the paired t test.
+pub mod power;
 mod quantile;
+/// Repeat noise against task spread: what more repeats or more tasks would buy.
+pub mod repeats;
 mod sum;
 mod t_dist;
 /// VAGEN's batch metrics in numpy's order (`batch-metrics`).
@@ -40,4 +52,4 @@ pub use variance::{group_variance, reward_variance};
 pub use welch::{welch_interval, Welch};
 
 #[cfg(test)]
-mod test_data;
+pub(crate) mod test_data;

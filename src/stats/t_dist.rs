@@ -47,7 +47,7 @@ fn gamma_ratio_half(a: f64) -> f64 {
 /// `ln Gamma(z) - [(z - 1/2) ln z - z + ln(2 pi) / 2]` for `z >= 10`, from the
 /// asymptotic series `1/(12z) - 1/(360z^3) + 1/(1260z^5) - ...` (terms to
 /// `z^-15`, truncation error below 1e-18 at z = 10).
-fn stirling_tail(z: f64) -> f64 {
+pub(super) fn stirling_tail(z: f64) -> f64 {
     const C: [f64; 8] = [
         1.0 / 12.0,
         -1.0 / 360.0,
@@ -83,7 +83,7 @@ fn stirling_tail(z: f64) -> f64 {
 /// (all terms positive for `b <= 1`), and the Lentz quantities `C - 1`
 /// and `1 - D` are carried from the even step, where they are small and
 /// exact to a few ulps, into the odd step.
-fn beta_cf(a: f64, b: f64, x: f64, y: f64) -> f64 {
+pub(super) fn beta_cf(a: f64, b: f64, x: f64, y: f64) -> f64 {
     const TINY: f64 = 1e-300;
     let guard = |v: f64| if v.abs() < TINY { TINY } else { v };
     let near_one = y < 0.5 && b <= 1.0;
@@ -168,7 +168,7 @@ fn t_probs(t: f64, nu: f64) -> (f64, f64, f64) {
 /// otherwise Legendre's continued fraction
 /// `Q(a, x) = x^a e^-x / Gamma(a) / (x + 1 - a - 1 (1 - a) / (x + 3 - a - 2 (2 - a) / ...))`
 /// (modified Lentz); the other probability by subtraction.
-fn normal_probs(t: f64) -> (f64, f64, f64) {
+pub(super) fn normal_probs(t: f64) -> (f64, f64, f64) {
     const TINY: f64 = 1e-300;
     let x = 0.5 * t * t;
     let e = (-x).exp();

@@ -89,3 +89,38 @@ fn lcg_matches_python() {
     let mut rng = Lcg::new(1);
     assert_eq!(rng.next_u64(), 7_806_831_264_735_756_412);
 }
+
+/// One case of `compare_ref.tsv`: its name, inputs (the parts between `nan` separators,
+/// or the tasks of a `repeats` case) and expected values.
+pub struct RefCase {
+    pub case: String,
+    pub parts: Vec<Vec<f64>>,
+    pub expected: Vec<f64>,
+}
+
+/// The cases of `compare_ref.tsv` for one statistic.
+pub fn compare_ref(stat: &str) -> Vec<RefCase> {
+    let nums = |s: &str| s.split(',').map(py_float).collect::<Vec<f64>>();
+    let cases: Vec<RefCase> = rows(include_str!("compare_ref.tsv"))
+        .filter(|r| r[0] == stat)
+        .map(|r| {
+            let parts = if stat == "repeats" {
+                r[2].split(';').map(nums).collect()
+            } else {
+                nums(r[2]).split(|v| v.is_nan()).map(<[f64]>::to_vec).collect()
+            };
+            RefCase { case: r[1].to_string(), parts, expected: nums(r[3]) }
+        })
+        .collect();
+    assert!(!cases.is_empty(), "no {stat} cases");
+    cases
+}
+
+/// Checks `got` against `want` within `tol`, relative to `max(|want|, floor)`; returns
+/// the absolute and relative differences.
+pub fn agree(got: f64, want: f64, tol: f64, floor: f64, what: &str) -> (f64, f64) {
+    let abs = (got - want).abs();
+    let abs = if got == want { 0.0 } else { abs };
+    assert!(abs <= tol * want.abs().max(floor), "{what}: got {got:e}, want {want:e} (diff {abs:e})");
+    (abs, rel_err(got, want))
+}

@@ -38,19 +38,28 @@ fn mean(x: &[f64]) -> f64 {
     x.iter().sum::<f64>() / x.len() as f64
 }
 
-/// `sd(ddof=1)/sqrt(n)`, or with cluster labels `sqrt(G/(G-1) Σ_g (Σ_{i∈g} e_i)²) / n`.
-fn se(x: &[f64], clusters: Option<&[String]>) -> f64 {
+/// `(se, df)`: `sd(ddof=1)/sqrt(n)` with `n - 1`; with cluster labels (fewer than 20
+/// here) CR2, `sqrt(Σ_g S_g² / (1 - n_g/n)) / n` with `S_g = Σ_{i∈g} e_i`, and the
+/// Bell-McCaffrey degrees of freedom `(1/n²) / Σλ²` written out.
+fn se(x: &[f64], clusters: Option<&[String]>) -> (f64, f64) {
     let m = mean(x);
     let n = x.len() as f64;
     match clusters {
-        None => (x.iter().map(|v| (v - m) * (v - m)).sum::<f64>() / (n - 1.0)).sqrt() / n.sqrt(),
+        None => ((x.iter().map(|v| (v - m) * (v - m)).sum::<f64>() / (n - 1.0)).sqrt() / n.sqrt(), n - 1.0),
         Some(c) => {
-            let mut sums: BTreeMap<&str, f64> = BTreeMap::new();
+            let mut sums: BTreeMap<&str, (f64, f64)> = BTreeMap::new();
             for (v, g) in x.iter().zip(c) {
-                *sums.entry(g.as_str()).or_default() += v - m;
+                let e = sums.entry(g.as_str()).or_default();
+                e.0 += v - m;
+                e.1 += 1.0;
             }
-            let g = sums.len() as f64;
-            (g / (g - 1.0) * sums.values().map(|s| s * s).sum::<f64>()).sqrt() / n
+            let a2 = |ng: f64| 1.0 / (1.0 - ng / n);
+            let se = sums.values().map(|(s, ng)| s * s * a2(*ng)).sum::<f64>().sqrt() / n;
+            let s1: f64 = sums.values().map(|(_, ng)| a2(*ng) * ng * ng).sum();
+            let s2: f64 = sums.values().map(|(_, ng)| a2(*ng).powi(2) * ng.powi(3)).sum();
+            let s3: f64 = sums.values().map(|(_, ng)| a2(*ng).powi(2) * ng * ng).sum();
+            let lam2 = (s1 * s1 / (n * n) - 2.0 * s2 / n + s3) / n.powi(4);
+            (se, 1.0 / (n * n) / lam2)
         }
     }
 }
@@ -111,7 +120,7 @@ fn compare_matches_a_direct_computation() {
             assert_eq!(row["run"], **agent);
             assert_eq!(row["tasks"], m.len());
             close(&row["mean"], mean(&x), "mean");
-            close(&row["se"], se(&x, cl), "se");
+            close(&row["se"], se(&x, cl).0, "se");
             if *agent == agents[0] {
                 assert!(row["diff"].is_null() && row["baseline"].is_null());
                 continue;
@@ -120,16 +129,15 @@ fn compare_matches_a_direct_computation() {
             let shared: Vec<i64> = base.keys().filter(|t| m.contains_key(t)).copied().collect();
             let d: Vec<f64> = shared.iter().map(|t| m[t] - base[t]).collect();
             let dc: Vec<String> = shared.iter().map(|t| subset[t].clone()).collect();
-            let s = se(&d, cluster.then_some(dc.as_slice()));
-            let df = if cluster { dc.iter().collect::<std::collections::BTreeSet<_>>().len() - 1 } else { d.len() - 1 };
+            let (s, df) = se(&d, cluster.then_some(dc.as_slice()));
             assert_eq!(row["paired_tasks"], shared.len());
-            assert_eq!(row["df"].as_f64(), Some(df as f64));
+            close(&row["df"], df, "df");
             close(&row["diff"], mean(&d), "diff");
             close(&row["diff_se"], s, "diff_se");
             close(&row["t"], mean(&d) / s, "t");
             // The p-value function itself is checked against scipy in the unit tests.
-            close(&row["p_value"], rollstat::stats::t_two_sided_p(mean(&d) / s, df as f64), "p");
-            let half = rollstat::stats::t_ppf(0.975, df as f64) * s;
+            close(&row["p_value"], rollstat::stats::t_two_sided_p(mean(&d) / s, df), "p");
+            let half = rollstat::stats::t_ppf(0.975, df) * s;
             close(&row["diff_ci_low_95"], mean(&d) - half, "ci low");
             close(&row["diff_ci_high_95"], mean(&d) + half, "ci high");
             assert_eq!(row["wins"], d.iter().filter(|v| **v > 0.0).count());
@@ -168,7 +176,10 @@ fn formats_and_thread_counts_agree() {
     let md = run(&["compare", "--rollouts", r, "--format", "markdown"]);
     assert!(md.status.success(), "{}", stderr(&md));
     let md = stdout(&md);
-    let md_lines: Vec<&str> = md.lines().collect();
+    // The table, then (three runs: two candidates) a note naming Holm's family.
+    let (table, notes) = md.split_once("\n\n").unwrap_or((&md, ""));
+    assert!(notes.starts_with("p_value_holm: Holm-adjusted over the 2 runs compared with"), "{md}");
+    let md_lines: Vec<&str> = table.lines().collect();
     assert_eq!(md_lines.len(), rows.len() + 2, "{md}");
     assert_eq!(md_lines[0], format!("| {} |", header.join(" | ")));
     assert!(md_lines[1].starts_with("|---|---|---:|---:|---:|"), "{}", md_lines[1]);
@@ -410,4 +421,230 @@ fn pass_at_k_per_task_matches_aggregates_pass_at_k() {
     assert!(stderr(&x).contains("no task of any run has 9 measured rollouts (at most 3)"), "{}", stderr(&x));
     let x = run(&["compare", "--rollouts", r.to_str().unwrap(), "--pass-at", "0"]);
     assert_eq!(x.status.code(), Some(2), "{}", stderr(&x));
+}
+
+#[test]
+fn mde_and_tasks_needed_reach_80_percent_power() {
+    let d = TempDir::new("cmp-mde");
+    sweep(&d, "13");
+    let r = d.join("rollouts.jsonl");
+    let rows = json_rows(&run(&[
+        "compare",
+        "--rollouts",
+        r.to_str().unwrap(),
+        "--mde",
+        "--detect",
+        "0.05",
+        "--format",
+        "json",
+    ]));
+    for row in rows.iter().filter(|r| !r["diff"].is_null()) {
+        let (se, df, n) =
+            (row["diff_se"].as_f64().unwrap(), row["df"].as_f64().unwrap(), row["paired_tasks"].as_f64().unwrap());
+        let mde = row["mde"].as_f64().unwrap();
+        let power = rollstat::stats::power::power(mde / se, df, 0.05);
+        assert!((power - 0.8).abs() < 1e-12, "{row}: power at the MDE {power}");
+        // The smallest whole number of tasks with 80% power at the observed spread.
+        let need = row["tasks_needed"].as_f64().unwrap();
+        let sd = se * n.sqrt();
+        let at = |k: f64| rollstat::stats::power::power(0.05 / sd * k.sqrt(), k - 1.0, 0.05);
+        assert!(at(need) >= 0.8 && at(need - 1.0) < 0.8, "{row}");
+        assert_eq!(row["detect_diff"].as_f64(), Some(0.05));
+    }
+    // Without the flags the sizing columns are absent.
+    let rows = json_rows(&run(&["compare", "--rollouts", r.to_str().unwrap(), "--format", "json"]));
+    assert!(rows[1].get("mde").is_none() && rows[1].get("tasks_needed").is_none());
+}
+
+#[test]
+fn holm_adjusts_the_p_values_of_two_or_more_candidates() {
+    let d = TempDir::new("cmp-holm");
+    sweep(&d, "14");
+    let r = d.join("rollouts.jsonl");
+    let rows = json_rows(&run(&["compare", "--rollouts", r.to_str().unwrap(), "--format", "json"]));
+    let p: Vec<Option<f64>> = rows[1..].iter().map(|r| r["p_value"].as_f64()).collect();
+    let want = rollstat::stats::holm::holm(&p);
+    let got: Vec<Option<f64>> = rows[1..].iter().map(|r| r["p_value_holm"].as_f64()).collect();
+    assert_eq!(got, want);
+    assert!(rows[0]["p_value_holm"].is_null());
+    let t = stdout(&run(&["compare", "--rollouts", r.to_str().unwrap()]));
+    assert!(t.contains("p-values (Holm over the 2 runs compared):"), "{t}");
+}
+
+#[test]
+fn by_repeats_the_comparison_per_group() {
+    let d = TempDir::new("cmp-by");
+    sweep(&d, "15");
+    let r = d.join("rollouts.jsonl");
+    let (means, subset) = direct(&r);
+    let rows = json_rows(&run(&["compare", "--rollouts", r.to_str().unwrap(), "--by", "subset", "--format", "json"]));
+    let agents: Vec<&String> = means.keys().collect();
+    // Three runs overall, then three per group, groups in order.
+    assert_eq!(rows.len(), 3 + 3 * 3);
+    assert!(rows[..3].iter().all(|r| r["group"].is_null()));
+    let groups: Vec<&str> = rows[3..].iter().step_by(3).map(|r| r["group"].as_str().unwrap()).collect();
+    assert_eq!(groups, ["easy", "hard", "medium"]);
+    for row in rows[3..].iter().filter(|r| !r["diff"].is_null()) {
+        let g = row["group"].as_str().unwrap();
+        let (base, m) = (&means[agents[0]], &means[row["run"].as_str().unwrap()]);
+        let shared: Vec<i64> = base.keys().filter(|t| m.contains_key(t) && subset[t] == g).copied().collect();
+        let diffs: Vec<f64> = shared.iter().map(|t| m[t] - base[t]).collect();
+        let (s, df) = se(&diffs, None);
+        assert_eq!(row["paired_tasks"], shared.len());
+        close(&row["diff"], mean(&diffs), "group diff");
+        close(&row["diff_se"], s, "group diff se");
+        let half = rollstat::stats::t_ppf(0.975, df) * s;
+        close(&row["diff_ci_low_95"], mean(&diffs) - half, "group ci low");
+    }
+    let t = stdout(&run(&["compare", "--rollouts", r.to_str().unwrap(), "--by", "subset"]));
+    let section = &t[t.find("\nby `subset`").expect("a breakdown section")..];
+    assert_eq!(section.lines().filter(|l| l.starts_with("easy ")).count(), 2, "{t}");
+}
+
+#[test]
+fn bad_breakdowns_and_one_sided_agents_are_refused_without_output() {
+    let d = TempDir::new("cmp-by-bad");
+    let out = d.join("out.json");
+    let o = out.to_str().unwrap();
+    // Numbers in some rollouts, text in others.
+    let mixed = d.write(
+        "mixed.jsonl",
+        &lines(&[(0, 0, "A", 1.0, "1"), (1, 0, "A", 0.0, "\"x\""), (0, 0, "B", 1.0, "1"), (1, 0, "B", 1.0, "\"x\"")]),
+    );
+    let x = run(&["compare", "--rollouts", mixed.to_str().unwrap(), "--by", "grp", "--format", "json", "--out", o]);
+    assert_eq!(x.status.code(), Some(2), "{}", stderr(&x));
+    assert!(stderr(&x).contains("--by field holds numbers (line 1) and text (line 2)"), "{}", stderr(&x));
+    assert!(!out.exists());
+    // Numbers in one file, text in the other.
+    let nums = d.write("nums.jsonl", &lines(&[(0, 0, "A", 1.0, "1"), (0, 0, "B", 1.0, "1")]));
+    let text = d.write("text.jsonl", &lines(&[(0, 0, "C", 1.0, "\"1\""), (0, 0, "D", 0.0, "\"1\"")]));
+    let x = run(&[
+        "compare",
+        "--rollouts",
+        nums.to_str().unwrap(),
+        "--rollouts",
+        text.to_str().unwrap(),
+        "--by",
+        "grp",
+        "--out",
+        o,
+    ]);
+    assert_eq!(x.status.code(), Some(2), "{}", stderr(&x));
+    assert!(stderr(&x).contains("the field holds numbers in") && stderr(&x).contains("and text in"), "{}", stderr(&x));
+    assert!(!out.exists());
+    // A task in different groups in two runs.
+    let moved = d.write("moved.jsonl", &lines(&[(0, 0, "A", 1.0, "1"), (0, 0, "B", 1.0, "2")]));
+    let x = run(&["compare", "--rollouts", moved.to_str().unwrap(), "--by", "grp", "--out", o]);
+    assert_eq!(x.status.code(), Some(2), "{}", stderr(&x));
+    assert!(stderr(&x).contains("task 0 is in group 1 in A and in group 2 in B"), "{}", stderr(&x));
+    assert!(!out.exists());
+    // An agent in one file only, where the files share agent names.
+    let both = d.write("both.jsonl", &lines(&[(0, 0, "A", 1.0, "0"), (0, 0, "B", 1.0, "0")]));
+    let one = d.write("one.jsonl", &lines(&[(0, 0, "A", 0.0, "0")]));
+    let x = run(&["compare", "--rollouts", both.to_str().unwrap(), "--rollouts", one.to_str().unwrap(), "--out", o]);
+    assert_eq!(x.status.code(), Some(2), "{}", stderr(&x));
+    assert!(
+        stderr(&x).contains("agent B is in")
+            && stderr(&x).contains("files that share agent names must hold the same agents"),
+        "{}",
+        stderr(&x)
+    );
+    assert!(!out.exists());
+    // --flips needs a format that can hold a second list.
+    let x = run(&["compare", "--rollouts", both.to_str().unwrap(), "--flips", "3", "--format", "csv", "--out", o]);
+    assert_eq!(x.status.code(), Some(2), "{}", stderr(&x));
+    assert!(!out.exists());
+}
+
+#[test]
+fn binary_single_rollouts_get_mcnemar_and_wilson() {
+    let d = TempDir::new("cmp-binary");
+    // 30 tasks: B wins 7, loses 1, ties 22; A scores 1 on every task.
+    let mut rows = Vec::new();
+    for t in 0..30i64 {
+        let (a, b) = if t < 7 {
+            (0.0, 1.0)
+        } else if t < 8 {
+            (1.0, 0.0)
+        } else {
+            (1.0, 1.0)
+        };
+        rows.push((t, 0, "A", a, "0"));
+        rows.push((t, 1, "B", b, "0"));
+        rows.push((t, 2, "C", 1.0, "0"));
+    }
+    let f = d.write("bin.jsonl", &lines(&rows));
+    let rows = json_rows(&run(&["compare", "--rollouts", f.to_str().unwrap(), "--format", "json"]));
+    let b = &rows[1];
+    assert_eq!(b["exact_test"], "mcnemar");
+    assert_eq!(b["exact_p"].as_f64(), Some(0.0703125));
+    assert!((b["p_value"].as_f64().unwrap() - 0.031).abs() < 5e-4, "{b}");
+    // C is at 1.0 on all 30 tasks: Wilson, not [1, 1].
+    let c = &rows[2];
+    assert_eq!(c["ci_method"], "wilson");
+    assert_eq!(c["ci_high_95"].as_f64(), Some(1.0));
+    close(&c["ci_low_95"], 30.0 / (30.0 + 1.959963984540054f64.powi(2)), "wilson low");
+}
+
+#[test]
+fn flips_list_the_tasks_that_changed_most() {
+    let d = TempDir::new("cmp-flips");
+    sweep(&d, "16");
+    let r = d.join("rollouts.jsonl");
+    let o = run(&["compare", "--rollouts", r.to_str().unwrap(), "--flips", "4", "--format", "json"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let doc: Value = serde_json::from_slice(&o.stdout).unwrap();
+    let flips = doc["flips"].as_array().unwrap();
+    assert_eq!(doc["runs"].as_array().unwrap().len(), 3);
+    assert_eq!(flips.len(), 8);
+    let (means, _) = direct(&r);
+    for f in flips {
+        let run_means = &means[f["run"].as_str().unwrap()];
+        let base = &means[f["baseline"].as_str().unwrap()];
+        let t = f["_ng_task_index"].as_i64().unwrap();
+        close(&f["diff"], run_means[&t] - base[&t], "flip diff");
+        let scores: Vec<f64> = f["run_scores"].as_array().unwrap().iter().map(|v| v.as_f64().unwrap()).collect();
+        close(&f["run_value"], mean(&scores), "flip run value");
+    }
+    // Largest changes first, per run.
+    let d0: Vec<f64> = flips[..4].iter().map(|f| f["diff"].as_f64().unwrap().abs()).collect();
+    assert!(d0.windows(2).all(|w| w[0] >= w[1]), "{d0:?}");
+    let t = stdout(&run(&["compare", "--rollouts", r.to_str().unwrap(), "--flips", "4"]));
+    assert!(t.contains("tasks that changed most against"), "{t}");
+}
+
+#[test]
+fn new_text_sections_fit_80_columns() {
+    let d = TempDir::new("cmp-80");
+    let mut rows = Vec::new();
+    for t in 0..40i64 {
+        for k in 0..4i64 {
+            let g = if t % 2 == 0 { "\"easy\"" } else { "\"hard\"" };
+            rows.push((t, k, "base", ((t + k) % 3 == 0) as i64 as f64, g));
+            rows.push((t, k + 4, "cand_one", ((t + k) % 2 == 0) as i64 as f64, g));
+            rows.push((t, k + 8, "cand_two", ((t * k) % 3 == 0) as i64 as f64, g));
+        }
+    }
+    let f = d.write("r.jsonl", &lines(&rows));
+    let o = run(&[
+        "compare",
+        "--rollouts",
+        f.to_str().unwrap(),
+        "--mde",
+        "--detect",
+        "0.05",
+        "--by",
+        "grp",
+        "--flips",
+        "2",
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let t = stdout(&o);
+    let start = t.find("\np-values (").expect("a p-value section");
+    // The tables every report has (also repeated per group) are left as they were.
+    let old = |l: &&str| l.contains("95% interval") || l.contains("wins/losses/ties") || l.contains('[');
+    for l in t[start..].lines().filter(|l| !old(l)) {
+        assert!(l.chars().count() <= 80, "{} columns: {l}", l.chars().count());
+    }
+    assert!(t.contains("is the eval big enough?") && t.contains("tasks or repeats?"), "{t}");
 }
