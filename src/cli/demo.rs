@@ -9,7 +9,7 @@ use clap::Args as ClapArgs;
 use super::common::{print_warnings, MetricArgs};
 use crate::error::Result;
 use crate::generate::{GenerateOptions, RewardKind};
-use crate::workflow::{self, AggregateConfig, ExportConfig, IngestConfig, Metrics, ProfileConfig};
+use crate::workflow::{self, AggregateConfig, CompareConfig, ExportConfig, IngestConfig, Metrics, ProfileConfig};
 
 #[derive(ClapArgs, Debug, Clone)]
 pub struct Args {
@@ -85,7 +85,7 @@ pub fn run(a: Args) -> Result<()> {
     say!("");
     super::aggregate::print_key_metrics(&ar.key_metrics);
     say!("Aggregate metrics: {}", ar.file.display());
-    let cmp = super::compare::Args {
+    let cmp = CompareConfig {
         rollouts: vec![g.rollouts_path.clone()],
         inputs: vec![g.inputs_path.clone()],
         agent: None,
@@ -97,12 +97,11 @@ pub fn run(a: Args) -> Result<()> {
         mde: false,
         detect: None,
         flips: None,
-        output: super::query::TableOut { format: super::query::Format::Table, out: None },
     };
-    let (_, report) = super::compare::execute(&cmp)?;
-    crate::cli::common::print_warnings(&report.warnings);
+    let (_, report) = workflow::compare(&cmp)?;
+    print_warnings(&report.warnings);
     say!("");
-    say!("{}", super::compare::text(&cmp, &report).trim_end());
+    say!("{}", crate::export::compare::text(&cmp.view(), &report).trim_end());
     let ex = ExportConfig {
         rollouts: g.rollouts_path.clone(),
         inputs: Some(g.inputs_path.clone()),

@@ -2,8 +2,10 @@
 //! ([`nemo_gym`]), Parquet tables ([`parquet`]), all staged atomically ([`atomic`]).
 
 pub mod atomic;
+pub mod compare;
 pub mod direct;
 pub mod nemo_gym;
 pub mod nemo_gym_compare;
 pub mod parquet;
+pub mod table;
 pub mod tasks;

@@ -6,6 +6,7 @@
 //! on a terminal, for large files) are the one thing a workflow shows by itself.
 
 pub mod aggregate;
+pub mod compare;
 pub mod custom;
 pub mod eval_compare;
 pub mod export;
@@ -19,6 +20,7 @@ use crate::ingest::{self as read, InputTable, RolloutTable};
 use crate::trace::{trace, Status};
 
 pub use aggregate::{aggregate, AggregateConfig, AggregateRun};
+pub use compare::{compare, CompareConfig, Runs};
 pub use custom::Metrics;
 pub use eval_compare::{eval_compare, EvalCompareConfig, EvalCompareRun, ReportFormat};
 pub use export::{export, tables, ExportConfig};

@@ -425,6 +425,11 @@ fn the_rollouts_file_may_be_given_without_the_flag() {
         assert!(o.status.success(), "{args:?}: {}", stderr(&o));
     }
     assert_eq!(std::fs::read(d.join("flag.parquet")).unwrap(), std::fs::read(d.join("positional.parquet")).unwrap());
+    // compare takes one or several files either way.
+    let with_flag = run(&["compare", "--rollouts", r, "--rollouts", d.join("flag.parquet").to_str().unwrap()]);
+    let positional = run(&["compare", r, d.join("flag.parquet").to_str().unwrap()]);
+    assert!(with_flag.status.success(), "{}", stderr(&with_flag));
+    assert_eq!(stdout(&with_flag), stdout(&positional));
     let o = run(&["aggregate", r, "--rollouts", r, "--out", d.join("both.json").to_str().unwrap()]);
     assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
     assert!(stderr(&o).contains("cannot be used with"), "{}", stderr(&o));

@@ -1,0 +1,500 @@
+//! The compare workflow: read each rollouts file (JSONL or a rollouts table), name its
+//! runs, and compute the paired, task-level report against a baseline.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use polars::prelude::*;
+
+use crate::error::{Error, Location, Result};
+use crate::export::compare::CompareView;
+use crate::ingest::frame::rollouts_frame;
+use crate::ingest::labels::runs;
+use crate::ingest::table::Source;
+use crate::metrics::compare::{report_with, ClusterProblem, Options, Report, RunRollouts, TaskValue};
+use crate::metrics::profile::duplicate_key;
+
+/// What to compare: the runs' files and the statistic, and what the report adds.
+#[derive(Debug, Clone)]
+pub struct CompareConfig {
+    /// Rollouts JSONL files or rollouts tables (.parquet); each file's run labels are runs.
+    pub rollouts: Vec<PathBuf>,
+    /// Materialized inputs JSONL: none, or one per rollouts file, in order.
+    pub inputs: Vec<PathBuf>,
+    /// Label for rollouts that name no agent.
+    pub agent: Option<String>,
+    /// Numeric field to compare.
+    pub metric: String,
+    /// Compare each task's pass@K instead of its mean.
+    pub pass_at: Option<u32>,
+    /// The run the others are compared against (default: the first run).
+    pub baseline: Option<String>,
+    /// Field that groups tasks into clusters for the standard errors.
+    pub cluster_key: Option<String>,
+    /// Field whose groups each get their own comparison.
+    pub by: Option<String>,
+    /// Add the detectable difference and the repeat-noise share.
+    pub mde: bool,
+    /// Add the tasks needed to detect this difference.
+    pub detect: Option<f64>,
+    /// List the N tasks that changed most per run.
+    pub flips: Option<u32>,
+}
+
+impl CompareConfig {
+    /// What the report computes beyond the default.
+    pub fn options(&self) -> Options {
+        Options {
+            clustered: self.cluster_key.is_some(),
+            by: self.by.is_some(),
+            mde: self.mde,
+            detect: self.detect,
+            flips: self.flips.map(|n| n as usize),
+        }
+    }
+
+    /// Refuses flag values and combinations that cannot be used, before any reading.
+    pub fn validate(&self) -> Result<()> {
+        if let Some(d) = self.detect {
+            if !(d.is_finite() && d != 0.0) {
+                return Err(Error::Usage(format!("--detect {d}: give a non-zero difference in the metric's units")));
+            }
+        }
+        if self.by.is_some() && self.by == self.cluster_key {
+            return Err(Error::Usage(
+                "--by and --cluster-key name the same field; a group would be one cluster".into(),
+            ));
+        }
+        Ok(())
+    }
+
+    /// What a run's value for one task is.
+    pub fn task_value(&self) -> TaskValue {
+        self.pass_at.map_or(TaskValue::Mean, |k| TaskValue::PassAt(k as usize))
+    }
+
+    /// What the renderers need to know of the configuration.
+    pub fn view(&self) -> CompareView {
+        CompareView {
+            metric: self.metric.clone(),
+            pass_at: self.pass_at,
+            cluster_key: self.cluster_key.clone(),
+            by: self.by.clone(),
+            mde: self.mde,
+            detect: self.detect,
+        }
+    }
+
+    /// The compared statistic as named in the output: the metric, or with `--pass-at` the
+    /// key of `aggregate --metric pass_at_k` for it (`pass@4/accuracy`: NeMo Gym scores
+    /// `reward` as `accuracy`), else `pass@4/<metric>`.
+    pub fn statistic(&self) -> String {
+        match self.pass_at {
+            Some(k) if self.metric == "reward" => format!("pass@{k}/accuracy"),
+            Some(k) => format!("pass@{k}/{}", self.metric),
+            None => self.metric.clone(),
+        }
+    }
+}
+
+/// The runs read from the files, and their names.
+pub struct Runs {
+    pub names: Vec<String>,
+    pub rollouts: Vec<RunRollouts>,
+}
+
+/// The numeric columns of a rollouts frame (what `--metric` may name).
+fn numeric_fields(df: &DataFrame) -> Vec<String> {
+    df.columns()
+        .iter()
+        .filter(|c| c.dtype().is_primitive_numeric() && !c.name().starts_with("_ng_"))
+        .map(|c| c.name().to_string())
+        .collect()
+}
+
+/// A rollouts table from JSONL (with its line numbers) or from Parquet written by
+/// `rollstat ingest` (rows numbered from 1).
+struct Table {
+    df: DataFrame,
+    /// Per row: the JSONL line it came from.
+    lines: Option<Vec<u64>>,
+}
+
+impl Table {
+    fn at(&self, path: &Path, r: usize) -> Location {
+        match &self.lines {
+            Some(l) => Location::line(path, l[r]),
+            None => Location::file(path).row(r as u64 + 1),
+        }
+    }
+}
+
+fn read_table(a: &CompareConfig, path: &Path, inputs: Option<&Path>) -> Result<Table> {
+    if path.extension().is_some_and(|e| e.eq_ignore_ascii_case("parquet")) {
+        if inputs.is_some() {
+            return Err(Error::Usage(format!(
+                "{}: a Parquet table already carries its run labels; --inputs goes with JSONL rollouts",
+                path.display()
+            )));
+        }
+        let mut df = crate::ingest::parquet::read_parquet(path)?;
+        let bad = |col: &str, msg: &str| Error::bad(Location::file(path).key(col), msg.to_string());
+        for col in ["agent", "_ng_task_index", "_ng_rollout_index", "mask_sample"] {
+            let Ok(c) = df.column(col) else {
+                return Err(bad(
+                    col,
+                    "no such column; give a rollouts table written by `rollstat ingest` or `rollstat export`",
+                ));
+            };
+            let ok = match col {
+                "agent" => c.dtype().is_string() || c.dtype().is_categorical() || c.dtype().is_integer(),
+                "mask_sample" => c.dtype().is_bool() || c.dtype().is_integer(),
+                _ => c.dtype().is_integer(),
+            };
+            if !ok {
+                return Err(bad(col, &format!("the column holds {}, which a rollouts table does not", c.dtype())));
+            }
+        }
+        // Labels as text (a categorical column from pandas or Polars included); mask flags
+        // by Python truthiness.
+        let agent = df.column("agent")?.cast(&DataType::String)?;
+        let agent = match &a.agent {
+            Some(name) => agent.str()?.apply(|v| Some(v.map_or(name.as_str().into(), |s| s.into()))).into_column(),
+            None => agent,
+        };
+        df.with_column(agent)?;
+        let masked = df.column("mask_sample")?;
+        if !masked.dtype().is_bool() {
+            let flags: BooleanChunked =
+                masked.cast(&DataType::Int64)?.i64()?.iter().map(|v| v.map(|i| i != 0)).collect();
+            df.with_column(flags.with_name("mask_sample".into()).into_column())?;
+        }
+        return Ok(Table { df, lines: None });
+    }
+    let (t, inp) = crate::workflow::read_both(path, inputs)?;
+    if let Some(by) = &a.by {
+        // Numbers in some rollouts and text in others: groups cannot be told apart the
+        // way Python would (1 and "1" differ), and the table would keep only the numbers.
+        if let Some(c) = t.columns.iter().find(|c| c.source == Source::Top && &c.name == by) {
+            if c.has_numbers() && c.has_strings() {
+                let first = |want_str: bool| {
+                    (0..t.len()).find(|&r| if want_str { c.str_at(r).is_some() } else { c.num(r).is_some() })
+                };
+                let (n, s) = (first(false).unwrap_or(0), first(true).unwrap_or(0));
+                return Err(Error::bad(
+                    Location::file(path).key(by),
+                    format!(
+                        "--by field holds numbers (line {}) and text (line {}); give a field whose values are all numbers or all text",
+                        t.line[n], t.line[s]
+                    ),
+                ));
+            }
+        }
+    }
+    let labels = runs(&t, inp.as_ref());
+    let df = rollouts_frame(&t, &labels, a.agent.as_deref())?;
+    if let Some(r) = df.column("agent")?.str()?.iter().position(|v| v.is_none()) {
+        return Err(crate::metrics::aggregate::unnamed(&t, inp.as_ref(), r));
+    }
+    Ok(Table { df, lines: Some(t.line.clone()) })
+}
+
+/// One file's runs (by label, in label order), and whether its `--by` values are text.
+type FileRuns = (Vec<(String, RunRollouts)>, Option<bool>);
+
+/// Reads one rollouts file into its runs.
+fn read_file(a: &CompareConfig, path: &Path, inputs: Option<&Path>) -> Result<FileRuns> {
+    let table = read_table(a, path, inputs)?;
+    let df = &table.df;
+    let fields = || {
+        let f = numeric_fields(df);
+        if f.is_empty() {
+            "there are no numeric fields".to_string()
+        } else {
+            format!("numeric fields: {}", f.join(", "))
+        }
+    };
+    let Ok(metric) = df.column(&a.metric) else {
+        return Err(Error::bad(
+            Location::file(path).key(&a.metric),
+            format!("no rollout has a numeric `{}`; {}", a.metric, fields()),
+        ));
+    };
+    if !(metric.dtype().is_primitive_numeric() || metric.dtype().is_bool()) {
+        return Err(Error::bad(
+            Location::file(path).key(&a.metric),
+            format!(
+                "`{}` holds {}, not numbers; {}",
+                a.metric,
+                if metric.dtype().is_string() { "text".to_string() } else { metric.dtype().to_string() },
+                fields()
+            ),
+        ));
+    }
+    let values = metric.cast(&DataType::Float64)?;
+    let values = values.f64()?;
+    let clusters = match &a.cluster_key {
+        None => None,
+        Some(k) => {
+            let Ok(c) = df.column(k) else {
+                return Err(Error::bad(Location::file(path).key(k), "no rollout has this field (--cluster-key)"));
+            };
+            Some(cluster_keys(c).map_err(|e| {
+                Error::bad(Location::file(path).key(k), format!("cannot use this field as a cluster: {e}"))
+            })?)
+        }
+    };
+    let groups = match &a.by {
+        None => None,
+        Some(k) => {
+            let Ok(c) = df.column(k) else {
+                return Err(Error::bad(Location::file(path).key(k), "no rollout has this field (--by)"));
+            };
+            let text = c.dtype().is_string() || c.dtype().is_categorical();
+            let keys: Vec<Option<String>> = if text {
+                c.cast(&DataType::String)?.str()?.iter().map(|v| v.map(str::to_string)).collect()
+            } else {
+                cluster_keys(c).map_err(|e| {
+                    Error::bad(Location::file(path).key(k), format!("cannot break down by this field: {e}"))
+                })?
+            };
+            Some((keys, text))
+        }
+    };
+    let agent = df.column("agent")?.str()?;
+    let masked = df.column("mask_sample")?.bool()?;
+    let int = |name: &str| df.column(name).and_then(|c| c.cast(&DataType::Int64));
+    let (task, rollout) = (int("_ng_task_index")?, int("_ng_rollout_index")?);
+    let (task, rollout) = (task.i64()?, rollout.i64()?);
+    let mut by: BTreeMap<String, RunRollouts> = BTreeMap::new();
+    // (run, task, rollout, row): a rollout key may occur once per run, as in `aggregate`.
+    let mut keys: Vec<(usize, i64, i64, usize)> = Vec::with_capacity(df.height());
+    let mut run_ids: std::collections::HashMap<&str, usize> = std::collections::HashMap::new();
+    for r in 0..df.height() {
+        let (Some(label), Some(task), Some(rollout)) = (agent.get(r), task.get(r), rollout.get(r)) else {
+            let what = if agent.get(r).is_none() {
+                "names no agent (give --agent NAME)"
+            } else {
+                "has no usable rollout key (`_ng_task_index` and `_ng_rollout_index`, integers)"
+            };
+            return Err(Error::bad(table.at(path, r), format!("this rollout {what}")));
+        };
+        let next = run_ids.len();
+        keys.push((*run_ids.entry(label).or_insert(next), task, rollout, r));
+        let run = match by.get_mut(label) {
+            Some(run) => run,
+            None => by.entry(label.to_string()).or_default(),
+        };
+        let cluster = clusters.as_ref().map(|c| c[r].as_deref());
+        if let Err(problem) = run.add(task, rollout, values.get(r), masked.get(r).unwrap_or(false), cluster) {
+            let key = a.cluster_key.as_deref().unwrap_or_default();
+            let msg = match problem {
+                ClusterProblem::Missing => {
+                    "this measured rollout has no usable value of the --cluster-key field (a number, \
+                    a bool or text of up to 512 bytes); every measured rollout needs one"
+                        .to_string()
+                }
+                ClusterProblem::Differs { first, then } => format!(
+                    "task {task} has rollouts in cluster {first} and in cluster {then}; a cluster must hold whole tasks"
+                ),
+            };
+            return Err(Error::bad(table.at(path, r).key(key), msg));
+        }
+        let measured = !masked.get(r).unwrap_or(false) && values.get(r).is_some_and(|v| !v.is_nan());
+        if let (Some((g, _)), true) = (&groups, measured) {
+            let key = a.by.as_deref().unwrap_or_default();
+            let Some(g) = g[r].as_deref() else {
+                return Err(Error::bad(
+                    table.at(path, r).key(key),
+                    "this measured rollout has no usable value of the --by field (a number, a bool or text); every measured rollout needs one",
+                ));
+            };
+            if let Err(first) = run.set_group(task, g) {
+                return Err(Error::bad(
+                    table.at(path, r).key(key),
+                    format!(
+                        "task {task} has rollouts in group {first} and in group {g}; a group must hold whole tasks"
+                    ),
+                ));
+            }
+        }
+    }
+    keys.sort_unstable();
+    if let Some(w) = keys.windows(2).find(|w| (w[0].0, w[0].1, w[0].2) == (w[1].0, w[1].1, w[1].2)) {
+        let (a, b) = (w[0].3, w[1].3);
+        return Err(match &table.lines {
+            Some(l) => duplicate_key("result", (w[0].1, w[0].2), l[a].min(l[b]), l[a].max(l[b]), path),
+            None => Error::bad(
+                Location::file(path),
+                format!("rows {} and {} have the same rollout key ({}, {}) and run", a + 1, b + 1, w[0].1, w[0].2),
+            ),
+        });
+    }
+    Ok((by.into_iter().collect(), groups.map(|g| g.1)))
+}
+
+/// Each row's cluster, as text that is equal exactly when Python would find the values
+/// equal: numbers by value (`1`, `1.0` and `true` are one cluster, written `1`; an
+/// integral float is written as its exact integer, so `2**53` and `2.0**53` meet), text
+/// quoted (so `"1"` is another).
+fn cluster_keys(c: &Column) -> PolarsResult<Vec<Option<String>>> {
+    let dt = c.dtype();
+    if dt.is_unsigned_integer() {
+        return Ok(c.cast(&DataType::UInt64)?.u64()?.iter().map(|v| v.map(|i| i.to_string())).collect());
+    }
+    if dt.is_integer() {
+        return Ok(c.cast(&DataType::Int64)?.i64()?.iter().map(|v| v.map(|i| i.to_string())).collect());
+    }
+    if dt.is_float() || dt.is_bool() {
+        let number =
+            |x: f64| if x.is_finite() && x.fract() == 0.0 { format!("{:.0}", x + 0.0) } else { format!("{x:?}") };
+        return Ok(c.cast(&DataType::Float64)?.f64()?.iter().map(|v| v.map(number)).collect());
+    }
+    if !(dt.is_string() || dt.is_categorical()) {
+        polars_bail!(InvalidOperation: "it holds {dt}, not numbers or text");
+    }
+    Ok(c.cast(&DataType::String)?.str()?.iter().map(|v| v.map(|s| format!("{s:?}"))).collect())
+}
+
+/// How a file is named in run names: its stem, or its path when two files share a stem.
+fn file_names(paths: &[PathBuf]) -> Vec<String> {
+    let stems: Vec<String> = paths
+        .iter()
+        .map(|p| p.file_stem().map_or_else(|| p.display().to_string(), |s| s.to_string_lossy().into_owned()))
+        .collect();
+    let unique = stems.iter().enumerate().all(|(i, s)| !stems[..i].contains(s));
+    if unique {
+        stems
+    } else {
+        paths.iter().map(|p| p.display().to_string()).collect()
+    }
+}
+
+/// Reads every file. A run is named by its label, or `FILE:label` when one label occurs
+/// in two files.
+pub fn read_runs(a: &CompareConfig) -> Result<Runs> {
+    if !a.inputs.is_empty() && a.inputs.len() != a.rollouts.len() {
+        return Err(Error::Usage(format!(
+            "give --inputs once per --rollouts file, in the same order, or not at all ({} rollouts files, {} inputs files)",
+            a.rollouts.len(),
+            a.inputs.len()
+        )));
+    }
+    for (i, path) in a.rollouts.iter().enumerate() {
+        if a.rollouts[..i].iter().any(|q| q == path || crate::export::atomic::same_file(q, path)) {
+            return Err(Error::Usage(format!("{} is given twice as --rollouts", path.display())));
+        }
+    }
+    let mut per_file = Vec::new();
+    let mut kinds: Vec<bool> = Vec::new();
+    for (i, path) in a.rollouts.iter().enumerate() {
+        let (runs, text) = read_file(a, path, a.inputs.get(i).map(PathBuf::as_path))?;
+        if let Some(t) = text {
+            if kinds.first().is_some_and(|&k| k != t) {
+                let kind = |t: bool| if t { "text" } else { "numbers" };
+                return Err(Error::Mismatch(format!(
+                    "--by {}: the field holds {} in {} and {} in {}; give a field whose values are all numbers or all text",
+                    a.by.as_deref().unwrap_or_default(),
+                    kind(kinds[0]),
+                    a.rollouts[0].display(),
+                    kind(t),
+                    path.display()
+                )));
+            }
+            kinds.push(t);
+        }
+        per_file.push(runs);
+    }
+    let files = file_names(&a.rollouts);
+    let all: Vec<&str> = per_file.iter().flatten().map(|(l, _)| l.as_str()).collect();
+    let clash = all.iter().enumerate().any(|(i, l)| all[..i].contains(l));
+    if clash {
+        // Files that share agent names hold versions of the same agents: each must hold
+        // every one of them, or an agent would be compared on one side only.
+        for (f, runs) in per_file.iter().enumerate() {
+            for other in all.iter() {
+                if !runs.iter().any(|(l, _)| l == other) {
+                    let holder = per_file.iter().position(|r| r.iter().any(|(l, _)| l == other)).unwrap_or(0);
+                    return Err(Error::Mismatch(format!(
+                        "agent {other} is in {} but not in {}: files that share agent names must hold the same agents",
+                        a.rollouts[holder].display(),
+                        a.rollouts[f].display()
+                    )));
+                }
+            }
+        }
+    }
+    let mut names = Vec::new();
+    let mut rollouts = Vec::new();
+    for (f, runs) in per_file.into_iter().enumerate() {
+        for (label, r) in runs {
+            names.push(if clash { format!("{}:{label}", files[f]) } else { label });
+            rollouts.push(r);
+        }
+    }
+    if let Some(field) = &a.by {
+        // A task is in one group in every run, or its groups' comparisons would pair it
+        // on one side only.
+        let mut seen: BTreeMap<i64, (usize, &str)> = BTreeMap::new();
+        for (i, r) in rollouts.iter().enumerate() {
+            for (task, g) in r.task_groups() {
+                match seen.get(&task) {
+                    Some(&(i0, g0)) if g0 != g => {
+                        return Err(Error::Mismatch(format!(
+                            "--by {field}: task {task} is in group {g0} in {} and in group {g} in {}; a task must be in one group",
+                            names[i0], names[i]
+                        )))
+                    }
+                    Some(_) => {}
+                    None => {
+                        seen.insert(task, (i, g));
+                    }
+                }
+            }
+        }
+    }
+    Ok(Runs { names, rollouts })
+}
+
+/// Reads the runs and computes the report.
+pub fn compare(a: &CompareConfig) -> Result<(Runs, Report)> {
+    a.validate()?;
+    let runs = read_runs(a)?;
+    if runs.names.len() < 2 {
+        let files: Vec<String> = a.rollouts.iter().map(|p| p.display().to_string()).collect();
+        let found = match runs.names.first() {
+            Some(name) => format!("one run ({name})"),
+            None => "no rollouts".to_string(),
+        };
+        return Err(Error::Usage(format!(
+            "compare needs two runs; {} hold{} {found}: give another --rollouts file, or a file with several agents",
+            files.join(", "),
+            if files.len() == 1 { "s" } else { "" }
+        )));
+    }
+    let baseline = match &a.baseline {
+        None => 0,
+        Some(b) => runs.names.iter().position(|n| n == b).ok_or_else(|| {
+            Error::Usage(format!("--baseline {b:?} is not a run here; runs: {}", runs.names.join(", ")))
+        })?,
+    };
+    if let Some(k) = a.pass_at {
+        let most = runs.rollouts.iter().map(RunRollouts::most_per_task).max().unwrap_or(0);
+        if most < k as usize {
+            return Err(Error::Usage(format!(
+                "--pass-at {k}: no task of any run has {k} measured rollouts (at most {most})"
+            )));
+        }
+    }
+    let r = report_with(&runs.names, &runs.rollouts, baseline, a.task_value(), &a.options()).map_err(
+        |(task, r0, c0, r1, c1)| {
+        Error::Mismatch(format!(
+            "--cluster-key {}: task {task} is in cluster {c0} in {} and in cluster {c1} in {}; a task must be in one cluster",
+            a.cluster_key.as_deref().unwrap_or_default(),
+            runs.names[r0],
+            runs.names[r1]
+        ))
+        },
+    )?;
+    Ok((runs, r))
+}
