@@ -150,7 +150,7 @@ pub fn entry<'a>(t: &'a RolloutTable, g: &Group, opts: &AggregateOptions, warn: 
         head.push((Arc::from("key_metrics"), Json::Obj(cov)));
         return Ok(AggEntry { head, tasks: None, repeats: vec![], perf_summary: perf });
     }
-    let labels = vec!["agent"; scored.len()];
+    let labels = vec![g.label.as_str(); scored.len()];
     let p = Profiled::new(t, &scored, &labels);
     let keys = StatKeys::new(&p.fields);
     let (agent, repeats, repeat_warnings) = agent_and_repeat_levels(&p, &keys);

@@ -2,6 +2,7 @@
 //! each running the real `rollstat` executable in fresh temp folders. Helpers used by
 //! several files live here.
 
+mod aggregate;
 mod batch_metrics;
 mod completions;
 mod compressed;

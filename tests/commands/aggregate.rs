@@ -1,0 +1,26 @@
+//! `rollstat aggregate`: what its warnings name.
+
+use crate::common::*;
+
+/// The unequal-repeats warning names the run's own label (NeMo Gym's aggregate names a
+/// placeholder, `agent='agent'`, which tells a user nothing on a fanned-out sweep).
+#[test]
+fn unequal_repeats_warning_names_the_real_agent() {
+    let d = TempDir::new("agg-warn");
+    generate(
+        d.path(),
+        &["--tasks", "40", "--repeats", "3", "--agents", "2", "--fan-out", "--seed", "5", "--missing-frac", "0.1"],
+    );
+    let r = d.join("rollouts.jsonl");
+    let o = run(&["aggregate", "--rollouts", r.to_str().unwrap(), "--out", d.join("a.json").to_str().unwrap(), "-q"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let err = stderr(&o);
+    let named: Vec<&str> = err
+        .lines()
+        .filter(|l| l.contains("repeat(s) are missing rollouts"))
+        .filter_map(|l| l.split("agent='").nth(1).and_then(|t| t.split('\'').next()))
+        .collect();
+    assert_eq!(named.len(), 2, "one warning per agent: {err}");
+    assert!(named.iter().all(|n| n.ends_with("_agent") && *n != "agent"), "{named:?}");
+    assert_ne!(named[0], named[1], "{named:?}");
+}
