@@ -156,7 +156,7 @@ pub fn entry<'a>(t: &'a RolloutTable, g: &Group, opts: &AggregateOptions, warn: 
     let (agent, repeats, repeat_warnings) = agent_and_repeat_levels(&p, &keys);
     let mut agent = agent.into_iter().next_back().unwrap_or_default();
     warn.extend(repeat_warnings);
-    let across = across_repeats(&repeats, 1, warn).pop().unwrap_or_default();
+    let across = across_repeats(&repeats, &[g.label.as_str()], warn).pop().unwrap_or_default();
     agent.extend(across);
     agent.extend(cov.clone());
     let mut agent = Json::Obj(agent);

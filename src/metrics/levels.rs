@@ -360,7 +360,9 @@ pub fn repeat_level(p: &Profiled<'_>, warn: &mut Warnings) -> Vec<RepeatEntry> {
             for (s, v) in schema::REPEAT.iter().zip(point) {
                 e.push((k(s), Json::Float(v)));
             }
-            if let Some((lo, hi)) = interval(mean, sem, n, &mut w) {
+            let (label, rollout) = *groups[g].0;
+            let what = || format!("`{name}`, {}, repeat {rollout}", p.labels[label as usize]);
+            if let Some((lo, hi)) = interval(mean, sem, n, &mut w, what) {
                 e.push((k(schema::REPEAT[8]), Json::Float(lo)));
                 e.push((k(schema::REPEAT[9]), Json::Float(hi)));
             }
@@ -407,12 +409,18 @@ pub fn repeat_level(p: &Profiled<'_>, warn: &mut Warnings) -> Vec<RepeatEntry> {
 
 /// The Student-t 95% interval `mean ± t(0.975, n-1)·se`, or None for n <= 1; a zero standard error
 /// collapses it to (mean, mean) with a warning.
-pub fn interval(mean: f64, se: f64, n: usize, warn: &mut Warnings) -> Option<(f64, f64)> {
+pub fn interval(
+    mean: f64,
+    se: f64,
+    n: usize,
+    warn: &mut Warnings,
+    what: impl FnOnce() -> String,
+) -> Option<(f64, f64)> {
     if n <= 1 {
         return None;
     }
     if se == 0.0 {
-        warn.add(warnings::zero_se(n));
+        warn.add(warnings::zero_se(n, &what()));
         return Some((mean, mean));
     }
     Some(stats::t_interval(0.95, (n - 1) as f64, mean, se))
@@ -459,7 +467,9 @@ pub fn is_primary_metric(name: &str) -> bool {
 }
 
 /// Across-repeat keys per label, from the repeat entries.
-pub fn across_repeats(repeats: &[RepeatEntry], n_labels: usize, warn: &mut Warnings) -> Vec<Vec<(Key, Json)>> {
+/// `labels`: the name of each label id, for warnings.
+pub fn across_repeats(repeats: &[RepeatEntry], labels: &[&str], warn: &mut Warnings) -> Vec<Vec<(Key, Json)>> {
+    let n_labels = labels.len();
     // Numeric columns in order of first appearance over all entries.
     let mut cols: Vec<Key> = Vec::new();
     let mut seen: HashSet<Key> = HashSet::new();
@@ -497,7 +507,8 @@ pub fn across_repeats(repeats: &[RepeatEntry], n_labels: usize, warn: &mut Warni
             for (s, v) in schema::ACROSS_REPEATS.iter().zip(point) {
                 slot.push((k(s), Json::Float(v)));
             }
-            if let Some((lo, hi)) = interval(mean, se, n, warn) {
+            let what = || format!("`{c}` across repeats, {}", labels[l]);
+            if let Some((lo, hi)) = interval(mean, se, n, warn, what) {
                 slot.push((k(schema::ACROSS_REPEATS[6]), Json::Float(lo)));
                 slot.push((k(schema::ACROSS_REPEATS[7]), Json::Float(hi)));
             }

@@ -245,7 +245,8 @@ pub fn profile<'a>(t: &'a RolloutTable, inputs: &'a InputTable, allow_partial: b
     let (agent_stats, repeats, repeat_warnings) = agent_and_repeat_levels(&p, &keys);
     warnings.extend(repeat_warnings);
     let labels_of_p = p.labels.clone();
-    let across = across_repeats(&repeats, p.labels.len(), &mut warnings);
+    let names: Vec<&str> = p.labels.iter().map(|l| l.as_ref()).collect();
+    let across = across_repeats(&repeats, &names, &mut warnings);
     let mut agents: Vec<Json> = Vec::new();
     for (l, (mut items, acr)) in agent_stats.into_iter().zip(across).enumerate() {
         items.push((Arc::from("agent_ref"), Json::name_ref(&labels_of_p[l])));

@@ -39,10 +39,11 @@ impl Warnings {
     }
 }
 
-/// The zero-standard-error warning, worded as NeMo Gym words it.
-pub fn zero_se(n: usize) -> String {
+/// The zero-standard-error warning, worded as NeMo Gym words it, followed by what it is
+/// about (`what`: the field, agent and repeat), which NeMo Gym leaves out.
+pub fn zero_se(n: usize, what: &str) -> String {
     format!(
-        "Standard error is 0 (all {n} values are identical) -- confidence interval collapses to a single point rather than being computed."
+        "Standard error is 0 (all {n} values are identical) -- confidence interval collapses to a single point rather than being computed. [{what}]"
     )
 }
 

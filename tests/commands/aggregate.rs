@@ -24,3 +24,21 @@ fn unequal_repeats_warning_names_the_real_agent() {
     assert!(named.iter().all(|n| n.ends_with("_agent") && *n != "agent"), "{named:?}");
     assert_ne!(named[0], named[1], "{named:?}");
 }
+
+/// The zero-standard-error warning says which field of which agent (and repeat) it is
+/// about, so the same message no longer stands for unrelated fields.
+#[test]
+fn zero_standard_error_warning_names_field_and_agent() {
+    let d = TempDir::new("agg-zero-se");
+    generate(d.path(), &["--tasks", "30", "--repeats", "3", "--agents", "2", "--fan-out", "--seed", "6"]);
+    let r = d.join("rollouts.jsonl");
+    let o = run(&["aggregate", "--rollouts", r.to_str().unwrap(), "--out", d.join("a.json").to_str().unwrap(), "-q"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let err = stderr(&o);
+    let zero: Vec<&str> = err.lines().filter(|l| l.contains("Standard error is 0")).collect();
+    assert!(!zero.is_empty(), "a generated sweep has fields constant across repeats: {err}");
+    for l in zero {
+        let what = l.rsplit_once(" [").map(|(_, w)| w).unwrap_or_else(|| panic!("no field named: {l}"));
+        assert!(what.starts_with('`') && what.contains("_agent"), "{l}");
+    }
+}

@@ -52,8 +52,13 @@ fn our_warnings(stderr: &str) -> Vec<(String, i64)> {
         .collect()
 }
 
-/// A warning with the agent it names (`agent='…'`) blanked.
+/// A warning with the agent it names (`agent='…'`) blanked, and without the `[field,
+/// agent, repeat]` rollstat adds to the zero-standard-error warning.
 fn unnamed_agent(msg: &str) -> String {
+    let msg = match msg.strip_suffix(']').and_then(|m| m.rsplit_once(" [")) {
+        Some((head, _)) if head.starts_with("Standard error is 0") => head,
+        _ => msg,
+    };
     match msg.split_once("agent='") {
         Some((head, rest)) => match rest.split_once('\'') {
             Some((_, tail)) => format!("{head}agent='…'{tail}"),
