@@ -233,7 +233,9 @@ impl OutputSet {
                 crate::signals::registry().add_temp(&tmp);
                 let f = fs::File::create(&tmp).map_err(|e| {
                     crate::signals::registry().remove_temp(&tmp);
-                    if refused(&e) {
+                    // The folder exists (checked above): "not found" is a file system
+                    // that makes no files there (/proc).
+                    if refused(&e) || e.kind() == std::io::ErrorKind::NotFound {
                         Error::Usage(format!(
                             "{}: cannot create a file in {} ({e})",
                             dest.display(),
