@@ -72,7 +72,8 @@ pub fn sweep_stale(dir: &Path, name: &str) -> usize {
             continue;
         }
         // SAFETY: kill with signal 0 only checks that the process exists.
-        let gone = unsafe { libc::kill(pid, 0) } != 0 && std::io::Error::last_os_error().raw_os_error() == Some(libc::ESRCH);
+        let gone =
+            unsafe { libc::kill(pid, 0) } != 0 && std::io::Error::last_os_error().raw_os_error() == Some(libc::ESRCH);
         let old = e
             .metadata()
             .ok()
@@ -111,7 +112,8 @@ fn link_unnamed(f: &fs::File, to: &Path) -> std::io::Result<()> {
     let from = std::ffi::CString::new(format!("/proc/self/fd/{}", f.as_raw_fd())).map_err(std::io::Error::other)?;
     let to = std::ffi::CString::new(to.as_os_str().as_encoded_bytes()).map_err(std::io::Error::other)?;
     // SAFETY: both are valid NUL-terminated paths; linkat only reads them.
-    let r = unsafe { libc::linkat(libc::AT_FDCWD, from.as_ptr(), libc::AT_FDCWD, to.as_ptr(), libc::AT_SYMLINK_FOLLOW) };
+    let r =
+        unsafe { libc::linkat(libc::AT_FDCWD, from.as_ptr(), libc::AT_FDCWD, to.as_ptr(), libc::AT_SYMLINK_FOLLOW) };
     if r == 0 {
         Ok(())
     } else {
@@ -367,7 +369,8 @@ pub fn make_out_dir(dir: &Path) -> Result<Vec<PathBuf>> {
     if fs::metadata(dir).is_ok_and(|m| !m.is_dir()) {
         return Err(Error::Usage(format!("{}: is not a folder; --out-dir takes a folder", dir.display())));
     }
-    let mut made: Vec<PathBuf> = dir.ancestors().take_while(|a| !a.as_os_str().is_empty() && !a.exists()).map(Path::to_path_buf).collect();
+    let mut made: Vec<PathBuf> =
+        dir.ancestors().take_while(|a| !a.as_os_str().is_empty() && !a.exists()).map(Path::to_path_buf).collect();
     made.reverse();
     // Locked while creating, so an interrupt sees each folder registered once it exists.
     let mut reg = crate::signals::registry();
