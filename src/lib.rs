@@ -22,6 +22,7 @@ pub mod json;
 pub mod metrics;
 pub mod query;
 pub mod schema;
+pub mod signals;
 pub mod stats;
 pub mod trace;
 pub mod workflow;

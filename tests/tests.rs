@@ -7,5 +7,6 @@ mod common;
 mod compare;
 mod conformance;
 mod eval_compare;
+mod faults;
 mod layout;
 mod vagen;

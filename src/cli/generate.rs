@@ -89,8 +89,10 @@ fn check_out_dir(a: &Args) -> Result<()> {
     if a.force {
         return Ok(());
     }
-    if let Ok(mut entries) = std::fs::read_dir(&a.out_dir) {
-        if let Some(Ok(first)) = entries.next() {
+    if let Ok(entries) = std::fs::read_dir(&a.out_dir) {
+        // A temporary a killed run left is not the user's file (the run removes it).
+        let mut entries = entries.flatten().filter(|e| !e.file_name().to_string_lossy().contains(".rollstat-tmp-"));
+        if let Some(first) = entries.next() {
             return Err(Error::Usage(format!(
                 "{}: the folder is not empty (it holds {}, among others); choose a new folder or pass --force to write the sweep there anyway",
                 a.out_dir.display(),

@@ -67,6 +67,9 @@ pub enum Command {
 
 /// Parses the process arguments and runs the command.
 pub fn main() -> Result<()> {
+    // First, while this is the only thread: every thread started later inherits the
+    // signal mask that routes SIGINT and SIGTERM to the cleanup.
+    crate::signals::install();
     crate::trace::start();
     let cli = Cli::parse();
     // Environment settings are made while this is the only thread.

@@ -9,6 +9,16 @@
 //! position (a shell's `> file` or `>> file` gets the bytes in order with everything
 //! else printed there); a device or pipe is written in place; a symbolic link to a file
 //! is followed, and the file it names is replaced atomically, the link kept.
+//!
+//! The temporary file has no name where the system allows it: it is opened with
+//! `O_TMPFILE` in the destination's folder and given a name only at commit, with
+//! `linkat` (straight to the destination when that does not exist yet, else to a
+//! temporary name renamed over it at once). A run that is killed, even with SIGKILL,
+//! leaves no file behind and its space is freed when the process ends. Where the file
+//! system has no `O_TMPFILE` (or `ROLLSTAT_TMPFILE=0`), the temporary is the hidden
+//! `.{name}.rollstat-tmp-{pid}` beside the destination; an interrupted run removes it
+//! (see [`crate::signals`]), and the next run writing the same output removes one whose
+//! process is gone.
 
 use std::fs;
 use std::io::Write;
@@ -20,9 +30,118 @@ use crate::error::{Error, Result};
 /// A set of files written together.
 #[derive(Default)]
 pub struct OutputSet {
-    /// Each output with its temporary file (`None`: a stream written in place).
-    staged: Vec<(Option<PathBuf>, PathBuf)>,
+    /// Each output with its temporary file, in the order opened.
+    staged: Vec<(Temp, PathBuf)>,
     inputs: Vec<PathBuf>,
+}
+
+/// Where an output's bytes wait for the commit.
+enum Temp {
+    /// None: a stream written in place.
+    Stream,
+    /// A hidden file beside the destination, registered for removal on a signal.
+    Named(PathBuf),
+    /// An `O_TMPFILE` file with no name yet (a handle kept open to name it).
+    Unnamed(fs::File),
+}
+
+/// The prefix of a named temporary for the file called `name`.
+fn temp_prefix(name: &str) -> String {
+    format!(".{name}.rollstat-tmp-")
+}
+
+/// How long a named temporary of a process that is gone must have been left untouched
+/// before another run removes it (on a shared file system the process may live on
+/// another machine, still writing).
+const STALE_SECS: u64 = 60;
+
+/// Removes named temporaries for the file `name` in `dir` left by rollstat processes
+/// that no longer run (killed with SIGKILL, or the machine stopped) and untouched for
+/// [`STALE_SECS`]. Returns how many were removed.
+pub fn sweep_stale(dir: &Path, name: &str) -> usize {
+    let prefix = temp_prefix(name);
+    let Ok(entries) = fs::read_dir(dir) else { return 0 };
+    let mut n = 0;
+    for e in entries.flatten() {
+        let file_name = e.file_name();
+        let Some(pid) = file_name.to_str().and_then(|f| f.strip_prefix(&prefix)).and_then(|p| p.parse::<i32>().ok())
+        else {
+            continue;
+        };
+        if pid <= 0 || pid as u32 == std::process::id() {
+            continue;
+        }
+        // SAFETY: kill with signal 0 only checks that the process exists.
+        let gone =
+            unsafe { libc::kill(pid, 0) } != 0 && std::io::Error::last_os_error().raw_os_error() == Some(libc::ESRCH);
+        let old = e
+            .metadata()
+            .ok()
+            .filter(|m| m.is_file())
+            .and_then(|m| m.modified().ok())
+            .and_then(|t| t.elapsed().ok())
+            .is_some_and(|age| age.as_secs() >= STALE_SECS);
+        if gone && old && fs::remove_file(e.path()).is_ok() {
+            n += 1;
+        }
+    }
+    n
+}
+
+/// Whether temporaries may be opened with `O_TMPFILE` (named at commit through
+/// `/proc/self/fd`): not when `ROLLSTAT_TMPFILE=0`, nor without `/proc`.
+fn unnamed_allowed() -> bool {
+    static ALLOWED: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    *ALLOWED.get_or_init(|| {
+        std::env::var_os("ROLLSTAT_TMPFILE").is_none_or(|v| v != "0") && Path::new("/proc/self/fd").is_dir()
+    })
+}
+
+/// Opens a file with no name in `dir` (`None` where the file system cannot).
+fn open_unnamed(dir: &Path) -> Option<fs::File> {
+    use std::os::unix::fs::OpenOptionsExt;
+    if !unnamed_allowed() {
+        return None;
+    }
+    fs::OpenOptions::new().write(true).mode(0o666).custom_flags(libc::O_TMPFILE).open(dir).ok()
+}
+
+/// Gives the unnamed file `f` the name `to` (which must not exist).
+fn link_unnamed(f: &fs::File, to: &Path) -> std::io::Result<()> {
+    use std::os::fd::AsRawFd;
+    let from = std::ffi::CString::new(format!("/proc/self/fd/{}", f.as_raw_fd())).map_err(std::io::Error::other)?;
+    let to = std::ffi::CString::new(to.as_os_str().as_encoded_bytes()).map_err(std::io::Error::other)?;
+    // SAFETY: both are valid NUL-terminated paths; linkat only reads them.
+    let r =
+        unsafe { libc::linkat(libc::AT_FDCWD, from.as_ptr(), libc::AT_FDCWD, to.as_ptr(), libc::AT_SYMLINK_FOLLOW) };
+    if r == 0 {
+        Ok(())
+    } else {
+        Err(std::io::Error::last_os_error())
+    }
+}
+
+/// Puts the finished unnamed file `f` at `dest`: linked there directly when nothing is
+/// there, else linked to a temporary name (registered in `reg` while it exists) and
+/// renamed over the destination, so the path always holds a whole file.
+fn place_unnamed(f: &fs::File, dest: &Path, reg: &mut crate::signals::Registry) -> std::io::Result<()> {
+    if fs::symlink_metadata(dest).is_err() {
+        match link_unnamed(f, dest) {
+            Ok(()) => return Ok(()),
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
+            Err(e) => return Err(e),
+        }
+    }
+    let name = dest.file_name().map(|s| s.to_string_lossy().into_owned()).unwrap_or_default();
+    let tmp = parent(dest).join(format!("{}{}", temp_prefix(&name), std::process::id()));
+    let _ = fs::remove_file(&tmp);
+    reg.add_temp(&tmp);
+    let r = link_unnamed(f, &tmp).and_then(|()| fs::rename(&tmp, dest));
+    if r.is_err() {
+        let _ = fs::remove_file(&tmp);
+    }
+    reg.remove_temp(&tmp);
+    r
 }
 
 /// Whether `a` and `b` name one existing file (after following links).
@@ -93,20 +212,32 @@ impl OutputSet {
                 if dup < 0 {
                     return Err(Error::write(path, std::io::Error::last_os_error()));
                 }
-                self.staged.push((None, path.to_path_buf()));
+                self.staged.push((Temp::Stream, path.to_path_buf()));
                 // SAFETY: `dup` is a fresh descriptor nothing else owns.
                 Ok((unsafe { <fs::File as std::os::fd::FromRawFd>::from_raw_fd(dup) }, false))
             }
             Target::Stream => {
                 let f = fs::OpenOptions::new().write(true).open(path).map_err(|e| Error::write(path, e))?;
-                self.staged.push((None, path.to_path_buf()));
+                self.staged.push((Temp::Stream, path.to_path_buf()));
                 Ok((f, false))
             }
             Target::File(dest) => {
                 let name = dest.file_name().map(|s| s.to_string_lossy().into_owned()).unwrap_or_default();
-                let tmp = parent(&dest).join(format!(".{name}.rollstat-tmp-{}", std::process::id()));
+                let dir = parent(&dest);
+                sweep_stale(&dir, &name);
+                if let Some(f) = open_unnamed(&dir) {
+                    let keep = f.try_clone().map_err(|e| Error::write(&dest, e))?;
+                    self.staged.push((Temp::Unnamed(keep), dest));
+                    return Ok((f, true));
+                }
+                let tmp = dir.join(format!("{}{}", temp_prefix(&name), std::process::id()));
+                // Registered before it exists, so no signal can strand it.
+                crate::signals::registry().add_temp(&tmp);
                 let f = fs::File::create(&tmp).map_err(|e| {
-                    if refused(&e) {
+                    crate::signals::registry().remove_temp(&tmp);
+                    // The folder exists (checked above): "not found" is a file system
+                    // that makes no files there (/proc).
+                    if refused(&e) || e.kind() == std::io::ErrorKind::NotFound {
                         Error::Usage(format!(
                             "{}: cannot create a file in {} ({e})",
                             dest.display(),
@@ -116,7 +247,7 @@ impl OutputSet {
                         Error::write(&tmp, e)
                     }
                 })?;
-                self.staged.push((Some(tmp), dest));
+                self.staged.push((Temp::Named(tmp), dest));
                 Ok((f, true))
             }
         }
@@ -130,14 +261,21 @@ impl OutputSet {
     }
 
     /// Renames every staged file into place.
+    /// The registry stays locked throughout: an interrupt waits for the renames to end.
     pub fn commit(mut self) -> Result<Vec<PathBuf>> {
         let mut done = Vec::new();
+        let mut reg = crate::signals::registry();
         while !self.staged.is_empty() {
             let (tmp, path) = &self.staged[0];
-            if let Some(tmp) = tmp {
-                // On failure the rest stay staged, so dropping the set removes their
-                // temporary files.
-                fs::rename(tmp, path).map_err(|e| Error::write(path, e))?;
+            // On failure the rest stay staged, so dropping the set removes their
+            // temporary files.
+            match tmp {
+                Temp::Stream => {}
+                Temp::Named(tmp) => {
+                    fs::rename(tmp, path).map_err(|e| Error::write(path, e))?;
+                    reg.remove_temp(tmp);
+                }
+                Temp::Unnamed(f) => place_unnamed(f, path, &mut reg).map_err(|e| Error::write(path, e))?,
             }
             done.push(self.staged.remove(0).1);
         }
@@ -147,9 +285,11 @@ impl OutputSet {
 
 impl Drop for OutputSet {
     fn drop(&mut self) {
+        let mut reg = crate::signals::registry();
         for (tmp, _) in &self.staged {
-            if let Some(tmp) = tmp {
+            if let Temp::Named(tmp) = tmp {
                 let _ = fs::remove_file(tmp);
+                reg.remove_temp(tmp);
             }
         }
     }
@@ -207,31 +347,48 @@ pub fn is_stdout(path: &Path) -> bool {
 }
 
 /// Runs `work` with the output folder `dir` made ([`make_out_dir`]); when `work` fails,
-/// the folder is removed again if this call made it (and it is still empty), so a failed
-/// run leaves nothing behind.
+/// the folders this call made are removed again (those still empty), so a failed run
+/// leaves nothing behind. Until `work` ends, an interrupt removes them too.
 pub fn in_out_dir<T>(dir: &Path, work: impl FnOnce() -> Result<T>) -> Result<T> {
-    let existed = dir.exists();
-    make_out_dir(dir)?;
+    let made = make_out_dir(dir)?;
     let r = work();
-    if r.is_err() && !existed {
-        let _ = fs::remove_dir(dir);
+    let mut reg = crate::signals::registry();
+    for d in made.iter().rev() {
+        if r.is_err() {
+            let _ = fs::remove_dir(d);
+        }
+        reg.remove_dir(d);
     }
     r
 }
 
 /// Creates the output folder `dir` (and its parents) when it is not there; a path that
-/// exists as something else is a usage error, not a failure of ours.
-pub fn make_out_dir(dir: &Path) -> Result<()> {
+/// exists as something else is a usage error, not a failure of ours. Returns the folders
+/// made, outermost first; they stay registered for removal on an interrupt.
+pub fn make_out_dir(dir: &Path) -> Result<Vec<PathBuf>> {
     if fs::metadata(dir).is_ok_and(|m| !m.is_dir()) {
         return Err(Error::Usage(format!("{}: is not a folder; --out-dir takes a folder", dir.display())));
     }
+    let mut made: Vec<PathBuf> =
+        dir.ancestors().take_while(|a| !a.as_os_str().is_empty() && !a.exists()).map(Path::to_path_buf).collect();
+    made.reverse();
+    // Locked while creating, so an interrupt sees each folder registered once it exists.
+    let mut reg = crate::signals::registry();
+    for d in &made {
+        reg.add_dir(d);
+    }
     fs::create_dir_all(dir).map_err(|e| {
+        for d in made.iter().rev() {
+            let _ = fs::remove_dir(d);
+            reg.remove_dir(d);
+        }
         if refused(&e) {
             Error::Usage(format!("{}: cannot create the output folder ({e})", dir.display()))
         } else {
             Error::write(dir, e)
         }
-    })
+    })?;
+    Ok(made)
 }
 
 /// Whether the system refused to create a file or folder where the user pointed us

@@ -132,16 +132,18 @@ pub fn generate(opts: &GenerateOptions, out_dir: &Path) -> io::Result<GenerateSu
     Ok(GenerateSummary { rollouts_path, inputs_path, rollouts, expected: total as usize, bytes_rollouts, bytes_inputs })
 }
 
-/// [`generate`] into `out_dir`, created when missing; options out of range are a usage
+/// [`generate`] into `out_dir`, created when missing (and removed again when the run
+/// fails); options out of range are a usage
 /// error, anything else a failure to write there.
 pub fn generate_sweep(opts: &GenerateOptions, out_dir: &Path) -> crate::Result<GenerateSummary> {
-    crate::export::atomic::make_out_dir(out_dir)?;
-    generate(opts, out_dir).map_err(|e| {
-        if e.kind() == io::ErrorKind::InvalidInput {
-            crate::Error::Usage(e.to_string())
-        } else {
-            crate::Error::write(out_dir, e)
-        }
+    crate::export::atomic::in_out_dir(out_dir, || {
+        generate(opts, out_dir).map_err(|e| {
+            if e.kind() == io::ErrorKind::InvalidInput {
+                crate::Error::Usage(e.to_string())
+            } else {
+                crate::Error::write(out_dir, e)
+            }
+        })
     })
 }
 

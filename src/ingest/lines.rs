@@ -213,25 +213,31 @@ impl Drop for Progress {
 struct Mapped {
     map: memmap2::Mmap,
     page: usize,
+    /// Turns a SIGBUS from this mapping into an error naming the file.
+    _watch: crate::signals::MappedInput,
 }
 
 impl Mapped {
     /// Maps `file` when it is a non-empty regular file the system lets us map.
-    fn new(file: &File) -> Option<Mapped> {
+    fn new(file: &File, path: &Path) -> Option<Mapped> {
         let meta = file.metadata().ok()?;
         if !meta.is_file() || meta.len() == 0 {
             return None;
         }
-        // SAFETY: the mapping is read-only (shared, as memmap2 maps files). A file that
-        // another process truncates while we read it raises SIGBUS; rewriting the inputs
-        // of a running analysis is outside what rollstat supports, as for any reader.
+        // SAFETY: the mapping is read-only (shared, as memmap2 maps files) and covers the
+        // size the file had now: lines appended later are not read, and a line being
+        // written is read as a cut-off last line. A file another process truncates while
+        // we read it raises SIGBUS on a page past its new end; in the binary that ends
+        // the run with an error naming the file (see `crate::signals`), as no byte read
+        // from such a file can be trusted.
         let map = unsafe { memmap2::Mmap::map(file) }.ok()?;
+        let watch = crate::signals::MappedInput::new(map.as_ptr(), map.len(), path);
         // SAFETY: sysconf has no preconditions.
         let page = match unsafe { libc::sysconf(libc::_SC_PAGESIZE) } {
             p if p > 0 => p as usize,
             _ => 4096,
         };
-        Some(Mapped { map, page })
+        Some(Mapped { map, page, _watch: watch })
     }
     /// Asks the kernel to start reading `range` from disk now (files larger than the page
     /// cache would otherwise be read a few pages per fault).
@@ -368,7 +374,7 @@ where
     let size = if compression.is_some() { 0 } else { file.metadata().map(|m| m.len()).unwrap_or(0) };
     let progress = Progress::new(path, size);
     let mut acc = Collected { out: Vec::new(), base: 0 };
-    let mapped = if compression.is_some() { None } else { Mapped::new(&file) };
+    let mapped = if compression.is_some() { None } else { Mapped::new(&file, path) };
     let total = match mapped {
         Some(m) => {
             parse_region(&m.map, 0, true, Some(&m), &parse, &progress, &mut acc)?;

@@ -245,8 +245,10 @@ fn glob_match(pat: &str, s: &str) -> bool {
 pub fn key_metrics(agent: &Json, patterns: &[String]) -> Json {
     let Json::Obj(items) = agent else { return Json::obj() };
     let mut out: Vec<(Key, Json)> = Vec::new();
-    let add = |k: &Key, v: &Json, out: &mut Vec<(Key, Json)>| {
-        if !out.iter().any(|(x, _)| x == k) {
+    // Keys already taken, for a linear pass over agents with very many metrics.
+    let mut seen: foldhash::HashSet<Key> = foldhash::HashSet::default();
+    let mut add = |k: &Key, v: &Json, out: &mut Vec<(Key, Json)>| {
+        if seen.insert(k.clone()) {
             out.push((k.clone(), v.clone()));
         }
     };
