@@ -11,7 +11,8 @@
 //! Two leaves any layer may use: [`json`] (the ordered JSON value, the line scanner and
 //! checker, the writers) and [`schema`] (the name, order and type of every fixed column
 //! and the key it renders as). [`generate`] writes synthetic sweeps in NeMo Gym's format;
-//! [`trace`] times phases and shows terminal progress notes.
+//! [`trace`] times phases and shows terminal progress notes; [`signals`] removes a run's
+//! unfinished outputs when it is interrupted.
 
 pub mod cli;
 pub mod error;
