@@ -104,6 +104,33 @@ impl Runs {
     }
 }
 
+/// The first rollout (in file order) whose own agent name or server stamp contradicts
+/// the input row of its key: (rollout row, input row, what it names, what the input row
+/// names). A rollout of a `gym eval run` carries its input row's names, so a
+/// contradiction means the two files come from different runs. Rows that leave a name
+/// out (an empty or absent `agent_ref`) contradict nothing.
+pub fn contradiction(t: &RolloutTable, inputs: &InputTable) -> Option<(usize, usize, String, String)> {
+    type Fast = foldhash::fast::RandomState;
+    let input_at: HashMap<(i64, i64), usize, Fast> =
+        (0..inputs.len()).map(|i| ((inputs.task[i], inputs.rollout[i]), i)).collect();
+    let mut rows: Vec<usize> = (0..t.len()).collect();
+    rows.sort_by_key(|&r| t.line[r]);
+    for r in rows {
+        let Some(&i) = input_at.get(&(t.task[r], t.rollout[r])) else { continue };
+        for (own, theirs, what) in [
+            (named(t.name(t.agent[r])), named(inputs.name(inputs.agent[i])), "agent_ref.name"),
+            (named(t.name(t.server[r])), named(inputs.name(inputs.server[i])), "_ng_environment_server"),
+        ] {
+            if let (Some(a), Some(b)) = (own, theirs) {
+                if a != b {
+                    return Some((r, i, format!("{what} {a:?}"), format!("{what} {b:?}")));
+                }
+            }
+        }
+    }
+    None
+}
+
 /// Run key and label of every rollout: from its input row when inputs are given and the
 /// row exists, else from the rollout's own `_ng_environment_server` / `agent_ref.name`.
 /// Labels are computed from the input rows when given, else from the rollouts.

@@ -15,7 +15,7 @@ pub mod profile;
 
 use std::path::Path;
 
-use crate::error::Result;
+use crate::error::{Error, Location, Result};
 use crate::ingest::{self as read, InputTable, RolloutTable};
 use crate::trace::{trace, Status};
 
@@ -35,6 +35,19 @@ pub fn read_both(rollouts: &Path, inputs: Option<&Path>) -> Result<(RolloutTable
     // Report the input file's problem first when both fail: it is read first by NeMo Gym.
     let i = i.transpose()?;
     let r = r?;
+    if let Some(inp) = &i {
+        if let Some((row, at, own, theirs)) = crate::ingest::labels::contradiction(&r, inp) {
+            return Err(Error::bad(
+                Location::line(rollouts, r.line[row]),
+                format!(
+                    "this rollout names {own} but its input row ({}, line {}) names {theirs}; \
+                     the two files come from different runs (give the materialized inputs of the same `gym eval run`)",
+                    inp.path.display(),
+                    inp.line[at]
+                ),
+            ));
+        }
+    }
     report_read_warnings(&r.report.warnings);
     if let Some(i) = &i {
         report_read_warnings(&i.report.warnings);

@@ -42,3 +42,43 @@ fn zero_standard_error_warning_names_field_and_agent() {
         assert!(what.starts_with('`') && what.contains("_agent"), "{l}");
     }
 }
+
+/// Rollouts and materialized inputs from different runs are refused, naming the first
+/// rollout whose agent its input row contradicts (they were accepted, and rollouts were
+/// reported under the input row's agent).
+#[test]
+fn inputs_of_another_run_are_refused() {
+    let d = TempDir::new("agg-mismatch");
+    let a = d.join("a");
+    let b = d.join("b");
+    generate(&a, &["--tasks", "60", "--repeats", "2", "--agents", "3", "--seed", "1"]);
+    generate(&b, &["--tasks", "60", "--repeats", "2", "--agents", "2", "--seed", "2"]);
+    let rollouts = a.join("rollouts.jsonl");
+    let other_inputs = b.join("materialized_inputs.jsonl");
+    let out = d.join("agg.json");
+    let o = run(&[
+        "aggregate",
+        rollouts.to_str().unwrap(),
+        "--inputs",
+        other_inputs.to_str().unwrap(),
+        "--out",
+        out.to_str().unwrap(),
+    ]);
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    let err = stderr(&o);
+    assert!(err.contains(&format!("{}, line ", rollouts.display())), "{err}");
+    assert!(err.contains("agent_ref.name") && err.contains(other_inputs.to_str().unwrap()), "{err}");
+    assert!(err.contains("different runs"), "{err}");
+    assert!(!out.exists());
+    // Its own inputs are fine.
+    let o = run(&[
+        "aggregate",
+        rollouts.to_str().unwrap(),
+        "--inputs",
+        a.join("materialized_inputs.jsonl").to_str().unwrap(),
+        "--out",
+        out.to_str().unwrap(),
+        "-q",
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+}
