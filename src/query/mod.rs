@@ -49,9 +49,16 @@ pub fn metric_files(dir: Option<&Path>) -> Result<Vec<(String, String)>> {
 
 /// Runs SQL with the given tables registered by name (frames in memory, or Parquet
 /// scans that read only what the query needs).
+///
+/// With a `rollouts` table, `measured_rollouts` is registered beside it: the rollouts the
+/// statistics count (`mask_sample` false). `rollouts` keeps the masked ones, so
+/// `AVG(output_tokens)` over it differs from `mean/output_tokens` when something is masked.
 pub fn run_sql(tables: Vec<(&str, LazyFrame)>, sql: &str) -> Result<DataFrame> {
     let mut ctx = SQLContext::new();
     for (name, lf) in tables {
+        if name == "rollouts" {
+            ctx.register("measured_rollouts", lf.clone().filter(col("mask_sample").not()));
+        }
         ctx.register(name, lf);
     }
     let lf = ctx.execute(sql).map_err(|e| Error::Query(e.to_string()))?;

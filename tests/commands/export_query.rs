@@ -232,3 +232,42 @@ fn csv_infinities_and_export_warnings() {
         stderr(&o)
     );
 }
+
+/// `measured_rollouts` holds the rollouts the statistics count: an SQL metric averaging
+/// over it gives `aggregate`'s own mean (over `rollouts`, masked rows count too), and in
+/// `query` it is the rollouts table without the masked rows.
+#[test]
+fn measured_rollouts_is_what_the_statistics_count() {
+    let d = TempDir::new("measured");
+    let (r, i) = sweep(&d);
+    let metrics = d.join("metrics");
+    std::fs::create_dir_all(&metrics).unwrap();
+    std::fs::write(
+        metrics.join("tok.sql"),
+        "SELECT agent, AVG(output_tokens) AS measured FROM measured_rollouts GROUP BY agent",
+    )
+    .unwrap();
+    std::fs::write(metrics.join("all.sql"), "SELECT agent, AVG(output_tokens) AS every FROM rollouts GROUP BY agent")
+        .unwrap();
+    let agg =
+        aggregate_sweep(&d, &r, &i, &["--metric-dir", metrics.to_str().unwrap(), "--metric", "tok", "--metric", "all"]);
+    let Json::Arr(entries) = agg else { panic!() };
+    let mut differs = false;
+    for e in &entries {
+        let m = e.get("agent_metrics").unwrap();
+        let f = |k: &str| m.get(k).and_then(Json::as_f64).unwrap_or_else(|| panic!("{k} in {m:?}"));
+        assert!(close(f("tok/measured"), f("mean/output_tokens")), "{m:?}");
+        differs |= !close(f("all/every"), f("mean/output_tokens"));
+    }
+    assert!(differs, "the sweep masks rollouts, so the two averages should differ somewhere");
+    let count = |sql: &str| -> String {
+        let o =
+            run(&["query", sql, "--rollouts", r.to_str().unwrap(), "--inputs", i.to_str().unwrap(), "--format", "csv"]);
+        assert!(o.status.success(), "{}", stderr(&o));
+        stdout(&o)
+    };
+    assert_eq!(
+        count("SELECT COUNT(*) AS n FROM measured_rollouts"),
+        count("SELECT COUNT(*) AS n FROM rollouts WHERE NOT mask_sample")
+    );
+}
