@@ -81,7 +81,7 @@ pub fn run(a: Args) -> Result<()> {
         key_metrics: vec!["mean/reward".into(), "pass@{k}".into(), "pass@1[avg-of-{k}]".into(), "coverage/*".into()],
     };
     let ar = workflow::aggregate(&agg)?;
-    print_warnings(&ar.warnings);
+    let mut warned = warnings + print_warnings(&ar.warnings);
     say!("");
     super::aggregate::print_key_metrics(&ar.key_metrics);
     say!("Aggregate metrics: {}", ar.file.display());
@@ -99,7 +99,7 @@ pub fn run(a: Args) -> Result<()> {
         flips: None,
     };
     let (_, report) = workflow::compare(&cmp)?;
-    print_warnings(&report.warnings);
+    warned += print_warnings(&report.warnings);
     say!("");
     say!("{}", crate::export::compare::text(&cmp.view(), &report).trim_end());
     let ex = ExportConfig {
@@ -109,10 +109,16 @@ pub fn run(a: Args) -> Result<()> {
         out_dir: a.dir.join("tables"),
     };
     let (files, warnings) = workflow::export(&ex)?;
-    print_warnings(&warnings);
+    warned += print_warnings(&warnings);
     say!("");
     for f in files {
         say!("Parquet table: {}", f.display());
+    }
+    if warned > 0 {
+        say!(
+            "\nThe {warned} warnings on stderr are this synthetic sweep's by design: it masks 2% of the rollouts and \
+             leaves some rewards null, so some repeats miss tasks, and some fields are the same in every repeat."
+        );
     }
     say!("\nTry: {} query leaderboard --parquet-dir {}", invocation(), ex.out_dir.display());
     Ok(())

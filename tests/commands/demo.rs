@@ -17,6 +17,16 @@ fn demo_runs_the_main_job() {
     for l in paired {
         assert_eq!(l.split_whitespace().nth(1), Some("100"), "{l}");
     }
+    // The warnings on stderr are counted and explained on stdout, not left unexplained.
+    let printed: usize = stderr(&o)
+        .lines()
+        .filter_map(|l| l.strip_prefix("warning: "))
+        .map(|m| {
+            m.strip_suffix(" times)").and_then(|b| b.rsplit_once(" (")).and_then(|(_, n)| n.parse().ok()).unwrap_or(1)
+        })
+        .sum();
+    assert!(printed > 0, "the demo sweep is built to warn");
+    assert!(out.contains(&format!("The {printed} warnings on stderr are this synthetic sweep's by design")), "{out}");
     for f in [
         "rollouts_reward_profiling.jsonl",
         "rollouts_agent_metrics.json",
