@@ -23,9 +23,6 @@ pub struct Args {
     /// `pass@{k}` (repeatable; default every mean/* plus coverage).
     #[arg(long = "key-metric", value_name = "PATTERN")]
     pub key_metric: Vec<String>,
-    /// Do not print each agent's key metrics.
-    #[arg(long, short)]
-    pub quiet: bool,
 }
 
 impl Args {
@@ -48,7 +45,7 @@ pub fn run(a: Args) -> Result<()> {
     }
     let r = crate::workflow::aggregate(&a.config()?)?;
     common::print_warnings(&r.warnings);
-    if !a.quiet {
+    if !common::quiet() {
         print_key_metrics(&r.key_metrics);
     }
     say!("Aggregate metrics: {}", r.file.display());

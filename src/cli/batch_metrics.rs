@@ -106,7 +106,9 @@ pub fn run(a: Args) -> Result<()> {
     for w in &warnings {
         eprintln!("warning: {w}");
     }
-    eprintln!("Read {} samples in {} groups from {}", g.rewards.len(), g.keys.len(), a.file.display());
+    if !super::common::quiet() {
+        eprintln!("Read {} samples in {} groups from {}", g.rewards.len(), g.keys.len(), a.file.display());
+    }
     let obj = Json::Obj(vals.into_iter().map(|(k, v)| (std::sync::Arc::from(k.as_str()), v)).collect());
     let mut out = Vec::new();
     crate::json::write_indented(&mut out, &obj, 0);

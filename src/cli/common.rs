@@ -9,6 +9,18 @@ use crate::error::Result;
 use crate::metrics::custom::{self, MetricSpec};
 use crate::workflow::Metrics;
 
+/// `-q`: print only which files were written.
+static QUIET: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+pub fn set_quiet(on: bool) {
+    QUIET.store(on, std::sync::atomic::Ordering::Relaxed);
+}
+
+/// Whether `-q` asked for only the files written.
+pub fn quiet() -> bool {
+    QUIET.load(std::sync::atomic::Ordering::Relaxed)
+}
+
 /// Whether report lines go to stderr (an output of this command is stdout).
 static SAY_ON_STDERR: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
 

@@ -54,9 +54,6 @@ pub struct Args {
     /// aggregate` does) instead of refusing; the file is written where it was looked for.
     #[arg(long)]
     pub compute_missing: bool,
-    /// Do not print the key metrics.
-    #[arg(long, short)]
-    pub quiet: bool,
 }
 
 /// Python's `shlex.quote`: words of safe characters as they are, anything else in single
@@ -122,7 +119,7 @@ pub fn run(a: Args) -> Result<()> {
     for f in &r.computed {
         say!("{}", shown(format!("Computed missing aggregate metrics: {}", f.display())));
     }
-    if !a.quiet {
+    if !common::quiet() {
         for l in key_metric_lines(&r.comparison) {
             say!("{l}");
         }

@@ -6,7 +6,7 @@ use std::path::PathBuf;
 
 use clap::Args as ClapArgs;
 
-use super::common::RunFiles;
+use super::common::{self, RunFiles};
 use crate::error::Result;
 use crate::workflow::IngestConfig;
 
@@ -36,19 +36,21 @@ pub fn run(a: Args) -> Result<()> {
     let start = std::time::Instant::now();
     let r = crate::workflow::ingest(&a.config())?;
     let secs = start.elapsed().as_secs_f64();
-    say!(
-        "Read {} rollouts ({:.1} MB in {:.2}s, {:.2} GB/s): {} agents, {} tasks, {} rollout indexes, {} fields",
-        r.rows,
-        r.bytes as f64 / 1e6,
-        secs,
-        r.bytes as f64 / 1e9 / secs,
-        r.agents.len(),
-        r.tasks,
-        r.repeats,
-        r.fields.len()
-    );
-    say!("Agents: {}", r.agents.join(", "));
-    say!("Fields: {}", r.fields.join(", "));
+    if !common::quiet() {
+        say!(
+            "Read {} rollouts ({:.1} MB in {:.2}s, {:.2} GB/s): {} agents, {} tasks, {} rollout indexes, {} fields",
+            r.rows,
+            r.bytes as f64 / 1e6,
+            secs,
+            r.bytes as f64 / 1e9 / secs,
+            r.agents.len(),
+            r.tasks,
+            r.repeats,
+            r.fields.len()
+        );
+        say!("Agents: {}", r.agents.join(", "));
+        say!("Fields: {}", r.fields.join(", "));
+    }
     say!("Wrote {} ({} columns)", a.out.display(), r.columns);
     Ok(())
 }

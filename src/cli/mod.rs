@@ -35,6 +35,10 @@ pub struct Cli {
     /// Worker threads (default: all cores). Output bytes do not depend on it.
     #[arg(long, global = true, value_name = "N")]
     pub threads: Option<usize>,
+    /// Print only which files were written: no key metrics, summaries or counts.
+    /// Warnings and errors still go to stderr; a command's data output is unchanged.
+    #[arg(long, short, global = true)]
+    pub quiet: bool,
     #[command(subcommand)]
     pub command: Command,
 }
@@ -72,6 +76,7 @@ pub fn main() -> Result<()> {
     crate::signals::install();
     crate::trace::start();
     let cli = Cli::parse();
+    common::set_quiet(cli.quiet);
     // Environment settings are made while this is the only thread.
     if let Command::Query(a) = &cli.command {
         query::set_table_layout(a);

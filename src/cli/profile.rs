@@ -52,6 +52,12 @@ pub fn run(a: Args) -> Result<()> {
 /// were printed.
 pub fn print_summary(r: &ProfileRun, warnings: usize) {
     let s = &r.summary;
+    if common::quiet() {
+        for f in &r.files {
+            say!("Wrote {}", f.display());
+        }
+        return;
+    }
     say!("Profiling outputs:");
     say!(
         "Reward profile completion: {}/{} rollout rows ({:.2}%)",

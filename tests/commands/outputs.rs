@@ -438,3 +438,31 @@ fn the_rollouts_file_may_be_given_without_the_flag() {
     assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
     assert!(stderr(&o).contains("ROLLOUTS.jsonl"), "{}", stderr(&o));
 }
+
+/// `-q` means one thing on every command: print only which files were written. Warnings
+/// still go to stderr.
+#[test]
+fn quiet_prints_only_the_files_written() {
+    let d = TempDir::new("quiet");
+    let (r, i) = sweep(&d);
+    let (r, i) = (r.to_str().unwrap(), i.to_str().unwrap());
+    let (p, a, pq, t) = (d.join("p"), d.join("a.json"), d.join("r.parquet"), d.join("t"));
+    let cases: Vec<(Vec<&str>, usize)> = vec![
+        (vec!["profile", r, "--inputs", i, "--out-dir", p.to_str().unwrap(), "-q"], 3),
+        (vec!["aggregate", r, "--out", a.to_str().unwrap(), "-q"], 1),
+        (vec!["ingest", r, "--out", pq.to_str().unwrap(), "-q"], 1),
+        (vec!["export", r, "--out-dir", t.to_str().unwrap(), "-q"], 4),
+    ];
+    for (args, files) in cases {
+        let o = run(&args);
+        assert!(o.status.success(), "{args:?}: {}", stderr(&o));
+        let out = stdout(&o);
+        assert_eq!(out.lines().count(), files, "{args:?}: {out}");
+        assert!(
+            out.lines().all(|l| l.starts_with("Wrote ") || l.starts_with("Aggregate metrics: ")),
+            "{args:?}: {out}"
+        );
+        let o = run(&args[..args.len() - 1]);
+        assert!(stdout(&o).lines().count() > files || args[0] == "export", "{args:?} without -q says more");
+    }
+}
