@@ -32,8 +32,9 @@ pub struct Args {
     /// Label for rollouts that name no agent.
     #[arg(long, value_name = "NAME")]
     pub agent: Option<String>,
-    /// Numeric field to compare.
-    #[arg(long, value_name = "FIELD", default_value = "reward")]
+    /// Numeric field to compare (`--metric FIELD`, its earlier name, still works; on
+    /// `profile` and `aggregate`, `--metric` adds a custom metric instead).
+    #[arg(long = "field", alias = "metric", value_name = "FIELD", default_value = "reward")]
     pub metric: String,
     /// Compare each task's pass@K (NeMo Gym's estimator: unbiased for 0/1 scores, best of
     /// the first K otherwise) instead of its mean; tasks with fewer than K measured

@@ -648,3 +648,16 @@ fn new_text_sections_fit_80_columns() {
     }
     assert!(t.contains("is the eval big enough?") && t.contains("tasks or repeats?"), "{t}");
 }
+
+/// The compared field is `--field`; `--metric`, its earlier name, gives the same report.
+#[test]
+fn field_and_its_old_name_metric_agree() {
+    let d = TempDir::new("cmp-field");
+    generate(d.path(), &["--tasks", "40", "--repeats", "2", "--agents", "2", "--fan-out", "--seed", "9"]);
+    let r = d.join("rollouts.jsonl");
+    let by_field = run(&["compare", r.to_str().unwrap(), "--field", "num_steps", "--format", "csv"]);
+    let by_metric = run(&["compare", r.to_str().unwrap(), "--metric", "num_steps", "--format", "csv"]);
+    assert!(by_field.status.success(), "{}", stderr(&by_field));
+    assert_eq!(stdout(&by_field), stdout(&by_metric));
+    assert!(stdout(&by_field).contains(",num_steps,"), "{}", stdout(&by_field));
+}
