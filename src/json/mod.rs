@@ -34,6 +34,24 @@ mod tests {
     use super::*;
 
     /// The streaming re-serializer writes what parse + write_compact write, or declines.
+    /// A repeated key keeps its first position and its last value, in a small object
+    /// (searched) and in a large one (indexed) alike.
+    #[test]
+    fn repeated_keys_keep_first_position_and_last_value_at_any_size() {
+        for n in [3usize, 200] {
+            let mut text = String::from("{");
+            for k in 0..n {
+                text.push_str(&format!("\"k{k}\": {k}, "));
+            }
+            text.push_str("\"k1\": \"last\"}");
+            let Json::Obj(items) = parse(text.as_bytes()).unwrap() else { panic!() };
+            assert_eq!(items.len(), n, "n = {n}");
+            assert_eq!(&*items[1].0, "k1");
+            assert_eq!(items[1].1, Json::Str("last".into()), "n = {n}");
+            assert_eq!(items[n - 1].1, Json::Int(n as i64 - 1));
+        }
+    }
+
     #[test]
     fn transcode_matches_the_tree_path() {
         let cases: [&[u8]; 16] = [

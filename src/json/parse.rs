@@ -38,7 +38,8 @@ impl Parser<'_> {
         match self.b.get(self.i) {
             Some(b'{') => {
                 self.i += 1;
-                let mut items = Vec::new();
+                let mut items: Vec<(Key, Json)> = Vec::new();
+                let mut index: std::collections::HashMap<Key, usize> = std::collections::HashMap::new();
                 self.ws();
                 if self.b.get(self.i) == Some(&b'}') {
                     self.i += 1;
@@ -57,10 +58,25 @@ impl Parser<'_> {
                     self.i += 1;
                     let v = self.value(depth + 1)?;
                     // Python keeps the first position and the last value of a repeated key.
-                    if let Some(slot) = items.iter_mut().find(|(kk, _): &&mut (Key, Json)| **kk == *k) {
-                        slot.1 = v;
+                    // Small objects are searched; large ones get an index, since a search
+                    // per key would make an object of many keys quadratic.
+                    let at = if items.len() < INDEX_FROM {
+                        items.iter().position(|(kk, _): &(Key, Json)| **kk == *k)
                     } else {
-                        items.push((Arc::from(k.as_str()), v));
+                        if index.is_empty() {
+                            index.extend(items.iter().enumerate().map(|(i, (kk, _))| (kk.clone(), i)));
+                        }
+                        index.get(k.as_str()).copied()
+                    };
+                    match at {
+                        Some(i) => items[i].1 = v,
+                        None => {
+                            let key: Key = Arc::from(k.as_str());
+                            if !index.is_empty() {
+                                index.insert(key.clone(), items.len());
+                            }
+                            items.push((key, v));
+                        }
                     }
                     self.ws();
                     match self.b.get(self.i) {
@@ -109,3 +125,6 @@ impl Parser<'_> {
         }
     }
 }
+
+/// Objects with at least this many keys find repeated keys through an index.
+const INDEX_FROM: usize = 64;

@@ -394,7 +394,7 @@ pub fn report_with(
         for g in groups {
             let sub: Vec<RunRollouts> = runs.iter().map(|run| run.only_group(g)).collect();
             let mut gr = one_report(names, &sub, baseline, value, opts)?;
-            for (m, _) in std::mem::take(&mut gr.warnings.items) {
+            for (m, _) in gr.warnings.drain() {
                 r.warnings.add(format!("group {g}: {m}"));
             }
             r.groups.push((g.to_string(), gr));

@@ -483,16 +483,25 @@ pub fn across_repeats(repeats: &[RepeatEntry], labels: &[&str], warn: &mut Warni
     }
     let mut out = vec![Vec::new(); n_labels];
     for (l, slot) in out.iter_mut().enumerate() {
-        let mine: Vec<&Vec<(Key, Json)>> = repeats.iter().filter(|x| x.0 as usize == l).map(|x| &x.2).collect();
+        // Each repeat's members by key (the first of a repeated key, as a search would
+        // find): a search per column would make rows of many fields quadratic.
+        let mine: Vec<HashMap<&str, &Json>> = repeats
+            .iter()
+            .filter(|x| x.0 as usize == l)
+            .map(|x| {
+                let mut by_key: HashMap<&str, &Json> = HashMap::with_capacity(x.2.len());
+                for (k, v) in &x.2 {
+                    by_key.entry(&**k).or_insert(v);
+                }
+                by_key
+            })
+            .collect();
         if mine.is_empty() {
             continue;
         }
         for c in &cols {
-            let x: Vec<f64> = mine
-                .iter()
-                .filter_map(|e| e.iter().find(|(k, _)| k == c).and_then(|(_, v)| v.as_f64()))
-                .filter(|v| !v.is_nan())
-                .collect();
+            let x: Vec<f64> =
+                mine.iter().filter_map(|e| e.get(&**c).and_then(|v| v.as_f64())).filter(|v| !v.is_nan()).collect();
             let n = x.len();
             if n == 0 {
                 continue;

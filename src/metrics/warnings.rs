@@ -2,26 +2,47 @@
 //! order of first occurrence, printed to stderr as `warning: … (N times)`.
 
 /// A counted list of warning messages.
-#[derive(Debug, Default, Clone, PartialEq, Eq)]
+#[derive(Debug, Default, Clone)]
 pub struct Warnings {
-    pub items: Vec<(String, usize)>,
+    items: Vec<(String, usize)>,
+    /// Where each message is in `items`: a run over thousands of fields can raise
+    /// thousands of distinct messages, which a search per message would make quadratic.
+    at: std::collections::HashMap<String, usize>,
 }
+
+impl PartialEq for Warnings {
+    fn eq(&self, other: &Self) -> bool {
+        self.items == other.items
+    }
+}
+
+impl Eq for Warnings {}
 
 impl Warnings {
     pub fn add(&mut self, msg: String) {
-        if let Some(slot) = self.items.iter_mut().find(|(m, _)| *m == msg) {
-            slot.1 += 1;
-        } else {
-            self.items.push((msg, 1));
+        self.add_n(msg, 1);
+    }
+    fn add_n(&mut self, msg: String, n: usize) {
+        match self.at.get(&msg) {
+            Some(&i) => self.items[i].1 += n,
+            None => {
+                self.at.insert(msg.clone(), self.items.len());
+                self.items.push((msg, n));
+            }
         }
+    }
+    /// The messages with their counts, in order of first occurrence.
+    pub fn items(&self) -> &[(String, usize)] {
+        &self.items
+    }
+    /// Takes every message out, leaving the list empty.
+    pub fn drain(&mut self) -> Vec<(String, usize)> {
+        self.at.clear();
+        std::mem::take(&mut self.items)
     }
     pub fn extend(&mut self, other: Warnings) {
         for (m, c) in other.items {
-            if let Some(slot) = self.items.iter_mut().find(|(x, _)| *x == m) {
-                slot.1 += c;
-            } else {
-                self.items.push((m, c));
-            }
+            self.add_n(m, c);
         }
     }
     pub fn total(&self) -> usize {
