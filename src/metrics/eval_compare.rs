@@ -29,6 +29,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use super::aggregate::{aggregate, AggregateOptions};
+use super::levels::is_primary_metric;
 use super::warnings::Warnings;
 use crate::error::{Error, Location, Result};
 use crate::ingest::read_rollouts_bytes;
@@ -781,46 +782,6 @@ pub fn compare(base: &RunFile, cands: &[RunFile], choice: &AgentChoice, warn: &m
         skipped_agents: skipped,
         warnings,
     })
-}
-
-/// Whether a metric name is a point estimate worth comparing.
-pub fn is_primary_metric(name: &str) -> bool {
-    const NAMES: [&str; 7] = [
-        "_ng_task_index",
-        "_ng_rollout_index",
-        "_ng_attempt_index",
-        "sample_count",
-        "missing_count",
-        "num_repeats",
-        "token_usage_version",
-    ];
-    const PREFIXES: [&str; 11] =
-        ["max/", "min/", "median/", "std/", "sem/", "se/", "p25/", "p75/", "ci_low_95/", "ci_high_95/", "histogram/"];
-    const SUFFIXES: [&str; 19] = [
-        "/max",
-        "/min",
-        "/median",
-        "/p5",
-        "/p25",
-        "/p75",
-        "/p95",
-        "/ci_low_95",
-        "/ci_high_95",
-        "/ci_lower",
-        "/ci_upper",
-        "_ci_lower",
-        "_ci_upper",
-        "_ci95_lower",
-        "_ci95_upper",
-        "/_ng_attempt_index",
-        "/std_dev_across_runs",
-        "/std_err_across_runs",
-        "/avg_sample_std_dev",
-    ];
-    !NAMES.contains(&name)
-        && !PREFIXES.iter().any(|p| name.starts_with(p))
-        && !SUFFIXES.iter().any(|s| name.ends_with(s))
-        && !name.contains("_across_repeats/")
 }
 
 fn get<'a>(m: &'a [(Arc<str>, Json)], k: &str) -> Option<&'a Json> {

@@ -84,17 +84,6 @@ impl CompareConfig {
             detect: self.detect,
         }
     }
-
-    /// The compared statistic as named in the output: the metric, or with `--pass-at` the
-    /// key of `aggregate --metric pass_at_k` for it (`pass@4/accuracy`: NeMo Gym scores
-    /// `reward` as `accuracy`), else `pass@4/<metric>`.
-    pub fn statistic(&self) -> String {
-        match self.pass_at {
-            Some(k) if self.metric == "reward" => format!("pass@{k}/accuracy"),
-            Some(k) => format!("pass@{k}/{}", self.metric),
-            None => self.metric.clone(),
-        }
-    }
 }
 
 /// The runs read from the files, and their names.
@@ -103,7 +92,7 @@ pub struct Runs {
     pub rollouts: Vec<RunRollouts>,
 }
 
-/// The numeric columns of a rollouts frame (what `--metric` may name).
+/// The numeric columns of a rollouts frame (what `--field` may name).
 fn numeric_fields(df: &DataFrame) -> Vec<String> {
     df.columns()
         .iter()
