@@ -25,6 +25,9 @@ pub struct InputTable {
     pub offset: Vec<u64>,
     pub len: Vec<u32>,
     pub report: ReadReport,
+    /// The row of each rollout key (the last, for a key given twice), built on first use
+    /// and shared by everything that joins rollouts to their input rows.
+    row_at: std::sync::OnceLock<HashMap<(i64, i64), usize, foldhash::fast::RandomState>>,
 }
 
 impl InputTable {
@@ -40,6 +43,11 @@ impl InputTable {
         } else {
             Some(&self.names[id as usize])
         }
+    }
+    /// The input row of rollout key (`task`, `rollout`).
+    pub fn row_of(&self, task: i64, rollout: i64) -> Option<usize> {
+        let at = self.row_at.get_or_init(|| (0..self.len()).map(|i| ((self.task[i], self.rollout[i]), i)).collect());
+        at.get(&(task, rollout)).copied()
     }
 }
 

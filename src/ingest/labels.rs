@@ -110,25 +110,26 @@ impl Runs {
 /// contradiction means the two files come from different runs. Rows that leave a name
 /// out (an empty or absent `agent_ref`) contradict nothing.
 pub fn contradiction(t: &RolloutTable, inputs: &InputTable) -> Option<(usize, usize, String, String)> {
-    type Fast = foldhash::fast::RandomState;
-    let input_at: HashMap<(i64, i64), usize, Fast> =
-        (0..inputs.len()).map(|i| ((inputs.task[i], inputs.rollout[i]), i)).collect();
-    let mut rows: Vec<usize> = (0..t.len()).collect();
-    rows.sort_by_key(|&r| t.line[r]);
-    for r in rows {
-        let Some(&i) = input_at.get(&(t.task[r], t.rollout[r])) else { continue };
+    // Rows are in key order: the first contradiction in file order is the one of least line.
+    let mut first: Option<(usize, usize, &str, &str, &str)> = None;
+    for r in 0..t.len() {
+        if first.is_some_and(|f| t.line[f.0] <= t.line[r]) {
+            continue;
+        }
+        let Some(i) = inputs.row_of(t.task[r], t.rollout[r]) else { continue };
         for (own, theirs, what) in [
             (named(t.name(t.agent[r])), named(inputs.name(inputs.agent[i])), "agent_ref.name"),
             (named(t.name(t.server[r])), named(inputs.name(inputs.server[i])), "_ng_environment_server"),
         ] {
             if let (Some(a), Some(b)) = (own, theirs) {
                 if a != b {
-                    return Some((r, i, format!("{what} {a:?}"), format!("{what} {b:?}")));
+                    first = Some((r, i, what, a, b));
+                    break;
                 }
             }
         }
     }
-    None
+    first.map(|(r, i, what, a, b)| (r, i, format!("{what} {a:?}"), format!("{what} {b:?}")))
 }
 
 /// Run key and label of every rollout: from its input row when inputs are given and the
@@ -136,8 +137,6 @@ pub fn contradiction(t: &RolloutTable, inputs: &InputTable) -> Option<(usize, us
 /// Labels are computed from the input rows when given, else from the rollouts.
 pub fn runs(t: &RolloutTable, inputs: Option<&InputTable>) -> Runs {
     type Fast = foldhash::fast::RandomState;
-    let input_at: Option<HashMap<(i64, i64), usize, Fast>> =
-        inputs.map(|inp| (0..inp.len()).map(|i| ((inp.task[i], inp.rollout[i]), i)).collect());
     let labels = match inputs {
         Some(inp) => labels_for((0..inp.len()).map(|i| (inp.name(inp.server[i]), inp.name(inp.agent[i])))),
         None => labels_for((0..t.len()).map(|r| (t.name(t.server[r]), t.name(t.agent[r])))),
@@ -154,7 +153,7 @@ pub fn runs(t: &RolloutTable, inputs: Option<&InputTable>) -> Runs {
     let mut resolved: HashMap<Names, Resolved, Fast> = HashMap::default();
     let mut last: Option<(Names, Resolved)> = None;
     for r in 0..t.len() {
-        let row = input_at.as_ref().and_then(|m| m.get(&(t.task[r], t.rollout[r])).copied());
+        let row = inputs.and_then(|inp| inp.row_of(t.task[r], t.rollout[r]));
         out.has_input.push(row.is_some());
         let ids = match (inputs, row) {
             (Some(inp), Some(i)) => (true, inp.server[i], inp.agent[i]),
