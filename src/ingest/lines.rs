@@ -460,18 +460,22 @@ impl Compression {
         })
     }
 
+    fn name(self) -> &'static str {
+        match self {
+            Compression::Gzip => "gzip",
+            Compression::Zstd => "zstd",
+        }
+    }
+
     /// A failure while reading: corrupt compressed data is bad input, not a read error.
     fn read_error(compression: Option<Compression>, path: &Path, e: std::io::Error) -> Error {
-        match compression {
-            Some(c) if e.kind() == std::io::ErrorKind::InvalidInput || e.kind() == std::io::ErrorKind::InvalidData => {
-                let name = if c == Compression::Gzip { "gzip" } else { "zstd" };
-                Error::bad(
-                    Location::file(path),
-                    format!("corrupt {name} data ({e}); expected a whole {name}-compressed JSONL file"),
-                )
-            }
-            Some(c) if e.kind() == std::io::ErrorKind::UnexpectedEof => {
-                let name = if c == Compression::Gzip { "gzip" } else { "zstd" };
+        use std::io::ErrorKind::{InvalidData, InvalidInput, UnexpectedEof};
+        match compression.map(Compression::name) {
+            Some(name) if matches!(e.kind(), InvalidInput | InvalidData) => Error::bad(
+                Location::file(path),
+                format!("corrupt {name} data ({e}); expected a whole {name}-compressed JSONL file"),
+            ),
+            Some(name) if e.kind() == UnexpectedEof => {
                 Error::bad(Location::file(path), format!("the {name} stream ends early (a cut-off file?)"))
             }
             _ => Error::read(path, e),
