@@ -58,27 +58,32 @@ pub struct RunFiles {
 }
 
 impl RunFiles {
-    pub fn rollouts(&self) -> PathBuf {
-        self.rollouts.path()
+    pub fn rollouts(&self) -> Vec<PathBuf> {
+        self.rollouts.paths()
     }
 }
 
-/// The rollouts file alone, as `--rollouts FILE` or as the first argument (`profile`,
-/// whose materialized inputs are required).
+/// The rollouts files of one run, as `--rollouts FILE` (repeatable) or as the first
+/// arguments (`profile`, whose materialized inputs are required, takes it alone).
 #[derive(ClapArgs, Debug, Clone)]
 pub struct RolloutsFile {
-    /// Rollouts JSONL as `gym eval run` wrote it (also .jsonl.gz or .jsonl.zst).
+    /// Rollouts JSONL as `gym eval run` wrote it (also .jsonl.gz or .jsonl.zst); repeat
+    /// it for a run written as several files, which are read as one.
     #[arg(long = "rollouts", value_name = "ROLLOUTS.jsonl", conflicts_with = "rollouts_arg")]
-    rollouts_flag: Option<PathBuf>,
-    /// The rollouts file, when not given as --rollouts.
+    rollouts_flag: Vec<PathBuf>,
+    /// The rollouts file(s), when not given as --rollouts.
     #[arg(value_name = "ROLLOUTS.jsonl", required_unless_present = "rollouts_flag")]
-    rollouts_arg: Option<PathBuf>,
+    rollouts_arg: Vec<PathBuf>,
 }
 
 impl RolloutsFile {
-    /// The rollouts file, however it was given (clap requires one of the two).
-    pub fn path(&self) -> PathBuf {
-        self.rollouts_flag.clone().or_else(|| self.rollouts_arg.clone()).expect("clap requires the rollouts file")
+    /// The rollouts files, however they were given (clap requires at least one).
+    pub fn paths(&self) -> Vec<PathBuf> {
+        if self.rollouts_flag.is_empty() {
+            self.rollouts_arg.clone()
+        } else {
+            self.rollouts_flag.clone()
+        }
     }
 }
 

@@ -101,7 +101,7 @@ impl Args {
 
 pub fn run(a: Args) -> Result<()> {
     let c = a.config()?;
-    let view = c.view();
+    let view = c.view(a.output.precision.into());
     let mut read: Vec<&Path> = c.rollouts.iter().map(PathBuf::as_path).collect();
     read.extend(c.inputs.iter().map(PathBuf::as_path));
     let out = OutputSet::new(&read);
@@ -117,7 +117,7 @@ pub fn run(a: Args) -> Result<()> {
     };
     match bytes {
         // Written as the readable form is: the rows count stays the runs'.
-        Some(b) => TableOut { format: Format::Table, out: a.output.out.clone() }.write(out, df, |_| b, "runs"),
+        Some(b) => TableOut { format: Format::Table, ..a.output.clone() }.write(out, df, |_| b, "runs"),
         None => a.output.write(out, df, |_| text(&view, &r).into_bytes(), "runs"),
     }
 }

@@ -42,7 +42,7 @@ pub fn run(a: Args) -> Result<()> {
         g.expected
     );
     let ing = IngestConfig {
-        rollouts: g.rollouts_path.clone(),
+        rollouts: vec![g.rollouts_path.clone()],
         inputs: Some(g.inputs_path.clone()),
         agent: None,
         out: a.dir.join("rollouts.parquet"),
@@ -58,7 +58,7 @@ pub fn run(a: Args) -> Result<()> {
     );
     let prof = ProfileConfig {
         inputs: g.inputs_path.clone(),
-        rollouts: g.rollouts_path.clone(),
+        rollouts: vec![g.rollouts_path.clone()],
         allow_partial: false,
         out_dir: None,
         metrics: Metrics::default(),
@@ -73,7 +73,7 @@ pub fn run(a: Args) -> Result<()> {
         ..MetricArgs::default()
     };
     let agg = AggregateConfig {
-        rollouts: g.rollouts_path.clone(),
+        rollouts: vec![g.rollouts_path.clone()],
         inputs: Some(g.inputs_path.clone()),
         out: None,
         agent: None,
@@ -101,9 +101,9 @@ pub fn run(a: Args) -> Result<()> {
     let (_, report) = workflow::compare(&cmp)?;
     warned += print_warnings(&report.warnings);
     say!("");
-    say!("{}", crate::export::compare::text(&cmp.view(), &report).trim_end());
+    say!("{}", crate::export::compare::text(&cmp.view(crate::export::table::READ_DIGITS), &report).trim_end());
     let ex = ExportConfig {
-        rollouts: g.rollouts_path.clone(),
+        rollouts: vec![g.rollouts_path.clone()],
         inputs: Some(g.inputs_path.clone()),
         agent: None,
         out_dir: a.dir.join("tables"),

@@ -33,7 +33,7 @@ impl Args {
     pub fn config(&self) -> Result<ProfileConfig> {
         Ok(ProfileConfig {
             inputs: self.inputs.clone(),
-            rollouts: self.rollouts.path(),
+            rollouts: self.rollouts.paths(),
             allow_partial: self.allow_partial,
             out_dir: self.out_dir.clone(),
             metrics: self.metrics.resolve()?,

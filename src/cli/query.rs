@@ -27,9 +27,10 @@ pub struct Args {
     /// SQL text, a .sql file, or a bundled report name.
     #[arg(value_name = "SQL_OR_FILE")]
     pub query: String,
-    /// Rollouts JSONL to build the tables from.
+    /// Rollouts JSONL to build the tables from (repeat it for a run written as several
+    /// files).
     #[arg(long, value_name = "ROLLOUTS.jsonl", conflicts_with = "parquet_dir")]
-    pub rollouts: Option<PathBuf>,
+    pub rollouts: Vec<PathBuf>,
     /// Materialized inputs JSONL (for run labels).
     #[arg(long, value_name = "MATERIALIZED.jsonl")]
     pub inputs: Option<PathBuf>,
@@ -53,6 +54,11 @@ pub struct TableOut {
     /// Output file (default: stdout; required for parquet).
     #[arg(long, value_name = "FILE")]
     pub out: Option<PathBuf>,
+    /// Significant digits of the numbers in `table` and `markdown` (csv, json and parquet
+    /// keep every digit).
+    #[arg(long, value_name = "DIGITS", default_value_t = crate::export::table::READ_DIGITS as u8,
+          value_parser = clap::value_parser!(u8).range(1..=17))]
+    pub precision: u8,
 }
 
 impl TableOut {
@@ -79,10 +85,10 @@ impl TableOut {
         rows: &str,
     ) -> Result<()> {
         let bytes = match self.format {
-            Format::Table => table(&df),
+            Format::Table => table(&crate::export::table::rounded(&df, self.precision.into())),
             Format::Csv => to_csv(&df),
             Format::Json => to_json(&df),
-            Format::Markdown => to_markdown(&df),
+            Format::Markdown => to_markdown(&df, self.precision.into()),
             Format::Parquet => {
                 let Some(path) = &self.out else {
                     return Err(Error::Usage("--format parquet needs --out FILE".into()));
@@ -144,8 +150,8 @@ pub fn execute(a: &Args) -> Result<DataFrame> {
             )));
         }
         v
-    } else if let Some(r) = &a.rollouts {
-        let (tables, warnings) = crate::workflow::tables(r, a.inputs.as_deref(), a.agent.as_deref())?;
+    } else if !a.rollouts.is_empty() {
+        let (tables, warnings) = crate::workflow::tables(&a.rollouts, a.inputs.as_deref(), a.agent.as_deref())?;
         super::common::print_warnings(&warnings);
         tables.into_iter().map(|(n, df)| (n, df.lazy())).collect()
     } else {

@@ -3,6 +3,7 @@
 
 use polars::prelude::*;
 
+use super::table::round_text;
 use crate::metrics::compare::{Comparison, Exact, Report, RunSummary, FEW_VALUES};
 use crate::stats::paired::Paired;
 
@@ -15,6 +16,8 @@ pub struct CompareView {
     pub by: Option<String>,
     pub mde: bool,
     pub detect: Option<f64>,
+    /// Significant digits of the numbers in the readable report and the Markdown table.
+    pub digits: usize,
 }
 
 impl CompareView {
@@ -192,32 +195,34 @@ fn scientific(x: f64) -> bool {
     x != 0.0 && x.is_finite() && (x.abs() < 1e-3 || x.abs() >= 1e6)
 }
 
-/// A number for the readable report: 4 decimals, or 3 significant digits in scientific
-/// form (`sci`, or when the number needs it); `-` when absent.
-fn num(v: Option<f64>, signed: bool, sci: bool) -> String {
+/// A number for the readable report: `d` significant digits (scientific form with `sci`,
+/// or when the number needs it); `-` when absent.
+fn num(v: Option<f64>, signed: bool, sci: bool, d: usize) -> String {
     match v {
         None => "-".into(),
-        Some(x) if sci || scientific(x) => {
-            if signed {
-                format!("{x:+.3e}")
+        Some(x) => {
+            let t = if sci && x.is_finite() { format!("{x:.*e}", d.max(1) - 1) } else { round_text(x, d) };
+            if signed && x >= 0.0 && x.is_finite() {
+                format!("+{t}")
             } else {
-                format!("{x:.3e}")
+                t
             }
         }
-        Some(x) if signed => format!("{x:+.4}"),
-        Some(x) => format!("{x:.4}"),
     }
 }
 
-/// `[low, high]`, both ends in one form.
-fn interval(ci: Option<(f64, f64)>, signed: bool) -> String {
-    ci.map_or_else(
-        || "-".into(),
-        |(a, b)| {
-            let sci = scientific(a) || scientific(b);
-            format!("[{}, {}]", num(Some(a), signed, sci), num(Some(b), signed, sci))
-        },
-    )
+/// `[low, high]`, both ends in one form: scientific when either end needs it, else with
+/// the decimals that give the larger end `d` significant digits.
+fn interval(ci: Option<(f64, f64)>, signed: bool, d: usize) -> String {
+    let Some((a, b)) = ci else { return "-".into() };
+    if scientific(a) || scientific(b) || !a.is_finite() || !b.is_finite() {
+        return format!("[{}, {}]", num(Some(a), signed, true, d), num(Some(b), signed, true, d));
+    }
+    let top = a.abs().max(b.abs());
+    let exp = if top == 0.0 { 0 } else { top.log10().floor() as i32 };
+    let decimals = (d.max(1) as i32 - 1 - exp).max(0) as usize;
+    let end = |x: f64| if signed && x >= 0.0 { format!("+{x:.decimals$}") } else { format!("{x:.decimals$}") };
+    format!("[{}, {}]", end(a), end(b))
 }
 
 /// Left-aligned columns (the first `left` of them), the others right-aligned, two spaces
@@ -256,7 +261,7 @@ pub fn text(a: &CompareView, r: &Report) -> String {
     o.push_str(&tables(a, r));
     o.push_str(&extras(a, r));
     o.push_str(&groups_text(a, r));
-    o.push_str(&flips_text(r));
+    o.push_str(&flips_text(a, r));
     o
 }
 
@@ -291,8 +296,8 @@ fn groups_text(a: &CompareView, r: &Report) -> String {
                 g.clone(),
                 gr.runs[c.run].name.clone(),
                 c.paired_tasks.to_string(),
-                num(s.map(|s| s.diff.mean), true, false),
-                interval(c.ci, true),
+                num(s.map(|s| s.diff.mean), true, false, a.digits),
+                interval(c.ci, true, a.digits),
                 pval(s.and_then(|s| s.p)),
             ];
             if holm {
@@ -302,7 +307,7 @@ fn groups_text(a: &CompareView, r: &Report) -> String {
                 row.push(c.exact.map_or_else(|| "-".into(), |e| format!("{} {}", pval(Some(e.p)), exact_name(e))));
             }
             if a.mde {
-                row.push(c.mde.map_or_else(|| "-".into(), |m| format!("±{}", num(Some(m), false, false))));
+                row.push(c.mde.map_or_else(|| "-".into(), |m| format!("±{}", num(Some(m), false, false, a.digits))));
             }
             rows.push(row);
         }
@@ -375,15 +380,18 @@ fn extras(a: &CompareView, r: &Report) -> String {
             head.push("detectable diff".into());
         }
         if let Some(d) = a.detect {
-            head.push(format!("{unit} for {}", num(Some(d), true, false)));
+            head.push(format!("{unit} for {}", num(Some(d), true, false, a.digits)));
         }
         let mut rows = vec![head];
         for c in &r.comparisons {
             let s = c.stats.as_ref();
-            let mut row =
-                vec![r.runs[c.run].name.clone(), c.paired_tasks.to_string(), num(s.map(|s| s.diff.mean), true, false)];
+            let mut row = vec![
+                r.runs[c.run].name.clone(),
+                c.paired_tasks.to_string(),
+                num(s.map(|s| s.diff.mean), true, false, a.digits),
+            ];
             if a.mde {
-                row.push(c.mde.map_or_else(|| "-".into(), |m| format!("±{}", num(Some(m), false, false))));
+                row.push(c.mde.map_or_else(|| "-".into(), |m| format!("±{}", num(Some(m), false, false, a.digits))));
             }
             if a.detect.is_some() {
                 row.push(c.tasks_needed.map_or_else(|| "-".into(), |n| n.to_string()));
@@ -420,7 +428,7 @@ fn score(v: f64) -> String {
 }
 
 /// The flip list: per run compared, the tasks that changed most.
-fn flips_text(r: &Report) -> String {
+fn flips_text(a: &CompareView, r: &Report) -> String {
     if r.comparisons.iter().all(|c| c.flips.is_empty()) {
         return String::new();
     }
@@ -436,9 +444,9 @@ fn flips_text(r: &Report) -> String {
             rows.push(vec![
                 r.runs[c.run].name.clone(),
                 f.task.to_string(),
-                num(Some(f.baseline), false, false),
-                num(Some(f.run), false, false),
-                num(Some(f.run - f.baseline), true, false),
+                num(Some(f.baseline), false, false, a.digits),
+                num(Some(f.run), false, false, a.digits),
+                num(Some(f.run - f.baseline), true, false, a.digits),
                 join(&f.baseline_scores),
                 join(&f.run_scores),
             ]);
@@ -464,9 +472,9 @@ fn tables(a: &CompareView, r: &Report) -> String {
             s.tasks.to_string(),
             s.rollouts.to_string(),
             s.masked.to_string(),
-            num(s.est.map(|e| e.mean), false, false),
-            num(s.est.and_then(|e| e.se), false, false),
-            interval(s.ci, false),
+            num(s.est.map(|e| e.mean), false, false, a.digits),
+            num(s.est.and_then(|e| e.se), false, false, a.digits),
+            interval(s.ci, false, a.digits),
         ];
         if clustered {
             row.push(s.est.map_or(0, |e| e.clusters).to_string());
@@ -489,13 +497,13 @@ fn tables(a: &CompareView, r: &Report) -> String {
         rows.push(vec![
             r.runs[c.run].name.clone(),
             c.paired_tasks.to_string(),
-            num(s.map(|s| s.diff.mean), true, false),
-            num(s.and_then(|s| s.diff.se), false, false),
-            interval(c.ci, true),
+            num(s.map(|s| s.diff.mean), true, false, a.digits),
+            num(s.and_then(|s| s.diff.se), false, false, a.digits),
+            interval(c.ci, true, a.digits),
             p,
             s.map_or_else(|| "-".into(), |s| format!("{}/{}/{}", s.wins, s.losses, s.ties)),
             s.and_then(|s| s.correlation).map_or_else(|| "-".into(), |r| format!("{r:.2}")),
-            num(s.and_then(|s| s.se_unpaired), false, false),
+            num(s.and_then(|s| s.se_unpaired), false, false, a.digits),
         ]);
     }
     o.push_str(&columns(&rows, 1));
@@ -540,7 +548,7 @@ pub fn json_with_flips(df: &DataFrame, r: &Report) -> Vec<u8> {
 /// The table as Markdown, then what the columns alone do not say (Holm's family, the
 /// interval methods), then the flip list as a second table.
 pub fn markdown(a: &CompareView, r: &Report, df: &DataFrame, flips: bool) -> PolarsResult<Vec<u8>> {
-    let mut o = super::table::to_markdown(df);
+    let mut o = super::table::to_markdown(df, a.digits);
     let mut notes = Vec::new();
     if r.comparisons.len() >= 2 {
         notes.push(format!(
@@ -578,7 +586,7 @@ pub fn markdown(a: &CompareView, r: &Report, df: &DataFrame, flips: bool) -> Pol
     if flips {
         let f = flips_frame(r)?;
         o.extend_from_slice(b"\n");
-        o.extend_from_slice(&super::table::to_markdown(&f));
+        o.extend_from_slice(&super::table::to_markdown(&f, a.digits));
     }
     Ok(o)
 }

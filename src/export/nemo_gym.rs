@@ -36,7 +36,14 @@ pub fn compact_array(entries: &[Json]) -> Vec<u8> {
 
 /// Refuses a run that would write its artifacts beside rollouts that come from a pipe
 /// or device (there is no folder to write beside): `flag` names the option to pass.
-pub fn check_beside(rollouts: &Path, flag: &str) -> crate::error::Result<()> {
+pub fn check_beside(files: &[PathBuf], flag: &str) -> crate::error::Result<()> {
+    if files.len() > 1 {
+        return Err(crate::error::Error::Usage(format!(
+            "{} rollouts files were given, so there is no one file to name the output after; pass {flag}",
+            files.len()
+        )));
+    }
+    let Some(rollouts) = files.first() else { return Ok(()) };
     if rollouts.is_dir() {
         return Err(crate::error::Error::bad(
             crate::error::Location::file(rollouts),

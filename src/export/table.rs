@@ -33,15 +33,79 @@ pub fn to_json(df: &DataFrame) -> Vec<u8> {
     out
 }
 
-/// A cell as text: empty for null, numbers in their shortest exact form, infinities and
-/// NaN as the table and Parquet show them (JSON has no word for these).
-fn text_cell(c: &Column, i: usize) -> Option<String> {
-    match cell(c, i) {
-        Json::Null => None,
-        Json::Str(s) => Some(s),
-        Json::Float(f) if f.is_nan() => Some("NaN".into()),
-        Json::Float(f) if f.is_infinite() => Some(if f > 0.0 { "inf" } else { "-inf" }.into()),
-        v => {
+/// Significant digits of the numbers people read (`--format table` and `markdown`) unless
+/// `--precision` says otherwise; CSV, JSON and Parquet keep every digit.
+pub const READ_DIGITS: usize = 4;
+
+/// `x` with at most `digits` significant digits: fixed notation (without trailing zeros)
+/// for magnitudes from 1e-3 up to 1e6, else scientific (`1.235e-5`); `NaN`, `inf` and
+/// `-inf` as the tables show them.
+pub fn round_text(x: f64, digits: usize) -> String {
+    if x.is_nan() {
+        return "NaN".into();
+    }
+    if x.is_infinite() {
+        return if x > 0.0 { "inf" } else { "-inf" }.into();
+    }
+    if x == 0.0 {
+        return "0".into();
+    }
+    let d = digits.max(1);
+    // The exponent after rounding (9.9996 at 4 digits is 1.000e1).
+    let sci = format!("{:.*e}", d - 1, x);
+    let exp: i32 = sci.rsplit('e').next().and_then(|e| e.parse().ok()).unwrap_or(0);
+    if !(-3..6).contains(&exp) {
+        return sci;
+    }
+    let decimals = (d as i32 - 1 - exp).max(0) as usize;
+    // Rounded first, so that digits left of the point beyond `digits` are zeros.
+    let fixed = format!("{:.decimals$}", sci.parse::<f64>().unwrap_or(x));
+    // Trailing zeros say nothing the digits before them do not: `1.5`, not `1.500`.
+    if fixed.contains('.') {
+        fixed.trim_end_matches('0').trim_end_matches('.').to_string()
+    } else {
+        fixed
+    }
+}
+
+/// `x` rounded to `digits` significant digits, as a number.
+pub fn round_value(x: f64, digits: usize) -> f64 {
+    if !x.is_finite() || x == 0.0 {
+        return x;
+    }
+    format!("{:.*e}", digits.max(1) - 1, x).parse().unwrap_or(x)
+}
+
+/// The frame with every float column rounded to `digits` significant digits, for a
+/// table printed to be read.
+pub fn rounded(df: &DataFrame, digits: usize) -> DataFrame {
+    let cols: Vec<Column> = df
+        .columns()
+        .iter()
+        .map(|c| match c.dtype() {
+            DataType::Float64 | DataType::Float32 => match c.cast(&DataType::Float64).and_then(|f| {
+                let v: Float64Chunked = f.f64()?.apply_values(|x| round_value(x, digits));
+                Ok(v.with_name(c.name().clone()).into_column())
+            }) {
+                Ok(r) => r,
+                Err(_) => c.clone(),
+            },
+            _ => c.clone(),
+        })
+        .collect();
+    DataFrame::new(df.height(), cols).unwrap_or_else(|_| df.clone())
+}
+
+/// A cell as text: empty for null, numbers in their shortest exact form (or with
+/// `digits` significant digits), infinities and NaN as the table and Parquet show them
+/// (JSON has no word for these).
+fn text_cell(c: &Column, i: usize, digits: Option<usize>) -> Option<String> {
+    match (cell(c, i), digits) {
+        (Json::Null, _) => None,
+        (Json::Str(s), _) => Some(s),
+        (Json::Float(f), Some(d)) => Some(round_text(f, d)),
+        (Json::Float(f), None) if !f.is_finite() => Some(round_text(f, 1)),
+        (v, _) => {
             let mut b = Vec::new();
             write_compact(&mut b, &v);
             Some(String::from_utf8_lossy(&b).into_owned())
@@ -64,7 +128,7 @@ pub fn to_csv(df: &DataFrame) -> Vec<u8> {
     out.push('\n');
     for i in 0..df.height() {
         let cells: Vec<String> =
-            df.columns().iter().map(|c| text_cell(c, i).map_or_else(String::new, |s| field(&s))).collect();
+            df.columns().iter().map(|c| text_cell(c, i, None).map_or_else(String::new, |s| field(&s))).collect();
         out.push_str(&cells.join(","));
         out.push('\n');
     }
@@ -72,8 +136,9 @@ pub fn to_csv(df: &DataFrame) -> Vec<u8> {
 }
 
 /// Rows as a GitHub-flavoured Markdown table: numeric columns right-aligned, null cells
-/// empty, cell text shown as written (markup characters escaped, line breaks as `<br>`).
-pub fn to_markdown(df: &DataFrame) -> Vec<u8> {
+/// empty, floats with `digits` significant digits, cell text shown as written (markup
+/// characters escaped, line breaks as `<br>`).
+pub fn to_markdown(df: &DataFrame, digits: usize) -> Vec<u8> {
     fn field(s: &str) -> String {
         let chars: Vec<char> = s.chars().collect();
         let mut o = String::with_capacity(s.len());
@@ -102,9 +167,35 @@ pub fn to_markdown(df: &DataFrame) -> Vec<u8> {
         df.columns().iter().map(|c| if c.dtype().is_primitive_numeric() { "---:" } else { "---" }).collect();
     out.push_str(&format!("|{}|\n", rules.join("|")));
     for i in 0..df.height() {
-        let cells: Vec<String> =
-            df.columns().iter().map(|c| text_cell(c, i).map_or_else(String::new, |s| field(&s))).collect();
+        let cells: Vec<String> = df
+            .columns()
+            .iter()
+            .map(|c| text_cell(c, i, Some(digits)).map_or_else(String::new, |s| field(&s)))
+            .collect();
         out.push_str(&format!("| {} |\n", cells.join(" | ")));
     }
     out.into_bytes()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn numbers_for_reading_keep_the_asked_significant_digits() {
+        assert_eq!(round_text(0.496124031, 4), "0.4961");
+        assert_eq!(round_text(12.34567, 4), "12.35");
+        assert_eq!(round_text(1.5, 4), "1.5");
+        assert_eq!(round_text(-0.0123456, 3), "-0.0123");
+        // Rounding that carries into the next power of ten.
+        assert_eq!(round_text(9.99996, 4), "10");
+        assert_eq!(round_text(999999.7, 4), "1.000e6");
+        assert_eq!(round_text(0.000123456, 4), "1.235e-4");
+        assert_eq!(round_text(123456.0, 2), "120000");
+        assert_eq!(round_text(0.0, 4), "0");
+        assert_eq!(round_text(f64::NAN, 4), "NaN");
+        assert_eq!(round_text(f64::NEG_INFINITY, 4), "-inf");
+        assert_eq!(round_value(0.496124031, 4), 0.4961);
+        assert_eq!(round_value(-123456.0, 2), -120000.0);
+    }
 }

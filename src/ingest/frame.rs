@@ -40,7 +40,7 @@ pub fn rollouts_frame(t: &RolloutTable, runs: &Runs, default_agent: Option<&str>
         if own.contains(name) {
             eprintln!(
                 "warning: {}: field `{name}` has the name of one of the rollouts table's own columns and is left out of the table",
-                t.path.display()
+                t.lines.name()
             );
         }
     };

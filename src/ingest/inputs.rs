@@ -25,6 +25,9 @@ pub struct InputTable {
     pub offset: Vec<u64>,
     pub len: Vec<u32>,
     pub report: ReadReport,
+    /// The first line whose row carries a verifier's result (top-level `response` and
+    /// `reward`), which materialized inputs never do: the rollouts file given as inputs.
+    pub verified_line: Option<u64>,
     /// The row of each rollout key (the last, for a key given twice), built on first use
     /// and shared by everything that joins rollouts to their input rows.
     row_at: std::sync::OnceLock<HashMap<(i64, i64), usize, foldhash::fast::RandomState>>,
@@ -65,8 +68,9 @@ impl Piece {
     }
 }
 
-/// Task, rollout, agent and server of one input row.
-type RowKeys = (i64, i64, u32, u32);
+/// Task, rollout, agent and server of one input row, and whether it carries a verifier's
+/// `response` and `reward`.
+type RowKeys = (i64, i64, u32, u32, bool);
 /// The key involved (if any) and what was wrong.
 type LineProblem = (Option<String>, String);
 
@@ -98,7 +102,10 @@ pub fn read_inputs(path: &Path) -> Result<InputTable> {
                 s.i += 1;
                 let (mut task, mut rollout, mut agent, mut server) = (None, None, NONE, NONE);
                 let mut first = true;
+                let (mut response, mut reward) = (false, false);
                 while let Some(k) = s.next_key(&mut first).map_err(inv)? {
+                    response |= key_is(k, b"response");
+                    reward |= key_is(k, b"reward");
                     if key_is(k, b"_ng_task_index") || key_is(k, b"_ng_rollout_index") {
                         let name = if key_is(k, b"_ng_task_index") { "_ng_task_index" } else { "_ng_rollout_index" };
                         match s.value().map_err(inv)? {
@@ -158,10 +165,13 @@ pub fn read_inputs(path: &Path) -> Result<InputTable> {
                     Some("_ng_rollout_index".to_string()),
                     "missing; expected an integer rollout index".to_string(),
                 ))?;
-                Ok((task, rollout, agent, server))
+                Ok((task, rollout, agent, server, response && reward))
             })();
             match r {
-                Ok((task, rollout, agent, server)) => {
+                Ok((task, rollout, agent, server, verified)) => {
+                    if verified && p.t.verified_line.is_none() {
+                        p.t.verified_line = Some(l.number);
+                    }
                     p.t.task.push(task);
                     p.t.rollout.push(rollout);
                     p.t.agent.push(agent);
@@ -215,6 +225,7 @@ pub fn read_inputs(path: &Path) -> Result<InputTable> {
         t.task.extend(p.t.task);
         t.rollout.extend(p.t.rollout);
         t.line.extend(p.t.line.iter().map(|l| l + base));
+        t.verified_line = t.verified_line.or(p.t.verified_line.map(|l| l + base));
         t.offset.extend(p.t.offset);
         t.len.extend(p.t.len);
     }

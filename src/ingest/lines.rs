@@ -10,7 +10,7 @@
 
 use std::fs::File;
 use std::io::Read;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicUsize, Ordering};
 
 use rayon::prelude::*;
@@ -105,6 +105,87 @@ pub struct ReadReport {
     pub bytes: u64,
     /// Warnings to print (already phrased, one line each).
     pub warnings: Vec<String>,
+}
+
+/// Where the lines of a table read from several files came from. A row's line number
+/// holds its file's index in the high bits ([`LineMap::number`]) and its line in that
+/// file in the low ones, so that rows sorted by line number are in the order of the files
+/// given, then of their lines; a table read from one file keeps plain line numbers.
+#[derive(Debug, Clone, Default)]
+pub struct LineMap {
+    files: Vec<PathBuf>,
+}
+
+/// Bits of a line number that hold the line in its file (2^40 lines per file).
+const LINE_BITS: u32 = 40;
+
+impl LineMap {
+    /// Lines of one file, numbered as in it.
+    pub fn single(path: &Path) -> LineMap {
+        LineMap { files: vec![path.to_path_buf()] }
+    }
+
+    /// Adds a file (or finds it); returns its index for [`LineMap::number`].
+    pub fn file(&mut self, path: &Path) -> usize {
+        match self.files.iter().position(|f| f == path) {
+            Some(k) => k,
+            None => {
+                self.files.push(path.to_path_buf());
+                self.files.len() - 1
+            }
+        }
+    }
+
+    /// The line number of line `line` of file `file`.
+    pub fn number(file: usize, line: u64) -> u64 {
+        ((file as u64) << LINE_BITS) | line
+    }
+
+    /// The files, in the order their lines are numbered.
+    pub fn files(&self) -> &[PathBuf] {
+        &self.files
+    }
+
+    /// The file holding line `line` and the line's number in it.
+    pub fn place(&self, line: u64) -> (&Path, u64) {
+        let k = (line >> LINE_BITS) as usize;
+        let path = self.files.get(k).map_or(Path::new(""), PathBuf::as_path);
+        (path, line & ((1 << LINE_BITS) - 1))
+    }
+
+    /// Line `line` as an error location.
+    pub fn location(&self, line: u64) -> Location {
+        let (p, l) = self.place(line);
+        Location::line(p, l)
+    }
+
+    /// `file, line N`.
+    pub fn describe(&self, line: u64) -> String {
+        let (p, l) = self.place(line);
+        format!("{}, line {l}", p.display())
+    }
+
+    /// Two lines of one key: `file, lines A and B`, or each with its file when they are
+    /// in different files.
+    pub fn describe_two(&self, a: u64, b: u64) -> String {
+        let ((pa, la), (pb, lb)) = (self.place(a), self.place(b));
+        if pa == pb {
+            format!("{}, lines {la} and {lb}", pa.display())
+        } else {
+            format!("{}, line {la} and {}, line {lb}", pa.display(), pb.display())
+        }
+    }
+
+    /// The files as one name for messages: the file, or the first and how many more.
+    pub fn name(&self) -> String {
+        match self.files.as_slice() {
+            [] => String::new(),
+            [p] => p.display().to_string(),
+            [p, rest @ ..] => {
+                format!("{} (and {} more file{})", p.display(), rest.len(), if rest.len() == 1 { "" } else { "s" })
+            }
+        }
+    }
 }
 
 /// A progress line on stderr for long reads, only when stderr is a terminal. Files read

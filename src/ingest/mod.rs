@@ -18,5 +18,6 @@ pub mod rollouts;
 pub mod table;
 
 pub use inputs::{read_inputs, InputTable};
-pub use rollouts::{read_rollouts, read_rollouts_bytes, RolloutTable};
+pub use lines::LineMap;
+pub use rollouts::{read_rollouts, read_rollouts_bytes, read_rollouts_files, RolloutTable};
 pub use table::{tag, Column, Source};

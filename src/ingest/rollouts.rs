@@ -10,7 +10,7 @@ use std::path::{Path, PathBuf};
 
 use rayon::prelude::*;
 
-use super::lines::{read_pieces, read_pieces_bytes, Line, PieceLines, ReadReport};
+use super::lines::{read_pieces, read_pieces_bytes, Line, LineMap, PieceLines, ReadReport};
 use super::table::{merge_columns, tag, Column, ColumnsBuilder, Interner, Source, MAX_KEPT_STR};
 use crate::error::{Error, Location, Result};
 use crate::json::scan::{cut_mid_write, decode_str, key_is, key_is_private, top_key_at, Scalar, ScanError, Scanner};
@@ -23,7 +23,10 @@ pub const NONE: u32 = u32::MAX;
 /// All rollouts of one file, sorted by (`_ng_task_index`, `_ng_rollout_index`, line).
 #[derive(Debug, Clone)]
 pub struct RolloutTable {
+    /// The rollouts file (the first, when the table was read from several).
     pub path: PathBuf,
+    /// The file and line of each row's line number (numbered across the files).
+    pub lines: LineMap,
     pub task: Vec<i64>,
     pub rollout: Vec<i64>,
     /// 1-based line number of each row.
@@ -41,6 +44,9 @@ pub struct RolloutTable {
     /// then [`SEP`], then its usage column ids in file order.
     pub order: Vec<u32>,
     pub orders: Vec<Vec<u32>>,
+    /// Whether some row has a `response` (the model's output, which materialized inputs
+    /// never carry).
+    pub has_response: bool,
     pub report: ReadReport,
 }
 
@@ -62,6 +68,14 @@ impl RolloutTable {
     pub fn column(&self, source: Source, name: &str) -> Option<usize> {
         self.columns.iter().position(|c| c.source == source && c.name == name)
     }
+    /// Where row `r` was read, as an error location.
+    pub fn location(&self, r: usize) -> Location {
+        self.lines.location(self.line[r])
+    }
+    /// `file, line N` of row `r`.
+    pub fn describe(&self, r: usize) -> String {
+        self.lines.describe(self.line[r])
+    }
 }
 
 #[derive(Default)]
@@ -74,6 +88,7 @@ struct Piece {
     server: Vec<u32>,
     names: Names,
     perf: Vec<bool>,
+    has_response: bool,
     cols: ColumnsBuilder,
     order: Vec<u32>,
     orders: Interner,
@@ -341,6 +356,7 @@ impl Piece {
             } else if key_is_private(k) {
                 s.value()?;
             } else if key_is(k, b"response") {
+                self.has_response = true;
                 // A second `response` replaces the first: its usage values go.
                 take_back(&mut self.cols, usage_ids);
                 pending.clear();
@@ -557,14 +573,42 @@ pub fn read_rollouts(path: &Path) -> Result<RolloutTable> {
     let parse_start = std::time::Instant::now();
     let (pieces, report) = read_pieces(path, |lines: &mut PieceLines<'_>| parse_piece(path, lines))?;
     crate::trace::trace("pieces parsed", parse_start);
-    build_table(path, pieces, report)
+    build_table(LineMap::single(path), pieces, report)
+}
+
+/// Reads the rollouts files of one run (the shards a run was written as) into one table,
+/// as if they were one file; messages name each row's own file and line.
+pub fn read_rollouts_files(paths: &[PathBuf]) -> Result<RolloutTable> {
+    if let [one] = paths {
+        return read_rollouts(one);
+    }
+    for (i, p) in paths.iter().enumerate() {
+        let real = |f: &Path| std::fs::canonicalize(f).ok();
+        if paths[..i].iter().any(|q| q == p || real(q).is_some_and(|q| Some(q) == real(p))) {
+            return Err(Error::Usage(format!("{} is given twice as a rollouts file", p.display())));
+        }
+    }
+    let parse_start = std::time::Instant::now();
+    let mut map = LineMap::default();
+    let mut all = Vec::new();
+    let mut report = ReadReport::default();
+    for path in paths {
+        let (pieces, r) = read_pieces(path, |lines: &mut PieceLines<'_>| parse_piece(path, lines))?;
+        let k = map.file(path);
+        all.extend(pieces.into_iter().map(|(p, base)| (p, LineMap::number(k, base))));
+        report.lines += r.lines;
+        report.bytes += r.bytes;
+        report.warnings.extend(r.warnings);
+    }
+    crate::trace::trace("pieces parsed", parse_start);
+    build_table(map, all, report)
 }
 
 /// Reads rollout rows that are already in memory (JSONL text the caller built, such as
 /// the rollout summaries an aggregate file stores), named `path` in messages.
 pub fn read_rollouts_bytes(path: &Path, data: &[u8]) -> Result<RolloutTable> {
     let (pieces, report) = read_pieces_bytes(path, data, |lines: &mut PieceLines<'_>| parse_piece(path, lines))?;
-    build_table(path, pieces, report)
+    build_table(LineMap::single(path), pieces, report)
 }
 
 /// Parses the lines of one piece into a [`Piece`].
@@ -602,10 +646,11 @@ fn parse_piece(path: &Path, lines: &mut PieceLines<'_>) -> Result<Piece> {
 }
 
 /// Merges parsed pieces (in file order, with their line bases) into the sorted table.
-fn build_table(path: &Path, pieces: Vec<(Piece, u64)>, mut report: ReadReport) -> Result<RolloutTable> {
+fn build_table(map: LineMap, pieces: Vec<(Piece, u64)>, mut report: ReadReport) -> Result<RolloutTable> {
     let merge_start = std::time::Instant::now();
     let mut t = RolloutTable {
-        path: path.to_path_buf(),
+        path: map.files().first().cloned().unwrap_or_default(),
+        lines: map,
         task: Vec::new(),
         rollout: Vec::new(),
         line: Vec::new(),
@@ -617,6 +662,7 @@ fn build_table(path: &Path, pieces: Vec<(Piece, u64)>, mut report: ReadReport) -
         columns: Vec::new(),
         order: Vec::new(),
         orders: Vec::new(),
+        has_response: false,
         report: ReadReport::default(),
     };
     let mut names = Names::default();
@@ -629,9 +675,8 @@ fn build_table(path: &Path, pieces: Vec<(Piece, u64)>, mut report: ReadReport) -
         if let Some((line, why)) = p.cut_off {
             cut = Some((line + base, why.clone()));
             report.warnings.push(format!(
-                "{}, line {}: the last line is cut off (no newline, {why}); skipped it, as from a run that crashed mid-write",
-                path.display(),
-                line + base
+                "{}: the last line is cut off (no newline, {why}); skipped it, as from a run that crashed mid-write",
+                t.lines.describe(line + base)
             ));
         }
         for l in &mut p.line {
@@ -646,6 +691,7 @@ fn build_table(path: &Path, pieces: Vec<(Piece, u64)>, mut report: ReadReport) -
         t.line.extend(p.line);
         t.masked.extend(p.masked);
         t.perf.extend(p.perf);
+        t.has_response |= p.has_response;
         piece_meta.push((p.order, p.orders));
         debug_assert_eq!(p.cols.rows(), rows);
         col_pieces.push(p.cols);
@@ -681,7 +727,7 @@ fn build_table(path: &Path, pieces: Vec<(Piece, u64)>, mut report: ReadReport) -
         if nums > 0 && strs > 0 {
             report.warnings.push(format!(
                 "{}: field `{}` is a number in {nums} row{} and a string in {strs} row{}; the string rows count as missing for it",
-                path.display(),
+                t.lines.name(),
                 c.name,
                 if nums == 1 { "" } else { "s" },
                 if strs == 1 { "" } else { "s" }
@@ -708,7 +754,14 @@ fn build_table(path: &Path, pieces: Vec<(Piece, u64)>, mut report: ReadReport) -
     t.names = names.list;
     t.report = report;
     if t.is_empty() {
-        return Err(super::lines::no_rows(path, "rollout", cut));
+        let (path, cut) = match cut {
+            Some((line, why)) => {
+                let (p, l) = t.lines.place(line);
+                (p.to_path_buf(), Some((l, why)))
+            }
+            None => (t.path.clone(), None),
+        };
+        return Err(super::lines::no_rows(&path, "rollout", cut));
     }
     Ok(t)
 }

@@ -84,16 +84,14 @@ pub(crate) fn unnamed(t: &RolloutTable, inputs: Option<&InputTable>, r: usize) -
     let (task, rollout) = (t.task[r], t.rollout[r]);
     match inputs.and_then(|i| (0..i.task.len()).find(|&k| i.task[k] == task && i.rollout[k] == rollout).map(|k| (i, k))) {
         Some((i, k)) => Error::Mismatch(format!(
-            "{}, line {}: the input row of rollout key ({task}, {rollout}) ({}, line {}) names no agent (no `agent_ref.name`, no `_ng_environment_server`; with --inputs, runs are named by the input rows); {fix}",
+            "{}, line {}: the input row of rollout key ({task}, {rollout}) ({}) names no agent (no `agent_ref.name`, no `_ng_environment_server`; with --inputs, runs are named by the input rows); {fix}",
             i.path.display(),
             i.line[k],
-            t.path.display(),
-            t.line[r],
+            t.describe(r),
         )),
         None => Error::Mismatch(format!(
-            "{}, line {}: this rollout names no agent (no `agent_ref.name`, no `_ng_environment_server`, and no --inputs); {fix}",
-            t.path.display(),
-            t.line[r],
+            "{}: this rollout names no agent (no `agent_ref.name`, no `_ng_environment_server`, and no --inputs); {fix}",
+            t.describe(r),
         )),
     }
 }
@@ -130,13 +128,13 @@ pub fn entry<'a>(t: &'a RolloutTable, g: &Group, opts: &AggregateOptions, warn: 
         // sits next to itself.
         let key = |r: usize| (t.task[r], t.rollout[r]);
         if let Some(w) = g.rows.windows(2).find(|w| key(w[0]) == key(w[1])) {
-            return Err(duplicate_key("result", key(w[0]), t.line[w[0]], t.line[w[1]], &t.path));
+            return Err(duplicate_key("result", key(w[0]), t.line[w[0]], t.line[w[1]], &t.lines));
         }
     } else {
         let task: Vec<i64> = g.rows.iter().map(|&r| t.task[r]).collect();
         let rollout: Vec<i64> = g.rows.iter().map(|&r| t.rollout[r]).collect();
         let line: Vec<u64> = g.rows.iter().map(|&r| t.line[r]).collect();
-        index_by_key(&task, &rollout, &line, "result", &t.path)?;
+        index_by_key(&task, &rollout, &line, "result", &t.lines)?;
     }
     let mut head: Members = vec![(Arc::from("agent_ref"), Json::name_ref(&g.label))];
     if let Some(s) = &g.server {
@@ -217,10 +215,10 @@ pub fn aggregate<'a>(
     let mut warn = Warnings::default();
     if let Some(&first) = orphans.first() {
         warn.add(format!(
-            "{} rollout(s) of {} have no materialized input row (first: line {}, rollout key ({}, {})); they are left out of the aggregate",
+            "{} rollout(s) of {} have no materialized input row (first: {}, rollout key ({}, {})); they are left out of the aggregate",
             orphans.len(),
-            t.path.display(),
-            t.line[first],
+            t.lines.name(),
+            t.describe(first),
             t.task[first],
             t.rollout[first]
         ));

@@ -132,10 +132,9 @@ pub fn compute(
                 tasks.iter().flatten().copied().filter(|&r| reward_score(t, r).is_none()).collect();
             if let Some(&first) = unscored.first() {
                 warn.add(format!(
-                    "pass_at_k: {} rollout(s) have no numeric reward (first: {}, line {}); they are left out of pass@k",
+                    "pass_at_k: {} rollout(s) have no numeric reward (first: {}); they are left out of pass@k",
                     unscored.len(),
-                    t.path.display(),
-                    t.line[first]
+                    t.describe(first)
                 ));
             }
             let build = |rows: &Vec<usize>| -> Vec<Rollout> {

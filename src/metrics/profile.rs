@@ -18,7 +18,7 @@ use super::tasks::{info_plans, quoted_names, Samples, TaskPlan};
 use super::warnings::Warnings;
 use crate::error::{Error, Result};
 use crate::ingest::labels::{labels_for, run_key};
-use crate::ingest::{InputTable, RolloutTable};
+use crate::ingest::{InputTable, LineMap, RolloutTable};
 use crate::json::{Json, Key};
 use crate::schema::COVERAGE;
 
@@ -59,7 +59,7 @@ pub fn index_by_key(
     rollout: &[i64],
     line: &[u64],
     what: &str,
-    file: &std::path::Path,
+    file: &LineMap,
 ) -> Result<Vec<((i64, i64), usize)>> {
     let mut v: Vec<((i64, i64), usize)> = (0..task.len()).map(|i| ((task[i], rollout[i]), i)).collect();
     if !v.is_sorted() {
@@ -75,10 +75,10 @@ pub fn index_by_key(
 }
 
 /// Two rows share a rollout key.
-pub fn duplicate_key(what: &str, (a, b): (i64, i64), l1: u64, l2: u64, file: &std::path::Path) -> Error {
+pub fn duplicate_key(what: &str, (a, b): (i64, i64), l1: u64, l2: u64, file: &LineMap) -> Error {
     Error::Mismatch(format!(
-        "Duplicate {what} row for rollout key ({a}, {b}): {}, lines {l1} and {l2} have the same _ng_task_index and _ng_rollout_index",
-        file.display()
+        "Duplicate {what} row for rollout key ({a}, {b}): {} have the same _ng_task_index and _ng_rollout_index",
+        file.describe_two(l1, l2)
     ))
 }
 
@@ -113,8 +113,14 @@ fn same_as_last<K: PartialEq + Copy, V: Copy>(last: &mut Option<(K, V)>, key: K,
 
 /// Runs the profile. `allow_partial` permits input rows without results.
 pub fn profile<'a>(t: &'a RolloutTable, inputs: &'a InputTable, allow_partial: bool) -> Result<ProfileOutput<'a>> {
-    let rows_idx = index_by_key(&inputs.task, &inputs.rollout, &inputs.line, "materialized input", &inputs.path)?;
-    let res_idx = index_by_key(&t.task, &t.rollout, &t.line, "result", &t.path)?;
+    let rows_idx = index_by_key(
+        &inputs.task,
+        &inputs.rollout,
+        &inputs.line,
+        "materialized input",
+        &LineMap::single(&inputs.path),
+    )?;
+    let res_idx = index_by_key(&t.task, &t.rollout, &t.line, "result", &t.lines)?;
     // Merge the two sorted key lists.
     let mut matched: Vec<(usize, usize)> = Vec::new(); // (input row, result row), key order
     let mut missing_results: Vec<(i64, i64)> = Vec::new();
@@ -175,12 +181,12 @@ pub fn profile<'a>(t: &'a RolloutTable, inputs: &'a InputTable, allow_partial: b
             Some(l) => row_labels.push(l),
             None => {
                 return Err(Error::Mismatch(format!(
-                    "{}, line {}: the input row for rollout key ({}, {}) (rollouts line {}) names no agent: it has neither `agent_ref.name` nor `_ng_environment_server`",
+                    "{}, line {}: the input row for rollout key ({}, {}) (rollouts: {}) names no agent: it has neither `agent_ref.name` nor `_ng_environment_server`",
                     inputs.path.display(),
                     inputs.line[i],
                     t.task[r],
                     t.rollout[r],
-                    t.line[r]
+                    t.describe(r)
                 )))
             }
         }

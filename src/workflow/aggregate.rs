@@ -18,7 +18,8 @@ use crate::trace::trace;
 /// What to aggregate and where the file goes.
 #[derive(Debug, Clone)]
 pub struct AggregateConfig {
-    pub rollouts: PathBuf,
+    /// The run's rollouts files (one, or the shards it was written as).
+    pub rollouts: Vec<PathBuf>,
     /// Materialized inputs JSONL: labels rollouts by their input rows' agent and server.
     pub inputs: Option<PathBuf>,
     /// Output file; `None`: `S_aggregate_metrics.json` beside `S.jsonl`.
@@ -42,8 +43,8 @@ pub fn aggregate(c: &AggregateConfig) -> Result<AggregateRun> {
     if c.out.is_none() {
         check_beside(&c.rollouts, "--out FILE")?;
     }
-    let path = c.out.clone().unwrap_or_else(|| artifact_path(&c.rollouts, None, "aggregate_metrics", "json"));
-    let mut read: Vec<&Path> = vec![c.rollouts.as_path()];
+    let path = c.out.clone().unwrap_or_else(|| artifact_path(&c.rollouts[0], None, "aggregate_metrics", "json"));
+    let mut read: Vec<&Path> = c.rollouts.iter().map(PathBuf::as_path).collect();
     read.extend(c.inputs.as_deref());
     read.extend(c.metrics.files.iter().map(PathBuf::as_path));
     let mut out = OutputSet::new(&read);

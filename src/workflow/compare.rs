@@ -73,8 +73,9 @@ impl CompareConfig {
         self.pass_at.map_or(TaskValue::Mean, |k| TaskValue::PassAt(k as usize))
     }
 
-    /// What the renderers need to know of the configuration.
-    pub fn view(&self) -> CompareView {
+    /// What the renderers need to know of the configuration, with the significant digits
+    /// of the readable forms.
+    pub fn view(&self, digits: usize) -> CompareView {
         CompareView {
             metric: self.metric.clone(),
             pass_at: self.pass_at,
@@ -82,6 +83,7 @@ impl CompareConfig {
             by: self.by.clone(),
             mde: self.mde,
             detect: self.detect,
+            digits,
         }
     }
 }
@@ -160,7 +162,7 @@ fn read_table(a: &CompareConfig, path: &Path, inputs: Option<&Path>) -> Result<T
         }
         return Ok(Table { df, lines: None });
     }
-    let (t, inp) = crate::workflow::read_both(path, inputs)?;
+    let (t, inp) = crate::workflow::read_both(std::slice::from_ref(&path.to_path_buf()), inputs)?;
     if let Some(by) = &a.by {
         // Numbers in some rollouts and text in others: groups cannot be told apart the
         // way Python would (1 and "1" differ), and the table would keep only the numbers.
@@ -312,7 +314,13 @@ fn read_file(a: &CompareConfig, path: &Path, inputs: Option<&Path>) -> Result<Fi
     if let Some(w) = keys.windows(2).find(|w| (w[0].0, w[0].1, w[0].2) == (w[1].0, w[1].1, w[1].2)) {
         let (a, b) = (w[0].3, w[1].3);
         return Err(match &table.lines {
-            Some(l) => duplicate_key("result", (w[0].1, w[0].2), l[a].min(l[b]), l[a].max(l[b]), path),
+            Some(l) => duplicate_key(
+                "result",
+                (w[0].1, w[0].2),
+                l[a].min(l[b]),
+                l[a].max(l[b]),
+                &crate::ingest::LineMap::single(path),
+            ),
             None => Error::bad(
                 Location::file(path),
                 format!("rows {} and {} have the same rollout key ({}, {}) and run", a + 1, b + 1, w[0].1, w[0].2),

@@ -189,7 +189,7 @@ pub fn eval_compare(c: &EvalCompareConfig) -> Result<EvalCompareRun> {
             ));
         }
         let run = aggregate(&AggregateConfig {
-            rollouts: s.rollouts.clone(),
+            rollouts: vec![s.rollouts.clone()],
             inputs: None,
             out: Some(s.aggregate.clone()),
             agent: None,

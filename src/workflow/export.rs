@@ -16,7 +16,8 @@ use crate::metrics::warnings::Warnings;
 /// Which rollouts to export and where.
 #[derive(Debug, Clone)]
 pub struct ExportConfig {
-    pub rollouts: PathBuf,
+    /// The run's rollouts files (one, or the shards it was written as).
+    pub rollouts: Vec<PathBuf>,
     /// Materialized inputs JSONL (for run labels and expected counts).
     pub inputs: Option<PathBuf>,
     /// Label for rollouts that name no agent.
@@ -28,7 +29,7 @@ pub struct ExportConfig {
 /// Reads the rollouts (and inputs) and builds the four tables, by name, with the
 /// aggregate's warnings (rollouts left out for want of an input row, among others).
 pub fn tables(
-    rollouts: &Path,
+    rollouts: &[PathBuf],
     inputs: Option<&Path>,
     agent: Option<&str>,
 ) -> Result<(Vec<(&'static str, DataFrame)>, Warnings)> {
@@ -41,7 +42,7 @@ pub fn tables(
 /// into the output folder; returns the files written and the warnings.
 pub fn export(c: &ExportConfig) -> Result<(Vec<PathBuf>, Warnings)> {
     in_out_dir(&c.out_dir, || {
-        let mut read: Vec<&Path> = vec![c.rollouts.as_path()];
+        let mut read: Vec<&Path> = c.rollouts.iter().map(PathBuf::as_path).collect();
         read.extend(c.inputs.as_deref());
         let mut out = OutputSet::new(&read);
         let paths = NAMES.map(|name| c.out_dir.join(format!("{name}.parquet")));

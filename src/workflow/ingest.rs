@@ -14,7 +14,8 @@ use crate::trace::trace;
 /// What to ingest and where the table goes.
 #[derive(Debug, Clone)]
 pub struct IngestConfig {
-    pub rollouts: PathBuf,
+    /// The run's rollouts files (one, or the shards it was written as).
+    pub rollouts: Vec<PathBuf>,
     /// Materialized inputs JSONL (labels rollouts by their input rows' agent and server).
     pub inputs: Option<PathBuf>,
     /// The `agent` of rollouts that name none (else null in the table).
@@ -35,7 +36,7 @@ pub struct IngestRun {
 }
 
 pub fn ingest(c: &IngestConfig) -> Result<IngestRun> {
-    let mut read: Vec<&Path> = vec![c.rollouts.as_path()];
+    let mut read: Vec<&Path> = c.rollouts.iter().map(PathBuf::as_path).collect();
     read.extend(c.inputs.as_deref());
     let mut out = OutputSet::new(&read);
     out.check(&c.out)?;

@@ -13,7 +13,7 @@ pub mod export;
 pub mod ingest;
 pub mod profile;
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use crate::error::{Error, Location, Result};
 use crate::ingest::{self as read, InputTable, RolloutTable};
@@ -27,18 +27,26 @@ pub use export::{export, tables, ExportConfig};
 pub use ingest::{ingest, IngestConfig, IngestRun};
 pub use profile::{profile, ProfileConfig, ProfileRun};
 
-/// Reads rollouts and (optionally) inputs in parallel. A cut-off last line is a warning,
-/// printed to stderr as soon as the file is read.
-pub fn read_both(rollouts: &Path, inputs: Option<&Path>) -> Result<(RolloutTable, Option<InputTable>)> {
+/// Reads rollouts (one run, in one file or several) and (optionally) inputs in parallel.
+/// A cut-off last line is a warning, printed to stderr as soon as the file is read.
+pub fn read_both(rollouts: &[PathBuf], inputs: Option<&Path>) -> Result<(RolloutTable, Option<InputTable>)> {
     let t0 = std::time::Instant::now();
-    let (r, i) = rayon::join(|| read::read_rollouts(rollouts), || inputs.map(read::read_inputs));
+    let (r, i) = rayon::join(|| read::read_rollouts_files(rollouts), || inputs.map(read::read_inputs));
     // Report the input file's problem first when both fail: it is read first by NeMo Gym.
     let i = i.transpose()?;
+    if let Some(line) = i.as_ref().and_then(|i| i.verified_line) {
+        return Err(Error::bad(
+            Location::line(inputs.unwrap_or(Path::new("")), line),
+            "this input row carries a verifier's `response` and `reward`, as a rollouts file does; \
+             were --inputs and --rollouts swapped? (--inputs takes the materialized inputs of `gym eval run`)",
+        ));
+    }
     let r = r?;
     if let Some(inp) = &i {
+        mismatched_files(&r, inp)?;
         if let Some((row, at, own, theirs)) = crate::ingest::labels::contradiction(&r, inp) {
             return Err(Error::bad(
-                Location::line(rollouts, r.line[row]),
+                r.location(row),
                 format!(
                     "this rollout names {own} but its input row ({}, line {}) names {theirs}; \
                      the two files come from different runs (give the materialized inputs of the same `gym eval run`)",
@@ -54,6 +62,39 @@ pub fn read_both(rollouts: &Path, inputs: Option<&Path>) -> Result<(RolloutTable
     }
     trace("read", t0);
     Ok((r, i))
+}
+
+/// Refuses a rollouts file that cannot belong to the inputs file beside it: no row has a
+/// `reward` or a `response` (it holds no results: materialized inputs, say), or no
+/// rollout key has an input row.
+fn mismatched_files(r: &RolloutTable, inp: &InputTable) -> Result<()> {
+    if r.is_empty() {
+        return Ok(());
+    }
+    if !r.has_response && r.column(crate::ingest::Source::Top, "reward").is_none() {
+        return Err(Error::bad(
+            Location::file(Path::new(&r.lines.name())).key("reward"),
+            format!(
+                "no row has a `reward` or a `response`, which the rollouts `gym eval run` writes carry; \
+                 is this the rollouts file (with --inputs {} as its materialized inputs)?",
+                inp.path.display()
+            ),
+        ));
+    }
+    if (0..r.len()).all(|k| inp.row_of(r.task[k], r.rollout[k]).is_none()) {
+        let first = (0..r.len()).min_by_key(|&k| r.line[k]).unwrap_or(0);
+        return Err(Error::bad(
+            r.location(first),
+            format!(
+                "no rollout key (`_ng_task_index`, `_ng_rollout_index`) of this file has an input row in {}: \
+                 the two files come from different runs (first key ({}, {}))",
+                inp.path.display(),
+                r.task[first],
+                r.rollout[first]
+            ),
+        ));
+    }
+    Ok(())
 }
 
 /// Prints read warnings (cut-off last lines) to stderr.

@@ -22,7 +22,8 @@ pub struct ProfileConfig {
     /// Materialized inputs JSONL: one row per expected rollout. Must be a regular file:
     /// each task's `sample` is re-read from it after the statistics.
     pub inputs: PathBuf,
-    pub rollouts: PathBuf,
+    /// The run's rollouts files (one, or the shards it was written as).
+    pub rollouts: Vec<PathBuf>,
     /// Profile what completed when some input rows have no rollout.
     pub allow_partial: bool,
     /// Folder for the three artifacts (created when missing); `None`: beside the rollouts.
@@ -50,7 +51,7 @@ pub fn profile(c: &ProfileConfig) -> Result<ProfileRun> {
 }
 
 fn profile_in(c: &ProfileConfig) -> Result<ProfileRun> {
-    for f in [&c.inputs, &c.rollouts] {
+    for f in std::iter::once(&c.inputs).chain(&c.rollouts) {
         if f.is_dir() {
             return Err(Error::bad(Location::file(f), "is a folder; give the JSONL file inside it"));
         }
@@ -60,12 +61,12 @@ fn profile_in(c: &ProfileConfig) -> Result<ProfileRun> {
         check_beside(&c.rollouts, "--out-dir DIR")?;
     }
     let paths = [
-        artifact_path(&c.rollouts, dir, "reward_profiling", "jsonl"),
-        artifact_path(&c.rollouts, dir, "agent_metrics", "json"),
-        artifact_path(&c.rollouts, dir, "repeat_level_metrics", "json"),
+        artifact_path(&c.rollouts[0], dir, "reward_profiling", "jsonl"),
+        artifact_path(&c.rollouts[0], dir, "agent_metrics", "json"),
+        artifact_path(&c.rollouts[0], dir, "repeat_level_metrics", "json"),
     ];
-    let ins: Vec<&Path> = [c.inputs.as_path(), c.rollouts.as_path()]
-        .into_iter()
+    let ins: Vec<&Path> = std::iter::once(c.inputs.as_path())
+        .chain(c.rollouts.iter().map(PathBuf::as_path))
         .chain(c.metrics.files.iter().map(PathBuf::as_path))
         .collect();
     let mut out = OutputSet::new(&ins);

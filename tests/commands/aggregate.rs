@@ -85,6 +85,57 @@ fn inputs_of_another_run_are_refused() {
     assert!(o.status.success(), "{}", stderr(&o));
 }
 
+/// Swapped files, files of different runs with no key in common, and a rollouts file
+/// without rewards are refused (exit 2, nothing written), naming the file that looks
+/// wrong; they used to be accepted with a warning or none.
+#[test]
+fn swapped_and_unrelated_files_are_refused() {
+    let d = TempDir::new("agg-swap");
+    generate(d.path(), &["--tasks", "20", "--repeats", "2", "--agents", "2", "--seed", "3"]);
+    let rollouts = d.join("rollouts.jsonl");
+    let inputs = d.join("materialized_inputs.jsonl");
+    let out = d.join("agg.json");
+    let agg = |r: &std::path::Path, i: &std::path::Path| {
+        run(&["aggregate", r.to_str().unwrap(), "--inputs", i.to_str().unwrap(), "--out", out.to_str().unwrap()])
+    };
+    for (cmd, flag) in [("aggregate", "--out"), ("profile", "--out-dir")] {
+        let o = run(&[
+            cmd,
+            "--rollouts",
+            inputs.to_str().unwrap(),
+            "--inputs",
+            rollouts.to_str().unwrap(),
+            flag,
+            out.to_str().unwrap(),
+        ]);
+        assert_eq!(o.status.code(), Some(2), "{cmd}: {}", stderr(&o));
+        let err = stderr(&o);
+        assert!(err.contains(&format!("{}, line 1", rollouts.display())) && err.contains("swapped"), "{err}");
+        assert!(!out.exists());
+    }
+    // Keys shifted past every input row: no rollout belongs to these inputs.
+    let text = std::fs::read_to_string(&rollouts).unwrap();
+    let shifted = d.write("shifted.jsonl", &text.replace("\"_ng_task_index\":", "\"_ng_task_index\":1000"));
+    let o = agg(&shifted, &inputs);
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    let err = stderr(&o);
+    assert!(err.contains(shifted.to_str().unwrap()) && err.contains("no rollout key"), "{err}");
+    assert!(err.contains(inputs.to_str().unwrap()), "{err}");
+    assert!(!out.exists());
+    // A copy of the inputs given as the rollouts: no row has a reward or a response.
+    let bare = d.join("copy_of_inputs.jsonl");
+    std::fs::copy(&inputs, &bare).unwrap();
+    let o = agg(&bare, &inputs);
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    let err = stderr(&o);
+    assert!(err.contains(bare.to_str().unwrap()) && err.contains("`reward`"), "{err}");
+    assert!(!out.exists());
+    // The right pair still works.
+    let o = agg(&rollouts, &inputs);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(out.exists());
+}
+
 /// Rows with very many fields (20,000 numbers each) are aggregated, every field in the
 /// result. Warnings and across-repeat statistics were searched once per field, which
 /// made this case take 41 s where it now takes about 1 s.

@@ -103,7 +103,7 @@ mod reference_rules {
     #[test]
     fn integers_beyond_2_pow_53_stay_exact() {
         let (_d, tasks, agent) = profile(
-            "{\"_ng_task_index\":0,\"_ng_rollout_index\":0,\"ts_ns\":9007199254740993}\n{\"_ng_task_index\":0,\"_ng_rollout_index\":1,\"ts_ns\":9007199254740995}\n",
+            "{\"_ng_task_index\":0,\"_ng_rollout_index\":0,\"reward\":1,\"ts_ns\":9007199254740993}\n{\"_ng_task_index\":0,\"_ng_rollout_index\":1,\"reward\":0,\"ts_ns\":9007199254740995}\n",
         );
         assert_eq!(agent.get("max/ts_ns"), Some(&Json::Int(9007199254740995)));
         assert_eq!(tasks[0].get("min/ts_ns"), Some(&Json::Int(9007199254740993)));

@@ -13,6 +13,7 @@ mod generate;
 mod ingest;
 mod outputs;
 mod profile;
+mod shards;
 
 use std::path::Path;
 

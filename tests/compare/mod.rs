@@ -183,9 +183,28 @@ fn formats_and_thread_counts_agree() {
     assert_eq!(md_lines.len(), rows.len() + 2, "{md}");
     assert_eq!(md_lines[0], format!("| {} |", header.join(" | ")));
     assert!(md_lines[1].starts_with("|---|---|---:|---:|---:|"), "{}", md_lines[1]);
+    // Cells are the CSV's, floats rounded to 4 significant digits for reading.
     for (m, c) in md_lines[2..].iter().zip(csv.lines().skip(1)) {
-        assert_eq!(*m, format!("| {} |", c.split(',').collect::<Vec<_>>().join(" | ")));
+        let cells: Vec<&str> = m.trim_matches('|').split(" | ").map(str::trim).collect();
+        let full: Vec<&str> = c.split(',').collect();
+        assert_eq!(cells.len(), full.len(), "{m}");
+        for (shown, exact) in cells.iter().zip(&full) {
+            let float = exact.contains(['.', 'e']) && exact.parse::<f64>().is_ok();
+            if !float {
+                assert_eq!(shown, exact, "{m}");
+                continue;
+            }
+            let (x, y) = (exact.parse::<f64>().unwrap(), shown.parse::<f64>().unwrap());
+            assert!((x - y).abs() <= 5.0001e-4 * x.abs(), "{shown} is not {exact} rounded");
+            let mantissa = shown.trim_start_matches(['-', '+']).split('e').next().unwrap();
+            let digits = mantissa.replace('.', "");
+            assert!(digits.trim_start_matches('0').len() <= 4, "{shown}: more than 4 significant digits");
+        }
     }
+    // --precision changes the digits shown.
+    let md6 = stdout(&run(&["compare", "--rollouts", r, "--format", "markdown", "--precision", "6"]));
+    assert_ne!(md6, md);
+    assert_eq!(md6.lines().count(), md.lines().count());
     // The same rollouts read back from `ingest`'s Parquet table give the same bytes.
     let table = d.join("rollouts.parquet");
     let o = run(&["ingest", r, "--out", table.to_str().unwrap()]);
