@@ -10,4 +10,5 @@ mod eval_compare;
 mod faults;
 mod fuzz_corpus;
 mod layout;
+mod limits;
 mod vagen;
