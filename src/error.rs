@@ -94,6 +94,7 @@ impl Error {
     }
 }
 
+#[cfg(feature = "engine")]
 impl From<polars::prelude::PolarsError> for Error {
     fn from(e: polars::prelude::PolarsError) -> Self {
         Error::Polars(e.to_string())

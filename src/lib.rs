@@ -13,19 +13,29 @@
 //! and the key it renders as). [`generate`] writes synthetic sweeps in NeMo Gym's format;
 //! [`trace`] times phases and shows terminal progress notes; [`signals`] removes a run's
 //! unfinished outputs when it is interrupted.
+//!
+//! The `engine` feature (on by default) brings the table engine, Polars, and with it
+//! [`schema`], [`metrics`], [`query`], [`workflow`], [`cli`] and the table parts of
+//! [`ingest`] and [`export`]. Without it the crate is the Polars-free core the fuzz
+//! targets build: [`json`], the rollout and input readers, [`stats`] and [`generate`].
 
+#[cfg(feature = "engine")]
 pub mod cli;
 pub mod error;
 pub mod export;
 pub mod generate;
 pub mod ingest;
 pub mod json;
+#[cfg(feature = "engine")]
 pub mod metrics;
+#[cfg(feature = "engine")]
 pub mod query;
+#[cfg(feature = "engine")]
 pub mod schema;
 pub mod signals;
 pub mod stats;
 pub mod trace;
+#[cfg(feature = "engine")]
 pub mod workflow;
 
 pub use error::{Error, Result};

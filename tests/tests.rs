@@ -8,5 +8,7 @@ mod compare;
 mod conformance;
 mod eval_compare;
 mod faults;
+mod fuzz_corpus;
 mod layout;
+mod limits;
 mod vagen;

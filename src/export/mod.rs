@@ -2,10 +2,16 @@
 //! ([`nemo_gym`]), Parquet tables ([`parquet`]), all staged atomically ([`atomic`]).
 
 pub mod atomic;
+#[cfg(feature = "engine")]
 pub mod compare;
 pub mod direct;
+#[cfg(feature = "engine")]
 pub mod nemo_gym;
+#[cfg(feature = "engine")]
 pub mod nemo_gym_compare;
+#[cfg(feature = "engine")]
 pub mod parquet;
+#[cfg(feature = "engine")]
 pub mod table;
+#[cfg(feature = "engine")]
 pub mod tasks;

@@ -7,12 +7,15 @@
 //! [`InputTable`] (one row per expected rollout, with where its bytes are).
 
 /// VAGEN / verl training batches (JSONL or Parquet) for `batch-metrics`.
+#[cfg(feature = "engine")]
 pub mod batch;
 pub mod fields;
+#[cfg(feature = "engine")]
 pub mod frame;
 pub mod inputs;
 pub mod labels;
 pub mod lines;
+#[cfg(feature = "engine")]
 pub mod parquet;
 pub mod rollouts;
 pub mod table;

@@ -12,6 +12,10 @@ use crate::error::{Error, Result};
 /// file's schema is read now, so a file that is not Parquet is refused here (exit
 /// status 2, named in the error) rather than midway through a query.
 pub fn scan_parquet(path: &Path) -> Result<LazyFrame> {
+    guarded(path, || scan(path))
+}
+
+fn scan(path: &Path) -> Result<LazyFrame> {
     let bad =
         |e: PolarsError| Error::bad(crate::error::Location::file(path), format!("not a readable Parquet file: {e}"));
     File::open(path).map_err(|e| Error::read(path, e))?;
@@ -24,8 +28,25 @@ pub fn scan_parquet(path: &Path) -> Result<LazyFrame> {
 /// Reads a Parquet file into a frame; a file that is not Parquet is the user's input
 /// at fault (exit status 2), named in the error.
 pub fn read_parquet(path: &Path) -> Result<DataFrame> {
+    guarded(path, || read(path))
+}
+
+fn read(path: &Path) -> Result<DataFrame> {
     let f = File::open(path).map_err(|e| Error::read(path, e))?;
     ParquetReader::new(f)
         .finish()
         .map_err(|e| Error::bad(crate::error::Location::file(path), format!("not a readable Parquet file: {e}")))
+}
+
+/// Runs a Parquet read that may panic: Polars' decoder panics on some damaged footers
+/// ("thrift bool field"). Such a file is the user's input at fault (exit status 2), named
+/// in a one-line error; the panic message is kept off the terminal.
+fn guarded<T>(path: &Path, read: impl FnOnce() -> Result<T>) -> Result<T> {
+    let hook = std::panic::take_hook();
+    std::panic::set_hook(Box::new(|_| {}));
+    let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(read));
+    std::panic::set_hook(hook);
+    r.unwrap_or_else(|_| {
+        Err(Error::bad(crate::error::Location::file(path), "not a readable Parquet file: its metadata is damaged"))
+    })
 }

@@ -69,6 +69,24 @@ impl Drop for TempDir {
     }
 }
 
+/// A small seeded generator (splitmix64) for tests that draw kill times or mutations.
+pub struct Rng(pub u64);
+
+impl Rng {
+    /// A number in `0..n` (0 when `n` is 0).
+    pub fn below(&mut self, n: u64) -> u64 {
+        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+        (z ^ (z >> 31)) % n.max(1)
+    }
+    /// An index into a collection of `n` items.
+    pub fn pick(&mut self, n: usize) -> usize {
+        self.below(n as u64) as usize
+    }
+}
+
 pub fn read_json(p: &Path) -> Json {
     let b = std::fs::read(p).unwrap_or_else(|e| panic!("{}: {e}", p.display()));
     parse(&b).unwrap_or_else(|e| panic!("{}: {e}", p.display()))

@@ -9,20 +9,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitStatus, Stdio};
 use std::time::{Duration, Instant};
 
-use crate::common::{bin, generate, run, stderr, TempDir};
-
-/// A small seeded generator for kill times.
-struct Rng(u64);
-
-impl Rng {
-    fn below(&mut self, n: u64) -> u64 {
-        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-        (z ^ (z >> 31)) % n
-    }
-}
+use crate::common::{bin, generate, run, stderr, Rng, TempDir};
 
 fn spawn(args: &[&str], env: &[(&str, &str)]) -> Child {
     let mut c = Command::new(bin());
