@@ -1,5 +1,5 @@
 //! Writers: bytes on disk from computed values. JSON ([`crate::json`]) in NeMo Gym's shapes
-//! ([`nemo_gym`]), Parquet tables ([`parquet`]), all staged atomically ([`atomic`]).
+//! ([`nemo_gym`]), Parquet tables ([`parquet`]), the HTML report ([`report`]), all staged atomically ([`atomic`]).
 
 pub mod atomic;
 pub mod compare;
@@ -7,5 +7,6 @@ pub mod direct;
 pub mod nemo_gym;
 pub mod nemo_gym_compare;
 pub mod parquet;
+pub mod report;
 pub mod table;
 pub mod tasks;
