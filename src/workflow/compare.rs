@@ -11,6 +11,7 @@ use crate::export::compare::CompareView;
 use crate::ingest::frame::rollouts_frame;
 use crate::ingest::labels::runs;
 use crate::ingest::table::Source;
+use crate::ingest::{InputTable, RolloutTable};
 use crate::metrics::compare::{report_with, ClusterProblem, Options, Report, RunRollouts, TaskValue};
 use crate::metrics::profile::duplicate_key;
 

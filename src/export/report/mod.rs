@@ -120,11 +120,11 @@ section{background:#fff;border:1px solid #dde1e7;border-radius:8px;padding:18px 
 dl.facts{display:grid;grid-template-columns:repeat(auto-fill,minmax(150px,1fr));gap:8px 16px;margin:14px 0 0}
 dl.facts div{background:#f0f4f9;border-radius:6px;padding:8px 12px}dl.facts dt{font-size:12px;color:#4a5365;text-transform:uppercase;letter-spacing:.04em}dl.facts dd{margin:0;font-size:20px;font-weight:600}
 table{border-collapse:collapse;width:100%;margin:10px 0;font-size:14px}
-th,td{padding:5px 9px;border-bottom:1px solid #e4e7ec;text-align:left;vertical-align:top}
+th,td{padding:5px 9px;white-space:nowrap;border-bottom:1px solid #e4e7ec;text-align:left;vertical-align:top}
 th{background:#f0f4f9;font-weight:600}td.n,th.n{text-align:right;font-variant-numeric:tabular-nums}
 .swatch{display:inline-block;width:11px;height:11px;border-radius:2px;margin-right:6px;vertical-align:-1px}
 .note{color:#4a5365;font-size:14px}.warn li{margin:3px 0;font-size:13.5px}
-.excerpt{font-family:ui-monospace,SFMono-Regular,Menlo,Consolas,monospace;font-size:12.5px;color:#333;white-space:pre-wrap;word-break:break-word}
+.excerpt{white-space:normal !important;font-family:ui-monospace,SFMono-Regular,Menlo,Consolas,monospace;font-size:12.5px;color:#333;white-space:pre-wrap;word-break:break-word}
 svg.chart{display:block;max-width:1100px;margin:6px 0}
 svg .ct{font-size:16px;font-weight:600;fill:#1d2330}svg .lg,svg .tk{font-size:12.5px;fill:#333}
 svg .al{font-size:13.5px;fill:#1d2330}svg .rl{font-size:13.5px;fill:#1d2330}svg .hc{font-size:11px}

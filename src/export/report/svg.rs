@@ -207,7 +207,7 @@ pub fn forest(title: &str, x_label: &str, rows: &[Interval], reference: Option<f
         if r.est.is_finite() {
             let _ = write!(
                 s,
-                r#"<circle cx="{:.1}" cy="{cy:.1}" r="6" fill="{}" stroke="#fff"><title>{}: {:.4}</title></circle>"#,
+                r##"<circle cx="{:.1}" cy="{cy:.1}" r="6" fill="{}" stroke="#fff"><title>{}: {:.4}</title></circle>"##,
                 x.at(r.est),
                 r.colour,
                 esc(&r.label),
@@ -356,7 +356,7 @@ pub fn heat(title: &str, x_label: &str, y_label: &str, points: &[(f64, f64)], bi
     let most = counts.iter().copied().max().unwrap_or(0).max(1);
     let filled = counts.iter().filter(|&&c| c > 0).count();
     let size = side / bins as f64;
-    let _ = write!(s, r#"<rect x="{left:.1}" y="44" width="{side}" height="{side}" fill="#fafafa"/>"#);
+    let _ = write!(s, r##"<rect x="{left:.1}" y="44" width="{side}" height="{side}" fill="#fafafa"/>"##);
     for (i, &c) in counts.iter().enumerate().filter(|(_, c)| **c > 0) {
         let (row, col) = (i / bins, i % bins);
         let (cx, cy) = (left + size * col as f64, 44.0 + side - size * (row + 1) as f64);
@@ -460,7 +460,7 @@ pub fn scatter(title: &str, x_label: &str, y_label: &str, points: &[(String, &'s
     for (name, c, px, py) in points {
         let _ = write!(
             s,
-            r#"<circle cx="{:.1}" cy="{:.1}" r="7" fill="{c}" stroke="#fff"><title>{}: {px:.1}, {py:.4}</title></circle>"#,
+            r##"<circle cx="{:.1}" cy="{:.1}" r="7" fill="{c}" stroke="#fff"><title>{}: {px:.1}, {py:.4}</title></circle>"##,
             x.at(*px),
             y.at(*py),
             esc(name)
