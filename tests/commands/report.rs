@@ -4,8 +4,15 @@
 use std::collections::HashMap;
 use std::path::Path;
 
-use super::{aggregate_sweep, sweep};
+use super::aggregate_sweep;
 use crate::common::*;
+
+/// A sweep whose three agents share their 50 tasks (so comparisons pair them).
+fn sweep(d: &TempDir) -> (std::path::PathBuf, std::path::PathBuf) {
+    let args = ["--tasks", "50", "--repeats", "4", "--agents", "3", "--seed", "21", "--masked-frac", "0.05"];
+    generate(d.path(), &[&args[..], &["--reward", "mixed", "--fan-out"]].concat());
+    (d.join("rollouts.jsonl"), d.join("materialized_inputs.jsonl"))
+}
 
 /// The `data-key` → `data-value` pairs of each `<tr data-run=…>` row in the section
 /// with id `section`, by run name.
@@ -108,7 +115,8 @@ fn figures_match_aggregate_and_compare() {
             for (page_key, csv_key) in
                 [("diff", "diff"), ("p_value", "p_value"), ("wins", "wins"), ("losses", "losses"), ("ties", "ties")]
             {
-                assert!(close(b[page_key], f(c, csv_key)), "{name} {page_key}: {} vs {}", b[page_key], c[csv_key]);
+                let got = *b.get(page_key).unwrap_or_else(|| panic!("{name} {page_key}: {b:?} {c:?}"));
+                assert!(close(got, f(c, csv_key)), "{name} {page_key}: {got} vs {}", c[csv_key]);
             }
         } else {
             assert!(c["diff"].is_empty(), "{name} is the baseline");

@@ -102,12 +102,13 @@ fn ci_text(ci: Option<(f64, f64)>, digits: usize) -> String {
     ci.map_or_else(|| "–".into(), |(a, b)| format!("[{a:.digits$}, {b:.digits$}]"))
 }
 
-/// A p-value as text.
-fn p_text(p: f64) -> String {
-    if p < 1e-4 {
-        "<0.0001".into()
-    } else {
-        format!("{p:.4}")
+/// A table cell for a p-value (tiny ones shown as `<0.0001`).
+fn p_cell(p: Option<f64>) -> String {
+    match p {
+        Some(v) if v < 1e-4 => {
+            format!(r#"<td class="n" data-key="p_value" data-value="{v:?}" title="{v:?}">&lt;0.0001</td>"#)
+        }
+        v => num("p_value", v, 4),
     }
 }
 
@@ -124,7 +125,7 @@ th,td{padding:5px 9px;white-space:nowrap;border-bottom:1px solid #e4e7ec;text-al
 th{background:#f0f4f9;font-weight:600}td.n,th.n{text-align:right;font-variant-numeric:tabular-nums}
 .swatch{display:inline-block;width:11px;height:11px;border-radius:2px;margin-right:6px;vertical-align:-1px}
 .note{color:#4a5365;font-size:14px}.warn li{margin:3px 0;font-size:13.5px}
-.excerpt{white-space:normal !important;font-family:ui-monospace,SFMono-Regular,Menlo,Consolas,monospace;font-size:12.5px;color:#333;white-space:pre-wrap;word-break:break-word}
+.excerpt{font-family:ui-monospace,SFMono-Regular,Menlo,Consolas,monospace;font-size:12.5px;color:#333;white-space:pre-wrap;word-break:break-word}
 svg.chart{display:block;max-width:1100px;margin:6px 0}
 svg .ct{font-size:16px;font-weight:600;fill:#1d2330}svg .lg,svg .tk{font-size:12.5px;fill:#333}
 svg .al{font-size:13.5px;fill:#1d2330}svg .rl{font-size:13.5px;fill:#1d2330}svg .hc{font-size:11px}
@@ -275,18 +276,16 @@ fn baseline(h: &mut String, p: &Page) {
         let name = &c.runs[x.run].name;
         let _ = write!(
             h,
-            r#"<tr data-run="{}"><td>{}</td>{}{}<td class="n">{}</td><td class="n" data-key="p_value" data-value="{}" title="{}">{}</td>{}{}{}{}</tr>"#,
+            r#"<tr data-run="{}"><td>{}</td>{}{}<td class="n">{}</td>{}{}{}{}{}</tr>"#,
             esc(name),
             run_name(x.run, name),
             count("paired_tasks", x.paired_tasks),
             num("diff", s.map(|s| s.diff.mean), 4),
             ci_text(x.ci, 4),
-            s.and_then(|s| s.p).map_or_else(String::new, |v| format!("{v:?}")),
-            s.and_then(|s| s.p).map_or_else(String::new, |v| format!("{v:?}")),
-            s.and_then(|s| s.p).map_or_else(|| "–".into(), p_text),
-            count("wins", s.map_or(0, |s| s.wins)),
-            count("losses", s.map_or(0, |s| s.losses)),
-            count("ties", s.map_or(0, |s| s.ties)),
+            p_cell(s.and_then(|s| s.p)),
+            num("wins", s.map(|s| s.wins as f64), 0),
+            num("losses", s.map(|s| s.losses as f64), 0),
+            num("ties", s.map(|s| s.ties as f64), 0),
             num("mde", x.mde, 4),
         );
     }
