@@ -206,7 +206,7 @@ fn run_figures(agent: Option<&Json>, repeats: &[Json], metric: &str) -> RunFigur
         .iter()
         .filter_map(|r| {
             let ci = interval(r, format!("ci_low_95/{metric}"), format!("ci_high_95/{metric}"));
-            Some((r.get("_ng_rollout_index")?.as_f64()? as i64, get(r, format!("mean/{metric}"))?, ci))
+            Some((r.get("_ng_rollout_index")?.as_f64()?, get(r, format!("mean/{metric}"))?, ci))
         })
         .collect();
     RunFigures {

@@ -20,7 +20,7 @@ pub struct RunFigures {
     /// Mean of the per-repeat means and its 95% interval.
     pub across: Option<(f64, Option<(f64, f64)>)>,
     /// Per repeat: its rollout index, mean and 95% interval.
-    pub repeats: Vec<(i64, f64, Option<(f64, f64)>)>,
+    pub repeats: Vec<svg::Point>,
     /// Mean output tokens per rollout, where rollouts report usage.
     pub output_tokens: Option<f64>,
     pub num_repeats: Option<i64>,
@@ -446,11 +446,7 @@ fn repeat_noise(h: &mut String, p: &Page) {
         .iter()
         .enumerate()
         .filter(|(_, f)| !f.repeats.is_empty())
-        .map(|(i, f)| Series {
-            name: p.compare.runs[i].name.clone(),
-            colour: colour(i),
-            points: f.repeats.iter().map(|&(r, m, ci)| (r as f64, m, ci)).collect(),
-        })
+        .map(|(i, f)| Series { name: p.compare.runs[i].name.clone(), colour: colour(i), points: f.repeats.clone() })
         .collect();
     if series.is_empty() {
         h.push_str(

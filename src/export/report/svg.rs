@@ -27,11 +27,14 @@ pub struct Interval {
     pub colour: &'static str,
 }
 
-/// One line of a line chart: points `(x, y, interval)`.
+/// A point of a line chart: `(x, y, 95% interval)`.
+pub type Point = (f64, f64, Option<(f64, f64)>);
+
+/// One line of a line chart.
 pub struct Series {
     pub name: String,
     pub colour: &'static str,
-    pub points: Vec<(f64, f64, Option<(f64, f64)>)>,
+    pub points: Vec<Point>,
 }
 
 /// A linear scale from a data range onto pixels, with readable tick values.
