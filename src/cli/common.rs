@@ -63,6 +63,37 @@ impl RunFiles {
     }
 }
 
+/// The rollouts files of one or more runs (`compare`, `report`): positional or as
+/// `--rollouts`, repeatable, with their inputs.
+#[derive(ClapArgs, Debug, Clone)]
+pub struct RunsFiles {
+    /// Rollouts JSONL, or a rollouts table (.parquet) from `rollstat ingest`/`export`;
+    /// repeat to take runs from several files (tasks are matched by `_ng_task_index`,
+    /// so the files must come from the same task list).
+    #[arg(long, value_name = "ROLLOUTS.jsonl")]
+    pub rollouts: Vec<PathBuf>,
+    /// The rollouts files, when not given as --rollouts.
+    #[arg(value_name = "ROLLOUTS.jsonl", required_unless_present = "rollouts", conflicts_with = "rollouts")]
+    pub files: Vec<PathBuf>,
+    /// Materialized inputs JSONL for run labels: none, or one per --rollouts, in order.
+    #[arg(long, value_name = "MATERIALIZED.jsonl")]
+    pub inputs: Vec<PathBuf>,
+    /// Label for rollouts that name no agent.
+    #[arg(long, value_name = "NAME")]
+    pub agent: Option<String>,
+}
+
+impl RunsFiles {
+    /// The rollouts files, however they were given.
+    pub fn rollouts(&self) -> Vec<PathBuf> {
+        if self.rollouts.is_empty() {
+            self.files.clone()
+        } else {
+            self.rollouts.clone()
+        }
+    }
+}
+
 /// The rollouts files of one run, as `--rollouts FILE` (repeatable) or as the first
 /// arguments (`profile`, whose materialized inputs are required, takes it alone).
 #[derive(ClapArgs, Debug, Clone)]

@@ -9,7 +9,7 @@ use std::path::{Path, PathBuf};
 
 use clap::Args as ClapArgs;
 
-use super::common;
+use super::common::{self, RunsFiles};
 use super::query::{Format, TableOut};
 use crate::error::{Error, Result};
 use crate::export::atomic::OutputSet;
@@ -18,20 +18,8 @@ use crate::workflow::CompareConfig;
 
 #[derive(ClapArgs, Debug, Clone)]
 pub struct Args {
-    /// Rollouts JSONL, or a rollouts table (.parquet) from `rollstat ingest`/`export`;
-    /// repeat to compare runs from several files (tasks are matched by `_ng_task_index`,
-    /// so the files must come from the same task list).
-    #[arg(long, value_name = "ROLLOUTS.jsonl")]
-    pub rollouts: Vec<PathBuf>,
-    /// The rollouts files, when not given as --rollouts.
-    #[arg(value_name = "ROLLOUTS.jsonl", required_unless_present = "rollouts", conflicts_with = "rollouts")]
-    pub files: Vec<PathBuf>,
-    /// Materialized inputs JSONL for run labels: none, or one per --rollouts, in order.
-    #[arg(long, value_name = "MATERIALIZED.jsonl")]
-    pub inputs: Vec<PathBuf>,
-    /// Label for rollouts that name no agent.
-    #[arg(long, value_name = "NAME")]
-    pub agent: Option<String>,
+    #[command(flatten)]
+    pub runs: RunsFiles,
     /// Numeric field to compare (`--metric FIELD`, its earlier name, still works; on
     /// `profile` and `aggregate`, `--metric` adds a custom metric instead).
     #[arg(long = "field", alias = "metric", value_name = "FIELD", default_value = "reward")]
@@ -82,9 +70,9 @@ impl Args {
             ));
         }
         let c = CompareConfig {
-            rollouts: if self.rollouts.is_empty() { self.files.clone() } else { self.rollouts.clone() },
-            inputs: self.inputs.clone(),
-            agent: self.agent.clone(),
+            rollouts: self.runs.rollouts(),
+            inputs: self.runs.inputs.clone(),
+            agent: self.runs.agent.clone(),
             metric: self.metric.clone(),
             pass_at: self.pass_at,
             baseline: self.baseline.clone(),

@@ -1,5 +1,6 @@
 //! `rollstat demo`: generates a small sweep into `./rollstat-demo/` and runs the main
-//! job on it — ingest to Parquet, profile, aggregate with pass@k, compare the agents —
+//! job on it — ingest to Parquet, profile, aggregate with pass@k, compare the agents,
+//! write the HTML report —
 //! printing where every file went, each agent's key metrics and the comparison.
 
 use std::path::PathBuf;
@@ -9,7 +10,9 @@ use clap::Args as ClapArgs;
 use super::common::{print_warnings, MetricArgs};
 use crate::error::Result;
 use crate::generate::{GenerateOptions, RewardKind};
-use crate::workflow::{self, AggregateConfig, CompareConfig, ExportConfig, IngestConfig, Metrics, ProfileConfig};
+use crate::workflow::{
+    self, AggregateConfig, CompareConfig, ExportConfig, IngestConfig, Metrics, ProfileConfig, ReportConfig,
+};
 
 #[derive(ClapArgs, Debug, Clone)]
 pub struct Args {
@@ -102,6 +105,20 @@ pub fn run(a: Args) -> Result<()> {
     warned += print_warnings(&report.warnings);
     say!("");
     say!("{}", crate::export::compare::text(&cmp.view(crate::export::table::READ_DIGITS), &report).trim_end());
+    let rep = ReportConfig {
+        rollouts: vec![g.rollouts_path.clone()],
+        inputs: vec![g.inputs_path.clone()],
+        agent: None,
+        metric: "reward".into(),
+        baseline: None,
+        cluster_key: None,
+        out: Some(a.dir.join("report.html")),
+        made_at: super::report::made_at()?,
+    };
+    // Its warnings are those of aggregate and compare, printed above.
+    let page = workflow::report(&rep)?;
+    say!("");
+    say!("Report: {}", page.file.display());
     let ex = ExportConfig {
         rollouts: vec![g.rollouts_path.clone()],
         inputs: Some(g.inputs_path.clone()),

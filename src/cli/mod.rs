@@ -27,6 +27,7 @@ pub mod generate;
 pub mod ingest;
 pub mod profile;
 pub mod query;
+pub mod report;
 
 /// Fast statistics over LLM-eval and RL rollout results (NeMo Gym, VAGEN/verl).
 #[derive(Parser, Debug)]
@@ -63,6 +64,8 @@ pub enum Command {
     BatchMetrics(batch_metrics::Args),
     /// Runs against a baseline: paired differences per task, clustered standard errors.
     Compare(compare::Args),
+    /// One self-contained HTML page per sweep: leaderboard, comparisons, pass@k, difficulty, noise, cost.
+    Report(report::Args),
     /// Print a shell completion script (bash, zsh, fish, elvish, powershell).
     Completions(completions::Args),
     /// NeMo Gym's `gym eval compare`: a baseline run against candidates, from their aggregate metrics files.
@@ -103,6 +106,7 @@ pub fn main() -> Result<()> {
         Command::Query(a) => query::run(a),
         Command::BatchMetrics(a) => batch_metrics::run(a),
         Command::Compare(a) => compare::run(a),
+        Command::Report(a) => report::run(a),
         Command::Completions(a) => completions::run(a),
         Command::EvalCompare(a) => eval_compare::run(a),
     }

@@ -1,5 +1,5 @@
 //! Writers: bytes on disk from computed values. JSON ([`crate::json`]) in NeMo Gym's shapes
-//! ([`nemo_gym`]), Parquet tables ([`parquet`]), all staged atomically ([`atomic`]).
+//! ([`nemo_gym`]), Parquet tables ([`parquet`]), the HTML report ([`report`]), all staged atomically ([`atomic`]).
 
 pub mod atomic;
 #[cfg(feature = "engine")]
@@ -11,6 +11,8 @@ pub mod nemo_gym;
 pub mod nemo_gym_compare;
 #[cfg(feature = "engine")]
 pub mod parquet;
+#[cfg(feature = "engine")]
+pub mod report;
 #[cfg(feature = "engine")]
 pub mod table;
 #[cfg(feature = "engine")]

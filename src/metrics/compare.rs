@@ -109,6 +109,17 @@ impl RunRollouts {
         Ok(())
     }
 
+    /// Each task's value as the report computes it, in task order (tasks without one,
+    /// too few rollouts for pass@k, left out).
+    pub fn task_values(&self, value: TaskValue) -> BTreeMap<i64, f64> {
+        self.tasks.iter().filter_map(|(&t, (v, _))| Some((t, value.of(v)?))).collect()
+    }
+
+    /// Whether every measured value is 0 or 1 (the metric is pass/fail).
+    pub fn is_binary(&self) -> bool {
+        self.tasks.values().all(|(v, _)| v.iter().all(|&(_, x)| x == 0.0 || x == 1.0))
+    }
+
     /// The most measured rollouts any one task has.
     pub fn most_per_task(&self) -> usize {
         self.tasks.values().map(|(v, _)| v.len()).max().unwrap_or(0)
@@ -416,7 +427,7 @@ fn one_report(
     // Per run: task → its value, in task order.
     let mut means: Vec<BTreeMap<i64, f64>> = Vec::new();
     for (i, r) in runs.iter().enumerate() {
-        let m: BTreeMap<i64, f64> = r.tasks.iter().filter_map(|(&t, (v, _))| Some((t, value.of(v)?))).collect();
+        let m = r.task_values(value);
         if let (TaskValue::PassAt(k), true) = (value, m.len() < r.tasks.len()) {
             warnings.add(format!(
                 "{}: {} task(s) with fewer than {k} measured rollouts are left out of pass@{k}",

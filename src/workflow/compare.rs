@@ -11,6 +11,7 @@ use crate::export::compare::CompareView;
 use crate::ingest::frame::rollouts_frame;
 use crate::ingest::labels::runs;
 use crate::ingest::table::Source;
+use crate::ingest::{InputTable, RolloutTable};
 use crate::metrics::compare::{report_with, ClusterProblem, Options, Report, RunRollouts, TaskValue};
 use crate::metrics::profile::duplicate_key;
 
@@ -92,6 +93,8 @@ impl CompareConfig {
 pub struct Runs {
     pub names: Vec<String>,
     pub rollouts: Vec<RunRollouts>,
+    /// Per run: the index of its file and its label there.
+    pub origin: Vec<(usize, String)>,
 }
 
 /// The numeric columns of a rollouts frame (what `--field` may name).
@@ -120,7 +123,10 @@ impl Table {
     }
 }
 
-fn read_table(a: &CompareConfig, path: &Path, inputs: Option<&Path>) -> Result<Table> {
+/// A JSONL rollouts file read already, with its inputs.
+pub type ReadFile<'a> = (&'a RolloutTable, Option<&'a InputTable>);
+
+fn read_table(a: &CompareConfig, path: &Path, inputs: Option<&Path>, read: Option<ReadFile<'_>>) -> Result<Table> {
     if path.extension().is_some_and(|e| e.eq_ignore_ascii_case("parquet")) {
         if inputs.is_some() {
             return Err(Error::Usage(format!(
@@ -162,7 +168,14 @@ fn read_table(a: &CompareConfig, path: &Path, inputs: Option<&Path>) -> Result<T
         }
         return Ok(Table { df, lines: None });
     }
-    let (t, inp) = crate::workflow::read_both(std::slice::from_ref(&path.to_path_buf()), inputs)?;
+    let owned;
+    let (t, inp) = match read {
+        Some(r) => r,
+        None => {
+            owned = crate::workflow::read_both(std::slice::from_ref(&path.to_path_buf()), inputs)?;
+            (&owned.0, owned.1.as_ref())
+        }
+    };
     if let Some(by) = &a.by {
         // Numbers in some rollouts and text in others: groups cannot be told apart the
         // way Python would (1 and "1" differ), and the table would keep only the numbers.
@@ -182,10 +195,10 @@ fn read_table(a: &CompareConfig, path: &Path, inputs: Option<&Path>) -> Result<T
             }
         }
     }
-    let labels = runs(&t, inp.as_ref());
-    let df = rollouts_frame(&t, &labels, a.agent.as_deref())?;
+    let labels = runs(t, inp);
+    let df = rollouts_frame(t, &labels, a.agent.as_deref())?;
     if let Some(r) = df.column("agent")?.str()?.iter().position(|v| v.is_none()) {
-        return Err(crate::metrics::aggregate::unnamed(&t, inp.as_ref(), r));
+        return Err(crate::metrics::aggregate::unnamed(t, inp, r));
     }
     Ok(Table { df, lines: Some(t.line.clone()) })
 }
@@ -194,8 +207,8 @@ fn read_table(a: &CompareConfig, path: &Path, inputs: Option<&Path>) -> Result<T
 type FileRuns = (Vec<(String, RunRollouts)>, Option<bool>);
 
 /// Reads one rollouts file into its runs.
-fn read_file(a: &CompareConfig, path: &Path, inputs: Option<&Path>) -> Result<FileRuns> {
-    let table = read_table(a, path, inputs)?;
+fn read_file(a: &CompareConfig, path: &Path, inputs: Option<&Path>, read: Option<ReadFile<'_>>) -> Result<FileRuns> {
+    let table = read_table(a, path, inputs, read)?;
     let df = &table.df;
     let fields = || {
         let f = numeric_fields(df);
@@ -370,6 +383,12 @@ fn file_names(paths: &[PathBuf]) -> Vec<String> {
 /// Reads every file. A run is named by its label, or `FILE:label` when one label occurs
 /// in two files.
 pub fn read_runs(a: &CompareConfig) -> Result<Runs> {
+    read_runs_with(a, &[])
+}
+
+/// [`read_runs`], taking file `i` from `read[i]` where that is given (a JSONL file the
+/// caller read already) instead of reading it again.
+pub fn read_runs_with(a: &CompareConfig, read: &[Option<ReadFile<'_>>]) -> Result<Runs> {
     if !a.inputs.is_empty() && a.inputs.len() != a.rollouts.len() {
         return Err(Error::Usage(format!(
             "give --inputs once per --rollouts file, in the same order, or not at all ({} rollouts files, {} inputs files)",
@@ -385,7 +404,7 @@ pub fn read_runs(a: &CompareConfig) -> Result<Runs> {
     let mut per_file = Vec::new();
     let mut kinds: Vec<bool> = Vec::new();
     for (i, path) in a.rollouts.iter().enumerate() {
-        let (runs, text) = read_file(a, path, a.inputs.get(i).map(PathBuf::as_path))?;
+        let (runs, text) = read_file(a, path, a.inputs.get(i).map(PathBuf::as_path), read.get(i).copied().flatten())?;
         if let Some(t) = text {
             if kinds.first().is_some_and(|&k| k != t) {
                 let kind = |t: bool| if t { "text" } else { "numbers" };
@@ -423,10 +442,12 @@ pub fn read_runs(a: &CompareConfig) -> Result<Runs> {
     }
     let mut names = Vec::new();
     let mut rollouts = Vec::new();
+    let mut origin = Vec::new();
     for (f, runs) in per_file.into_iter().enumerate() {
         for (label, r) in runs {
-            names.push(if clash { format!("{}:{label}", files[f]) } else { label });
+            names.push(if clash { format!("{}:{label}", files[f]) } else { label.clone() });
             rollouts.push(r);
+            origin.push((f, label));
         }
     }
     if let Some(field) = &a.by {
@@ -450,7 +471,7 @@ pub fn read_runs(a: &CompareConfig) -> Result<Runs> {
             }
         }
     }
-    Ok(Runs { names, rollouts })
+    Ok(Runs { names, rollouts, origin })
 }
 
 /// Reads the runs and computes the report.
@@ -469,6 +490,13 @@ pub fn compare(a: &CompareConfig) -> Result<(Runs, Report)> {
             if files.len() == 1 { "s" } else { "" }
         )));
     }
+    let r = compare_runs(a, &runs)?;
+    Ok((runs, r))
+}
+
+/// The report over runs read already (by [`read_runs`]): every run against the baseline
+/// (one run alone gets its summary and no comparison).
+pub fn compare_runs(a: &CompareConfig, runs: &Runs) -> Result<Report> {
     let baseline = match &a.baseline {
         None => 0,
         Some(b) => runs.names.iter().position(|n| n == b).ok_or_else(|| {
@@ -483,7 +511,7 @@ pub fn compare(a: &CompareConfig) -> Result<(Runs, Report)> {
             )));
         }
     }
-    let r = report_with(&runs.names, &runs.rollouts, baseline, a.task_value(), &a.options()).map_err(
+    report_with(&runs.names, &runs.rollouts, baseline, a.task_value(), &a.options()).map_err(
         |(task, r0, c0, r1, c1)| {
         Error::Mismatch(format!(
             "--cluster-key {}: task {task} is in cluster {c0} in {} and in cluster {c1} in {}; a task must be in one cluster",
@@ -492,6 +520,5 @@ pub fn compare(a: &CompareConfig) -> Result<(Runs, Report)> {
             runs.names[r1]
         ))
         },
-    )?;
-    Ok((runs, r))
+    )
 }

@@ -81,7 +81,11 @@ pub fn resolve(cwd: &Path, path: &str) -> PathBuf {
 
 /// The current time in UTC as `YYYY-MM-DDTHH:MM:SS+00:00`.
 pub fn utc_now() -> String {
-    let secs = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_secs()) as i64;
+    utc_iso(std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_secs()) as i64)
+}
+
+/// `secs` since 1970-01-01 UTC as `YYYY-MM-DDTHH:MM:SS+00:00`.
+pub fn utc_iso(secs: i64) -> String {
     let (days, rem) = (secs.div_euclid(86_400), secs.rem_euclid(86_400));
     // Civil date from days since 1970-01-01 (Howard Hinnant's algorithm).
     let z = days + 719_468;

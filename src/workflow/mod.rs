@@ -12,6 +12,7 @@ pub mod eval_compare;
 pub mod export;
 pub mod ingest;
 pub mod profile;
+pub mod report;
 
 use std::path::{Path, PathBuf};
 
@@ -26,6 +27,7 @@ pub use eval_compare::{eval_compare, EvalCompareConfig, EvalCompareRun, ReportFo
 pub use export::{export, tables, ExportConfig};
 pub use ingest::{ingest, IngestConfig, IngestRun};
 pub use profile::{profile, ProfileConfig, ProfileRun};
+pub use report::{report, ReportConfig, ReportRun};
 
 /// Reads rollouts (one run, in one file or several) and (optionally) inputs in parallel.
 /// A cut-off last line is a warning, printed to stderr as soon as the file is read.

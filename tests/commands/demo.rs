@@ -33,6 +33,7 @@ fn demo_runs_the_main_job() {
         "rollouts_aggregate_metrics.json",
         "rollouts.parquet",
         "tables/tasks.parquet",
+        "report.html",
     ] {
         assert!(dir.join(f).exists(), "{f} missing; {out}");
     }

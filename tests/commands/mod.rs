@@ -13,6 +13,7 @@ mod generate;
 mod ingest;
 mod outputs;
 mod profile;
+mod report;
 mod shards;
 
 use std::path::Path;

@@ -1,0 +1,68 @@
+//! `rollstat report`: one self-contained HTML page per sweep — leaderboard, paired
+//! differences against a baseline, pass@k curves, task difficulty, repeat noise, cost
+//! and coverage — with inline charts and nothing fetched, to read offline or send on.
+
+use std::path::PathBuf;
+
+use clap::Args as ClapArgs;
+
+use super::common::{self, RunsFiles};
+use crate::error::{Error, Result};
+use crate::workflow::ReportConfig;
+
+#[derive(ClapArgs, Debug, Clone)]
+pub struct Args {
+    #[command(flatten)]
+    pub runs: RunsFiles,
+    /// Numeric field the page is about (`--field FIELD` works too, as on `compare`).
+    #[arg(long = "metric", alias = "field", value_name = "FIELD", default_value = "reward")]
+    pub metric: String,
+    /// The run the others are compared against (default: the first run listed).
+    #[arg(long, value_name = "RUN")]
+    pub baseline: Option<String>,
+    /// Field that groups tasks into clusters: standard errors are clustered by it.
+    #[arg(long, value_name = "FIELD")]
+    pub cluster_key: Option<String>,
+    /// Output file (default: S_report.html beside the first rollouts file S.jsonl).
+    /// The page's time stamp is SOURCE_DATE_EPOCH when that is set, for reproducible bytes.
+    #[arg(long, value_name = "FILE")]
+    pub out: Option<PathBuf>,
+}
+
+impl Args {
+    /// The validated configuration.
+    pub fn config(&self) -> Result<ReportConfig> {
+        Ok(ReportConfig {
+            rollouts: self.runs.rollouts(),
+            inputs: self.runs.inputs.clone(),
+            agent: self.runs.agent.clone(),
+            metric: self.metric.clone(),
+            baseline: self.baseline.clone(),
+            cluster_key: self.cluster_key.clone(),
+            out: self.out.clone(),
+            made_at: made_at()?,
+        })
+    }
+}
+
+/// When the page is made: `SOURCE_DATE_EPOCH` when set (reproducible builds'
+/// convention), else now.
+pub fn made_at() -> Result<u64> {
+    match std::env::var("SOURCE_DATE_EPOCH") {
+        Ok(v) => v
+            .trim()
+            .parse()
+            .map_err(|_| Error::Usage(format!("SOURCE_DATE_EPOCH={v:?}: give whole seconds since 1970-01-01 UTC"))),
+        Err(_) => Ok(std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_secs())),
+    }
+}
+
+pub fn run(a: Args) -> Result<()> {
+    if let Some(out) = &a.out {
+        common::outputs_to_stdout(&[out]);
+    }
+    let r = crate::workflow::report(&a.config()?)?;
+    common::print_warnings(&r.warnings);
+    say!("Report: {} ({} KB)", r.file.display(), r.bytes.div_ceil(1024));
+    Ok(())
+}
