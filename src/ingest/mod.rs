@@ -15,6 +15,7 @@ pub mod labels;
 pub mod lines;
 pub mod parquet;
 pub mod rollouts;
+pub mod slice;
 pub mod table;
 
 pub use inputs::{read_inputs, InputTable};

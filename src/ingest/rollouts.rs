@@ -41,6 +41,10 @@ pub struct RolloutTable {
     /// then [`SEP`], then its usage column ids in file order.
     pub order: Vec<u32>,
     pub orders: Vec<Vec<u32>>,
+    /// The rollouts files of a table read back from slices (see [`super::slice`]), with
+    /// each row's index into them; both empty when every row comes from `path`.
+    pub origins: Vec<PathBuf>,
+    pub origin: Vec<u32>,
     pub report: ReadReport,
 }
 
@@ -56,6 +60,21 @@ impl RolloutTable {
             None
         } else {
             Some(&self.names[id as usize])
+        }
+    }
+    /// The files the rows come from: `origins`, or `path` alone.
+    pub fn files(&self) -> &[PathBuf] {
+        if self.origins.is_empty() {
+            std::slice::from_ref(&self.path)
+        } else {
+            &self.origins
+        }
+    }
+    /// The rollouts file row `r` comes from (its line is `line[r]`).
+    pub fn file_of(&self, r: usize) -> &Path {
+        match self.origin.get(r) {
+            Some(&o) => &self.origins[o as usize],
+            None => &self.path,
         }
     }
     /// Index of a column by source and name.
@@ -520,7 +539,7 @@ impl Piece {
 /// Row order by (task, rollout, line), given rows in line order. Keys are packed into
 /// one integer with the row as the tiebreak when the indexes' ranges allow (always, in
 /// practice), so the sort compares plain integers instead of chasing three columns.
-fn sort_order(task: &[i64], rollout: &[i64]) -> Vec<u32> {
+pub(crate) fn sort_order(task: &[i64], rollout: &[i64]) -> Vec<u32> {
     let range = |v: &[i64]| -> Option<(i64, u64)> {
         let lo = *v.iter().min()?;
         let hi = *v.iter().max()?;
@@ -604,21 +623,7 @@ fn parse_piece(path: &Path, lines: &mut PieceLines<'_>) -> Result<Piece> {
 /// Merges parsed pieces (in file order, with their line bases) into the sorted table.
 fn build_table(path: &Path, pieces: Vec<(Piece, u64)>, mut report: ReadReport) -> Result<RolloutTable> {
     let merge_start = std::time::Instant::now();
-    let mut t = RolloutTable {
-        path: path.to_path_buf(),
-        task: Vec::new(),
-        rollout: Vec::new(),
-        line: Vec::new(),
-        masked: Vec::new(),
-        agent: Vec::new(),
-        server: Vec::new(),
-        names: Vec::new(),
-        perf: Vec::new(),
-        columns: Vec::new(),
-        order: Vec::new(),
-        orders: Vec::new(),
-        report: ReadReport::default(),
-    };
+    let mut t = RolloutTable::empty(path);
     let mut names = Names::default();
     let mut orders = Interner::default();
     let mut col_pieces = Vec::with_capacity(pieces.len());

@@ -7,7 +7,7 @@ use std::sync::Arc;
 use super::custom::{self, MetricSpec};
 use super::levels::{across_repeats, agent_and_repeat_levels, Profiled, StatKeys};
 use super::perf::perf_summary;
-use super::profile::{coverage, duplicate_key, index_by_key};
+use super::profile::{coverage, duplicate_rows, index_by_key};
 use super::tasks::{info_plans, quoted_names, Samples, TaskPlan};
 use super::warnings::Warnings;
 use crate::error::{Error, Result};
@@ -87,12 +87,12 @@ pub(crate) fn unnamed(t: &RolloutTable, inputs: Option<&InputTable>, r: usize) -
             "{}, line {}: the input row of rollout key ({task}, {rollout}) ({}, line {}) names no agent (no `agent_ref.name`, no `_ng_environment_server`; with --inputs, runs are named by the input rows); {fix}",
             i.path.display(),
             i.line[k],
-            t.path.display(),
+            t.file_of(r).display(),
             t.line[r],
         )),
         None => Error::Mismatch(format!(
             "{}, line {}: this rollout names no agent (no `agent_ref.name`, no `_ng_environment_server`, and no --inputs); {fix}",
-            t.path.display(),
+            t.file_of(r).display(),
             t.line[r],
         )),
     }
@@ -130,13 +130,14 @@ pub fn entry<'a>(t: &'a RolloutTable, g: &Group, opts: &AggregateOptions, warn: 
         // sits next to itself.
         let key = |r: usize| (t.task[r], t.rollout[r]);
         if let Some(w) = g.rows.windows(2).find(|w| key(w[0]) == key(w[1])) {
-            return Err(duplicate_key("result", key(w[0]), t.line[w[0]], t.line[w[1]], &t.path));
+            let at = |r: usize| (t.file_of(r), t.line[r]);
+            return Err(duplicate_rows("result", key(w[0]), at(w[0]), at(w[1])));
         }
     } else {
         let task: Vec<i64> = g.rows.iter().map(|&r| t.task[r]).collect();
         let rollout: Vec<i64> = g.rows.iter().map(|&r| t.rollout[r]).collect();
         let line: Vec<u64> = g.rows.iter().map(|&r| t.line[r]).collect();
-        index_by_key(&task, &rollout, &line, "result", &t.path)?;
+        index_by_key(&task, &rollout, &line, "result", &|i| t.file_of(g.rows[i]))?;
     }
     let mut head: Members = vec![(Arc::from("agent_ref"), Json::name_ref(&g.label))];
     if let Some(s) = &g.server {
@@ -219,7 +220,7 @@ pub fn aggregate<'a>(
         warn.add(format!(
             "{} rollout(s) of {} have no materialized input row (first: line {}, rollout key ({}, {})); they are left out of the aggregate",
             orphans.len(),
-            t.path.display(),
+            t.file_of(first).display(),
             t.line[first],
             t.task[first],
             t.rollout[first]

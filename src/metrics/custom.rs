@@ -134,7 +134,7 @@ pub fn compute(
                 warn.add(format!(
                     "pass_at_k: {} rollout(s) have no numeric reward (first: {}, line {}); they are left out of pass@k",
                     unscored.len(),
-                    t.path.display(),
+                    t.file_of(first).display(),
                     t.line[first]
                 ));
             }

@@ -53,13 +53,14 @@ fn fmt_keys(keys: &[(i64, i64)]) -> String {
     format!("[{}]", parts.join(", "))
 }
 
-/// Sorted (key, row) pairs; errors on a duplicate key naming it and both lines.
-pub fn index_by_key(
+/// Sorted (key, row) pairs; errors on a duplicate key naming it and both lines (row
+/// `i` is line `line[i]` of `file(i)`).
+pub fn index_by_key<'p>(
     task: &[i64],
     rollout: &[i64],
     line: &[u64],
     what: &str,
-    file: &std::path::Path,
+    file: &dyn Fn(usize) -> &'p std::path::Path,
 ) -> Result<Vec<((i64, i64), usize)>> {
     let mut v: Vec<((i64, i64), usize)> = (0..task.len()).map(|i| ((task[i], rollout[i]), i)).collect();
     if !v.is_sorted() {
@@ -67,14 +68,29 @@ pub fn index_by_key(
     }
     for w in v.windows(2) {
         if w[0].0 == w[1].0 {
-            let (l1, l2) = (line[w[0].1].min(line[w[1].1]), line[w[0].1].max(line[w[1].1]));
-            return Err(duplicate_key(what, w[0].0, l1, l2, file));
+            let (a, b) = (w[0].1, w[1].1);
+            return Err(duplicate_rows(what, w[0].0, (file(a), line[a]), (file(b), line[b])));
         }
     }
     Ok(v)
 }
 
-/// Two rows share a rollout key.
+/// Two rows, each a (file, line), share a rollout key.
+pub fn duplicate_rows(what: &str, key: (i64, i64), x: (&std::path::Path, u64), y: (&std::path::Path, u64)) -> Error {
+    if x.0 == y.0 {
+        return duplicate_key(what, key, x.1.min(y.1), x.1.max(y.1), x.0);
+    }
+    let (a, b) = key;
+    Error::Mismatch(format!(
+        "Duplicate {what} row for rollout key ({a}, {b}): {}, line {} and {}, line {} have the same _ng_task_index and _ng_rollout_index",
+        x.0.display(),
+        x.1,
+        y.0.display(),
+        y.1
+    ))
+}
+
+/// Two rows of one file share a rollout key.
 pub fn duplicate_key(what: &str, (a, b): (i64, i64), l1: u64, l2: u64, file: &std::path::Path) -> Error {
     Error::Mismatch(format!(
         "Duplicate {what} row for rollout key ({a}, {b}): {}, lines {l1} and {l2} have the same _ng_task_index and _ng_rollout_index",
@@ -113,8 +129,8 @@ fn same_as_last<K: PartialEq + Copy, V: Copy>(last: &mut Option<(K, V)>, key: K,
 
 /// Runs the profile. `allow_partial` permits input rows without results.
 pub fn profile<'a>(t: &'a RolloutTable, inputs: &'a InputTable, allow_partial: bool) -> Result<ProfileOutput<'a>> {
-    let rows_idx = index_by_key(&inputs.task, &inputs.rollout, &inputs.line, "materialized input", &inputs.path)?;
-    let res_idx = index_by_key(&t.task, &t.rollout, &t.line, "result", &t.path)?;
+    let rows_idx = index_by_key(&inputs.task, &inputs.rollout, &inputs.line, "materialized input", &|_| &inputs.path)?;
+    let res_idx = index_by_key(&t.task, &t.rollout, &t.line, "result", &|r| t.file_of(r))?;
     // Merge the two sorted key lists.
     let mut matched: Vec<(usize, usize)> = Vec::new(); // (input row, result row), key order
     let mut missing_results: Vec<(i64, i64)> = Vec::new();

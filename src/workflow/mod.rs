@@ -8,6 +8,7 @@
 pub mod aggregate;
 pub mod compare;
 pub mod custom;
+pub mod distributed;
 pub mod eval_compare;
 pub mod export;
 pub mod ingest;
@@ -36,17 +37,7 @@ pub fn read_both(rollouts: &Path, inputs: Option<&Path>) -> Result<(RolloutTable
     let i = i.transpose()?;
     let r = r?;
     if let Some(inp) = &i {
-        if let Some((row, at, own, theirs)) = crate::ingest::labels::contradiction(&r, inp) {
-            return Err(Error::bad(
-                Location::line(rollouts, r.line[row]),
-                format!(
-                    "this rollout names {own} but its input row ({}, line {}) names {theirs}; \
-                     the two files come from different runs (give the materialized inputs of the same `gym eval run`)",
-                    inp.path.display(),
-                    inp.line[at]
-                ),
-            ));
-        }
+        check_runs(&r, inp)?;
     }
     report_read_warnings(&r.report.warnings);
     if let Some(i) = &i {
@@ -56,8 +47,24 @@ pub fn read_both(rollouts: &Path, inputs: Option<&Path>) -> Result<(RolloutTable
     Ok((r, i))
 }
 
+/// Refuses rollouts whose input rows name another run than they do.
+pub fn check_runs(r: &RolloutTable, inp: &InputTable) -> Result<()> {
+    match crate::ingest::labels::contradiction(r, inp) {
+        Some((row, at, own, theirs)) => Err(Error::bad(
+            Location::line(r.file_of(row), r.line[row]),
+            format!(
+                "this rollout names {own} but its input row ({}, line {}) names {theirs}; \
+                 the two files come from different runs (give the materialized inputs of the same `gym eval run`)",
+                inp.path.display(),
+                inp.line[at]
+            ),
+        )),
+        None => Ok(()),
+    }
+}
+
 /// Prints read warnings (cut-off last lines) to stderr.
-fn report_read_warnings(w: &[String]) {
+pub(crate) fn report_read_warnings(w: &[String]) {
     for m in w {
         eprintln!("warning: {m}");
     }
@@ -65,6 +72,6 @@ fn report_read_warnings(w: &[String]) {
 
 /// The terminal note for the phases after reading `t` (and `inputs`): shown when the
 /// larger file was large enough for a progress line.
-fn status_after_read(t: &RolloutTable, inputs: Option<&InputTable>) -> Status {
+pub(crate) fn status_after_read(t: &RolloutTable, inputs: Option<&InputTable>) -> Status {
     Status::new(t.report.bytes.max(inputs.map_or(0, |i| i.report.bytes)))
 }
