@@ -129,7 +129,7 @@ fn same_as_last<K: PartialEq + Copy, V: Copy>(last: &mut Option<(K, V)>, key: K,
 
 /// Runs the profile. `allow_partial` permits input rows without results.
 pub fn profile<'a>(t: &'a RolloutTable, inputs: &'a InputTable, allow_partial: bool) -> Result<ProfileOutput<'a>> {
-    let rows_idx = index_by_key(&inputs.task, &inputs.rollout, &inputs.line, "materialized input", &|_| &inputs.path)?;
+    let rows_idx = index_by_key(&inputs.task, &inputs.rollout, &inputs.line, "materialized input", &|_| inputs.path.as_path())?;
     let res_idx = index_by_key(&t.task, &t.rollout, &t.line, "result", &|r| t.file_of(r))?;
     // Merge the two sorted key lists.
     let mut matched: Vec<(usize, usize)> = Vec::new(); // (input row, result row), key order
