@@ -25,9 +25,12 @@ pub mod eval_compare;
 pub mod export;
 pub mod generate;
 pub mod ingest;
+pub mod merge;
+pub mod partial;
 pub mod profile;
 pub mod query;
 pub mod report;
+pub mod shard;
 
 /// Fast statistics over LLM-eval and RL rollout results (NeMo Gym, VAGEN/verl).
 #[derive(Parser, Debug)]
@@ -70,6 +73,12 @@ pub enum Command {
     Completions(completions::Args),
     /// NeMo Gym's `gym eval compare`: a baseline run against candidates, from their aggregate metrics files.
     EvalCompare(eval_compare::Args),
+    /// Split one rollouts file into slices by bucket of tasks (for runs over many machines).
+    Shard(shard::Args),
+    /// Join one bucket's slices from every rollouts file of a sweep.
+    Partial(partial::Args),
+    /// aggregate or profile over a sharded sweep's slices: the same bytes as on one machine.
+    Merge(merge::Args),
 }
 
 /// Parses the process arguments and runs the command.
@@ -109,5 +118,8 @@ pub fn main() -> Result<()> {
         Command::Report(a) => report::run(a),
         Command::Completions(a) => completions::run(a),
         Command::EvalCompare(a) => eval_compare::run(a),
+        Command::Shard(a) => shard::run(a),
+        Command::Partial(a) => partial::run(a),
+        Command::Merge(a) => merge::run(a),
     }
 }

@@ -141,6 +141,11 @@ impl LineMap {
         ((file as u64) << LINE_BITS) | line
     }
 
+    /// The file index and the line in that file of line number `line`.
+    pub fn split(line: u64) -> (usize, u64) {
+        ((line >> LINE_BITS) as usize, line & ((1 << LINE_BITS) - 1))
+    }
+
     /// The files, in the order their lines are numbered.
     pub fn files(&self) -> &[PathBuf] {
         &self.files
@@ -148,9 +153,8 @@ impl LineMap {
 
     /// The file holding line `line` and the line's number in it.
     pub fn place(&self, line: u64) -> (&Path, u64) {
-        let k = (line >> LINE_BITS) as usize;
-        let path = self.files.get(k).map_or(Path::new(""), PathBuf::as_path);
-        (path, line & ((1 << LINE_BITS) - 1))
+        let (k, l) = LineMap::split(line);
+        (self.files.get(k).map_or(Path::new(""), PathBuf::as_path), l)
     }
 
     /// Line `line` as an error location.

@@ -18,6 +18,7 @@ pub mod lines;
 #[cfg(feature = "engine")]
 pub mod parquet;
 pub mod rollouts;
+pub mod slice;
 pub mod table;
 
 pub use inputs::{read_inputs, InputTable};

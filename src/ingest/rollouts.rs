@@ -536,7 +536,7 @@ impl Piece {
 /// Row order by (task, rollout, line), given rows in line order. Keys are packed into
 /// one integer with the row as the tiebreak when the indexes' ranges allow (always, in
 /// practice), so the sort compares plain integers instead of chasing three columns.
-fn sort_order(task: &[i64], rollout: &[i64]) -> Vec<u32> {
+pub(crate) fn sort_order(task: &[i64], rollout: &[i64]) -> Vec<u32> {
     let range = |v: &[i64]| -> Option<(i64, u64)> {
         let lo = *v.iter().min()?;
         let hi = *v.iter().max()?;
@@ -648,23 +648,7 @@ fn parse_piece(path: &Path, lines: &mut PieceLines<'_>) -> Result<Piece> {
 /// Merges parsed pieces (in file order, with their line bases) into the sorted table.
 fn build_table(map: LineMap, pieces: Vec<(Piece, u64)>, mut report: ReadReport) -> Result<RolloutTable> {
     let merge_start = std::time::Instant::now();
-    let mut t = RolloutTable {
-        path: map.files().first().cloned().unwrap_or_default(),
-        lines: map,
-        task: Vec::new(),
-        rollout: Vec::new(),
-        line: Vec::new(),
-        masked: Vec::new(),
-        agent: Vec::new(),
-        server: Vec::new(),
-        names: Vec::new(),
-        perf: Vec::new(),
-        columns: Vec::new(),
-        order: Vec::new(),
-        orders: Vec::new(),
-        has_response: false,
-        report: ReadReport::default(),
-    };
+    let mut t = RolloutTable::empty(map);
     let mut names = Names::default();
     let mut orders = Interner::default();
     let mut col_pieces = Vec::with_capacity(pieces.len());

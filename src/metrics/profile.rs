@@ -53,7 +53,8 @@ fn fmt_keys(keys: &[(i64, i64)]) -> String {
     format!("[{}]", parts.join(", "))
 }
 
-/// Sorted (key, row) pairs; errors on a duplicate key naming it and both lines.
+/// Sorted (key, row) pairs; errors on a duplicate key naming it and both lines (line
+/// numbers as `file` numbers them).
 pub fn index_by_key(
     task: &[i64],
     rollout: &[i64],

@@ -10,6 +10,7 @@ use crate::error::{Error, Result};
 use crate::export::atomic::OutputSet;
 use crate::export::nemo_gym::{artifact_path, check_beside};
 use crate::export::tasks::write_aggregate;
+use crate::ingest::{InputTable, RolloutTable};
 use crate::json::Json;
 use crate::metrics::aggregate::AggregateOptions;
 use crate::metrics::warnings::Warnings;
@@ -47,14 +48,25 @@ pub fn aggregate(c: &AggregateConfig) -> Result<AggregateRun> {
     let mut read: Vec<&Path> = c.rollouts.iter().map(PathBuf::as_path).collect();
     read.extend(c.inputs.as_deref());
     read.extend(c.metrics.files.iter().map(PathBuf::as_path));
-    let mut out = OutputSet::new(&read);
+    let out = OutputSet::new(&read);
     out.check(&path)?;
     let (t, inputs) = read_both(&c.rollouts, c.inputs.as_deref())?;
-    let status = status_after_read(&t, inputs.as_ref());
+    aggregate_table(c, &t, inputs.as_ref(), out, &path)
+}
+
+/// The statistics and the file `path` (staged in `out`, committed here) from a table
+/// already read: `aggregate` after reading its files, `merge` after reading slices.
+pub fn aggregate_table(
+    c: &AggregateConfig,
+    t: &RolloutTable,
+    inputs: Option<&InputTable>,
+    mut out: OutputSet,
+    path: &Path,
+) -> Result<AggregateRun> {
+    let status = status_after_read(t, inputs);
     status.say("computing statistics");
     let sql = c.metrics.sql();
-    let extra =
-        if sql.is_empty() { HashMap::new() } else { sql_metrics(&t, inputs.as_ref(), c.agent.as_deref(), &sql)? };
+    let extra = if sql.is_empty() { HashMap::new() } else { sql_metrics(t, inputs, c.agent.as_deref(), &sql)? };
     let opts = AggregateOptions {
         default_agent: c.agent.clone(),
         metrics: c.metrics.builtin(),
@@ -62,13 +74,13 @@ pub fn aggregate(c: &AggregateConfig) -> Result<AggregateRun> {
         extra,
     };
     let t0 = std::time::Instant::now();
-    let (entries, warnings) = crate::metrics::aggregate::aggregate(&t, inputs.as_ref(), &opts)?;
+    let (entries, warnings) = crate::metrics::aggregate::aggregate(t, inputs, &opts)?;
     trace("statistics", t0);
     let t0 = std::time::Instant::now();
-    status.writing(&path);
-    let mut w = out.create(&path)?;
-    write_aggregate(&entries, &mut w).map_err(|e| e.at(&path))?;
-    w.finish().map_err(|e| Error::write(&path, e))?;
+    status.writing(path);
+    let mut w = out.create(path)?;
+    write_aggregate(&entries, &mut w).map_err(|e| e.at(path))?;
+    w.finish().map_err(|e| Error::write(path, e))?;
     drop(w);
     trace("task entries + write", t0);
     drop(status);

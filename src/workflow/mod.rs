@@ -8,6 +8,7 @@
 pub mod aggregate;
 pub mod compare;
 pub mod custom;
+pub mod distributed;
 pub mod eval_compare;
 pub mod export;
 pub mod ingest;
@@ -45,18 +46,7 @@ pub fn read_both(rollouts: &[PathBuf], inputs: Option<&Path>) -> Result<(Rollout
     }
     let r = r?;
     if let Some(inp) = &i {
-        mismatched_files(&r, inp)?;
-        if let Some((row, at, own, theirs)) = crate::ingest::labels::contradiction(&r, inp) {
-            return Err(Error::bad(
-                r.location(row),
-                format!(
-                    "this rollout names {own} but its input row ({}, line {}) names {theirs}; \
-                     the two files come from different runs (give the materialized inputs of the same `gym eval run`)",
-                    inp.path.display(),
-                    inp.line[at]
-                ),
-            ));
-        }
+        check_runs(&r, inp)?;
     }
     report_read_warnings(&r.report.warnings);
     if let Some(i) = &i {
@@ -66,10 +56,10 @@ pub fn read_both(rollouts: &[PathBuf], inputs: Option<&Path>) -> Result<(Rollout
     Ok((r, i))
 }
 
-/// Refuses a rollouts file that cannot belong to the inputs file beside it: no row has a
-/// `reward` or a `response` (it holds no results: materialized inputs, say), or no
-/// rollout key has an input row.
-fn mismatched_files(r: &RolloutTable, inp: &InputTable) -> Result<()> {
+/// Refuses rollouts that cannot belong to the inputs beside them: no row has a `reward`
+/// or a `response` (it holds no results: materialized inputs, say), no rollout key has an
+/// input row, or a rollout names another run than its input row does.
+pub fn check_runs(r: &RolloutTable, inp: &InputTable) -> Result<()> {
     if r.is_empty() {
         return Ok(());
     }
@@ -96,11 +86,22 @@ fn mismatched_files(r: &RolloutTable, inp: &InputTable) -> Result<()> {
             ),
         ));
     }
-    Ok(())
+    match crate::ingest::labels::contradiction(r, inp) {
+        Some((row, at, own, theirs)) => Err(Error::bad(
+            r.location(row),
+            format!(
+                "this rollout names {own} but its input row ({}, line {}) names {theirs}; \
+                 the two files come from different runs (give the materialized inputs of the same `gym eval run`)",
+                inp.path.display(),
+                inp.line[at]
+            ),
+        )),
+        None => Ok(()),
+    }
 }
 
 /// Prints read warnings (cut-off last lines) to stderr.
-fn report_read_warnings(w: &[String]) {
+pub(crate) fn report_read_warnings(w: &[String]) {
     for m in w {
         eprintln!("warning: {m}");
     }
@@ -108,6 +109,6 @@ fn report_read_warnings(w: &[String]) {
 
 /// The terminal note for the phases after reading `t` (and `inputs`): shown when the
 /// larger file was large enough for a progress line.
-fn status_after_read(t: &RolloutTable, inputs: Option<&InputTable>) -> Status {
+pub(crate) fn status_after_read(t: &RolloutTable, inputs: Option<&InputTable>) -> Status {
     Status::new(t.report.bytes.max(inputs.map_or(0, |i| i.report.bytes)))
 }

@@ -11,6 +11,7 @@ use crate::error::{Error, Location, Result};
 use crate::export::atomic::{in_out_dir, is_stream, OutputSet};
 use crate::export::nemo_gym::{artifact_path, check_beside, compact_array};
 use crate::export::tasks::write_tasks;
+use crate::ingest::{InputTable, RolloutTable};
 use crate::json::Json;
 use crate::metrics::profile::CompletionSummary;
 use crate::metrics::warnings::Warnings;
@@ -60,42 +61,67 @@ fn profile_in(c: &ProfileConfig) -> Result<ProfileRun> {
     if dir.is_none() {
         check_beside(&c.rollouts, "--out-dir DIR")?;
     }
-    let paths = [
-        artifact_path(&c.rollouts[0], dir, "reward_profiling", "jsonl"),
-        artifact_path(&c.rollouts[0], dir, "agent_metrics", "json"),
-        artifact_path(&c.rollouts[0], dir, "repeat_level_metrics", "json"),
-    ];
+    let paths = profile_paths(&c.rollouts[0], dir);
     let ins: Vec<&Path> = std::iter::once(c.inputs.as_path())
         .chain(c.rollouts.iter().map(PathBuf::as_path))
         .chain(c.metrics.files.iter().map(PathBuf::as_path))
         .collect();
-    let mut out = OutputSet::new(&ins);
+    let out = OutputSet::new(&ins);
     for p in &paths {
         out.check(p)?;
     }
+    check_inputs(&c.inputs)?;
+    let (t, inputs) = read_both(&c.rollouts, Some(&c.inputs))?;
+    let inputs = inputs.expect("inputs were given");
+    profile_table(c, &t, &inputs, out, &paths)
+}
+
+/// The reward profile, agent metrics and repeat-level metrics files for `rollouts`,
+/// beside it or in `dir`.
+pub fn profile_paths(rollouts: &Path, dir: Option<&Path>) -> [PathBuf; 3] {
+    [
+        artifact_path(rollouts, dir, "reward_profiling", "jsonl"),
+        artifact_path(rollouts, dir, "agent_metrics", "json"),
+        artifact_path(rollouts, dir, "repeat_level_metrics", "json"),
+    ]
+}
+
+/// Refuses materialized inputs that cannot be read twice.
+pub fn check_inputs(inputs: &Path) -> Result<()> {
     // Each task entry's `sample` is its input row, re-read from the file after the
     // statistics: a pipe cannot be read twice, so it is refused before reading anything.
-    if is_stream(&c.inputs) {
+    if is_stream(inputs) {
         return Err(Error::bad(
-            Location::file(&c.inputs),
+            Location::file(inputs),
             "not a regular file (a pipe or device?); profile reads the materialized inputs twice (statistics, then each task's sample row), so save them to a file first",
         ));
     }
-    if crate::ingest::lines::is_compressed(&c.inputs) {
+    if crate::ingest::lines::is_compressed(inputs) {
         return Err(Error::bad(
-            Location::file(&c.inputs),
+            Location::file(inputs),
             "is compressed; profile re-reads each task's sample row from the materialized inputs, so give them decompressed (`gunzip -k` or `zstd -d`); compressed rollouts are fine",
         ));
     }
-    let (t, inputs) = read_both(&c.rollouts, Some(&c.inputs))?;
-    let inputs = inputs.expect("inputs were given");
-    let status = status_after_read(&t, Some(&inputs));
+    Ok(())
+}
+
+/// The statistics and the three artifacts `paths` (staged in `out`, committed here)
+/// from tables already read: `profile` after reading its files, `merge` after reading
+/// slices.
+pub fn profile_table(
+    c: &ProfileConfig,
+    t: &RolloutTable,
+    inputs: &InputTable,
+    mut out: OutputSet,
+    paths: &[PathBuf; 3],
+) -> Result<ProfileRun> {
+    let status = status_after_read(t, Some(inputs));
     status.say("computing statistics");
     let t0 = std::time::Instant::now();
-    let mut res = crate::metrics::profile::profile(&t, &inputs, c.allow_partial)?;
+    let mut res = crate::metrics::profile::profile(t, inputs, c.allow_partial)?;
     trace("statistics", t0);
     if !c.metrics.is_empty() {
-        merge_into_profile(&t, Some(&inputs), &c.metrics.specs, &mut res.agents, &mut res.warnings)?;
+        merge_into_profile(t, Some(inputs), &c.metrics.specs, &mut res.agents, &mut res.warnings)?;
     }
     let t0 = std::time::Instant::now();
     status.writing(&paths[0]);

@@ -8,6 +8,7 @@ mod completions;
 mod compressed;
 mod custom_metrics;
 mod demo;
+mod distributed;
 mod export_query;
 mod generate;
 mod ingest;

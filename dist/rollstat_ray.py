@@ -1,0 +1,203 @@
+#!/usr/bin/env python3
+"""Run `rollstat aggregate` or `rollstat profile` over a sweep split into many files,
+on a Ray cluster: one `rollstat shard` task per file, one `rollstat partial` task per
+bucket of tasks, one `rollstat merge` task. The output is byte-identical to the
+single-machine command on the files concatenated.
+
+    python dist/rollstat_ray.py aggregate --rollouts 'runs/*.jsonl' --out agg.json
+    python dist/rollstat_ray.py profile --rollouts a.jsonl b.jsonl --inputs in.jsonl --out-dir prof/
+
+Every task runs the rollstat binary (--rollstat, default: on PATH, else
+target/release/rollstat) on files in a work folder every node can read (--work-dir).
+Flags this driver does not know are passed to `rollstat merge`. See docs/distributed.md.
+"""
+
+import argparse
+import glob
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import urllib.parse
+
+# Exit status of rollstat for bad input: not retried.
+BAD_INPUT = 2
+
+
+class TaskFailed(Exception):
+    """A rollstat task failed on its own (exit status 1, a crash, a lost node): retried."""
+
+
+class BadInput(Exception):
+    """rollstat refused its input (exit status 2): retrying cannot help."""
+
+
+def find_rollstat(given):
+    if given:
+        return os.path.abspath(given)
+    on_path = shutil.which("rollstat")
+    if on_path:
+        return on_path
+    here = os.path.dirname(os.path.abspath(__file__))
+    for cand in [os.path.join(here, "..", "target", "release", "rollstat")]:
+        if os.path.exists(cand):
+            return os.path.abspath(cand)
+    sys.exit("rollstat_ray: no rollstat binary (pass --rollstat PATH)")
+
+
+def expand_inputs(specs):
+    """Local paths, globs and file:// URIs as local paths; other URIs as they are."""
+    out = []
+    for s in specs:
+        scheme = urllib.parse.urlparse(s).scheme
+        if scheme == "file":
+            s = urllib.parse.unquote(urllib.parse.urlparse(s).path)
+        elif scheme and len(scheme) > 1:
+            out.append(s)
+            continue
+        hits = sorted(glob.glob(s)) if glob.has_magic(s) else [s]
+        if not hits:
+            sys.exit(f"rollstat_ray: {s}: no file matches")
+        out.extend(os.path.abspath(h) for h in hits)
+    return out
+
+
+def max_task_hint(path, edge=1 << 20):
+    """The largest `_ng_task_index` in the first and last MB of a local file, or None:
+    enough to size the buckets (their width only balances the work, never changes the
+    output)."""
+    try:
+        with open(path, "rb") as f:
+            head = f.read(edge)
+            f.seek(0, os.SEEK_END)
+            size = f.tell()
+            f.seek(max(0, size - edge))
+            tail = f.read(edge)
+    except OSError:
+        return None
+    found = [int(m) for m in re.findall(rb'"_ng_task_index"\s*:\s*(-?\d+)', head + b"\n" + tail)]
+    return max(found) if found else None
+
+
+def run_rollstat(args, fail_marker=None):
+    """Runs one rollstat command; raises TaskFailed (retried) or BadInput (not)."""
+    if fail_marker and not os.path.exists(fail_marker):
+        # A failure injected for tests: the first attempt dies, the retry runs.
+        open(fail_marker, "w").close()
+        raise TaskFailed(f"injected failure of {' '.join(args[1:3])}")
+    p = subprocess.run(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    if p.returncode == BAD_INPUT:
+        raise BadInput(p.stderr.strip())
+    if p.returncode != 0:
+        raise TaskFailed(f"{' '.join(args)}: exit status {p.returncode}: {p.stderr.strip()}")
+    return p.stderr
+
+
+def fetch(uri, dest_dir):
+    """Copies a file from any filesystem pyarrow knows to `dest_dir`; returns the copy."""
+    import pyarrow.fs as pafs
+
+    fs, path = pafs.FileSystem.from_uri(uri)
+    dest = os.path.join(dest_dir, os.path.basename(path))
+    with fs.open_input_stream(path) as src, open(dest, "wb") as dst:
+        shutil.copyfileobj(src, dst, 1 << 20)
+    return dest
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("command", choices=["aggregate", "profile"])
+    ap.add_argument("--rollouts", nargs="+", required=True, help="rollouts files, globs or URIs, in order")
+    ap.add_argument("--out", help="aggregate: output file")
+    ap.add_argument("--out-dir", help="profile: folder for the three artifacts")
+    ap.add_argument("--name", default=None, help="the sweep's file name (profile names its artifacts after it)")
+    ap.add_argument("--buckets", type=int, default=None, help="buckets of tasks (default: 4 per CPU of the cluster)")
+    ap.add_argument("--task-width", type=int, default=None, help="tasks per bucket (default: from --buckets)")
+    ap.add_argument("--address", default=None, help="Ray cluster address (default: start a local Ray)")
+    ap.add_argument("--rollstat", default=None, help="the rollstat binary (every node runs it)")
+    ap.add_argument("--work-dir", default=None, help="folder every node can read and write (default: a temp folder)")
+    ap.add_argument("--max-retries", type=int, default=3, help="retries of a failed task")
+    ap.add_argument("--keep-work-dir", action="store_true", help=argparse.SUPPRESS)
+    a, passthrough = ap.parse_known_args(argv)
+    if a.command == "aggregate" and not a.out:
+        ap.error("aggregate needs --out FILE")
+    if a.command == "profile" and not a.out_dir:
+        ap.error("profile needs --out-dir DIR")
+
+    import ray
+
+    rollstat = find_rollstat(a.rollstat)
+    files = expand_inputs(a.rollouts)
+    ray.init(address=a.address, log_to_driver=False, include_dashboard=False)
+    work = a.work_dir or tempfile.mkdtemp(prefix="rollstat-ray-", dir=os.environ.get("ROLLSTAT_RAY_TMP"))
+    os.makedirs(work, exist_ok=True)
+    # ROLLSTAT_RAY_FAIL_ONCE=partial:K (or shard:K, merge:0): that task's first attempt fails.
+    fail = os.environ.get("ROLLSTAT_RAY_FAIL_ONCE", "")
+
+    def marker(stage, k):
+        return os.path.join(work, f"failed-once-{stage}-{k}") if fail == f"{stage}:{k}" else None
+
+    task = ray.remote(max_retries=a.max_retries, retry_exceptions=[TaskFailed])(run_rollstat)
+    fetch_task = ray.remote(max_retries=a.max_retries, retry_exceptions=True)(fetch)
+    try:
+        local = []
+        for i, f in enumerate(files):
+            if "://" in f:
+                d = os.path.join(work, f"in-{i}")
+                os.makedirs(d, exist_ok=True)
+                f = ray.get(fetch_task.remote(f, d))
+            local.append(f)
+        width = a.task_width
+        if width is None:
+            buckets = a.buckets or max(1, 4 * int(ray.cluster_resources().get("CPU", 1)))
+            hints = [h for h in (max_task_hint(f) for f in local) if h is not None]
+            top = max(hints) if hints else buckets
+            width = max(1, -(-(top + 1) // buckets))
+        shard_dirs = [os.path.join(work, f"shard-{i}") for i in range(len(local))]
+        refs = [
+            task.remote([rollstat, "-q", "shard", f, "--out-dir", d, "--task-width", str(width)], marker("shard", i))
+            for i, (f, d) in enumerate(zip(local, shard_dirs))
+        ]
+        ray.get(refs)
+        # Which file holds which bucket: from the small manifests only.
+        by_bucket = {}
+        for d in shard_dirs:
+            with open(os.path.join(d, "manifest.json")) as m:
+                for b, _rows in json.load(m)["buckets"]:
+                    by_bucket.setdefault(b, []).append(os.path.join(d, f"b{b}.slice"))
+        parts = []
+        refs = []
+        for k, b in enumerate(sorted(by_bucket)):
+            out = os.path.join(work, f"part-b{b}.slice")
+            parts.append(out)
+            refs.append(task.remote([rollstat, "-q", "partial", *by_bucket[b], "--out", out], marker("partial", k)))
+        ray.get(refs)
+        name = a.name or (os.path.basename(local[0]) if len(local) == 1 else "rollouts.jsonl")
+        if a.command == "aggregate":
+            dest = ["--out", os.path.abspath(a.out)]
+        else:
+            dest = ["--out-dir", os.path.abspath(a.out_dir)]
+        cmd = [rollstat, "merge", a.command, "--name", name, *dest, *passthrough, "--", *parts]
+        report = ray.get(task.remote(cmd, marker("merge", 0)))
+        sys.stderr.write(report)
+    except BadInput as e:
+        sys.stderr.write(f"{e}\n")
+        return BAD_INPUT
+    except ray.exceptions.RayTaskError as e:
+        cause = e.as_instanceof_cause() if hasattr(e, "as_instanceof_cause") else e
+        if isinstance(cause, BadInput):
+            sys.stderr.write(f"{cause}\n")
+            return BAD_INPUT
+        sys.stderr.write(f"rollstat_ray: {cause}\n")
+        return 1
+    finally:
+        if not a.work_dir and not a.keep_work_dir:
+            shutil.rmtree(work, ignore_errors=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,107 @@
+//! `rollstat merge`: `aggregate` or `profile` over the slices of a sharded sweep, with
+//! the same flags and the same output bytes as on the rollouts files concatenated.
+
+use std::path::PathBuf;
+
+use clap::{Args as ClapArgs, Subcommand};
+
+use super::common::{self, MetricArgs};
+use crate::error::Result;
+use crate::workflow::{AggregateConfig, ProfileConfig};
+
+#[derive(ClapArgs, Debug, Clone)]
+pub struct Args {
+    #[command(subcommand)]
+    pub what: What,
+}
+
+#[derive(Subcommand, Debug, Clone)]
+pub enum What {
+    /// NeMo Gym's `_aggregate_metrics.json` over the slices.
+    Aggregate(AggregateArgs),
+    /// NeMo Gym's reward profiling artifacts over the slices.
+    Profile(ProfileArgs),
+}
+
+/// The slices and the sweep's name, common to both.
+#[derive(ClapArgs, Debug, Clone)]
+pub struct Slices {
+    /// The slices, in bucket order (`partial` outputs, or `shard` outputs in file order).
+    #[arg(value_name = "SLICE", required = true)]
+    pub slices: Vec<PathBuf>,
+    /// The rollouts file name the sweep goes by (names profile's artifacts S_…).
+    #[arg(long, value_name = "S.jsonl", default_value = "rollouts.jsonl")]
+    pub name: PathBuf,
+}
+
+#[derive(ClapArgs, Debug, Clone)]
+pub struct AggregateArgs {
+    #[command(flatten)]
+    pub slices: Slices,
+    /// Materialized inputs JSONL: labels each rollout by its input row's agent and server.
+    #[arg(long, value_name = "MATERIALIZED.jsonl")]
+    pub inputs: Option<PathBuf>,
+    /// Label for rollouts that name no agent (without it such rollouts are an error).
+    #[arg(long, value_name = "NAME")]
+    pub agent: Option<String>,
+    /// Output file.
+    #[arg(long, value_name = "FILE")]
+    pub out: PathBuf,
+    #[command(flatten)]
+    pub metrics: MetricArgs,
+    /// Key metrics to select (as for `aggregate`).
+    #[arg(long = "key-metric", value_name = "PATTERN")]
+    pub key_metric: Vec<String>,
+}
+
+#[derive(ClapArgs, Debug, Clone)]
+pub struct ProfileArgs {
+    #[command(flatten)]
+    pub slices: Slices,
+    /// Materialized inputs JSONL (one row per expected rollout).
+    #[arg(long, value_name = "MATERIALIZED.jsonl")]
+    pub inputs: PathBuf,
+    /// Profile what completed when some input rows have no rollout.
+    #[arg(long)]
+    pub allow_partial: bool,
+    /// Folder for the three artifacts (created if missing).
+    #[arg(long, value_name = "DIR")]
+    pub out_dir: PathBuf,
+    #[command(flatten)]
+    pub metrics: MetricArgs,
+}
+
+pub fn run(a: Args) -> Result<()> {
+    match a.what {
+        What::Aggregate(a) => {
+            common::outputs_to_stdout(&[&a.out]);
+            let c = AggregateConfig {
+                rollouts: vec![a.slices.name.clone()],
+                inputs: a.inputs,
+                out: Some(a.out),
+                agent: a.agent,
+                metrics: a.metrics.resolve()?,
+                key_metrics: a.key_metric,
+            };
+            let r = crate::workflow::distributed::merge_aggregate(&c, &a.slices.slices)?;
+            common::print_warnings(&r.warnings);
+            if !common::quiet() {
+                super::aggregate::print_key_metrics(&r.key_metrics);
+            }
+            say!("Aggregate metrics: {}", r.file.display());
+        }
+        What::Profile(a) => {
+            let c = ProfileConfig {
+                inputs: a.inputs,
+                rollouts: vec![a.slices.name.clone()],
+                allow_partial: a.allow_partial,
+                out_dir: Some(a.out_dir),
+                metrics: a.metrics.resolve()?,
+            };
+            let r = crate::workflow::distributed::merge_profile(&c, &a.slices.slices)?;
+            let warnings = common::print_warnings(&r.warnings);
+            super::profile::print_summary(&r, warnings);
+        }
+    }
+    Ok(())
+}

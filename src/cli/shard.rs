@@ -1,0 +1,38 @@
+//! `rollstat shard`: one rollouts file into slices by bucket of tasks, for `partial`
+//! and `merge` on other machines (see docs/distributed.md).
+
+use std::path::PathBuf;
+
+use clap::Args as ClapArgs;
+
+use super::common::{self, RolloutsFile};
+use crate::error::Result;
+use crate::workflow::distributed::ShardConfig;
+
+#[derive(ClapArgs, Debug, Clone)]
+pub struct Args {
+    #[command(flatten)]
+    pub rollouts: RolloutsFile,
+    /// Folder for the slices (`b<bucket>.slice`) and `manifest.json`; created if missing.
+    #[arg(long, value_name = "DIR")]
+    pub out_dir: PathBuf,
+    /// Tasks per bucket: task k goes to bucket ⌊k / W⌋ (use the same W for every file of a sweep).
+    #[arg(long, value_name = "W")]
+    pub task_width: i64,
+}
+
+pub fn run(a: Args) -> Result<()> {
+    let [rollouts] = a.rollouts.paths().try_into().map_err(|_| {
+        crate::error::Error::Usage(
+            "shard reads one rollouts file: run it once per file, with the same --task-width".into(),
+        )
+    })?;
+    let c = ShardConfig { rollouts, out_dir: a.out_dir, task_width: a.task_width };
+    let r = crate::workflow::distributed::shard(&c)?;
+    if !common::quiet() {
+        let rows: usize = r.buckets.iter().map(|b| b.1).sum();
+        say!("Sharded {} rollouts into {} buckets", rows, r.buckets.len());
+    }
+    say!("Wrote {}", c.out_dir.display());
+    Ok(())
+}

@@ -1,0 +1,367 @@
+//! Table slices: some rows of a [`RolloutTable`] (one bucket of tasks) saved to a file
+//! with everything the statistics read — indexes, names, each row's key order, every
+//! scalar column bit for bit — and the file and line each row came from. Slices of
+//! disjoint rows read back as one table that equals, row for row and value for value,
+//! the table read from the rollouts files concatenated in the order the slices name.
+//!
+//! The format is private to rollstat (the `shard`, `partial` and `merge` commands write
+//! and read it; nothing else should): a fixed header, then little-endian lengths and
+//! values, zstd-compressed as a whole.
+
+use std::io::Write;
+use std::path::{Path, PathBuf};
+
+use super::lines::{LineMap, ReadReport};
+use super::rollouts::{sort_order, NONE, SEP};
+use super::table::{tag, Column, Interner, Source};
+use super::RolloutTable;
+use crate::error::{Error, Location, Result};
+
+const MAGIC: &[u8; 16] = b"rollstat-slice\x00\x01";
+
+/// Writes rows `rows` of `t` (in table order) as a slice.
+pub fn write_slice(t: &RolloutTable, rows: &[usize], w: &mut impl Write) -> std::io::Result<()> {
+    let mut e = Enc(Vec::with_capacity(rows.len() * (64 + 9 * t.columns.len())));
+    let files = t.lines.files();
+    e.u64(files.len() as u64);
+    for f in files {
+        e.str(&f.to_string_lossy());
+    }
+    e.u8(u8::from(t.has_response));
+    e.u64(rows.len() as u64);
+    for &r in rows {
+        let (file, line) = LineMap::split(t.line[r]);
+        e.u64(t.task[r] as u64);
+        e.u64(t.rollout[r] as u64);
+        e.u64(line);
+        e.u32(file as u32);
+        e.u8(u8::from(t.masked[r]) | (u8::from(t.perf[r]) << 1));
+        e.u32(t.agent[r]);
+        e.u32(t.server[r]);
+        e.u32(t.order[r]);
+    }
+    e.u64(t.names.len() as u64);
+    for n in &t.names {
+        e.str(n);
+    }
+    e.u64(t.orders.len() as u64);
+    for seq in &t.orders {
+        e.u64(seq.len() as u64);
+        for &c in seq {
+            e.u32(c);
+        }
+    }
+    e.u64(t.columns.len() as u64);
+    for c in &t.columns {
+        e.u8(c.source as u8);
+        e.str(&c.name);
+        e.u8(u8::from(!c.codes.is_empty()));
+        for &r in rows {
+            e.u8(c.tags[r]);
+            e.u64(c.nums[r].to_bits());
+            if !c.codes.is_empty() {
+                e.u32(c.codes[r]);
+            }
+        }
+        e.u64(c.dict.len() as u64);
+        for s in &c.dict {
+            e.str(s);
+        }
+    }
+    w.write_all(MAGIC)?;
+    w.write_all(&zstd::bulk::compress(&e.0, 1)?)
+}
+
+/// Reads slices into one table: rows in (task, rollout) order, ties in the order of the
+/// slices and then of their rows (the order of the rollouts files they came from).
+/// `name` is the table's path in messages that name no row.
+pub fn read_slices(paths: &[PathBuf], name: &Path) -> Result<RolloutTable> {
+    let mut t = RolloutTable::empty(LineMap::default());
+    let mut names = crate::ingest::rollouts::Names::default();
+    let mut orders = Interner::default();
+    let mut lines = LineMap::default();
+    let mut any_response = false;
+    let mut col_index: std::collections::HashMap<(Source, String), usize> = Default::default();
+    let mut dicts: Vec<std::collections::HashMap<String, u32>> = Vec::new();
+    for path in paths {
+        let bytes = std::fs::read(path).map_err(|e| Error::read(path, e))?;
+        t.report.bytes += bytes.len() as u64;
+        let s = decode(path, &bytes)?;
+        let base = t.task.len();
+        any_response |= s.has_response;
+        let file_map: Vec<usize> = s.files.iter().map(|f| lines.file(f)).collect();
+        let name_map: Vec<u32> = s.names.iter().map(|n| names.get(n)).collect();
+        let name_of = |v: u32| if v == NONE { NONE } else { name_map[v as usize] };
+        let col_map: Vec<usize> = s
+            .columns
+            .iter()
+            .map(|c| {
+                *col_index.entry((c.source, c.name.clone())).or_insert_with(|| {
+                    let mut n = Column::new(c.source, c.name.clone());
+                    n.tags = vec![tag::ABSENT; base];
+                    n.nums = vec![0.0; base];
+                    t.columns.push(n);
+                    dicts.push(Default::default());
+                    t.columns.len() - 1
+                })
+            })
+            .collect();
+        let order_map: Vec<u32> = s
+            .orders
+            .iter()
+            .map(|seq| {
+                let g: Vec<u32> =
+                    seq.iter().map(|&c| if c == SEP { SEP } else { col_map[c as usize] as u32 }).collect();
+                orders.intern(&g)
+            })
+            .collect();
+        for row in &s.rows {
+            t.task.push(row.task);
+            t.rollout.push(row.rollout);
+            t.line.push(LineMap::number(file_map[row.origin as usize], row.line));
+            t.masked.push(row.masked);
+            t.perf.push(row.perf);
+            t.agent.push(name_of(row.agent));
+            t.server.push(name_of(row.server));
+            t.order.push(order_map[row.order as usize]);
+        }
+        let n = t.task.len();
+        for (c, &g) in s.columns.iter().zip(&col_map) {
+            let out = &mut t.columns[g];
+            let code_map: Vec<u32> = c
+                .dict
+                .iter()
+                .map(|s| {
+                    *dicts[g].entry(s.clone()).or_insert_with(|| {
+                        out.dict.push(s.clone());
+                        (out.dict.len() - 1) as u32
+                    })
+                })
+                .collect();
+            if !c.codes.is_empty() && out.codes.is_empty() {
+                out.codes = vec![u32::MAX; base];
+            }
+            out.tags.extend_from_slice(&c.tags);
+            out.nums.extend_from_slice(&c.nums);
+            if !out.codes.is_empty() {
+                match c.codes.is_empty() {
+                    true => out.codes.resize(n, u32::MAX),
+                    false => {
+                        out.codes.extend(c.codes.iter().map(|&k| if k == u32::MAX { k } else { code_map[k as usize] }))
+                    }
+                }
+            }
+        }
+        // Columns this slice lacks: absent in its rows.
+        for c in t.columns.iter_mut().filter(|c| c.tags.len() < n) {
+            c.tags.resize(n, tag::ABSENT);
+            c.nums.resize(n, 0.0);
+            if !c.codes.is_empty() {
+                c.codes.resize(n, u32::MAX);
+            }
+        }
+    }
+    t.names = names.list;
+    t.orders = orders.seqs;
+    t.has_response |= any_response;
+    t.lines = lines;
+    t.path = name.to_path_buf();
+    t.report.lines = t.task.len() as u64;
+    let perm = sort_order(&t.task, &t.rollout);
+    if !perm.iter().enumerate().all(|(i, &p)| p as usize == i) {
+        t.reorder(&perm);
+    }
+    if t.is_empty() {
+        return Err(Error::bad(Location::file(name), "no rollout rows in the given slices"));
+    }
+    Ok(t)
+}
+
+struct Enc(Vec<u8>);
+
+impl Enc {
+    fn u8(&mut self, v: u8) {
+        self.0.push(v);
+    }
+    fn u32(&mut self, v: u32) {
+        self.0.extend_from_slice(&v.to_le_bytes());
+    }
+    fn u64(&mut self, v: u64) {
+        self.0.extend_from_slice(&v.to_le_bytes());
+    }
+    fn str(&mut self, s: &str) {
+        self.u64(s.len() as u64);
+        self.0.extend_from_slice(s.as_bytes());
+    }
+}
+
+struct SliceRow {
+    task: i64,
+    rollout: i64,
+    line: u64,
+    origin: u32,
+    masked: bool,
+    perf: bool,
+    agent: u32,
+    server: u32,
+    order: u32,
+}
+
+struct Slice {
+    files: Vec<PathBuf>,
+    /// Whether a row of the file had a `response`.
+    has_response: bool,
+    rows: Vec<SliceRow>,
+    names: Vec<String>,
+    orders: Vec<Vec<u32>>,
+    columns: Vec<Column>,
+}
+
+/// A reader over a decompressed slice; every read is bounds-checked.
+struct Dec<'a> {
+    b: &'a [u8],
+    at: usize,
+}
+
+impl Dec<'_> {
+    fn take(&mut self, n: usize) -> Option<&[u8]> {
+        let s = self.b.get(self.at..self.at.checked_add(n)?)?;
+        self.at += n;
+        Some(s)
+    }
+    fn u8(&mut self) -> Option<u8> {
+        self.take(1).map(|s| s[0])
+    }
+    fn u32(&mut self) -> Option<u32> {
+        self.take(4).map(|s| u32::from_le_bytes(s.try_into().expect("4 bytes")))
+    }
+    fn u64(&mut self) -> Option<u64> {
+        self.take(8).map(|s| u64::from_le_bytes(s.try_into().expect("8 bytes")))
+    }
+    /// A count of items of at least `size` bytes each, checked against what is left.
+    fn len(&mut self, size: usize) -> Option<usize> {
+        let n = usize::try_from(self.u64()?).ok()?;
+        (n.checked_mul(size)? <= self.b.len() - self.at).then_some(n)
+    }
+    fn str(&mut self) -> Option<String> {
+        let n = self.len(1)?;
+        String::from_utf8(self.take(n)?.to_vec()).ok()
+    }
+}
+
+fn decode(path: &Path, bytes: &[u8]) -> Result<Slice> {
+    let bad = |why: &str| {
+        Error::bad(
+            Location::file(path),
+            format!("not a rollstat slice ({why}); give the files `rollstat shard` or `rollstat partial` wrote"),
+        )
+    };
+    let body = bytes.strip_prefix(MAGIC.as_slice()).ok_or_else(|| bad("no slice header"))?;
+    let data = zstd::decode_all(body).map_err(|_| bad("its data does not decompress"))?;
+    parse(&data).ok_or_else(|| bad("cut short or damaged"))
+}
+
+fn parse(data: &[u8]) -> Option<Slice> {
+    let mut d = Dec { b: data, at: 0 };
+    let files = (0..d.len(8)?).map(|_| d.str().map(PathBuf::from)).collect::<Option<Vec<_>>>()?;
+    let has_response = d.u8()? == 1;
+    let n = d.len(37)?;
+    let mut rows = Vec::with_capacity(n);
+    for _ in 0..n {
+        let (task, rollout, line, origin) = (d.u64()? as i64, d.u64()? as i64, d.u64()?, d.u32()?);
+        let flags = d.u8()?;
+        let (agent, server, order) = (d.u32()?, d.u32()?, d.u32()?);
+        if origin as usize >= files.len() {
+            return None;
+        }
+        rows.push(SliceRow {
+            task,
+            rollout,
+            line,
+            origin,
+            masked: flags & 1 != 0,
+            perf: flags & 2 != 0,
+            agent,
+            server,
+            order,
+        });
+    }
+    let names = (0..d.len(8)?).map(|_| d.str()).collect::<Option<Vec<_>>>()?;
+    let mut orders = Vec::new();
+    for _ in 0..d.len(8)? {
+        orders.push((0..d.len(4)?).map(|_| d.u32()).collect::<Option<Vec<_>>>()?);
+    }
+    let mut columns = Vec::new();
+    for _ in 0..d.len(10)? {
+        let source = match d.u8()? {
+            0 => Source::Top,
+            1 => Source::Usage,
+            2 => Source::Perf,
+            _ => return None,
+        };
+        let mut c = Column::new(source, d.str()?);
+        let coded = d.u8()? != 0;
+        for _ in 0..n {
+            c.tags.push(d.u8()?);
+            c.nums.push(f64::from_bits(d.u64()?));
+            if coded {
+                c.codes.push(d.u32()?);
+            }
+        }
+        c.dict = (0..d.len(8)?).map(|_| d.str()).collect::<Option<Vec<_>>>()?;
+        if c.codes.iter().any(|&k| k != u32::MAX && k as usize >= c.dict.len()) {
+            return None;
+        }
+        columns.push(c);
+    }
+    // Every id a row holds must name something of this slice.
+    let ok = |v: u32| v == NONE || (v as usize) < names.len();
+    let cols_ok = orders.iter().flatten().all(|&c| c == SEP || (c as usize) < columns.len());
+    let rows_ok = rows.iter().all(|r| ok(r.agent) && ok(r.server) && (r.order as usize) < orders.len());
+    (d.at == data.len() && cols_ok && rows_ok).then_some(Slice { files, has_response, rows, names, orders, columns })
+}
+
+impl RolloutTable {
+    /// A table without rows, read from the files of `lines`.
+    pub fn empty(lines: LineMap) -> RolloutTable {
+        RolloutTable {
+            path: lines.files().first().cloned().unwrap_or_default(),
+            lines,
+            task: Vec::new(),
+            rollout: Vec::new(),
+            line: Vec::new(),
+            masked: Vec::new(),
+            agent: Vec::new(),
+            server: Vec::new(),
+            names: Vec::new(),
+            perf: Vec::new(),
+            columns: Vec::new(),
+            order: Vec::new(),
+            orders: Vec::new(),
+            has_response: false,
+            report: ReadReport::default(),
+        }
+    }
+
+    /// Puts row `perm[i]` at row `i`.
+    fn reorder(&mut self, perm: &[u32]) {
+        fn gather<T: Copy>(v: &mut Vec<T>, perm: &[u32]) {
+            *v = perm.iter().map(|&i| v[i as usize]).collect();
+        }
+        gather(&mut self.task, perm);
+        gather(&mut self.rollout, perm);
+        gather(&mut self.line, perm);
+        gather(&mut self.masked, perm);
+        gather(&mut self.perf, perm);
+        gather(&mut self.agent, perm);
+        gather(&mut self.server, perm);
+        gather(&mut self.order, perm);
+        for c in &mut self.columns {
+            gather(&mut c.tags, perm);
+            gather(&mut c.nums, perm);
+            if !c.codes.is_empty() {
+                gather(&mut c.codes, perm);
+            }
+        }
+    }
+}

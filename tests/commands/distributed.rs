@@ -1,0 +1,246 @@
+//! `shard` → `partial` → `merge`: a sweep cut into files (lines shuffled, random cut
+//! points) gives the same artifact bytes as `aggregate` / `profile` on the files
+//! concatenated, whatever the bucket width; bad input is refused with no output.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use crate::common::*;
+
+/// A small xorshift generator: the test's own, so its cuts do not depend on a crate.
+struct Rng(u64);
+
+impl Rng {
+    fn next(&mut self, n: usize) -> usize {
+        self.0 ^= self.0 << 13;
+        self.0 ^= self.0 >> 7;
+        self.0 ^= self.0 << 17;
+        (self.0 % n as u64) as usize
+    }
+}
+
+fn s(p: &Path) -> &str {
+    p.to_str().unwrap()
+}
+
+fn ok(args: &[&str]) {
+    let o = run(args);
+    assert!(o.status.success(), "{args:?}: {}", stderr(&o));
+}
+
+/// The rollout lines of `src` shuffled and cut into `files` files in `d` (some maybe
+/// holding one line), and their concatenation `all.jsonl`, in that order.
+fn cut(d: &TempDir, src: &Path, files: usize, rng: &mut Rng) -> (Vec<PathBuf>, PathBuf) {
+    let text = std::fs::read_to_string(src).unwrap();
+    let mut lines: Vec<&str> = text.lines().collect();
+    for i in (1..lines.len()).rev() {
+        lines.swap(i, rng.next(i + 1));
+    }
+    let mut points: Vec<usize> = (0..files - 1).map(|_| 1 + rng.next(lines.len() - 1)).collect();
+    points.push(0);
+    points.push(lines.len());
+    points.sort_unstable();
+    points.dedup();
+    let mut out = Vec::new();
+    for (k, w) in points.windows(2).enumerate() {
+        let body: String = lines[w[0]..w[1]].iter().map(|l| format!("{l}\n")).collect();
+        out.push(d.write(&format!("part{k}.jsonl"), &body));
+    }
+    let all: String = lines.iter().map(|l| format!("{l}\n")).collect();
+    (out, d.write("all.jsonl", &all))
+}
+
+/// Shards every file with `width` and joins each bucket; the joined slices in bucket
+/// order.
+fn shard_and_join(d: &TempDir, files: &[PathBuf], width: usize, tag: &str) -> Vec<PathBuf> {
+    let mut buckets: BTreeMap<i64, Vec<PathBuf>> = BTreeMap::new();
+    for (i, f) in files.iter().enumerate() {
+        let dir = d.join(&format!("{tag}-shard{i}"));
+        ok(&["shard", s(f), "--out-dir", s(&dir), "--task-width", &width.to_string(), "-q"]);
+        let manifest = read_json(&dir.join("manifest.json"));
+        let Some(rollstat::json::Json::Arr(list)) = manifest.get("buckets") else { panic!("no bucket list") };
+        for b in list {
+            let rollstat::json::Json::Arr(pair) = b else { panic!("bucket entry {b:?}") };
+            let n = pair[0].as_f64().unwrap() as i64;
+            buckets.entry(n).or_default().push(dir.join(format!("b{n}.slice")));
+        }
+    }
+    buckets
+        .into_iter()
+        .map(|(b, slices)| {
+            let out = d.join(&format!("{tag}-part{b}.slice"));
+            let mut args = vec!["partial", "--out", s(&out), "-q"];
+            args.extend(slices.iter().map(|p| s(p)));
+            ok(&args);
+            out
+        })
+        .collect()
+}
+
+fn bytes(p: &Path) -> Vec<u8> {
+    std::fs::read(p).unwrap_or_else(|e| panic!("{}: {e}", p.display()))
+}
+
+/// Every width gives the single-machine bytes, for aggregate (with and without inputs)
+/// and for profile.
+fn check_sweep(generate_args: &[&str], files: usize, seed: u64) {
+    let d = TempDir::new("dist");
+    let g = d.join("gen");
+    generate(&g, generate_args);
+    let inputs = g.join("materialized_inputs.jsonl");
+    let mut rng = Rng(seed);
+    let (parts, all) = cut(&d, &g.join("rollouts.jsonl"), files, &mut rng);
+    let want_agg = d.join("want-agg.json");
+    ok(&["aggregate", s(&all), "--inputs", s(&inputs), "--out", s(&want_agg), "-q"]);
+    let want_plain = d.join("want-plain.json");
+    ok(&["aggregate", s(&all), "--out", s(&want_plain), "-q"]);
+    let want_prof = d.join("want-prof");
+    ok(&[
+        "profile",
+        "--rollouts",
+        s(&all),
+        "--inputs",
+        s(&inputs),
+        "--out-dir",
+        s(&want_prof),
+        "--allow-partial",
+        "-q",
+    ]);
+    for width in [1, 1 + rng.next(9), 1000] {
+        let tag = format!("w{width}");
+        let slices = shard_and_join(&d, &parts, width, &tag);
+        let slice_args: Vec<&str> = slices.iter().map(|p| s(p)).collect();
+        let got = d.join(&format!("{tag}-agg.json"));
+        let mut args = vec!["merge", "aggregate", "--inputs", s(&inputs), "--out", s(&got), "-q"];
+        args.extend(&slice_args);
+        ok(&args);
+        assert!(bytes(&got) == bytes(&want_agg), "aggregate with inputs, width {width}");
+        let got = d.join(&format!("{tag}-plain.json"));
+        let mut args = vec!["merge", "aggregate", "--out", s(&got), "-q"];
+        args.extend(&slice_args);
+        ok(&args);
+        assert!(bytes(&got) == bytes(&want_plain), "aggregate, width {width}");
+        let got = d.join(&format!("{tag}-prof"));
+        let mut args = vec![
+            "merge",
+            "profile",
+            "--name",
+            "all.jsonl",
+            "--inputs",
+            s(&inputs),
+            "--out-dir",
+            s(&got),
+            "--allow-partial",
+            "-q",
+        ];
+        args.extend(&slice_args);
+        ok(&args);
+        for f in ["all_reward_profiling.jsonl", "all_agent_metrics.json", "all_repeat_level_metrics.json"] {
+            assert!(bytes(&got.join(f)) == bytes(&want_prof.join(f)), "profile {f}, width {width}");
+        }
+    }
+}
+
+#[test]
+fn sharded_sweeps_give_the_single_machine_bytes() {
+    // Masked rows, missing values, perf records, several agents; the cut files hold the
+    // lines shuffled.
+    check_sweep(
+        &[
+            "--tasks",
+            "90",
+            "--repeats",
+            "3",
+            "--agents",
+            "3",
+            "--seed",
+            "8",
+            "--masked-frac",
+            "0.05",
+            "--missing-frac",
+            "0.05",
+            "--ng-perf-frac",
+            "0.3",
+            "--text-bytes",
+            "40",
+        ],
+        5,
+        0x9E37_79B9_7F4A_7C15,
+    );
+}
+
+#[test]
+fn sharded_one_repeat_fan_out_sweeps_give_the_single_machine_bytes() {
+    check_sweep(
+        &["--tasks", "40", "--repeats", "1", "--agents", "2", "--seed", "5", "--fan-out", "--text-bytes", "20"],
+        3,
+        0xD1B5_4A32_D192_ED03,
+    );
+    check_sweep(
+        &[
+            "--tasks",
+            "30",
+            "--repeats",
+            "2",
+            "--agents",
+            "2",
+            "--seed",
+            "6",
+            "--env-server-stamp",
+            "--reward",
+            "binary",
+        ],
+        4,
+        0x2545_F491_4F6C_DD1D,
+    );
+}
+
+#[test]
+fn shard_refuses_a_bad_line_with_no_output() {
+    let d = TempDir::new("dist-bad");
+    let f = d.write(
+        "r.jsonl",
+        "{\"_ng_task_index\": 0, \"_ng_rollout_index\": 0, \"reward\": 1}\n{\"_ng_task_index\": 1, \"reward\": }\n",
+    );
+    let out = d.join("shard");
+    let o = run(&["shard", s(&f), "--out-dir", s(&out), "--task-width", "4"]);
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    let e = stderr(&o);
+    assert!(e.contains("r.jsonl") && e.contains("line 2"), "{e}");
+    assert_eq!(e.trim().lines().count(), 1, "{e}");
+    assert!(!out.exists(), "a refused shard leaves no folder");
+}
+
+#[test]
+fn merge_names_both_files_of_a_duplicate_key_and_writes_nothing() {
+    let d = TempDir::new("dist-dup");
+    let a = d.write(
+        "a.jsonl",
+        "{\"_ng_task_index\": 0, \"_ng_rollout_index\": 0, \"agent_ref\": {\"name\": \"x\"}, \"reward\": 1}\n",
+    );
+    let b = d.write(
+        "b.jsonl",
+        "{\"_ng_task_index\": 1, \"_ng_rollout_index\": 0, \"agent_ref\": {\"name\": \"x\"}, \"reward\": 0}\n\
+         {\"_ng_task_index\": 0, \"_ng_rollout_index\": 0, \"agent_ref\": {\"name\": \"x\"}, \"reward\": 0}\n",
+    );
+    let slices = shard_and_join(&d, &[a, b], 10, "dup");
+    let out = d.join("agg.json");
+    let mut args = vec!["merge", "aggregate", "--out", s(&out)];
+    args.extend(slices.iter().map(|p| s(p)));
+    let o = run(&args);
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    let e = stderr(&o);
+    assert!(e.contains("a.jsonl, line 1") && e.contains("b.jsonl, line 2"), "{e}");
+    assert!(!out.exists());
+}
+
+#[test]
+fn merge_refuses_a_file_that_is_not_a_slice() {
+    let d = TempDir::new("dist-notslice");
+    let f = d.write("x.slice", "{\"_ng_task_index\": 0}\n");
+    let out = d.join("agg.json");
+    let o = run(&["merge", "aggregate", "--out", s(&out), s(&f)]);
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    assert!(stderr(&o).contains("x.slice"), "{}", stderr(&o));
+    assert!(!out.exists());
+}

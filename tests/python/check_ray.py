@@ -1,0 +1,104 @@
+#!/usr/bin/env python3
+"""End to end on a local multi-node Ray cluster: dist/rollstat_ray.py over a sweep cut
+into 5 files gives the bytes of single-machine `rollstat aggregate` and `profile` on the
+files concatenated, also when one partial task's first attempt fails.
+
+    python tests/python/check_ray.py ROLLSTAT_BINARY [ROLLOUTS_PER_SWEEP]
+"""
+
+import os
+import random
+import subprocess
+import sys
+import tempfile
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+DRIVER = os.path.join(HERE, "..", "..", "dist", "rollstat_ray.py")
+
+
+def run(*args, env=None):
+    p = subprocess.run(list(args), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+    if p.returncode != 0:
+        sys.exit(f"FAILED ({p.returncode}): {' '.join(args)}\n{p.stderr}")
+    return p
+
+
+def same(a, b, what):
+    with open(a, "rb") as x, open(b, "rb") as y:
+        if x.read() != y.read():
+            sys.exit(f"FAILED: {what}: {a} and {b} differ")
+    print(f"ok: {what}: identical bytes")
+
+
+def main():
+    binary = os.path.abspath(sys.argv[1])
+    rollouts = int(sys.argv[2]) if len(sys.argv) > 2 else 60000
+    from ray.cluster_utils import Cluster
+
+    work = tempfile.mkdtemp(prefix="rollstat-check-ray-")
+    gen = os.path.join(work, "gen")
+    tasks = rollouts // 4
+    run(binary, "generate", "--tasks", str(tasks), "--repeats", "4", "--agents", "2", "--seed", "17",
+        "--masked-frac", "0.02", "--missing-frac", "0.02", "--ng-perf-frac", "0.2", "--text-bytes", "200",
+        "--out-dir", gen, "-q")
+    inputs = os.path.join(gen, "materialized_inputs.jsonl")
+    with open(os.path.join(gen, "rollouts.jsonl")) as f:
+        lines = f.readlines()
+    rng = random.Random(5)
+    rng.shuffle(lines)
+    cuts = sorted(rng.sample(range(1, len(lines)), 4))
+    files = []
+    for k, (a, b) in enumerate(zip([0] + cuts, cuts + [len(lines)])):
+        files.append(os.path.join(work, f"part{k}.jsonl"))
+        with open(files[-1], "w") as f:
+            f.writelines(lines[a:b])
+    everything = os.path.join(work, "all.jsonl")
+    with open(everything, "w") as f:
+        f.writelines(lines)
+    del lines
+    want_agg = os.path.join(work, "want.json")
+    run(binary, "aggregate", everything, "--inputs", inputs, "--out", want_agg, "-q")
+    want_prof = os.path.join(work, "want-prof")
+    run(binary, "profile", "--rollouts", everything, "--inputs", inputs, "--out-dir", want_prof, "--allow-partial", "-q")
+
+    cluster = Cluster(initialize_head=True, head_node_args={"num_cpus": 1})
+    for _ in range(2):
+        cluster.add_node(num_cpus=1)
+    cluster.wait_for_nodes()
+    print(f"ray cluster: 3 nodes at {cluster.address}")
+    try:
+        env = dict(os.environ)
+        got_agg = os.path.join(work, "got.json")
+        run(sys.executable, DRIVER, "aggregate", "--rollouts", *files, "--inputs", inputs, "--out", got_agg,
+            "--address", cluster.address, "--rollstat", binary, "--buckets", "7", env=env)
+        same(got_agg, want_agg, "aggregate over 5 files, 3 nodes")
+        # The first attempt of one partial task fails: the retry gives the same bytes.
+        env["ROLLSTAT_RAY_FAIL_ONCE"] = "partial:2"
+        got_retry = os.path.join(work, "got-retry.json")
+        run(sys.executable, DRIVER, "aggregate", "--rollouts", os.path.join(work, "part*.jsonl"), "--inputs", inputs,
+            "--out", got_retry, "--address", cluster.address, "--rollstat", binary, "--buckets", "5", env=env)
+        same(got_retry, want_agg, "aggregate with a failed partial task retried")
+        del env["ROLLSTAT_RAY_FAIL_ONCE"]
+        got_prof = os.path.join(work, "got-prof")
+        run(sys.executable, DRIVER, "profile", "--rollouts", *files, "--name", "all.jsonl", "--inputs", inputs, "--allow-partial",
+            "--out-dir", got_prof, "--address", cluster.address, "--rollstat", binary, "--buckets", "6", env=env)
+        for f in ["all_reward_profiling.jsonl", "all_agent_metrics.json", "all_repeat_level_metrics.json"]:
+            same(os.path.join(got_prof, f), os.path.join(want_prof, f), f"profile {f}")
+        # Bad input: exit status 2, the file and line named, no output.
+        bad = os.path.join(work, "bad.jsonl")
+        with open(bad, "w") as f:
+            f.write('{"_ng_task_index": 0, "_ng_rollout_index": 0, "reward": 1}\n{"_ng_task_index": 1, "reward": }\n')
+        got_bad = os.path.join(work, "bad.json")
+        p = subprocess.run([sys.executable, DRIVER, "aggregate", "--rollouts", files[0], bad, "--out", got_bad,
+                            "--address", cluster.address, "--rollstat", binary],
+                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        if p.returncode != 2 or "bad.jsonl, line 2" not in p.stderr or os.path.exists(got_bad):
+            sys.exit(f"FAILED: bad input gave exit {p.returncode}, stderr {p.stderr!r}")
+        print("ok: bad input refused (exit 2, file and line named, no output)")
+    finally:
+        cluster.shutdown()
+        subprocess.run(["rm", "-rf", work])
+
+
+if __name__ == "__main__":
+    main()
