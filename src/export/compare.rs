@@ -3,7 +3,7 @@
 
 use polars::prelude::*;
 
-use super::table::round_text;
+use super::table::round_padded;
 use crate::metrics::compare::{Comparison, Exact, Report, RunSummary, FEW_VALUES};
 use crate::stats::paired::Paired;
 
@@ -201,7 +201,7 @@ fn num(v: Option<f64>, signed: bool, sci: bool, d: usize) -> String {
     match v {
         None => "-".into(),
         Some(x) => {
-            let t = if sci && x.is_finite() { format!("{x:.*e}", d.max(1) - 1) } else { round_text(x, d) };
+            let t = if sci && x.is_finite() { format!("{x:.*e}", d.max(1) - 1) } else { round_padded(x, d) };
             if signed && x >= 0.0 && x.is_finite() {
                 format!("+{t}")
             } else {
@@ -380,7 +380,11 @@ fn extras(a: &CompareView, r: &Report) -> String {
             head.push("detectable diff".into());
         }
         if let Some(d) = a.detect {
-            head.push(format!("{unit} for {}", num(Some(d), true, false, a.digits)));
+            head.push(format!(
+                "{unit} for {}{}",
+                if d >= 0.0 { "+" } else { "" },
+                super::table::round_text(d, a.digits)
+            ));
         }
         let mut rows = vec![head];
         for c in &r.comparisons {

@@ -41,6 +41,18 @@ pub const READ_DIGITS: usize = 4;
 /// for magnitudes from 1e-3 up to 1e6, else scientific (`1.235e-5`); `NaN`, `inf` and
 /// `-inf` as the tables show them.
 pub fn round_text(x: f64, digits: usize) -> String {
+    let t = round_padded(x, digits);
+    // Trailing zeros say nothing the digits before them do not: `1.5`, not `1.500`.
+    if t.contains('.') && !t.contains('e') {
+        t.trim_end_matches('0').trim_end_matches('.').to_string()
+    } else {
+        t
+    }
+}
+
+/// [`round_text`] keeping trailing zeros (`0.6500`), so that a column of numbers of one
+/// magnitude lines up.
+pub fn round_padded(x: f64, digits: usize) -> String {
     if x.is_nan() {
         return "NaN".into();
     }
@@ -59,13 +71,7 @@ pub fn round_text(x: f64, digits: usize) -> String {
     }
     let decimals = (d as i32 - 1 - exp).max(0) as usize;
     // Rounded first, so that digits left of the point beyond `digits` are zeros.
-    let fixed = format!("{:.decimals$}", sci.parse::<f64>().unwrap_or(x));
-    // Trailing zeros say nothing the digits before them do not: `1.5`, not `1.500`.
-    if fixed.contains('.') {
-        fixed.trim_end_matches('0').trim_end_matches('.').to_string()
-    } else {
-        fixed
-    }
+    format!("{:.decimals$}", sci.parse::<f64>().unwrap_or(x))
 }
 
 /// `x` rounded to `digits` significant digits, as a number.
@@ -195,6 +201,8 @@ mod tests {
         assert_eq!(round_text(0.0, 4), "0");
         assert_eq!(round_text(f64::NAN, 4), "NaN");
         assert_eq!(round_text(f64::NEG_INFINITY, 4), "-inf");
+        assert_eq!(round_padded(0.65, 4), "0.6500");
+        assert_eq!(round_padded(9.99996, 4), "10.00");
         assert_eq!(round_value(0.496124031, 4), 0.4961);
         assert_eq!(round_value(-123456.0, 2), -120000.0);
     }
