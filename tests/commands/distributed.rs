@@ -7,18 +7,6 @@ use std::path::{Path, PathBuf};
 
 use crate::common::*;
 
-/// A small xorshift generator: the test's own, so its cuts do not depend on a crate.
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self, n: usize) -> usize {
-        self.0 ^= self.0 << 13;
-        self.0 ^= self.0 >> 7;
-        self.0 ^= self.0 << 17;
-        (self.0 % n as u64) as usize
-    }
-}
-
 fn s(p: &Path) -> &str {
     p.to_str().unwrap()
 }
@@ -26,28 +14,6 @@ fn s(p: &Path) -> &str {
 fn ok(args: &[&str]) {
     let o = run(args);
     assert!(o.status.success(), "{args:?}: {}", stderr(&o));
-}
-
-/// The rollout lines of `src` shuffled and cut into `files` files in `d` (some maybe
-/// holding one line), and their concatenation `all.jsonl`, in that order.
-fn cut(d: &TempDir, src: &Path, files: usize, rng: &mut Rng) -> (Vec<PathBuf>, PathBuf) {
-    let text = std::fs::read_to_string(src).unwrap();
-    let mut lines: Vec<&str> = text.lines().collect();
-    for i in (1..lines.len()).rev() {
-        lines.swap(i, rng.next(i + 1));
-    }
-    let mut points: Vec<usize> = (0..files - 1).map(|_| 1 + rng.next(lines.len() - 1)).collect();
-    points.push(0);
-    points.push(lines.len());
-    points.sort_unstable();
-    points.dedup();
-    let mut out = Vec::new();
-    for (k, w) in points.windows(2).enumerate() {
-        let body: String = lines[w[0]..w[1]].iter().map(|l| format!("{l}\n")).collect();
-        out.push(d.write(&format!("part{k}.jsonl"), &body));
-    }
-    let all: String = lines.iter().map(|l| format!("{l}\n")).collect();
-    (out, d.write("all.jsonl", &all))
 }
 
 /// Shards every file with `width` and joins each bucket; the joined slices in bucket
@@ -89,7 +55,7 @@ fn check_sweep(generate_args: &[&str], files: usize, seed: u64) {
     generate(&g, generate_args);
     let inputs = g.join("materialized_inputs.jsonl");
     let mut rng = Rng(seed);
-    let (parts, all) = cut(&d, &g.join("rollouts.jsonl"), files, &mut rng);
+    let (parts, all) = cut_shuffled(&d, &g.join("rollouts.jsonl"), files, "part", &mut rng);
     let want_agg = d.join("want-agg.json");
     ok(&["aggregate", s(&all), "--inputs", s(&inputs), "--out", s(&want_agg), "-q"]);
     let want_plain = d.join("want-plain.json");
@@ -106,7 +72,7 @@ fn check_sweep(generate_args: &[&str], files: usize, seed: u64) {
         "--allow-partial",
         "-q",
     ]);
-    for width in [1, 1 + rng.next(9), 1000] {
+    for width in [1, 1 + rng.pick(9), 1000] {
         let tag = format!("w{width}");
         let slices = shard_and_join(&d, &parts, width, &tag);
         let slice_args: Vec<&str> = slices.iter().map(|p| s(p)).collect();

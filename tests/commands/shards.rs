@@ -1,31 +1,9 @@
 //! A run written as several rollouts files (its shards) is read as one: the artifacts are
 //! byte-identical to those of the concatenated file, and messages name each row's own file.
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 use crate::common::*;
-
-/// Splits `rollouts` into `n` files of shuffled lines (a fixed LCG: no randomness in
-/// the test), each file's lines in a different order than the original.
-fn split(rollouts: &Path, dir: &Path, n: usize, seed: u64) -> Vec<PathBuf> {
-    let text = std::fs::read_to_string(rollouts).unwrap();
-    let mut lines: Vec<&str> = text.lines().collect();
-    let mut state = seed;
-    for i in (1..lines.len()).rev() {
-        state = state.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
-        lines.swap(i, (state >> 33) as usize % (i + 1));
-    }
-    let per = lines.len().div_ceil(n);
-    lines
-        .chunks(per)
-        .enumerate()
-        .map(|(k, part)| {
-            let p = dir.join(format!("shard-{k}.jsonl"));
-            std::fs::write(&p, part.join("\n") + "\n").unwrap();
-            p
-        })
-        .collect()
-}
 
 fn with_rollouts<'a>(cmd: &'a str, files: &'a [PathBuf], rest: &[&'a str]) -> Vec<&'a str> {
     let mut args = vec![cmd];
@@ -58,7 +36,8 @@ fn shards_of_a_run_give_the_artifacts_of_the_whole_file() {
     );
     let whole = d.join("rollouts.jsonl");
     let inputs = d.join("materialized_inputs.jsonl");
-    let shards = split(&whole, d.path(), 3, 17);
+    let (shards, _) = cut_shuffled(&d, &whole, 3, "shard-", &mut Rng(17));
+    assert_eq!(shards.len(), 3, "three shards");
     let i = inputs.to_str().unwrap();
 
     let (a1, a2) = (d.join("whole.json"), d.join("shards.json"));
@@ -123,7 +102,7 @@ fn shards_need_a_named_output_and_errors_name_the_shard() {
     let d = TempDir::new("shards-bad");
     generate(d.path(), &["--tasks", "10", "--repeats", "2", "--agents", "1", "--seed", "4"]);
     let whole = d.join("rollouts.jsonl");
-    let shards = split(&whole, d.path(), 2, 5);
+    let (shards, _) = cut_shuffled(&d, &whole, 2, "shard-", &mut Rng(5));
     // No file to name the output after.
     let o = run(&with_rollouts("aggregate", &shards, &[]));
     assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));

@@ -87,6 +87,28 @@ impl Rng {
     }
 }
 
+/// The lines of `src` shuffled and cut at `files - 1` random points (each part holds a
+/// line at least) into `{stem}{k}.jsonl` in `d`, and their concatenation `all.jsonl`.
+pub fn cut_shuffled(d: &TempDir, src: &Path, files: usize, stem: &str, rng: &mut Rng) -> (Vec<PathBuf>, PathBuf) {
+    let text = std::fs::read_to_string(src).unwrap();
+    let mut lines: Vec<&str> = text.lines().collect();
+    for i in (1..lines.len()).rev() {
+        lines.swap(i, rng.pick(i + 1));
+    }
+    let mut points: Vec<usize> = (0..files - 1).map(|_| 1 + rng.pick(lines.len() - 1)).collect();
+    points.push(0);
+    points.push(lines.len());
+    points.sort_unstable();
+    points.dedup();
+    let mut out = Vec::new();
+    for (k, w) in points.windows(2).enumerate() {
+        let body: String = lines[w[0]..w[1]].iter().map(|l| format!("{l}\n")).collect();
+        out.push(d.write(&format!("{stem}{k}.jsonl"), &body));
+    }
+    let all: String = lines.iter().map(|l| format!("{l}\n")).collect();
+    (out, d.write("all.jsonl", &all))
+}
+
 pub fn read_json(p: &Path) -> Json {
     let b = std::fs::read(p).unwrap_or_else(|e| panic!("{}: {e}", p.display()));
     parse(&b).unwrap_or_else(|e| panic!("{}: {e}", p.display()))
