@@ -85,7 +85,7 @@ impl TableOut {
         rows: &str,
     ) -> Result<()> {
         let bytes = match self.format {
-            Format::Table => table(&crate::export::table::rounded(&df, self.precision.into())),
+            Format::Table => table(&df),
             Format::Csv => to_csv(&df),
             Format::Json => to_json(&df),
             Format::Markdown => to_markdown(&df, self.precision.into()),
@@ -198,5 +198,6 @@ pub fn run(a: Args) -> Result<()> {
     // Refused before the query runs, not after.
     a.output.check(&out)?;
     let df = execute(&a)?;
-    a.output.write(out, df, |df| format!("{df}\n").into_bytes(), "rows")
+    let digits = a.output.precision.into();
+    a.output.write(out, df, |df| format!("{}\n", crate::export::table::rounded(df, digits)).into_bytes(), "rows")
 }

@@ -37,13 +37,6 @@ pub fn read_both(rollouts: &[PathBuf], inputs: Option<&Path>) -> Result<(Rollout
     let (r, i) = rayon::join(|| read::read_rollouts_files(rollouts), || inputs.map(read::read_inputs));
     // Report the input file's problem first when both fail: it is read first by NeMo Gym.
     let i = i.transpose()?;
-    if let Some(line) = i.as_ref().and_then(|i| i.verified_line) {
-        return Err(Error::bad(
-            Location::line(inputs.unwrap_or(Path::new("")), line),
-            "this input row carries a verifier's `response` and `reward`, as a rollouts file does; \
-             were --inputs and --rollouts swapped? (--inputs takes the materialized inputs of `gym eval run`)",
-        ));
-    }
     let r = r?;
     if let Some(inp) = &i {
         check_runs(&r, inp)?;
@@ -56,10 +49,18 @@ pub fn read_both(rollouts: &[PathBuf], inputs: Option<&Path>) -> Result<(Rollout
     Ok((r, i))
 }
 
-/// Refuses rollouts that cannot belong to the inputs beside them: no row has a `reward`
+/// Refuses rollouts that cannot belong to the inputs beside them: the inputs carry a
+/// verifier's results (the two files swapped), no row has a `reward`
 /// or a `response` (it holds no results: materialized inputs, say), no rollout key has an
 /// input row, or a rollout names another run than its input row does.
 pub fn check_runs(r: &RolloutTable, inp: &InputTable) -> Result<()> {
+    if let Some(line) = inp.verified_line {
+        return Err(Error::bad(
+            Location::line(&inp.path, line),
+            "this input row carries a verifier's `response` and `reward`, as a rollouts file does; \
+             were --inputs and --rollouts swapped? (--inputs takes the materialized inputs of `gym eval run`)",
+        ));
+    }
     if r.is_empty() {
         return Ok(());
     }
