@@ -39,3 +39,7 @@ pub mod trace;
 pub mod workflow;
 
 pub use error::{Error, Result};
+
+/// The table engine rollstat's tables are built with, for library users who read them.
+#[cfg(feature = "engine")]
+pub use polars;

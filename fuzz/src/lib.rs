@@ -6,6 +6,9 @@
 //! This file is compiled in two crates: by the fuzz crate, and by rollstat's integration
 //! tests as a module. It uses only `rollstat`, `serde_json` and `std`.
 
+#[cfg(feature = "engine")]
+pub mod engine;
+
 use std::path::{Path, PathBuf};
 
 use rollstat::json::scan::{ScanError, Scanner};

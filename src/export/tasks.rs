@@ -217,108 +217,42 @@ pub fn write_tasks<W: Write + Send>(plan: &TaskPlan<'_>, indent: Option<usize>, 
         }
         w.write_all(b"[")?;
     }
-    let (tx, rx) = std::sync::mpsc::sync_channel::<Vec<Vec<u8>>>(1);
     // Written buffers come back for reuse, so each batch fills memory that is already
     // mapped instead of fresh pages.
     let pool: std::sync::Mutex<Vec<Vec<u8>>> = std::sync::Mutex::new(Vec::new());
     // Entries are objects at depth d + 1 in an indented array, so members sit at d + 2.
     let pre = Prefixes::new(plan, indent.map(|d| d + 2));
     let pre = &pre;
+    let pool = &pool;
+    let close = |w: &mut W| -> io::Result<()> {
+        if let Some(d) = indent {
+            w.write_all(b"\n")?;
+            w.write_all(&vec![b' '; 2 * d])?;
+            w.write_all(b"]")?;
+        }
+        Ok(())
+    };
+    let render = |start: usize, end: usize| render_batch(plan, pre, pool, indent, start, end);
+    if n <= BATCH {
+        // One batch (an aggregate of many small runs has one per run): rendered and
+        // written here, without a writer thread.
+        let parts = render(0, n)?;
+        write_parts(w, parts, pool).map_err(StreamError::Output)?;
+        return close(w).map_err(StreamError::Output);
+    }
+    let (tx, rx) = std::sync::mpsc::sync_channel::<Vec<Vec<u8>>>(1);
     std::thread::scope(|scope| -> Result<(), StreamError> {
-        let pool = &pool;
         let writer = scope.spawn(move || -> io::Result<()> {
             for parts in rx {
-                // One vectored write per batch: no copy into the writer's buffer, and
-                // large writes (which the kernel handles best).
-                let mut slices: Vec<io::IoSlice<'_>> = parts.iter().map(|p| io::IoSlice::new(p)).collect();
-                let mut rest = &mut slices[..];
-                while !rest.is_empty() {
-                    match w.write_vectored(rest) {
-                        Ok(0) => return Err(io::Error::from(io::ErrorKind::WriteZero)),
-                        Ok(n) => io::IoSlice::advance_slices(&mut rest, n),
-                        Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-                        Err(e) => return Err(e),
-                    }
-                }
-                drop(slices);
-                let mut pool = pool.lock().unwrap_or_else(|e| e.into_inner());
-                for mut p in parts {
-                    p.clear();
-                    pool.push(p);
-                }
+                write_parts(w, parts, pool)?;
             }
-            if let Some(d) = indent {
-                w.write_all(b"\n")?;
-                w.write_all(&vec![b' '; 2 * d])?;
-                w.write_all(b"]")?;
-            }
-            Ok(())
+            close(w)
         });
-        let compact = indent.is_none();
         let mut start = 0;
         let mut result = Ok(());
         while start < n {
             let end = (start + BATCH).min(n);
-            // Input rows are transcoded by the rendering jobs straight from a mapping of
-            // the inputs file, made for each batch so the pages it touches leave memory
-            // with it; without a mapping the batch reads its rows first.
-            let batch_map = match &plan.samples {
-                Samples::Inputs { table, .. } => map_file(table),
-                Samples::Fixed(_) => None,
-            };
-            let mapped = batch_map.as_deref();
-            let read = match (&plan.samples, mapped) {
-                (Samples::Inputs { table, rows }, None) => read_rows(table, &rows[start..end]),
-                _ => Ok(Vec::new()),
-            };
-            let read = match read {
-                Ok(r) => r,
-                Err(e) => {
-                    result = Err(StreamError::Input(e));
-                    break;
-                }
-            };
-            let sample_of = |g: usize| -> Result<SampleArg<'_>, StreamError> {
-                match (&plan.samples, mapped) {
-                    (Samples::Fixed(_), _) => Ok(SampleArg::Fixed),
-                    (Samples::Inputs { table, rows }, Some(map)) => row_in(table, map, rows[g])
-                        .map(|b| SampleArg::Line(b, table, rows[g]))
-                        .map_err(StreamError::Input),
-                    (Samples::Inputs { table, rows }, None) => Ok(SampleArg::Line(&read[g - start], table, rows[g])),
-                }
-            };
-            // Consecutive entries render into one buffer per chunk.
-            let parts: Result<Vec<Vec<u8>>, StreamError> = (start..end)
-                .step_by(CHUNK)
-                .collect::<Vec<_>>()
-                .into_par_iter()
-                .map_init(
-                    || (Vec::new(), Rendered::default()),
-                    |(scratch, rendered), g0| {
-                        let buf = pool.lock().unwrap_or_else(|e| e.into_inner()).pop().unwrap_or_default();
-                        let mut em = match indent {
-                            None => Emitter::compact(),
-                            Some(d) => Emitter::indented(d + 1),
-                        };
-                        em.out = buf;
-                        for g in g0..(g0 + CHUNK).min(end) {
-                            if let Some(d) = indent {
-                                if g > 0 {
-                                    em.out.push(b',');
-                                }
-                                em.out.push(b'\n');
-                                em.out.resize(em.out.len() + 2 * (d + 1), b' ');
-                            }
-                            entry(plan, pre, g, sample_of(g)?, &mut em, scratch, rendered)?;
-                            if compact {
-                                em.out.push(b'\n');
-                            }
-                        }
-                        Ok(em.out)
-                    },
-                )
-                .collect();
-            let parts = match parts {
+            let parts = match render(start, end) {
                 Ok(p) => p,
                 Err(e) => {
                     result = Err(e);
@@ -334,6 +268,90 @@ pub fn write_tasks<W: Write + Send>(plan: &TaskPlan<'_>, indent: Option<usize>, 
         let written = writer.join().unwrap_or_else(|_| Err(io::Error::other("writer thread panicked")));
         result.and(written.map_err(StreamError::Output))
     })
+}
+
+/// Writes a batch's buffers in one vectored write (no copy into the writer's buffer,
+/// and large writes, which the kernel handles best), then hands them back to `pool`.
+fn write_parts<W: Write>(w: &mut W, parts: Vec<Vec<u8>>, pool: &std::sync::Mutex<Vec<Vec<u8>>>) -> io::Result<()> {
+    let mut slices: Vec<io::IoSlice<'_>> = parts.iter().map(|p| io::IoSlice::new(p)).collect();
+    let mut rest = &mut slices[..];
+    while !rest.is_empty() {
+        match w.write_vectored(rest) {
+            Ok(0) => return Err(io::Error::from(io::ErrorKind::WriteZero)),
+            Ok(n) => io::IoSlice::advance_slices(&mut rest, n),
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(e),
+        }
+    }
+    drop(slices);
+    let mut pool = pool.lock().unwrap_or_else(|e| e.into_inner());
+    for mut p in parts {
+        p.clear();
+        pool.push(p);
+    }
+    Ok(())
+}
+
+/// Renders task entries `start..end` into buffers, one per chunk of consecutive
+/// entries, the chunks in parallel when there are several.
+fn render_batch(
+    plan: &TaskPlan<'_>,
+    pre: &Prefixes,
+    pool: &std::sync::Mutex<Vec<Vec<u8>>>,
+    indent: Option<usize>,
+    start: usize,
+    end: usize,
+) -> Result<Vec<Vec<u8>>, StreamError> {
+    // Input rows are transcoded by the rendering jobs straight from a mapping of the
+    // inputs file, made for each batch so the pages it touches leave memory with it;
+    // without a mapping the batch reads its rows first.
+    let batch_map = match &plan.samples {
+        Samples::Inputs { table, .. } => map_file(table),
+        Samples::Fixed(_) => None,
+    };
+    let mapped = batch_map.as_deref();
+    let read = match (&plan.samples, mapped) {
+        (Samples::Inputs { table, rows }, None) => read_rows(table, &rows[start..end]).map_err(StreamError::Input)?,
+        _ => Vec::new(),
+    };
+    let sample_of = |g: usize| -> Result<SampleArg<'_>, StreamError> {
+        match (&plan.samples, mapped) {
+            (Samples::Fixed(_), _) => Ok(SampleArg::Fixed),
+            (Samples::Inputs { table, rows }, Some(map)) => {
+                row_in(table, map, rows[g]).map(|b| SampleArg::Line(b, table, rows[g])).map_err(StreamError::Input)
+            }
+            (Samples::Inputs { table, rows }, None) => Ok(SampleArg::Line(&read[g - start], table, rows[g])),
+        }
+    };
+    let compact = indent.is_none();
+    // Consecutive entries render into one buffer per chunk.
+    let chunk = |(scratch, rendered): &mut (Vec<f64>, Rendered), g0: usize| -> Result<Vec<u8>, StreamError> {
+        let buf = pool.lock().unwrap_or_else(|e| e.into_inner()).pop().unwrap_or_default();
+        let mut em = match indent {
+            None => Emitter::compact(),
+            Some(d) => Emitter::indented(d + 1),
+        };
+        em.out = buf;
+        for g in g0..(g0 + CHUNK).min(end) {
+            if let Some(d) = indent {
+                if g > 0 {
+                    em.out.push(b',');
+                }
+                em.out.push(b'\n');
+                em.out.resize(em.out.len() + 2 * (d + 1), b' ');
+            }
+            entry(plan, pre, g, sample_of(g)?, &mut em, scratch, rendered)?;
+            if compact {
+                em.out.push(b'\n');
+            }
+        }
+        Ok(em.out)
+    };
+    let starts: Vec<usize> = (start..end).step_by(CHUNK).collect();
+    if starts.len() == 1 {
+        return Ok(vec![chunk(&mut Default::default(), start)?]);
+    }
+    starts.into_par_iter().map_init(Default::default, chunk).collect()
 }
 
 /// Writes `_aggregate_metrics.json`: a JSON array indented by two spaces.

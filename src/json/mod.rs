@@ -33,6 +33,31 @@ const MAX_DEPTH: usize = 1024;
 mod tests {
     use super::*;
 
+    /// `set_all` is `set` key by key: replaced keys keep their place (the first of a
+    /// repeated key), new keys append in order, a key given twice keeps its last value.
+    #[test]
+    fn set_all_is_set_one_by_one() {
+        // An object holding `a` twice (the parser keeps one; a built object may not).
+        let start = || {
+            let kv = |k: &str, v: i64| (std::sync::Arc::from(k), Json::Int(v));
+            Json::Obj(vec![kv("a", 1), kv("b", 2), kv("a", 3), kv("c", 4)])
+        };
+        let kvs: Vec<(String, Json)> = [("c", 5), ("d", 6), ("a", 7), ("d", 8), ("e", 9)]
+            .iter()
+            .map(|&(k, v)| (k.to_string(), Json::Int(v)))
+            .collect();
+        let mut one = start();
+        for (k, v) in kvs.clone() {
+            one.set(&k, v);
+        }
+        let mut all = start();
+        all.set_all(kvs);
+        assert_eq!(all, one);
+        let mut text = Vec::new();
+        write_compact(&mut text, &all);
+        assert_eq!(String::from_utf8(text).unwrap(), r#"{"a":7,"b":2,"a":3,"c":5,"d":8,"e":9}"#);
+    }
+
     /// The streaming re-serializer writes what parse + write_compact write, or declines.
     /// A repeated key keeps its first position and its last value, in a small object
     /// (searched) and in a large one (indexed) alike.

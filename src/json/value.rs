@@ -35,6 +35,23 @@ impl Json {
             }
         }
     }
+    /// [`Json::set`] for many keys in order, in time linear in the object and the keys
+    /// (a key set twice keeps its first position and its last value).
+    pub fn set_all<K: AsRef<str>>(&mut self, kvs: impl IntoIterator<Item = (K, Json)>) {
+        let Json::Obj(items) = self else { return };
+        let mut at: std::collections::HashMap<Key, usize> =
+            items.iter().enumerate().rev().map(|(i, (k, _))| (k.clone(), i)).collect();
+        for (k, v) in kvs {
+            match at.get(k.as_ref()) {
+                Some(&i) => items[i].1 = v,
+                None => {
+                    let k: Key = Arc::from(k.as_ref());
+                    at.insert(k.clone(), items.len());
+                    items.push((k, v));
+                }
+            }
+        }
+    }
     /// Appends a key known not to be present yet.
     pub fn push(&mut self, k: Key, v: Json) {
         if let Json::Obj(items) = self {

@@ -4,11 +4,13 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 
+use rayon::prelude::*;
+
 use super::custom::{self, MetricSpec};
 use super::levels::{across_repeats, agent_and_repeat_levels, Profiled, StatKeys};
 use super::perf::perf_summary;
 use super::profile::{coverage, duplicate_key, index_by_key};
-use super::tasks::{info_plans, quoted_names, Samples, TaskPlan};
+use super::tasks::{info_plans, quoted_names, InfoPlan, Samples, TaskPlan};
 use super::warnings::Warnings;
 use crate::error::{Error, Result};
 use crate::ingest::labels::{runs, NONE};
@@ -121,8 +123,18 @@ impl AggEntry<'_> {
     }
 }
 
+/// What every entry's task plan shares: how each key order writes `rollout_infos`, and
+/// the columns' quoted names.
+pub type Shared = (Arc<Vec<InfoPlan>>, Arc<Vec<Vec<u8>>>);
+
 /// Computes one aggregate entry.
-pub fn entry<'a>(t: &'a RolloutTable, g: &Group, opts: &AggregateOptions, warn: &mut Warnings) -> Result<AggEntry<'a>> {
+pub fn entry<'a>(
+    t: &'a RolloutTable,
+    g: &Group,
+    opts: &AggregateOptions,
+    shared: &Shared,
+    warn: &mut Warnings,
+) -> Result<AggEntry<'a>> {
     if g.rows.windows(2).all(|w| w[0] < w[1]) {
         // Rows in table order, which is sorted by (task, rollout, line): a repeated key
         // sits next to itself.
@@ -161,13 +173,9 @@ pub fn entry<'a>(t: &'a RolloutTable, g: &Group, opts: &AggregateOptions, warn: 
     // Custom metrics over the scored rollouts grouped by task.
     let by_task = if opts.metrics.is_empty() { Vec::new() } else { custom::tasks_of(t, &scored) };
     for m in &opts.metrics {
-        for (k, v) in custom::compute(m, t, &by_task, warn)? {
-            agent.set(&k, v);
-        }
+        agent.set_all(custom::compute(m, t, &by_task, warn)?);
     }
-    for (k, v) in opts.extra.get(&g.label).into_iter().flatten() {
-        agent.set(k, v.clone());
-    }
+    agent.set_all(opts.extra.get(&g.label).into_iter().flatten().map(|(k, v)| (k, v.clone())));
     let mut reps: Vec<i64> = g.rows.iter().map(|&r| t.rollout[r]).collect();
     reps.sort_unstable();
     reps.dedup();
@@ -181,9 +189,7 @@ pub fn entry<'a>(t: &'a RolloutTable, g: &Group, opts: &AggregateOptions, warn: 
         }
     }
     let mut key = custom::key_metrics(&agent, &opts.key_metrics);
-    for (k, v) in cov {
-        key.set(&k, v);
-    }
+    key.set_all(cov);
     head.push((Arc::from("agent_metrics"), agent));
     head.push((Arc::from("key_metrics"), key));
     let groups = p.task_groups();
@@ -194,8 +200,8 @@ pub fn entry<'a>(t: &'a RolloutTable, g: &Group, opts: &AggregateOptions, warn: 
         expected: None,
         samples: Samples::Fixed(Json::Obj(vec![(Arc::from("agent_ref"), Json::name_ref("agent"))])),
         with_agent_ref: false,
-        info: info_plans(t),
-        quoted_names: quoted_names(t),
+        info: shared.0.clone(),
+        quoted_names: shared.1.clone(),
     };
     Ok(AggEntry {
         head,
@@ -223,9 +229,20 @@ pub fn aggregate<'a>(
             t.rollout[first]
         ));
     }
+    // Entries in parallel (a sweep of a million one-rollout agents is a million small
+    // entries); warnings and the first error are taken in label order, as one by one.
+    let shared: Shared = (Arc::new(info_plans(t)), Arc::new(quoted_names(t)));
+    let done: Vec<(Result<AggEntry<'a>>, Warnings)> = gs
+        .par_iter()
+        .map(|g| {
+            let mut w = Warnings::default();
+            (entry(t, g, opts, &shared, &mut w), w)
+        })
+        .collect();
     let mut out = Vec::with_capacity(gs.len());
-    for g in &gs {
-        out.push(entry(t, g, opts, &mut warn)?);
+    for (e, w) in done {
+        warn.extend(w);
+        out.push(e?);
     }
     Ok((out, warn))
 }

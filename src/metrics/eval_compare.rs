@@ -374,9 +374,7 @@ pub fn rebuild_repeat_metrics(run: &mut RunFile, warn: &mut Warnings) -> Result<
         };
         let mut merged = Json::Obj(computed);
         if let Some(Json::Obj(stored)) = entry.get("agent_metrics") {
-            for (k, v) in stored {
-                merged.set(k, v.clone());
-            }
+            merged.set_all(stored.iter().map(|(k, v)| (k, v.clone())));
         }
         let groups = arr(entry.get("group_level_metrics"));
         let repeats_json = Json::Arr(repeats);
@@ -620,9 +618,7 @@ impl<'a> Loaded<'a> {
     /// `{**key_metrics, **agent_metrics}`.
     fn merged(&self) -> Vec<(Arc<str>, Json)> {
         let mut m = Json::Obj(self.key_metrics.to_vec());
-        for (k, v) in self.agent_metrics {
-            m.set(k, v.clone());
-        }
+        m.set_all(self.agent_metrics.iter().map(|(k, v)| (k, v.clone())));
         match m {
             Json::Obj(v) => v,
             _ => unreachable!(),

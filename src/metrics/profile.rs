@@ -277,8 +277,8 @@ pub fn profile<'a>(t: &'a RolloutTable, inputs: &'a InputTable, allow_partial: b
         expected: Some(expected_per),
         samples: Samples::Inputs { table: inputs, rows: sample_rows },
         with_agent_ref,
-        info: info_plans(t),
-        quoted_names: quoted_names(t),
+        info: Arc::new(info_plans(t)),
+        quoted_names: Arc::new(quoted_names(t)),
     };
     Ok(ProfileOutput { tasks: Some(plan), agents, repeats, summary, warnings })
 }

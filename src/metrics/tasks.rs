@@ -29,9 +29,9 @@ pub struct TaskPlan<'a> {
     pub samples: Samples<'a>,
     pub with_agent_ref: bool,
     /// Per key order of the table, how its rows write `rollout_infos`.
-    pub info: Vec<InfoPlan>,
+    pub info: std::sync::Arc<Vec<InfoPlan>>,
     /// Per column of the table, its name JSON-quoted (the `rollout_infos` keys).
-    pub quoted_names: Vec<Vec<u8>>,
+    pub quoted_names: std::sync::Arc<Vec<Vec<u8>>>,
 }
 
 impl TaskPlan<'_> {

@@ -16,7 +16,7 @@ use crate::metrics::compare::{report_with, ClusterProblem, Options, Report, RunR
 use crate::metrics::profile::duplicate_key;
 
 /// What to compare: the runs' files and the statistic, and what the report adds.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, Default)]
 pub struct CompareConfig {
     /// Rollouts JSONL files or rollouts tables (.parquet); each file's run labels are runs.
     pub rollouts: Vec<PathBuf>,

@@ -66,27 +66,25 @@ pub fn merge_into_profile(
     let runs = runs(t, inputs);
     let sql: Vec<&MetricSpec> = specs.iter().filter(|m| matches!(m, MetricSpec::Sql { .. })).collect();
     let sql_vals = if sql.is_empty() { HashMap::new() } else { sql_metrics(t, inputs, None, &sql)? };
+    // Each label's measured rows, in table order, gathered in one pass.
+    let mut rows_of: HashMap<&str, Vec<usize>> = HashMap::new();
+    for r in (0..t.len()).filter(|&r| !t.masked[r]) {
+        if let Some(l) = runs.label_of(r) {
+            rows_of.entry(l).or_default().push(r);
+        }
+    }
     for e in agents.iter_mut() {
         let name = match e.get("agent_ref").and_then(|r| r.get("name")) {
             Some(Json::Str(s)) => s.clone(),
             _ => continue,
         };
-        let rows: Vec<usize> =
-            (0..t.len()).filter(|&r| !t.masked[r] && runs.label_of(r) == Some(name.as_str())).collect();
-        if rows.is_empty() {
-            continue;
-        }
-        let tasks = custom::tasks_of(t, &rows);
+        let Some(rows) = rows_of.get(name.as_str()) else { continue };
+        let tasks = custom::tasks_of(t, rows);
         for m in specs {
-            let vals = custom::compute(m, t, &tasks, warnings)?;
-            for (k, v) in vals {
-                e.set(&k, v);
-            }
+            e.set_all(custom::compute(m, t, &tasks, warnings)?);
         }
         if let Some(vals) = sql_vals.get(&name) {
-            for (k, v) in vals {
-                e.set(k, v.clone());
-            }
+            e.set_all(vals.iter().map(|(k, v)| (k, v.clone())));
         }
     }
     Ok(())

@@ -1,8 +1,9 @@
 //! The fuzz corpora, replayed on the stable toolchain: every saved input of each fuzz
 //! target (`fuzz/corpus/<target>/`, seeds and the inputs of past crashes) goes through the
 //! same property the target checks, so a regression shows up in `cargo test` without
-//! nightly or libFuzzer. [`mutations`] covers the Polars-dependent commands, which the
-//! fuzz targets do not build.
+//! nightly or libFuzzer, the whole-command targets (`commands`, `parquet_rollouts`,
+//! `sql_metric`, `batch_metrics`) included. [`mutations`] adds mutated inputs from fixed
+//! seeds through the binary itself.
 
 mod mutations;
 
@@ -48,6 +49,26 @@ fn rollout_lines_corpus() {
 #[test]
 fn kernels_corpus() {
     assert!(replay("kernels", props::kernels) > 5);
+}
+
+#[test]
+fn commands_corpus() {
+    assert!(replay("commands", props::engine::commands) > 10);
+}
+
+#[test]
+fn parquet_rollouts_corpus() {
+    assert!(replay("parquet_rollouts", props::engine::parquet_rollouts) > 3);
+}
+
+#[test]
+fn sql_metric_corpus() {
+    assert!(replay("sql_metric", props::engine::sql_metric) > 5);
+}
+
+#[test]
+fn batch_metrics_corpus() {
+    assert!(replay("batch_metrics", props::engine::batch_metrics) > 3);
 }
 
 /// The oracle of `json_check` tells valid from invalid text (so the corpus replay is not

@@ -146,3 +146,27 @@ fn a_sweep_without_numeric_fields() {
     let metrics = entry(&agg, "a").get("agent_metrics").unwrap();
     assert_eq!(metrics, &Json::Obj(vec![("num_repeats".into(), Json::Int(1))]));
 }
+
+/// Every task its own subset: pass@k is written per subset, tens of thousands of keys
+/// in one agent's metrics, each found and placed in linear time.
+#[test]
+fn twenty_thousand_distinct_subsets() {
+    let d = TempDir::new("many-subsets");
+    let n = 20_000;
+    let mut rollouts = String::new();
+    for i in 0..n {
+        rollouts.push_str(&line(i, "a", &format!("\"subset\": \"s{i}\", ")));
+    }
+    let r = d.write("rollouts.jsonl", &rollouts);
+    let out = d.join("agg.json");
+    let args = ["aggregate", "--rollouts", r.to_str().unwrap(), "--out", out.to_str().unwrap()];
+    let o = run(&[&args[..], &["--metric", "pass_at_k", "--subset-key", "subset"]].concat());
+    assert!(o.status.success(), "{}", stderr(&o));
+    let agg = read_json(&out);
+    let metrics = entry(&agg, "a").get("agent_metrics").unwrap();
+    let Json::Obj(members) = metrics else { panic!("not an object") };
+    let per_subset = |s: &str| members.iter().filter(|(k, _)| k.starts_with(&format!("{s}/"))).count();
+    assert!(per_subset("s19999") > 0, "no pass@k keys for the last subset");
+    assert_eq!(per_subset("s7"), per_subset("s19999"));
+    assert_eq!(metrics.get("s7/pass@1[avg-of-1]/accuracy"), Some(&Json::Float(100.0)));
+}
