@@ -5,7 +5,7 @@
 //! ordered by first numeric appearance in (task, rollout) order, as NeMo Gym's pandas
 //! frame orders its columns.
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 
 use super::rollouts::SEP;
 use super::{tag, Column, RolloutTable, Source};
@@ -92,7 +92,14 @@ pub fn discover_fields(t: &RolloutTable, rows_task_rollout_order: &[usize]) -> V
             consider(name, col.tags[r], &mut seen, &mut seen_set);
         }
     }
-    seen.into_iter()
-        .map(|name| Field { top: t.column(Source::Top, &name), usage: t.column(Source::Usage, &name), name })
-        .collect()
+    // Columns by (source, name), the first of each: a search per field would make rows
+    // of many fields quadratic.
+    let mut index: HashMap<(Source, &str), usize> = HashMap::new();
+    for (i, c) in t.columns.iter().enumerate() {
+        if c.source == Source::Top || c.source == Source::Usage {
+            index.entry((c.source, c.name.as_str())).or_insert(i);
+        }
+    }
+    let at = |source: Source, name: &str| index.get(&(source, name)).copied();
+    seen.into_iter().map(|name| Field { top: at(Source::Top, &name), usage: at(Source::Usage, &name), name }).collect()
 }
