@@ -170,3 +170,14 @@ fn twenty_thousand_distinct_subsets() {
     assert_eq!(per_subset("s7"), per_subset("s19999"));
     assert_eq!(metrics.get("s7/pass@1[avg-of-1]/accuracy"), Some(&Json::Float(100.0)));
 }
+
+/// A line of 64 MB (a model's output text) is checked where it lies, not copied.
+#[test]
+fn a_64_mb_line_is_read() {
+    let d = TempDir::new("long-line");
+    let payload = format!("\"response\": {{\"output_text\": \"{}\"}}, ", "abcdefgh".repeat(8 << 20));
+    let rollouts = format!("{}{}", line(0, "a", &payload), line(1, "a", ""));
+    let (out, o) = aggregate(&d, &rollouts);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert_eq!(entry(&read_json(&out), "a").get("agent_metrics").unwrap().get("mean/reward"), Some(&Json::Float(0.5)));
+}
