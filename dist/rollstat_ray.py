@@ -82,6 +82,23 @@ def max_task_hint(path, edge=1 << 20):
     return max(found) if found else None
 
 
+def byte_ranges(path, split):
+    """`--range` values that tile a file in pieces of about `split` bytes: a line belongs
+    to the range holding its first byte. `[None]` (the whole file) for a small file, a
+    compressed one (which cannot be entered midway) or a pipe."""
+    try:
+        size = os.path.getsize(path)
+        with open(path, "rb") as f:
+            head = f.read(4)
+    except OSError:
+        return [None]
+    compressed = head[:2] == b"\x1f\x8b" or head == b"\x28\xb5\x2f\xfd"
+    if split <= 0 or size <= split or compressed or not os.path.isfile(path):
+        return [None]
+    starts = list(range(0, size, split))
+    return [f"{s}:{s + split}" for s in starts[:-1]] + [f"{starts[-1]}:"]
+
+
 def run_rollstat(args, fail_marker=None):
     """Runs one rollstat command; raises TaskFailed (retried) or BadInput (not)."""
     if fail_marker and not os.path.exists(fail_marker):
@@ -120,6 +137,8 @@ def main(argv=None):
     ap.add_argument("--rollstat", default=None, help="the rollstat binary (every node runs it)")
     ap.add_argument("--work-dir", default=None, help="folder every node can read and write (default: a temp folder)")
     ap.add_argument("--max-retries", type=int, default=3, help="retries of a failed task")
+    ap.add_argument("--split-bytes", type=int, default=1 << 30,
+                    help="shard a file larger than this in byte ranges, one task each (default 1 GiB; 0: never)")
     ap.add_argument("--keep-work-dir", action="store_true", help=argparse.SUPPRESS)
     a, passthrough = ap.parse_known_args(argv)
     if a.command == "aggregate" and not a.out:
@@ -156,11 +175,16 @@ def main(argv=None):
             hints = [h for h in (max_task_hint(f) for f in local) if h is not None]
             top = max(hints) if hints else buckets
             width = max(1, -(-(top + 1) // buckets))
-        shard_dirs = [os.path.join(work, f"shard-{i}") for i in range(len(local))]
-        refs = [
-            task.remote([rollstat, "-q", "shard", f, "--out-dir", d, "--task-width", str(width)], marker("shard", i))
-            for i, (f, d) in enumerate(zip(local, shard_dirs))
-        ]
+        # One shard task per file, or per byte range of a large file; in file order, then
+        # range order, which is the order partial joins a bucket's slices in.
+        jobs = [(f, r) for f in local for r in byte_ranges(f, a.split_bytes)]
+        shard_dirs = [os.path.join(work, f"shard-{k}") for k in range(len(jobs))]
+        refs = []
+        for k, ((f, r), d) in enumerate(zip(jobs, shard_dirs)):
+            cmd = [rollstat, "-q", "shard", f, "--out-dir", d, "--task-width", str(width)]
+            if r is not None:
+                cmd += ["--range", r]
+            refs.append(task.remote(cmd, marker("shard", k)))
         ray.get(refs)
         # Which file holds which bucket: from the small manifests only.
         by_bucket = {}

@@ -19,6 +19,22 @@ pub struct Args {
     /// Tasks per bucket: task k goes to bucket ⌊k / W⌋ (use the same W for every file of a sweep).
     #[arg(long, value_name = "W")]
     pub task_width: i64,
+    /// Only the lines that start in bytes START..END of the file (END excluded; `START:`
+    /// for the rest). Ranges that tile a file shard every line once, so one large file
+    /// can be sharded by several tasks.
+    #[arg(long, value_name = "START:END", value_parser = parse_range)]
+    pub range: Option<(u64, u64)>,
+}
+
+fn parse_range(s: &str) -> std::result::Result<(u64, u64), String> {
+    let bad = || format!("{s:?}: expected START:END in bytes, e.g. 0:1000000 or 1000000:");
+    let (a, b) = s.split_once(':').ok_or_else(bad)?;
+    let start = a.trim().parse::<u64>().map_err(|_| bad())?;
+    let end = if b.trim().is_empty() { u64::MAX } else { b.trim().parse::<u64>().map_err(|_| bad())? };
+    if end < start {
+        return Err(format!("{s:?}: the range ends before it starts"));
+    }
+    Ok((start, end))
 }
 
 pub fn run(a: Args) -> Result<()> {
@@ -27,7 +43,7 @@ pub fn run(a: Args) -> Result<()> {
             "shard reads one rollouts file: run it once per file, with the same --task-width".into(),
         )
     })?;
-    let c = ShardConfig { rollouts, out_dir: a.out_dir, task_width: a.task_width };
+    let c = ShardConfig { rollouts, out_dir: a.out_dir, task_width: a.task_width, range: a.range };
     let r = crate::workflow::distributed::shard(&c)?;
     if !common::quiet() {
         let rows: usize = r.buckets.iter().map(|b| b.1).sum();

@@ -449,6 +449,33 @@ where
     T: Send,
     F: Fn(&mut PieceLines<'_>) -> Result<T> + Sync,
 {
+    read_pieces_in(path, None, parse)
+}
+
+/// [`read_pieces`] over the lines that start in bytes `range` (start, end) of the file: a
+/// line belongs to the range holding its first byte, so ranges that tile a file read each
+/// line once. Line numbers stay file-wide. Needs an uncompressed regular file.
+pub fn read_pieces_range<T, F>(path: &Path, range: (u64, u64), parse: F) -> Result<(Vec<(T, u64)>, ReadReport)>
+where
+    T: Send,
+    F: Fn(&mut PieceLines<'_>) -> Result<T> + Sync,
+{
+    read_pieces_in(path, Some(range), parse)
+}
+
+/// The first line start at or after byte `p` of `map`.
+fn line_start_from(map: &[u8], p: usize) -> usize {
+    if p == 0 || p >= map.len() {
+        return p.min(map.len());
+    }
+    memchr::memchr(b'\n', &map[p - 1..]).map_or(map.len(), |i| p + i)
+}
+
+fn read_pieces_in<T, F>(path: &Path, range: Option<(u64, u64)>, parse: F) -> Result<(Vec<(T, u64)>, ReadReport)>
+where
+    T: Send,
+    F: Fn(&mut PieceLines<'_>) -> Result<T> + Sync,
+{
     if path.is_dir() {
         return Err(Error::bad(Location::file(path), "is a folder; give the JSONL file inside it"));
     }
@@ -460,10 +487,33 @@ where
     let progress = Progress::new(path, size);
     let mut acc = Collected { out: Vec::new(), base: 0 };
     let mapped = if compression.is_some() { None } else { Mapped::new(&file, path) };
+    if range.is_some() && mapped.is_none() {
+        return Err(Error::bad(
+            Location::file(path),
+            "a byte range needs an uncompressed regular file (not a pipe, gzip or zstd)",
+        ));
+    }
+    let mut lines_before = 0;
+    // A range may hold no line (it lies inside one): only an empty file is refused.
+    let mut empty = true;
     let total = match mapped {
         Some(m) => {
-            parse_region(&m.map, 0, true, Some(&m), &parse, &progress, &mut acc)?;
-            m.map.len()
+            let (s, e) = match range {
+                None => (0, m.map.len()),
+                Some((a, b)) => {
+                    let at = |x: u64| line_start_from(&m.map, usize::try_from(x).unwrap_or(usize::MAX));
+                    (at(a), at(b.max(a)))
+                }
+            };
+            if m.map.is_empty() {
+                0
+            } else {
+                empty = false;
+                lines_before = memchr::memchr_iter(b'\n', &m.map[..s]).count() as u64;
+                acc.base = lines_before;
+                parse_region(&m.map[s..e], s, e == m.map.len(), Some(&m), &parse, &progress, &mut acc)?;
+                e - s
+            }
         }
         None => {
             // Blocks cut at the last newline; the tail is carried into the next block.
@@ -491,10 +541,10 @@ where
         }
     };
     drop(progress);
-    if total == 0 {
+    if total == 0 && (range.is_none() || empty) {
         return Err(Error::bad(Location::file(path), "the file is empty; expected one JSON object per line"));
     }
-    let report = ReadReport { lines: acc.base, bytes: total as u64, warnings: Vec::new() };
+    let report = ReadReport { lines: acc.base - lines_before, bytes: total as u64, warnings: Vec::new() };
     Ok((acc.out, report))
 }
 

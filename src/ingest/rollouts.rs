@@ -576,6 +576,20 @@ pub fn read_rollouts(path: &Path) -> Result<RolloutTable> {
     build_table(LineMap::single(path), pieces, report)
 }
 
+/// Reads the rollout lines that start in bytes `range` (start, end) of `path`, numbered
+/// as in the whole file: ranges that tile a file read every line once.
+pub fn read_rollouts_range(path: &Path, range: (u64, u64)) -> Result<RolloutTable> {
+    let (pieces, report) =
+        super::lines::read_pieces_range(path, range, |lines: &mut PieceLines<'_>| parse_piece(path, lines))?;
+    // A range may hold no row (it lies inside one line, or holds blank lines only).
+    if pieces.iter().all(|(p, _)| p.task.is_empty() && p.cut_off.is_none()) {
+        let mut t = RolloutTable::empty(LineMap::single(path));
+        t.report = report;
+        return Ok(t);
+    }
+    build_table(LineMap::single(path), pieces, report)
+}
+
 /// Reads the rollouts files of one run (the shards a run was written as) into one table,
 /// as if they were one file; messages name each row's own file and line.
 pub fn read_rollouts_files(paths: &[PathBuf]) -> Result<RolloutTable> {

@@ -12,6 +12,7 @@ use super::profile::{check_inputs, profile_paths, profile_table, ProfileConfig, 
 use super::{check_runs, report_read_warnings};
 use crate::error::{Error, Location, Result};
 use crate::export::atomic::{in_out_dir, OutputSet};
+use crate::ingest::rollouts::read_rollouts_range;
 use crate::ingest::slice::{read_slices, write_slice};
 use crate::ingest::{read_inputs, read_rollouts, RolloutTable};
 use crate::trace::trace;
@@ -27,6 +28,8 @@ pub struct ShardConfig {
     pub out_dir: PathBuf,
     /// Tasks per bucket: task `k` goes to bucket ⌊k / width⌋.
     pub task_width: i64,
+    /// Only the lines that start in these bytes (start, end) of the file.
+    pub range: Option<(u64, u64)>,
 }
 
 /// What a shard run wrote: each bucket with its number of rows.
@@ -45,7 +48,10 @@ pub fn shard(c: &ShardConfig) -> Result<ShardRun> {
         return Err(Error::Usage("--task-width must be at least 1".into()));
     }
     let t0 = std::time::Instant::now();
-    let t = read_rollouts(&c.rollouts)?;
+    let t = match c.range {
+        Some(r) => read_rollouts_range(&c.rollouts, r)?,
+        None => read_rollouts(&c.rollouts)?,
+    };
     report_read_warnings(&t.report.warnings);
     trace("read", t0);
     in_out_dir(&c.out_dir, || {

@@ -19,10 +19,21 @@ fn ok(args: &[&str]) {
 /// Shards every file with `width` and joins each bucket; the joined slices in bucket
 /// order.
 fn shard_and_join(d: &TempDir, files: &[PathBuf], width: usize, tag: &str) -> Vec<PathBuf> {
+    let jobs: Vec<(PathBuf, Option<String>)> = files.iter().map(|f| (f.clone(), None)).collect();
+    shard_ranges_and_join(d, &jobs, width, tag)
+}
+
+/// [`shard_and_join`] with one shard run per (file, `--range`).
+fn shard_ranges_and_join(d: &TempDir, jobs: &[(PathBuf, Option<String>)], width: usize, tag: &str) -> Vec<PathBuf> {
     let mut buckets: BTreeMap<i64, Vec<PathBuf>> = BTreeMap::new();
-    for (i, f) in files.iter().enumerate() {
+    for (i, (f, range)) in jobs.iter().enumerate() {
         let dir = d.join(&format!("{tag}-shard{i}"));
-        ok(&["shard", s(f), "--out-dir", s(&dir), "--task-width", &width.to_string(), "-q"]);
+        let w = width.to_string();
+        let mut args = vec!["shard", s(f), "--out-dir", s(&dir), "--task-width", &w, "-q"];
+        if let Some(r) = range {
+            args.extend(["--range", r.as_str()]);
+        }
+        ok(&args);
         let manifest = read_json(&dir.join("manifest.json"));
         let Some(rollstat::json::Json::Arr(list)) = manifest.get("buckets") else { panic!("no bucket list") };
         for b in list {
@@ -159,6 +170,57 @@ fn sharded_one_repeat_fan_out_sweeps_give_the_single_machine_bytes() {
         4,
         0x2545_F491_4F6C_DD1D,
     );
+}
+
+/// A file cut into byte ranges at arbitrary points (inside lines, at a line start, one
+/// range inside a single line, the last open-ended) shards every line once: the merge
+/// gives the bytes of `aggregate` on the file.
+#[test]
+fn byte_ranges_of_one_file_give_the_single_machine_bytes() {
+    let d = TempDir::new("dist-range");
+    let g = d.join("gen");
+    generate(&g, &["--tasks", "40", "--repeats", "3", "--agents", "2", "--seed", "5", "--masked-frac", "0.1"]);
+    let file = g.join("rollouts.jsonl");
+    let text = bytes(&file);
+    let first_newline = text.iter().position(|&c| c == b'\n').unwrap();
+    let mut rng = Rng(23);
+    let mut cuts = vec![0, 3, 7, first_newline + 1];
+    cuts.extend((0..5).map(|_| rng.pick(text.len())));
+    cuts.sort_unstable();
+    cuts.dedup();
+    let mut jobs: Vec<(PathBuf, Option<String>)> =
+        cuts.windows(2).map(|w| (file.clone(), Some(format!("{}:{}", w[0], w[1])))).collect();
+    jobs.push((file.clone(), Some(format!("{}:", cuts[cuts.len() - 1]))));
+    let slices = shard_ranges_and_join(&d, &jobs, 7, "r");
+    let want = d.join("want.json");
+    ok(&["aggregate", s(&file), "--out", s(&want), "-q"]);
+    let got = d.join("got.json");
+    let mut args = vec!["merge", "aggregate", "--out", s(&got), "-q"];
+    args.extend(slices.iter().map(|p| s(p)));
+    ok(&args);
+    assert!(bytes(&got) == bytes(&want), "byte ranges at {cuts:?}");
+    // The range 3..7 lies inside the first line: it holds no line and no bucket.
+    let empty = read_json(&d.join("r-shard1").join("manifest.json"));
+    assert_eq!(empty.get("buckets"), Some(&rollstat::json::Json::Arr(vec![])));
+}
+
+/// A bad line in a later range is named by its line number in the whole file.
+#[test]
+fn a_range_names_bad_lines_by_their_line_in_the_file() {
+    let d = TempDir::new("dist-range-bad");
+    let good = "{\"_ng_task_index\": 0, \"_ng_rollout_index\": 0, \"reward\": 1}\n";
+    let text = format!("{good}{good}{good}{{\"_ng_task_index\": 1, \"reward\": }}\n");
+    let f = d.write("r.jsonl", &text);
+    let out = d.join("shard");
+    let range = format!("{}:", 2 * good.len() + 5);
+    let o = run(&["shard", s(&f), "--out-dir", s(&out), "--task-width", "4", "--range", &range]);
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    let e = stderr(&o);
+    assert!(e.contains("r.jsonl") && e.contains("line 4"), "{e}");
+    assert!(!out.exists(), "a refused shard leaves no folder");
+    let o = run(&["shard", s(&f), "--out-dir", s(&out), "--task-width", "4", "--range", "9:2"]);
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    assert!(stderr(&o).contains("ends before it starts"), "{}", stderr(&o));
 }
 
 #[test]

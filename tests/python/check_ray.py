@@ -81,7 +81,8 @@ def main():
         del env["ROLLSTAT_RAY_FAIL_ONCE"]
         got_prof = os.path.join(work, "got-prof")
         run(sys.executable, DRIVER, "profile", "--rollouts", *files, "--name", "all.jsonl", "--inputs", inputs, "--allow-partial",
-            "--out-dir", got_prof, "--address", cluster.address, "--rollstat", binary, "--buckets", "6", env=env)
+            "--out-dir", got_prof, "--address", cluster.address, "--rollstat", binary, "--buckets", "6",
+            "--split-bytes", "4000000", env=env)
         for f in ["all_reward_profiling.jsonl", "all_agent_metrics.json", "all_repeat_level_metrics.json"]:
             same(os.path.join(got_prof, f), os.path.join(want_prof, f), f"profile {f}")
         # Bad input: exit status 2, the file and line named, no output.
