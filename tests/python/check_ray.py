@@ -80,6 +80,8 @@ def main():
         same(got_retry, want_agg, "aggregate with a failed partial task retried")
         del env["ROLLSTAT_RAY_FAIL_ONCE"]
         got_prof = os.path.join(work, "got-prof")
+        # Files larger than --split-bytes: the profile run shards them as byte ranges.
+        assert sum(os.path.getsize(f) > 8_000_000 for f in files) >= 2, [os.path.getsize(f) for f in files]
         run(sys.executable, DRIVER, "profile", "--rollouts", *files, "--name", "all.jsonl", "--inputs", inputs, "--allow-partial",
             "--out-dir", got_prof, "--address", cluster.address, "--rollstat", binary, "--buckets", "6",
             "--split-bytes", "4000000", env=env)
