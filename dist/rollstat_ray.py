@@ -18,9 +18,11 @@ import json
 import os
 import re
 import shutil
+import socket
 import subprocess
 import sys
 import tempfile
+import time
 import urllib.parse
 
 # Exit status of rollstat for bad input: not retried.
@@ -99,18 +101,48 @@ def byte_ranges(path, split):
     return [f"{s}:{s + split}" for s in starts[:-1]] + [f"{starts[-1]}:"]
 
 
-def run_rollstat(args, fail_marker=None):
-    """Runs one rollstat command; raises TaskFailed (retried) or BadInput (not)."""
+def run_rollstat(args, fail_marker=None, measure=False):
+    """Runs one rollstat command; raises TaskFailed (retried) or BadInput (not).
+
+    Returns rollstat's stderr, the task's wall time (s), the peak resident memory of the
+    rollstat process (bytes; with `measure`, else 0) and the node it ran on."""
     if fail_marker and not os.path.exists(fail_marker):
         # A failure injected for tests: the first attempt dies, the retry runs.
         open(fail_marker, "w").close()
         raise TaskFailed(f"injected failure of {' '.join(args[1:3])}")
-    p = subprocess.run(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    env = None
+    if measure:
+        # rollstat's trace ends with the process's own peak resident memory (its VmHWM,
+        # which, unlike the rusage of a child forked from this Python worker, does not
+        # count the worker's memory from before the exec).
+        env = dict(os.environ, ROLLSTAT_TRACE="1")
+    start = time.monotonic()
+    p = subprocess.run(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+    wall = time.monotonic() - start
+    peak = 0
+    kept = []
+    for line in p.stderr.splitlines(keepends=True):
+        if measure and line.startswith("trace: "):
+            m = re.search(r"\(peak (\d+) MB\)", line)
+            if m:
+                peak = max(peak, int(m.group(1)) << 20)
+        else:
+            kept.append(line)
+    stderr = "".join(kept)
     if p.returncode == BAD_INPUT:
-        raise BadInput(p.stderr.strip())
+        raise BadInput(stderr.strip())
     if p.returncode != 0:
-        raise TaskFailed(f"{' '.join(args)}: exit status {p.returncode}: {p.stderr.strip()}")
-    return p.stderr
+        raise TaskFailed(f"{' '.join(args)}: exit status {p.returncode}: {stderr.strip()}")
+    return stderr, wall, peak, socket.gethostname()
+
+
+def stage_line(stage, started, results):
+    """One line of --stats: a stage's wall time and its tasks' slowest time and peak memory."""
+    n = len(results)
+    slowest = max(r[1] for r in results)
+    peak = max(r[2] for r in results)
+    return (f"rollstat_ray: {stage:<7} {n:>5} task{'s' if n != 1 else ' '} {time.monotonic() - started:8.2f} s"
+            f"  slowest task {slowest:7.2f} s  peak task memory {peak / 1e6:9.1f} MB\n")
 
 
 def fetch(uri, dest_dir):
@@ -139,6 +171,8 @@ def main(argv=None):
     ap.add_argument("--max-retries", type=int, default=3, help="retries of a failed task")
     ap.add_argument("--split-bytes", type=int, default=1 << 30,
                     help="shard a file larger than this in byte ranges, one task each (default 1 GiB; 0: never)")
+    ap.add_argument("--stats", action="store_true",
+                    help="print each stage's tasks, wall time, slowest task and peak task memory to stderr")
     ap.add_argument("--keep-work-dir", action="store_true", help=argparse.SUPPRESS)
     a, passthrough = ap.parse_known_args(argv)
     if a.command == "aggregate" and not a.out:
@@ -146,6 +180,7 @@ def main(argv=None):
     if a.command == "profile" and not a.out_dir:
         ap.error("profile needs --out-dir DIR")
 
+    begun = time.monotonic()
     import ray
 
     rollstat = find_rollstat(a.rollstat)
@@ -179,13 +214,15 @@ def main(argv=None):
         # range order, which is the order partial joins a bucket's slices in.
         jobs = [(f, r) for f in local for r in byte_ranges(f, a.split_bytes)]
         shard_dirs = [os.path.join(work, f"shard-{k}") for k in range(len(jobs))]
+        stats = []
+        started = time.monotonic()
         refs = []
         for k, ((f, r), d) in enumerate(zip(jobs, shard_dirs)):
             cmd = [rollstat, "-q", "shard", f, "--out-dir", d, "--task-width", str(width)]
             if r is not None:
                 cmd += ["--range", r]
-            refs.append(task.remote(cmd, marker("shard", k)))
-        ray.get(refs)
+            refs.append(task.remote(cmd, marker("shard", k), a.stats))
+        stats.append(stage_line("shard", started, ray.get(refs)))
         # Which file holds which bucket: from the small manifests only.
         by_bucket = {}
         for d in shard_dirs:
@@ -193,20 +230,29 @@ def main(argv=None):
                 for b, _rows in json.load(m)["buckets"]:
                     by_bucket.setdefault(b, []).append(os.path.join(d, f"b{b}.slice"))
         parts = []
+        started = time.monotonic()
         refs = []
         for k, b in enumerate(sorted(by_bucket)):
             out = os.path.join(work, f"part-b{b}.slice")
             parts.append(out)
-            refs.append(task.remote([rollstat, "-q", "partial", *by_bucket[b], "--out", out], marker("partial", k)))
-        ray.get(refs)
+            refs.append(task.remote([rollstat, "-q", "partial", *by_bucket[b], "--out", out], marker("partial", k), a.stats))
+        stats.append(stage_line("partial", started, ray.get(refs)))
         name = a.name or (os.path.basename(local[0]) if len(local) == 1 else "rollouts.jsonl")
         if a.command == "aggregate":
             dest = ["--out", os.path.abspath(a.out)]
         else:
             dest = ["--out-dir", os.path.abspath(a.out_dir)]
         cmd = [rollstat, "merge", a.command, "--name", name, *dest, *passthrough, "--", *parts]
-        report = ray.get(task.remote(cmd, marker("merge", 0)))
-        sys.stderr.write(report)
+        started = time.monotonic()
+        report = ray.get(task.remote(cmd, marker("merge", 0), a.stats))
+        stats.append(stage_line("merge", started, [report]))
+        sys.stderr.write(report[0])
+        if a.stats:
+            import resource
+
+            driver = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+            stats.append(f"rollstat_ray: total {time.monotonic() - begun:.2f} s, driver peak memory {driver / 1e6:.1f} MB\n")
+            sys.stderr.write("".join(stats))
     except BadInput as e:
         sys.stderr.write(f"{e}\n")
         return BAD_INPUT

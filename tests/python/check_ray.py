@@ -8,6 +8,7 @@ files concatenated, also when one partial task's first attempt fails.
 
 import os
 import random
+import re
 import subprocess
 import sys
 import tempfile
@@ -28,6 +29,26 @@ def same(a, b, what):
         if x.read() != y.read():
             sys.exit(f"FAILED: {what}: {a} and {b} differ")
     print(f"ok: {what}: identical bytes")
+
+
+def check_stats(stderr, shards, max_buckets):
+    """--stats names each stage with its task count, times and a real peak memory."""
+    got = {}
+    for m in re.finditer(r"rollstat_ray: (\w+) +(\d+) tasks? +([\d.]+) s +slowest task +([\d.]+) s"
+                         r" +peak task memory +([\d.]+) MB", stderr):
+        got[m.group(1)] = (int(m.group(2)), float(m.group(3)), float(m.group(4)), float(m.group(5)))
+    if set(got) != {"shard", "partial", "merge"}:
+        sys.exit(f"FAILED: --stats printed stages {sorted(got)}:\n{stderr}")
+    if got["shard"][0] != shards or not 1 <= got["partial"][0] <= max_buckets or got["merge"][0] != 1:
+        sys.exit(f"FAILED: --stats task counts {got}")
+    for stage, (_, wall, slowest, peak) in got.items():
+        # A rollstat process maps its binary and reads a file: more than 1 MB, less than
+        # the machine; the slowest task cannot outlast its stage.
+        if not 1.0 < peak < 64_000 or slowest > wall + 0.01:
+            sys.exit(f"FAILED: --stats {stage}: {got[stage]}")
+    if not re.search(r"rollstat_ray: total [\d.]+ s, driver peak memory [\d.]+ MB", stderr):
+        sys.exit(f"FAILED: --stats printed no total:\n{stderr}")
+    print(f"ok: --stats: {', '.join(f'{k} {v[0]} tasks, peak {v[3]:.0f} MB' for k, v in got.items())}")
 
 
 def main():
@@ -69,9 +90,10 @@ def main():
     try:
         env = dict(os.environ)
         got_agg = os.path.join(work, "got.json")
-        run(sys.executable, DRIVER, "aggregate", "--rollouts", *files, "--inputs", inputs, "--out", got_agg,
-            "--address", cluster.address, "--rollstat", binary, "--buckets", "7", env=env)
+        p = run(sys.executable, DRIVER, "aggregate", "--rollouts", *files, "--inputs", inputs, "--out", got_agg,
+                "--address", cluster.address, "--rollstat", binary, "--buckets", "7", "--stats", env=env)
         same(got_agg, want_agg, "aggregate over 5 files, 3 nodes")
+        check_stats(p.stderr, shards=5, max_buckets=7)
         # The first attempt of one partial task fails: the retry gives the same bytes.
         env["ROLLSTAT_RAY_FAIL_ONCE"] = "partial:2"
         got_retry = os.path.join(work, "got-retry.json")
