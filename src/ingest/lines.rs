@@ -471,6 +471,25 @@ fn line_start_from(map: &[u8], p: usize) -> usize {
     memchr::memchr(b'\n', &map[p - 1..]).map_or(map.len(), |i| p + i)
 }
 
+/// The number of newlines in the first `end` bytes of `file`, read in blocks with
+/// `pread` rather than through the file's map: the prefix before a byte range is only
+/// counted, and pages read through the map would count as the process's memory.
+fn newlines_before(file: &File, end: u64) -> std::io::Result<u64> {
+    use std::os::unix::fs::FileExt;
+    let mut buf = vec![0u8; 1 << 20];
+    let (mut at, mut n) = (0u64, 0u64);
+    while at < end {
+        let want = usize::try_from(end - at).unwrap_or(usize::MAX).min(buf.len());
+        let got = file.read_at(&mut buf[..want], at)?;
+        if got == 0 {
+            return Err(std::io::Error::new(std::io::ErrorKind::UnexpectedEof, "the file shrank while it was read"));
+        }
+        n += memchr::memchr_iter(b'\n', &buf[..got]).count() as u64;
+        at += got as u64;
+    }
+    Ok(n)
+}
+
 fn read_pieces_in<T, F>(path: &Path, range: Option<(u64, u64)>, parse: F) -> Result<(Vec<(T, u64)>, ReadReport)>
 where
     T: Send,
@@ -509,7 +528,7 @@ where
                 0
             } else {
                 empty = false;
-                lines_before = memchr::memchr_iter(b'\n', &m.map[..s]).count() as u64;
+                lines_before = newlines_before(&file, s as u64).map_err(|e| Error::read(path, e))?;
                 acc.base = lines_before;
                 parse_region(&m.map[s..e], s, e == m.map.len(), Some(&m), &parse, &progress, &mut acc)?;
                 e - s
@@ -711,6 +730,33 @@ mod tests {
         );
         let not_last: Vec<bool> = PieceLines::new(data, 0, false).map(|l| l.unterminated).collect();
         assert_eq!(not_last, vec![false, false, false]);
+    }
+
+    /// The prefix before a byte range is counted in 1 MB reads: across block ends, at
+    /// a block end exactly, and up to the file's end, the count equals the newlines there.
+    #[test]
+    fn newlines_before_a_range_are_counted_across_read_blocks() {
+        let dir = std::env::temp_dir().join(format!("rollstat-newlines-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("prefix.jsonl");
+        let mut data = Vec::new();
+        let mut k = 0u64;
+        while data.len() < (5 << 20) / 2 {
+            // Lines of varying length, some blank, so newlines fall anywhere in a block.
+            data.extend_from_slice(&vec![b'x'; (k * 7919 % 301) as usize]);
+            data.push(b'\n');
+            k += 1;
+        }
+        std::fs::write(&path, &data).unwrap();
+        let file = File::open(&path).unwrap();
+        let len = data.len() as u64;
+        for end in [0, 1, 4095, (1 << 20) - 1, 1 << 20, (1 << 20) + 1, 2 << 20, len - 1, len] {
+            let want = data[..end as usize].iter().filter(|&&b| b == b'\n').count() as u64;
+            assert_eq!(newlines_before(&file, end).unwrap(), want, "end {end}");
+        }
+        // Past the end the file "shrank": an error, not a short count.
+        assert!(newlines_before(&file, len + 1).is_err());
+        std::fs::remove_dir_all(&dir).unwrap();
     }
 
     /// Line numbers stay file-wide across pieces, in results and in errors.

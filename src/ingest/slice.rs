@@ -83,6 +83,17 @@ pub fn read_slices(paths: &[PathBuf], name: &Path) -> Result<RolloutTable> {
     let mut any_response = false;
     let mut col_index: std::collections::HashMap<(Source, String), usize> = Default::default();
     let mut dicts: Vec<std::collections::HashMap<String, u32>> = Vec::new();
+    // Every column sized once for all the slices' rows: growing them slice by slice
+    // would copy the sweep's table about once more and hold two copies at the peak.
+    let total: usize = paths.iter().map(|p| rows_in(p).unwrap_or(0)).sum();
+    t.task.reserve_exact(total);
+    t.rollout.reserve_exact(total);
+    t.line.reserve_exact(total);
+    t.masked.reserve_exact(total);
+    t.perf.reserve_exact(total);
+    t.agent.reserve_exact(total);
+    t.server.reserve_exact(total);
+    t.order.reserve_exact(total);
     for path in paths {
         let bytes = std::fs::read(path).map_err(|e| Error::read(path, e))?;
         t.report.bytes += bytes.len() as u64;
@@ -98,8 +109,10 @@ pub fn read_slices(paths: &[PathBuf], name: &Path) -> Result<RolloutTable> {
             .map(|c| {
                 *col_index.entry((c.source, c.name.clone())).or_insert_with(|| {
                     let mut n = Column::new(c.source, c.name.clone());
-                    n.tags = vec![tag::ABSENT; base];
-                    n.nums = vec![0.0; base];
+                    n.tags = Vec::with_capacity(total.max(base));
+                    n.tags.resize(base, tag::ABSENT);
+                    n.nums = Vec::with_capacity(total.max(base));
+                    n.nums.resize(base, 0.0);
                     t.columns.push(n);
                     dicts.push(Default::default());
                     t.columns.len() - 1
@@ -139,7 +152,8 @@ pub fn read_slices(paths: &[PathBuf], name: &Path) -> Result<RolloutTable> {
                 })
                 .collect();
             if !c.codes.is_empty() && out.codes.is_empty() {
-                out.codes = vec![u32::MAX; base];
+                out.codes = Vec::with_capacity(total.max(base));
+                out.codes.resize(base, u32::MAX);
             }
             out.tags.extend_from_slice(&c.tags);
             out.nums.extend_from_slice(&c.nums);
@@ -167,8 +181,10 @@ pub fn read_slices(paths: &[PathBuf], name: &Path) -> Result<RolloutTable> {
     t.lines = lines;
     t.path = name.to_path_buf();
     t.report.lines = t.task.len() as u64;
-    let perm = sort_order(&t.task, &t.rollout);
-    if !perm.iter().enumerate().all(|(i, &p)| p as usize == i) {
+    // Partials in bucket order are already in (task, rollout) order: nothing to sort.
+    let sorted = (1..t.task.len()).all(|i| (t.task[i - 1], t.rollout[i - 1]) <= (t.task[i], t.rollout[i]));
+    if !sorted {
+        let perm = sort_order(&t.task, &t.rollout);
         t.reorder(&perm);
     }
     if t.is_empty() {
@@ -257,8 +273,55 @@ fn decode(path: &Path, bytes: &[u8]) -> Result<Slice> {
         )
     };
     let body = bytes.strip_prefix(MAGIC.as_slice()).ok_or_else(|| bad("no slice header"))?;
-    let data = zstd::decode_all(body).map_err(|_| bad("its data does not decompress"))?;
+    // The frame states its decompressed size: one allocation of that size, not a
+    // buffer doubled (and copied) as the data arrives. A size beyond any real ratio is
+    // not trusted.
+    let stated = zstd::zstd_safe::get_frame_content_size(body).ok().flatten();
+    let data = match stated.and_then(|n| usize::try_from(n).ok()) {
+        Some(n) if n <= body.len().saturating_mul(MAX_RATIO) => zstd::bulk::decompress(body, n),
+        _ => zstd::decode_all(body),
+    }
+    .map_err(|_| bad("its data does not decompress"))?;
     parse(&data).ok_or_else(|| bad("cut short or damaged"))
+}
+
+/// The most rows, or decompressed bytes, per compressed byte a slice is trusted to
+/// state before its data is read (real slices hold about 10 bytes per byte).
+const MAX_RATIO: usize = 256;
+
+/// The number of rows a slice holds, read from the start of its data only (to size the
+/// table before the slices are read); `None` when that cannot be told cheaply. Only a
+/// hint: the slices are checked in full when read.
+fn rows_in(path: &Path) -> Option<usize> {
+    use std::io::Read;
+    let file = std::fs::File::open(path).ok()?;
+    let size = usize::try_from(file.metadata().ok()?.len()).ok()?;
+    let mut f = std::io::BufReader::new(file);
+    let mut magic = [0u8; 16];
+    f.read_exact(&mut magic).ok()?;
+    if &magic != MAGIC {
+        return None;
+    }
+    let mut dec = zstd::stream::read::Decoder::with_buffer(f).ok()?;
+    let mut data = Vec::new();
+    while data.len() < (16 << 20) {
+        let got = (&mut dec).take(64 << 10).read_to_end(&mut data).ok()?;
+        let mut d = Dec { b: &data, at: 0 };
+        let header = (|| {
+            for _ in 0..d.len(8)? {
+                d.str()?;
+            }
+            d.u8()?;
+            usize::try_from(d.u64()?).ok()
+        })();
+        if let Some(n) = header {
+            return Some(n.min(size.saturating_mul(MAX_RATIO)));
+        }
+        if got == 0 {
+            return None;
+        }
+    }
+    None
 }
 
 fn parse(data: &[u8]) -> Option<Slice> {
@@ -301,6 +364,11 @@ fn parse(data: &[u8]) -> Option<Slice> {
         };
         let mut c = Column::new(source, d.str()?);
         let coded = d.u8()? != 0;
+        c.tags.reserve_exact(n);
+        c.nums.reserve_exact(n);
+        if coded {
+            c.codes.reserve_exact(n);
+        }
         for _ in 0..n {
             c.tags.push(d.u8()?);
             c.nums.push(f64::from_bits(d.u64()?));

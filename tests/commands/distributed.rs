@@ -204,6 +204,38 @@ fn byte_ranges_of_one_file_give_the_single_machine_bytes() {
     assert_eq!(empty.get("buckets"), Some(&rollstat::json::Json::Arr(vec![])));
 }
 
+/// `merge` also takes the shards' slices as they are, without `partial`: every file's
+/// buckets in file order, so rows arrive out of (task, rollout) order and are sorted on
+/// reading; a file whose bucket is missing in another adds columns only some slices have.
+#[test]
+fn merging_shard_slices_without_partials_gives_the_single_machine_bytes() {
+    let d = TempDir::new("dist-no-partial");
+    let g = d.join("gen");
+    generate(&g, &["--tasks", "60", "--repeats", "3", "--agents", "2", "--seed", "9", "--missing-frac", "0.1"]);
+    let mut rng = Rng(41);
+    let (parts, all) = cut_shuffled(&d, &g.join("rollouts.jsonl"), 3, "part", &mut rng);
+    let want = d.join("want.json");
+    ok(&["aggregate", s(&all), "--out", s(&want), "-q"]);
+    let mut slices = Vec::new();
+    for (i, f) in parts.iter().enumerate() {
+        let dir = d.join(&format!("shard{i}"));
+        ok(&["shard", s(f), "--out-dir", s(&dir), "--task-width", "11", "-q"]);
+        let mut own: Vec<PathBuf> = std::fs::read_dir(&dir)
+            .unwrap()
+            .map(|e| e.unwrap().path())
+            .filter(|p| p.extension().is_some_and(|x| x == "slice"))
+            .collect();
+        own.sort_by_key(|p| p.file_stem().unwrap().to_str().unwrap()[1..].parse::<i64>().unwrap());
+        slices.extend(own);
+    }
+    assert!(slices.len() > 3, "{slices:?}");
+    let got = d.join("got.json");
+    let mut args = vec!["merge", "aggregate", "--out", s(&got), "-q"];
+    args.extend(slices.iter().map(|p| s(p)));
+    ok(&args);
+    assert!(bytes(&got) == bytes(&want), "merge of {} shard slices", slices.len());
+}
+
 /// A bad line in a later range is named by its line number in the whole file.
 #[test]
 fn a_range_names_bad_lines_by_their_line_in_the_file() {
