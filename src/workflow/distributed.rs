@@ -14,7 +14,7 @@ use crate::error::{Error, Location, Result};
 use crate::export::atomic::{in_out_dir, OutputSet};
 use crate::ingest::rollouts::read_rollouts_range;
 use crate::ingest::slice::{read_slices, write_slice};
-use crate::ingest::{read_inputs, read_rollouts, RolloutTable};
+use crate::ingest::{read_inputs, read_rollouts, InputTable, RolloutTable};
 use crate::trace::trace;
 
 /// The list of buckets `shard` writes beside its slices.
@@ -100,6 +100,19 @@ fn read_sweep(slices: &[PathBuf], rollouts: &Path) -> Result<RolloutTable> {
     Ok(t)
 }
 
+/// Reads the inputs (when given) on a thread of their own while the slices are read:
+/// the inputs are JSONL as large as the sweep has rollouts, the slices are compact, and
+/// reading the two one after the other left a core idle for much of the merge. An error
+/// in the inputs is reported before one in the slices, as when they were read in turn.
+fn read_both(inputs: Option<&Path>, slices: &[PathBuf], rollouts: &Path) -> Result<(Option<InputTable>, RolloutTable)> {
+    std::thread::scope(|s| {
+        let reading = inputs.map(|p| s.spawn(move || read_inputs(p)));
+        let t = read_sweep(slices, rollouts);
+        let inputs = reading.map(|h| h.join().unwrap_or_else(|e| std::panic::resume_unwind(e))).transpose()?;
+        Ok((inputs, t?))
+    })
+}
+
 /// `aggregate` over slices: `c.rollouts` only names the sweep, `c.out` is required.
 pub fn merge_aggregate(c: &AggregateConfig, slices: &[PathBuf]) -> Result<AggregateRun> {
     let path = c.out.clone().ok_or_else(|| Error::Usage("merge aggregate needs --out FILE".into()))?;
@@ -108,8 +121,7 @@ pub fn merge_aggregate(c: &AggregateConfig, slices: &[PathBuf]) -> Result<Aggreg
     read.extend(c.metrics.files.iter().map(PathBuf::as_path));
     let out = OutputSet::new(&read);
     out.check(&path)?;
-    let inputs = c.inputs.as_deref().map(read_inputs).transpose()?;
-    let t = read_sweep(slices, &c.rollouts[0])?;
+    let (inputs, t) = read_both(c.inputs.as_deref(), slices, &c.rollouts[0])?;
     if let Some(i) = &inputs {
         check_runs(&t, i)?;
         report_read_warnings(&i.report.warnings);
@@ -134,8 +146,8 @@ pub fn merge_profile(c: &ProfileConfig, slices: &[PathBuf]) -> Result<ProfileRun
             out.check(p)?;
         }
         check_inputs(&c.inputs)?;
-        let inputs = read_inputs(&c.inputs)?;
-        let t = read_sweep(slices, &c.rollouts[0])?;
+        let (inputs, t) = read_both(Some(&c.inputs), slices, &c.rollouts[0])?;
+        let inputs = inputs.expect("read_both reads the inputs it is given");
         check_runs(&t, &inputs)?;
         report_read_warnings(&inputs.report.warnings);
         profile_table(c, &t, &inputs, out, &paths)

@@ -304,3 +304,35 @@ fn merge_refuses_a_file_that_is_not_a_slice() {
     assert!(stderr(&o).contains("x.slice"), "{}", stderr(&o));
     assert!(!out.exists());
 }
+
+/// The inputs are read beside the slices; a bad inputs line is still the error reported
+/// (before a bad slice), named by file and line, with no output.
+#[test]
+fn merge_names_a_bad_inputs_line_first() {
+    let d = TempDir::new("dist-badinputs");
+    let g = d.join("gen");
+    generate(&g, &["--tasks", "30", "--repeats", "2", "--seed", "3"]);
+    let slices = shard_and_join(&d, &[g.join("rollouts.jsonl")], 10, "b");
+    let text = std::fs::read_to_string(g.join("materialized_inputs.jsonl")).unwrap();
+    let mut lines: Vec<&str> = text.lines().collect();
+    lines[4] = "{\"_ng_task_index\": 2, ";
+    let inputs = d.write("inputs.jsonl", &(lines.join("\n") + "\n"));
+    let not_slice = d.write("y.slice", "not a slice\n");
+    for extra in [None, Some(&not_slice)] {
+        let out = d.join("agg.json");
+        let mut args = vec!["merge", "aggregate", "--inputs", s(&inputs), "--out", s(&out)];
+        args.extend(slices.iter().map(|p| s(p)));
+        args.extend(extra.map(|p| s(p)));
+        let o = run(&args);
+        assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+        assert!(stderr(&o).contains("inputs.jsonl, line 5"), "{}", stderr(&o));
+        assert!(!out.exists());
+    }
+    let out = d.join("prof");
+    let mut args = vec!["merge", "profile", "--inputs", s(&inputs), "--out-dir", s(&out)];
+    args.extend(slices.iter().map(|p| s(p)));
+    let o = run(&args);
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    assert!(stderr(&o).contains("inputs.jsonl, line 5"), "{}", stderr(&o));
+    assert!(!out.exists());
+}
