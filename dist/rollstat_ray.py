@@ -18,7 +18,6 @@ import json
 import os
 import re
 import shutil
-import socket
 import subprocess
 import sys
 import tempfile
@@ -104,8 +103,8 @@ def byte_ranges(path, split):
 def run_rollstat(args, fail_marker=None, measure=False):
     """Runs one rollstat command; raises TaskFailed (retried) or BadInput (not).
 
-    Returns rollstat's stderr, the task's wall time (s), the peak resident memory of the
-    rollstat process (bytes; with `measure`, else 0) and the node it ran on."""
+    Returns rollstat's stderr, the task's wall time (s) and the peak resident memory of
+    the rollstat process (bytes; with `measure`, else 0)."""
     if fail_marker and not os.path.exists(fail_marker):
         # A failure injected for tests: the first attempt dies, the retry runs.
         open(fail_marker, "w").close()
@@ -133,7 +132,7 @@ def run_rollstat(args, fail_marker=None, measure=False):
         raise BadInput(stderr.strip())
     if p.returncode != 0:
         raise TaskFailed(f"{' '.join(args)}: exit status {p.returncode}: {stderr.strip()}")
-    return stderr, wall, peak, socket.gethostname()
+    return stderr, wall, peak
 
 
 def stage_line(stage, started, results):

@@ -307,14 +307,9 @@ fn rows_in(path: &Path) -> Option<usize> {
     while data.len() < (16 << 20) {
         let got = (&mut dec).take(64 << 10).read_to_end(&mut data).ok()?;
         let mut d = Dec { b: &data, at: 0 };
-        let header = (|| {
-            for _ in 0..d.len(8)? {
-                d.str()?;
-            }
-            d.u8()?;
-            usize::try_from(d.u64()?).ok()
-        })();
-        if let Some(n) = header {
+        // The row count follows the header; it is not checked against the data read so far.
+        let rows = header(&mut d).and_then(|_| usize::try_from(d.u64()?).ok());
+        if let Some(n) = rows {
             return Some(n.min(size.saturating_mul(MAX_RATIO)));
         }
         if got == 0 {
@@ -324,10 +319,16 @@ fn rows_in(path: &Path) -> Option<usize> {
     None
 }
 
+/// A slice's header: the rollouts files its rows came from, and whether any row had a
+/// `response`. The row count follows it.
+fn header(d: &mut Dec<'_>) -> Option<(Vec<PathBuf>, bool)> {
+    let files = (0..d.len(8)?).map(|_| d.str().map(PathBuf::from)).collect::<Option<Vec<_>>>()?;
+    Some((files, d.u8()? == 1))
+}
+
 fn parse(data: &[u8]) -> Option<Slice> {
     let mut d = Dec { b: data, at: 0 };
-    let files = (0..d.len(8)?).map(|_| d.str().map(PathBuf::from)).collect::<Option<Vec<_>>>()?;
-    let has_response = d.u8()? == 1;
+    let (files, has_response) = header(&mut d)?;
     let n = d.len(37)?;
     let mut rows = Vec::with_capacity(n);
     for _ in 0..n {
