@@ -210,13 +210,36 @@ fn sample_value(table: &InputTable, bytes: &[u8], r: usize) -> Result<Json, Stre
 /// of an indented array whose value sits at depth `d` (`Some(d)`; brackets included).
 /// Batches are computed in parallel while a writer thread writes the previous one.
 pub fn write_tasks<W: Write + Send>(plan: &TaskPlan<'_>, indent: Option<usize>, w: &mut W) -> Result<(), StreamError> {
-    let n = plan.groups.len();
     if indent.is_some() {
-        if n == 0 {
+        if plan.groups.is_empty() {
             return Ok(w.write_all(b"[]")?);
         }
         w.write_all(b"[")?;
     }
+    write_task_entries(plan, indent, false, w)?;
+    if let Some(d) = indent {
+        close_array(d, w)?;
+    }
+    Ok(())
+}
+
+/// Closes an indented array of task entries whose value sits at depth `d`.
+pub fn close_array<W: Write>(d: usize, w: &mut W) -> io::Result<()> {
+    w.write_all(b"\n")?;
+    w.write_all(&vec![b' '; 2 * d])?;
+    w.write_all(b"]")
+}
+
+/// Writes the task entries of `plan` without the array's brackets; `after`: entries of
+/// the same array were written before these (so the first one takes a comma). This lets
+/// one array be written plan by plan, one bucket of tasks at a time.
+pub fn write_task_entries<W: Write + Send>(
+    plan: &TaskPlan<'_>,
+    indent: Option<usize>,
+    after: bool,
+    w: &mut W,
+) -> Result<(), StreamError> {
+    let n = plan.groups.len();
     // Written buffers come back for reuse, so each batch fills memory that is already
     // mapped instead of fresh pages.
     let pool: std::sync::Mutex<Vec<Vec<u8>>> = std::sync::Mutex::new(Vec::new());
@@ -224,21 +247,12 @@ pub fn write_tasks<W: Write + Send>(plan: &TaskPlan<'_>, indent: Option<usize>, 
     let pre = Prefixes::new(plan, indent.map(|d| d + 2));
     let pre = &pre;
     let pool = &pool;
-    let close = |w: &mut W| -> io::Result<()> {
-        if let Some(d) = indent {
-            w.write_all(b"\n")?;
-            w.write_all(&vec![b' '; 2 * d])?;
-            w.write_all(b"]")?;
-        }
-        Ok(())
-    };
-    let render = |start: usize, end: usize| render_batch(plan, pre, pool, indent, start, end);
+    let render = |start: usize, end: usize| render_batch(plan, pre, pool, indent, after, start, end);
     if n <= BATCH {
         // One batch (an aggregate of many small runs has one per run): rendered and
         // written here, without a writer thread.
         let parts = render(0, n)?;
-        write_parts(w, parts, pool).map_err(StreamError::Output)?;
-        return close(w).map_err(StreamError::Output);
+        return write_parts(w, parts, pool).map_err(StreamError::Output);
     }
     let (tx, rx) = std::sync::mpsc::sync_channel::<Vec<Vec<u8>>>(1);
     std::thread::scope(|scope| -> Result<(), StreamError> {
@@ -246,7 +260,7 @@ pub fn write_tasks<W: Write + Send>(plan: &TaskPlan<'_>, indent: Option<usize>, 
             for parts in rx {
                 write_parts(w, parts, pool)?;
             }
-            close(w)
+            Ok(())
         });
         let mut start = 0;
         let mut result = Ok(());
@@ -299,6 +313,7 @@ fn render_batch(
     pre: &Prefixes,
     pool: &std::sync::Mutex<Vec<Vec<u8>>>,
     indent: Option<usize>,
+    after: bool,
     start: usize,
     end: usize,
 ) -> Result<Vec<Vec<u8>>, StreamError> {
@@ -334,7 +349,7 @@ fn render_batch(
         em.out = buf;
         for g in g0..(g0 + CHUNK).min(end) {
             if let Some(d) = indent {
-                if g > 0 {
+                if g > 0 || after {
                     em.out.push(b',');
                 }
                 em.out.push(b'\n');
@@ -356,25 +371,37 @@ fn render_batch(
 
 /// Writes `_aggregate_metrics.json`: a JSON array indented by two spaces.
 pub fn write_aggregate<W: Write + Send>(entries: &[AggEntry<'_>], w: &mut W) -> Result<(), StreamError> {
+    let parts = entries.iter().map(|e| (e.head.as_slice(), e.repeats.as_slice(), e.perf_summary.as_ref()));
+    write_aggregate_with(parts, w, |i, depth, w| match &entries[i].tasks {
+        Some(plan) => write_tasks(plan, Some(depth), w),
+        None => Ok(w.write_all(b"[]")?),
+    })
+}
+
+/// Writes `_aggregate_metrics.json` from each entry's head, repeat entries and perf
+/// summary; `tasks(i, depth, w)` writes entry `i`'s `group_level_metrics` array (its
+/// value at `depth`).
+pub fn write_aggregate_with<'e, W: Write + Send>(
+    entries: impl Iterator<Item = (&'e [(crate::json::Key, Json)], &'e [Json], Option<&'e Json>)>,
+    w: &mut W,
+    mut tasks: impl FnMut(usize, usize, &mut W) -> Result<(), StreamError>,
+) -> Result<(), StreamError> {
     let mut em = Emitter::indented(0);
     em.begin_arr();
-    for e in entries {
+    for (i, (head, repeats, perf_summary)) in entries.enumerate() {
         em.elem();
         em.begin_obj();
-        for (k, v) in &e.head {
+        for (k, v) in head {
             em.key(k);
             em.json(v);
         }
         em.key("group_level_metrics");
         w.write_all(&em.out)?;
         em.out.clear();
-        match &e.tasks {
-            Some(plan) => write_tasks(plan, Some(em.depth()), w)?,
-            None => w.write_all(b"[]")?,
-        }
+        tasks(i, em.depth(), w)?;
         em.key("repeat_level_metrics");
-        em.json(&Json::Arr(e.repeats.clone()));
-        if let Some(p) = &e.perf_summary {
+        em.json(&Json::Arr(repeats.to_vec()));
+        if let Some(p) = perf_summary {
             em.key("perf_summary");
             em.json(p);
         }

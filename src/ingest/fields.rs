@@ -92,6 +92,12 @@ pub fn discover_fields(t: &RolloutTable, rows_task_rollout_order: &[usize]) -> V
             consider(name, col.tags[r], &mut seen, &mut seen_set);
         }
     }
+    resolve_fields(t, seen)
+}
+
+/// The fields named `names`, in that order, with their columns in `t` (none when `t`
+/// has no such column: every value is then missing).
+pub fn resolve_fields(t: &RolloutTable, names: impl IntoIterator<Item = String>) -> Vec<Field> {
     // Columns by (source, name), the first of each: a search per field would make rows
     // of many fields quadratic.
     let mut index: HashMap<(Source, &str), usize> = HashMap::new();
@@ -101,5 +107,5 @@ pub fn discover_fields(t: &RolloutTable, rows_task_rollout_order: &[usize]) -> V
         }
     }
     let at = |source: Source, name: &str| index.get(&(source, name)).copied();
-    seen.into_iter().map(|name| Field { top: at(Source::Top, &name), usage: at(Source::Usage, &name), name }).collect()
+    names.into_iter().map(|name| Field { top: at(Source::Top, &name), usage: at(Source::Usage, &name), name }).collect()
 }

@@ -163,37 +163,25 @@ pub fn entry<'a>(
     let labels = vec![g.label.as_str(); scored.len()];
     let p = Profiled::new(t, &scored, &labels);
     let keys = StatKeys::new(&p.fields);
-    let (agent, repeats, repeat_warnings) = agent_and_repeat_levels(&p, &keys);
-    let mut agent = agent.into_iter().next_back().unwrap_or_default();
-    warn.extend(repeat_warnings);
-    let across = across_repeats(&repeats, &[g.label.as_str()], warn).pop().unwrap_or_default();
-    agent.extend(across);
-    agent.extend(cov.clone());
-    let mut agent = Json::Obj(agent);
-    // Custom metrics over the scored rollouts grouped by task.
-    let by_task = if opts.metrics.is_empty() { Vec::new() } else { custom::tasks_of(t, &scored) };
-    for m in &opts.metrics {
-        agent.set_all(custom::compute(m, t, &by_task, warn)?);
-    }
-    agent.set_all(opts.extra.get(&g.label).into_iter().flatten().map(|(k, v)| (k, v.clone())));
     let mut reps: Vec<i64> = g.rows.iter().map(|&r| t.rollout[r]).collect();
     reps.sort_unstable();
     reps.dedup();
-    agent.set("num_repeats", Json::Int(reps.len() as i64));
-    for pat in &opts.key_metrics {
-        if matches!(custom::key_metrics(&agent, std::slice::from_ref(pat)), Json::Obj(v) if v.is_empty()) {
-            warn.add(format!(
-                "--key-metric {pat:?} matches no metric of {} (key metrics come from agent_metrics)",
-                g.label
-            ));
+    // Custom metrics over the scored rollouts grouped by task.
+    let custom = |agent: &mut Json, warn: &mut Warnings| -> Result<()> {
+        let by_task = if opts.metrics.is_empty() { Vec::new() } else { custom::tasks_of(t, &scored) };
+        for m in &opts.metrics {
+            agent.set_all(custom::compute(m, t, &by_task, warn)?);
         }
-    }
-    let mut key = custom::key_metrics(&agent, &opts.key_metrics);
-    key.set_all(cov);
-    head.push((Arc::from("agent_metrics"), agent));
-    head.push((Arc::from("key_metrics"), key));
+        Ok(())
+    };
+    let repeats = levels_into_head(&mut head, &g.label, &p, &keys, cov, reps.len(), custom, opts, warn)?;
+    Ok(AggEntry { head, tasks: Some(task_plan(p, keys, shared)), repeats, perf_summary: perf })
+}
+
+/// The plan of an entry's `group_level_metrics`: one task entry per task of `p`.
+pub fn task_plan<'a>(p: Profiled<'a>, keys: StatKeys, shared: &Shared) -> TaskPlan<'a> {
     let groups = p.task_groups();
-    let plan = TaskPlan {
+    TaskPlan {
         p,
         keys,
         groups,
@@ -202,13 +190,47 @@ pub fn entry<'a>(
         with_agent_ref: false,
         info: shared.0.clone(),
         quoted_names: shared.1.clone(),
-    };
-    Ok(AggEntry {
-        head,
-        tasks: Some(plan),
-        repeats: repeats.into_iter().map(|(_, _, x)| Json::Obj(x)).collect(),
-        perf_summary: perf,
-    })
+    }
+}
+
+/// Adds `agent_metrics` and `key_metrics` to an entry's `head` from the agent and repeat
+/// levels of `p` (the run's scored rollouts), its coverage and number of repeats (over
+/// all its rollouts), and `custom` (the custom metrics, set after the built-in ones);
+/// returns the `repeat_level_metrics` entries.
+#[allow(clippy::too_many_arguments)]
+pub fn levels_into_head(
+    head: &mut Members,
+    label: &str,
+    p: &Profiled<'_>,
+    keys: &StatKeys,
+    cov: Members,
+    num_repeats: usize,
+    custom: impl FnOnce(&mut Json, &mut Warnings) -> Result<()>,
+    opts: &AggregateOptions,
+    warn: &mut Warnings,
+) -> Result<Vec<Json>> {
+    let (agent, repeats, repeat_warnings) = agent_and_repeat_levels(p, keys);
+    let mut agent = agent.into_iter().next_back().unwrap_or_default();
+    warn.extend(repeat_warnings);
+    let across = across_repeats(&repeats, &[label], warn).pop().unwrap_or_default();
+    agent.extend(across);
+    agent.extend(cov.clone());
+    let mut agent = Json::Obj(agent);
+    custom(&mut agent, warn)?;
+    agent.set_all(opts.extra.get(label).into_iter().flatten().map(|(k, v)| (k, v.clone())));
+    agent.set("num_repeats", Json::Int(num_repeats as i64));
+    for pat in &opts.key_metrics {
+        if matches!(custom::key_metrics(&agent, std::slice::from_ref(pat)), Json::Obj(v) if v.is_empty()) {
+            warn.add(format!(
+                "--key-metric {pat:?} matches no metric of {label} (key metrics come from agent_metrics)"
+            ));
+        }
+    }
+    let mut key = custom::key_metrics(&agent, &opts.key_metrics);
+    key.set_all(cov);
+    head.push((Arc::from("agent_metrics"), agent));
+    head.push((Arc::from("key_metrics"), key));
+    Ok(repeats.into_iter().map(|(_, _, x)| Json::Obj(x)).collect())
 }
 
 /// All entries, sorted by label, with warnings.

@@ -47,6 +47,28 @@ pub struct Profiled<'a> {
 impl<'a> Profiled<'a> {
     /// Builds a profiled set from table rows and a label per row.
     pub fn new(t: &'a RolloutTable, rows: &[usize], row_label: &[&str]) -> Profiled<'a> {
+        Self::build(t, rows, row_label, None)
+    }
+
+    /// A profiled set whose fields and integer flag were settled over a larger set (the
+    /// whole sweep, of which `t` holds one bucket of tasks): `fields` in that set's order,
+    /// resolved to `t`'s columns, and its `all_int`.
+    pub fn with_fields(
+        t: &'a RolloutTable,
+        rows: &[usize],
+        row_label: &[&str],
+        fields: Vec<Field>,
+        all_int: bool,
+    ) -> Profiled<'a> {
+        Self::build(t, rows, row_label, Some((fields, all_int)))
+    }
+
+    fn build(
+        t: &'a RolloutTable,
+        rows: &[usize],
+        row_label: &[&str],
+        given: Option<(Vec<Field>, bool)>,
+    ) -> Profiled<'a> {
         // Label ids in name order.
         let mut first: HashMap<&str, u32> = HashMap::new();
         let mut distinct: Vec<&str> = Vec::new();
@@ -84,12 +106,16 @@ impl<'a> Profiled<'a> {
             ord.par_sort_unstable_by_key(|&i| key(i));
             Some(ord)
         }
-        let tr_rows: Vec<usize> = match sorted_by(rows.len(), |i| (t.task[rows[i]], t.rollout[rows[i]])) {
-            Some(tr) => tr.iter().map(|&i| rows[i]).collect(),
-            None => rows.to_vec(),
+        let (fields, given_int) = match given {
+            Some((fields, all_int)) => (fields, Some(all_int)),
+            None => {
+                let tr_rows: Vec<usize> = match sorted_by(rows.len(), |i| (t.task[rows[i]], t.rollout[rows[i]])) {
+                    Some(tr) => tr.iter().map(|&i| rows[i]).collect(),
+                    None => rows.to_vec(),
+                };
+                (discover_fields(t, &tr_rows), None)
+            }
         };
-        let fields = discover_fields(t, &tr_rows);
-        drop(tr_rows);
         // Fan-out: some task under more than one label.
         let mut pairs: Vec<(i64, u32)> = (0..rows.len()).map(|i| (t.task[rows[i]], lid[i])).collect();
         if !pairs.is_sorted() {
@@ -126,7 +152,7 @@ impl<'a> Profiled<'a> {
                 (v, all_int)
             })
             .collect();
-        let all_int = cols.iter().all(|c| c.1);
+        let all_int = given_int.unwrap_or_else(|| cols.iter().all(|c| c.1));
         let vals = cols.into_iter().map(|c| c.0).collect();
         let ints = if all_int {
             fields.par_iter().map(|f| rows_sorted.iter().map(|&r| f.int(t, r)).collect()).collect()

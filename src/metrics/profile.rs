@@ -91,11 +91,17 @@ pub fn coverage(t: &RolloutTable, rows: &[usize]) -> Vec<(Key, Json)> {
     }
     let all = distinct(rows.iter().map(|&r| t.task[r]));
     let measured = distinct(rows.iter().filter(|&&r| !t.masked[r]).map(|&r| t.task[r]));
+    coverage_members(rows.len() - masked, masked, measured, all - measured)
+}
+
+/// The coverage members from their counts: measured and masked rollouts, tasks with a
+/// measured rollout and tasks without one.
+pub fn coverage_members(measured: usize, masked: usize, tasks: usize, unmeasured_tasks: usize) -> Vec<(Key, Json)> {
     vec![
-        (Arc::from(COVERAGE[0]), Json::Int((rows.len() - masked) as i64)),
+        (Arc::from(COVERAGE[0]), Json::Int(measured as i64)),
         (Arc::from(COVERAGE[1]), Json::Int(masked as i64)),
-        (Arc::from(COVERAGE[2]), Json::Int(measured as i64)),
-        (Arc::from(COVERAGE[3]), Json::Int((all - measured) as i64)),
+        (Arc::from(COVERAGE[2]), Json::Int(tasks as i64)),
+        (Arc::from(COVERAGE[3]), Json::Int(unmeasured_tasks as i64)),
     ]
 }
 

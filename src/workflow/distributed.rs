@@ -8,6 +8,7 @@
 use std::path::{Path, PathBuf};
 
 use super::aggregate::{aggregate_table, AggregateConfig, AggregateRun};
+use super::merge_stream::merge_aggregate_streamed;
 use super::profile::{check_inputs, profile_paths, profile_table, ProfileConfig, ProfileRun};
 use super::{check_runs, report_read_warnings};
 use crate::error::{Error, Location, Result};
@@ -119,8 +120,29 @@ pub fn merge_aggregate(c: &AggregateConfig, slices: &[PathBuf]) -> Result<Aggreg
     let mut read: Vec<&Path> = slices.iter().map(PathBuf::as_path).collect();
     read.extend(c.inputs.as_deref());
     read.extend(c.metrics.files.iter().map(PathBuf::as_path));
-    let out = OutputSet::new(&read);
+    let mut out = OutputSet::new(&read);
     out.check(&path)?;
+    if std::env::var_os("ROLLSTAT_MERGE_WHOLE").is_none() {
+        // Bucket by bucket: the inputs first, then the slices one at a time.
+        let inputs = c.inputs.as_deref().map(read_inputs).transpose()?;
+        if let Some(i) = &inputs {
+            // The check on the inputs alone (swapped files); the rest needs the rollouts.
+            check_runs(&RolloutTable::empty(Default::default()), i)?;
+        }
+        if let Some(mut run) = merge_aggregate_streamed(c, slices, inputs.as_ref(), &mut out, &path)? {
+            if let Some(i) = &inputs {
+                report_read_warnings(&i.report.warnings);
+            }
+            run.file = out.commit()?.remove(0);
+            return Ok(run);
+        }
+        let t = read_sweep(slices, &c.rollouts[0])?;
+        if let Some(i) = &inputs {
+            check_runs(&t, i)?;
+            report_read_warnings(&i.report.warnings);
+        }
+        return aggregate_table(c, &t, inputs.as_ref(), out, &path);
+    }
     let (inputs, t) = read_both(c.inputs.as_deref(), slices, &c.rollouts[0])?;
     if let Some(i) = &inputs {
         check_runs(&t, i)?;

@@ -12,6 +12,7 @@ pub mod distributed;
 pub mod eval_compare;
 pub mod export;
 pub mod ingest;
+mod merge_stream;
 pub mod profile;
 pub mod report;
 
@@ -87,18 +88,26 @@ pub fn check_runs(r: &RolloutTable, inp: &InputTable) -> Result<()> {
             ),
         ));
     }
-    match crate::ingest::labels::contradiction(r, inp) {
-        Some((row, at, own, theirs)) => Err(Error::bad(
-            r.location(row),
-            format!(
-                "this rollout names {own} but its input row ({}, line {}) names {theirs}; \
-                 the two files come from different runs (give the materialized inputs of the same `gym eval run`)",
-                inp.path.display(),
-                inp.line[at]
-            ),
-        )),
+    match contradiction_error(r, inp) {
+        Some((_, e)) => Err(e),
         None => Ok(()),
     }
+}
+
+/// The first rollout (least line) whose agent contradicts its input row's, as an
+/// error naming both files, with that rollout's line.
+pub(crate) fn contradiction_error(r: &RolloutTable, inp: &InputTable) -> Option<(u64, Error)> {
+    let (row, at, own, theirs) = crate::ingest::labels::contradiction(r, inp)?;
+    let e = Error::bad(
+        r.location(row),
+        format!(
+            "this rollout names {own} but its input row ({}, line {}) names {theirs}; \
+             the two files come from different runs (give the materialized inputs of the same `gym eval run`)",
+            inp.path.display(),
+            inp.line[at]
+        ),
+    );
+    Some((r.line[row], e))
 }
 
 /// Prints read warnings (cut-off last lines) to stderr.

@@ -54,6 +54,19 @@ fn shard_ranges_and_join(d: &TempDir, jobs: &[(PathBuf, Option<String>)], width:
         .collect()
 }
 
+/// Runs `merge aggregate` with `args` bucket by bucket (or, with `whole`, on the whole
+/// table); whether the bucket-by-bucket path wrote the file (it says so in its trace).
+fn merge_aggregate(args: &[&str], whole: bool) -> bool {
+    let mut cmd = std::process::Command::new(bin());
+    cmd.arg("merge").arg("aggregate").args(args).env("ROLLSTAT_TRACE", "1");
+    if whole {
+        cmd.env("ROLLSTAT_MERGE_WHOLE", "1");
+    }
+    let o = cmd.output().unwrap();
+    assert!(o.status.success(), "{args:?}: {}", stderr(&o));
+    stderr(&o).contains("merge: task entries + write")
+}
+
 fn bytes(p: &Path) -> Vec<u8> {
     std::fs::read(p).unwrap_or_else(|e| panic!("{}: {e}", p.display()))
 }
@@ -87,16 +100,21 @@ fn check_sweep(generate_args: &[&str], files: usize, seed: u64) {
         let tag = format!("w{width}");
         let slices = shard_and_join(&d, &parts, width, &tag);
         let slice_args: Vec<&str> = slices.iter().map(|p| s(p)).collect();
-        let got = d.join(&format!("{tag}-agg.json"));
-        let mut args = vec!["merge", "aggregate", "--inputs", s(&inputs), "--out", s(&got), "-q"];
-        args.extend(&slice_args);
-        ok(&args);
-        assert!(bytes(&got) == bytes(&want_agg), "aggregate with inputs, width {width}");
-        let got = d.join(&format!("{tag}-plain.json"));
-        let mut args = vec!["merge", "aggregate", "--out", s(&got), "-q"];
-        args.extend(&slice_args);
-        ok(&args);
-        assert!(bytes(&got) == bytes(&want_plain), "aggregate, width {width}");
+        // Bucket by bucket when nothing needs the whole table (perf records do), and on
+        // the whole table: the same bytes.
+        let streams = !generate_args.contains(&"--ng-perf-frac");
+        for whole in [false, true] {
+            let got = d.join(&format!("{tag}-{whole}-agg.json"));
+            let mut args = vec!["--inputs", s(&inputs), "--out", s(&got), "-q"];
+            args.extend(&slice_args);
+            assert_eq!(merge_aggregate(&args, whole), streams && !whole, "path taken, width {width}");
+            assert!(bytes(&got) == bytes(&want_agg), "aggregate with inputs, width {width}, whole {whole}");
+            let got = d.join(&format!("{tag}-{whole}-plain.json"));
+            let mut args = vec!["--out", s(&got), "-q"];
+            args.extend(&slice_args);
+            assert_eq!(merge_aggregate(&args, whole), streams && !whole, "path taken, width {width}");
+            assert!(bytes(&got) == bytes(&want_plain), "aggregate, width {width}, whole {whole}");
+        }
         let got = d.join(&format!("{tag}-prof"));
         let mut args = vec![
             "merge",
@@ -170,6 +188,84 @@ fn sharded_one_repeat_fan_out_sweeps_give_the_single_machine_bytes() {
         4,
         0x2545_F491_4F6C_DD1D,
     );
+}
+
+/// Sweeps the bucket-by-bucket merge takes on: missing and masked values, a field some
+/// buckets lack, integer-only rewards, server-stamped runs, many agents.
+#[test]
+fn bucket_by_bucket_merges_give_the_single_machine_bytes() {
+    check_sweep(
+        &[
+            "--tasks",
+            "70",
+            "--repeats",
+            "4",
+            "--agents",
+            "4",
+            "--seed",
+            "12",
+            "--masked-frac",
+            "0.1",
+            "--missing-frac",
+            "0.2",
+        ],
+        4,
+        0x6A09_E667_F3BC_C908,
+    );
+    check_sweep(
+        &[
+            "--tasks",
+            "50",
+            "--repeats",
+            "3",
+            "--agents",
+            "1",
+            "--seed",
+            "13",
+            "--reward",
+            "binary",
+            "--masked-frac",
+            "0.3",
+        ],
+        3,
+        0xBB67_AE85_84CA_A73B,
+    );
+}
+
+/// Fields and number kinds that change from bucket to bucket: a field that first shows
+/// in a late bucket (ordered after the others, missing before), integers until a late
+/// float (max/min then written as floats everywhere), and an unnamed run given a label.
+#[test]
+fn late_fields_and_late_floats_merge_bucket_by_bucket() {
+    let d = TempDir::new("dist-late");
+    let mut text = String::new();
+    for task in 0..24 {
+        for rollout in 0..3 {
+            let reward =
+                if task == 21 && rollout == 1 { "0.5".to_string() } else { ((task + rollout) % 2).to_string() };
+            let late = if task >= 15 { format!(", \"late\": {}", task * rollout) } else { String::new() };
+            let agent = if task % 4 == 3 { String::new() } else { ", \"agent_ref\": {\"name\": \"a\"}".to_string() };
+            text.push_str(&format!(
+                "{{\"_ng_task_index\": {task}, \"_ng_rollout_index\": {rollout}{agent}, \"reward\": {reward}, \"turns\": {}{late}}}\n",
+                rollout + 1
+            ));
+        }
+    }
+    let f = d.write("r.jsonl", &text);
+    let ints_only = d.write("ints.jsonl", &text.replace("\"reward\": 0.5", "\"reward\": 1"));
+    for (i, (file, agent)) in [(&f, "b"), (&ints_only, "b"), (&f, "a")].into_iter().enumerate() {
+        let want = d.join("want.json");
+        ok(&["aggregate", s(file), "--agent", agent, "--out", s(&want), "-q"]);
+        let slices = shard_and_join(&d, std::slice::from_ref(file), 5, &format!("late{i}"));
+        let got = d.join("got.json");
+        let mut args = vec!["--agent", agent, "--out", s(&got), "-q"];
+        args.extend(slices.iter().map(|p| s(p)));
+        // Unnamed rollouts labelled as a named run interleave with it: the whole table.
+        assert_eq!(merge_aggregate(&args, false), agent != "a");
+        assert!(bytes(&got) == bytes(&want), "{} --agent {agent}", file.display());
+        std::fs::remove_file(&got).unwrap();
+        std::fs::remove_file(&want).unwrap();
+    }
 }
 
 /// A file cut into byte ranges at arbitrary points (inside lines, at a line start, one
@@ -335,4 +431,55 @@ fn merge_names_a_bad_inputs_line_first() {
     assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
     assert!(stderr(&o).contains("inputs.jsonl, line 5"), "{}", stderr(&o));
     assert!(!out.exists());
+}
+
+/// Refusals the bucket-by-bucket merge finds in one bucket or across several are the
+/// whole-table merge's, word for word: a rollout nothing names, a rollout whose agent
+/// contradicts its input row, a duplicate key within one run.
+#[test]
+fn bucket_by_bucket_refusals_match_the_whole_table() {
+    let d = TempDir::new("dist-refuse");
+    let row = |task: i64, rollout: i64, agent: &str| {
+        let a = if agent.is_empty() { String::new() } else { format!(", \"agent_ref\": {{\"name\": \"{agent}\"}}") };
+        format!(
+            "{{\"_ng_task_index\": {task}, \"_ng_rollout_index\": {rollout}{a}, \"reward\": 1, \"response\": {{}}}}\n"
+        )
+    };
+    let input = |task: i64, rollout: i64, agent: &str| {
+        format!("{{\"_ng_task_index\": {task}, \"_ng_rollout_index\": {rollout}, \"agent_ref\": {{\"name\": \"{agent}\"}}}}\n")
+    };
+    let mut inputs = String::new();
+    for task in 0..12 {
+        inputs.push_str(&input(task, 0, "a"));
+    }
+    let inputs = d.write("inputs.jsonl", &inputs);
+    let good: String = (0..12).map(|t| row(t, 0, "a")).collect();
+    let cases: Vec<(&str, String, bool)> = vec![
+        ("unnamed", good.replace(&row(7, 0, "a"), &row(7, 0, "")), false),
+        ("contradiction", good.replace(&row(9, 0, "a"), &row(9, 0, "z")), true),
+        ("duplicate", format!("{good}{}", row(10, 0, "a")), false),
+    ];
+    for (name, text, with_inputs) in cases {
+        let f = d.write(&format!("{name}.jsonl"), &text);
+        let slices = shard_and_join(&d, &[f], 4, name);
+        let mut said = Vec::new();
+        for whole in [false, true] {
+            let out = d.join(&format!("{name}.json"));
+            let mut cmd = std::process::Command::new(bin());
+            cmd.args(["merge", "aggregate", "--out", s(&out)]);
+            if with_inputs {
+                cmd.args(["--inputs", s(&inputs)]);
+            }
+            cmd.args(slices.iter().map(|p| s(p)));
+            if whole {
+                cmd.env("ROLLSTAT_MERGE_WHOLE", "1");
+            }
+            let o = cmd.output().unwrap();
+            assert_eq!(o.status.code(), Some(2), "{name}: {}", stderr(&o));
+            assert!(!out.exists(), "{name}: no output");
+            said.push(stderr(&o));
+        }
+        assert_eq!(said[0], said[1], "{name}");
+        assert!(said[0].contains(&format!("{name}.jsonl")), "{name}: {}", said[0]);
+    }
 }

@@ -1,0 +1,475 @@
+//! `merge aggregate` one bucket at a time. Buckets are ranges of tasks and every
+//! statistic is computed per run label over rows in (task, rollout) order, so the merge
+//! need not hold the sweep's table: a first pass reads the slices one by one and keeps,
+//! per run, only what the agent and repeat levels read (task and rollout index and one
+//! value column per numeric field) plus counts; the statistics come from those columns
+//! with the single-machine code; a second pass reads the slices again and writes each
+//! run's task entries bucket by bucket. The bytes are those of the whole-table merge.
+//!
+//! Runs are told apart by their run key (server stamp, else agent name), which does not
+//! depend on which rows a bucket holds; labels are settled once every bucket was seen.
+//! What this path does not cover (custom metrics, `ng_perf` summaries, slices whose task
+//! ranges overlap, unnamed rollouts merged into a named run) goes to the whole-table
+//! merge.
+
+use std::collections::{BTreeSet, HashMap, HashSet};
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use super::aggregate::{AggregateConfig, AggregateRun};
+use crate::error::{Error, Location, Result};
+use crate::export::atomic::OutputSet;
+use crate::export::tasks::{close_array, write_aggregate_with, write_task_entries};
+use crate::ingest::fields::{resolve_fields, Field};
+use crate::ingest::labels::{label_runs, labels_for, named, run_key, runs};
+use crate::ingest::slice::read_slices;
+use crate::ingest::{InputTable, LineMap, RolloutTable};
+use crate::json::{Json, Members};
+use crate::metrics::aggregate::{levels_into_head, task_plan, AggregateOptions, Shared};
+use crate::metrics::levels::{Profiled, StatKeys};
+use crate::metrics::profile::{coverage_members, duplicate_key};
+use crate::metrics::tasks::{info_plans, quoted_names};
+use crate::metrics::warnings::Warnings;
+use crate::trace::trace;
+
+/// What one run gathers over the buckets.
+struct Run {
+    /// Run key; `None` for the rollouts nothing names (they go to `--agent`).
+    key: Option<String>,
+    /// Whether the key is a server stamp (then the entry names it).
+    key_is_server: bool,
+    rows: usize,
+    masked: usize,
+    tasks_measured: usize,
+    tasks_all: usize,
+    repeats: BTreeSet<i64>,
+    perf: bool,
+    /// Numeric fields in order of first appearance, and whether every value of every
+    /// field is an integer or a bool (as the single-machine profile decides it).
+    fields: Vec<String>,
+    field_set: HashSet<String>,
+    all_int: bool,
+    /// Per scored rollout, in (task, rollout) order.
+    task: Vec<i64>,
+    rollout: Vec<i64>,
+    vals: Vec<Vec<f64>>,
+    ints: Vec<Vec<i64>>,
+    /// The run's first repeated rollout key.
+    duplicate: Option<Error>,
+    /// Buckets with scored rollouts of this run.
+    buckets: Vec<usize>,
+}
+
+impl Run {
+    fn new(key: Option<String>, key_is_server: bool) -> Run {
+        Run {
+            key,
+            key_is_server,
+            rows: 0,
+            masked: 0,
+            tasks_measured: 0,
+            tasks_all: 0,
+            repeats: BTreeSet::new(),
+            perf: false,
+            fields: Vec::new(),
+            field_set: HashSet::new(),
+            all_int: true,
+            task: Vec::new(),
+            rollout: Vec::new(),
+            vals: Vec::new(),
+            ints: Vec::new(),
+            duplicate: None,
+            buckets: Vec::new(),
+        }
+    }
+
+    /// Adds this bucket's rows of the run (table rows of `t`, in table order).
+    fn add(&mut self, t: &RolloutTable, rows: &[usize], bucket: usize) {
+        self.rows += rows.len();
+        self.masked += rows.iter().filter(|&&r| t.masked[r]).count();
+        self.perf |= rows.iter().any(|&r| t.perf[r]);
+        self.repeats.extend(rows.iter().map(|&r| t.rollout[r]));
+        let key = |r: usize| (t.task[r], t.rollout[r]);
+        if self.duplicate.is_none() {
+            if let Some(w) = rows.windows(2).find(|w| key(w[0]) == key(w[1])) {
+                self.duplicate = Some(duplicate_key("result", key(w[0]), t.line[w[0]], t.line[w[1]], &t.lines));
+            }
+        }
+        self.tasks_all += crate::metrics::levels::distinct(rows.iter().map(|&r| t.task[r]));
+        let scored: Vec<usize> = rows.iter().copied().filter(|&r| !t.masked[r]).collect();
+        self.tasks_measured += crate::metrics::levels::distinct(scored.iter().map(|&r| t.task[r]));
+        if scored.is_empty() {
+            return;
+        }
+        self.buckets.push(bucket);
+        let label = vec![""; scored.len()];
+        let p = Profiled::new(t, &scored, &label);
+        let before = self.task.len();
+        // Fields this bucket shows first come after every field seen before.
+        let mut new_field = false;
+        for f in &p.fields {
+            if self.field_set.insert(f.name.clone()) {
+                self.fields.push(f.name.clone());
+                self.vals.push(vec![f64::NAN; before]);
+                new_field = true;
+            }
+        }
+        // A value missing anywhere (a field not in every row) makes the set not all-int.
+        if !p.all_int || p.fields.len() < self.fields.len() || (new_field && before > 0) {
+            self.all_int = false;
+            self.ints = Vec::new();
+        }
+        let local: HashMap<&str, usize> = p.fields.iter().enumerate().map(|(i, f)| (f.name.as_str(), i)).collect();
+        for (g, name) in self.fields.iter().enumerate() {
+            match local.get(name.as_str()) {
+                Some(&f) => self.vals[g].extend_from_slice(&p.vals[f]),
+                None => self.vals[g].resize(before + p.rows.len(), f64::NAN),
+            }
+        }
+        if self.all_int {
+            self.ints.resize(self.fields.len(), Vec::new());
+            for (g, name) in self.fields.iter().enumerate() {
+                self.ints[g].extend_from_slice(&p.ints[local[name.as_str()]]);
+            }
+        }
+        self.task.extend((0..p.rows.len()).map(|pos| p.task(pos)));
+        self.rollout.extend((0..p.rows.len()).map(|pos| p.rollout(pos)));
+    }
+}
+
+/// The runs of one bucket table: each row's run (index into the keys), or why it has
+/// none. With inputs a rollout without an input row is an orphan.
+enum RowRun {
+    Run(Option<String>, bool),
+    Orphan,
+}
+
+fn row_runs(t: &RolloutTable, inputs: Option<&InputTable>) -> Vec<RowRun> {
+    let r = runs(t, inputs);
+    (0..t.len())
+        .map(|row| {
+            if inputs.is_some() && !r.has_input[row] {
+                return RowRun::Orphan;
+            }
+            match r.key_of(row) {
+                Some(k) => RowRun::Run(Some(k.to_string()), r.key_is_server[r.key[row] as usize]),
+                None => RowRun::Run(None, false),
+            }
+        })
+        .collect()
+}
+
+/// The rows of `t` that belong to run `key`, in table order.
+fn rows_of(rr: &[RowRun], key: &Option<String>) -> Vec<usize> {
+    (0..rr.len()).filter(|&r| matches!(&rr[r], RowRun::Run(k, _) if k == key)).collect()
+}
+
+/// Whole-sweep checks of the rollouts against their inputs, gathered bucket by bucket
+/// (the single-machine path checks the whole table; the first failing check wins, and
+/// within a check the row of least line).
+#[derive(Default)]
+struct RunChecks {
+    any_reward: bool,
+    any_input_row: bool,
+    /// The row of least line: its line, location and key.
+    first_row: Option<(u64, Location, (i64, i64))>,
+    /// The contradiction of least line.
+    contradiction: Option<(u64, Error)>,
+}
+
+/// Reads one slice as a table whose line numbers count files as the whole sweep does
+/// (`lines`, grown by the files this slice names), so rows of different buckets compare
+/// by line and are named as in the whole table.
+fn read_bucket(slice: &Path, name: &Path, lines: &mut LineMap) -> Result<RolloutTable> {
+    let mut t = read_slices(&[slice.to_path_buf()], name)?;
+    let map: Vec<usize> = t.lines.files().iter().map(|f| lines.file(f)).collect();
+    for l in &mut t.line {
+        let (file, line) = LineMap::split(*l);
+        *l = LineMap::number(map[file], line);
+    }
+    t.lines = lines.clone();
+    Ok(t)
+}
+
+/// `merge aggregate` bucket by bucket into `path` (staged in `out`), or `None` when this
+/// run needs the whole table (nothing is written then).
+pub(super) fn merge_aggregate_streamed(
+    c: &AggregateConfig,
+    slices: &[PathBuf],
+    inputs: Option<&InputTable>,
+    out: &mut OutputSet,
+    path: &Path,
+) -> Result<Option<AggregateRun>> {
+    if !c.metrics.builtin().is_empty() || !c.metrics.sql().is_empty() {
+        return Ok(None);
+    }
+    let name = &c.rollouts[0];
+    let t0 = std::time::Instant::now();
+    let mut all_lines = LineMap::default();
+    let mut runs_by_key: HashMap<Option<String>, usize> = HashMap::new();
+    let mut list: Vec<Run> = Vec::new();
+    // Without inputs, labels come from the rollouts: run keys in table order with the
+    // agent of their first row.
+    let mut key_agents: Vec<(String, Option<String>)> = Vec::new();
+    let mut key_seen: HashSet<String> = HashSet::new();
+    let mut orphans = 0usize;
+    let mut first_orphan: Option<(String, i64, i64)> = None;
+    let mut unnamed: Option<Error> = None;
+    let mut checks = RunChecks::default();
+    let mut last_task: Option<i64> = None;
+    for (b, slice) in slices.iter().enumerate() {
+        let t = read_bucket(slice, name, &mut all_lines)?;
+        // Each slice must hold tasks after every task of the slices before it.
+        if last_task.is_some_and(|l| t.task[0] <= l) {
+            return Ok(None);
+        }
+        last_task = t.task.last().copied();
+        if let Some(inp) = inputs {
+            checks.any_reward |= t.has_response || t.column(crate::ingest::Source::Top, "reward").is_some();
+            checks.any_input_row |= (0..t.len()).any(|k| inp.row_of(t.task[k], t.rollout[k]).is_some());
+            let first = (0..t.len()).min_by_key(|&k| t.line[k]).unwrap_or(0);
+            if checks.first_row.as_ref().is_none_or(|f| t.line[first] < f.0) {
+                checks.first_row = Some((t.line[first], t.location(first), (t.task[first], t.rollout[first])));
+            }
+            if let Some((line, e)) = super::contradiction_error(&t, inp) {
+                if checks.contradiction.as_ref().is_none_or(|f| line < f.0) {
+                    checks.contradiction = Some((line, e));
+                }
+            }
+        }
+        if inputs.is_none() {
+            let mut last = None;
+            for r in 0..t.len() {
+                let pair = (t.name(t.server[r]), t.name(t.agent[r]));
+                if last == Some(pair) {
+                    continue;
+                }
+                last = Some(pair);
+                if let Some(k) = run_key(pair.0, pair.1) {
+                    if key_seen.insert(k.to_string()) {
+                        key_agents.push((k.to_string(), named(pair.1).map(str::to_string)));
+                    }
+                }
+            }
+        }
+        if unnamed.is_some() {
+            continue;
+        }
+        let rr = row_runs(&t, inputs);
+        let mut rows_by: Vec<Vec<usize>> = vec![Vec::new(); list.len()];
+        for (r, x) in rr.iter().enumerate() {
+            match x {
+                RowRun::Orphan => {
+                    orphans += 1;
+                    if first_orphan.is_none() {
+                        first_orphan = Some((t.describe(r), t.task[r], t.rollout[r]));
+                    }
+                }
+                RowRun::Run(None, _) if c.agent.is_none() => {
+                    unnamed = Some(crate::metrics::aggregate::unnamed(&t, inputs, r));
+                    break;
+                }
+                RowRun::Run(k, is_server) => {
+                    let i = *runs_by_key.entry(k.clone()).or_insert_with(|| {
+                        list.push(Run::new(k.clone(), *is_server));
+                        list.len() - 1
+                    });
+                    if rows_by.len() < list.len() {
+                        rows_by.resize(list.len(), Vec::new());
+                    }
+                    rows_by[i].push(r);
+                }
+            }
+        }
+        if unnamed.is_some() {
+            continue;
+        }
+        for (i, rows) in rows_by.iter().enumerate() {
+            if !rows.is_empty() {
+                list[i].add(&t, rows, b);
+            }
+        }
+        if list.iter().any(|r| r.perf) {
+            return Ok(None);
+        }
+    }
+    trace("merge: gather runs", t0);
+    // The checks the single-machine path makes on the whole table, in its order.
+    if let Some(inp) = inputs {
+        if !checks.any_reward {
+            return Err(Error::bad(
+                Location::file(Path::new(&all_lines.name())).key("reward"),
+                format!(
+                    "no row has a `reward` or a `response`, which the rollouts `gym eval run` writes carry; \
+                     is this the rollouts file (with --inputs {} as its materialized inputs)?",
+                    inp.path.display()
+                ),
+            ));
+        }
+        if !checks.any_input_row {
+            let (_, loc, (task, rollout)) = checks.first_row.expect("a slice holds rows");
+            return Err(Error::bad(
+                loc,
+                format!(
+                    "no rollout key (`_ng_task_index`, `_ng_rollout_index`) of this file has an input row in {}: \
+                     the two files come from different runs (first key ({task}, {rollout}))",
+                    inp.path.display(),
+                ),
+            ));
+        }
+        if let Some((_, e)) = checks.contradiction {
+            return Err(e);
+        }
+    }
+    if let Some(e) = unnamed {
+        return Err(e);
+    }
+    // Labels, settled over the whole sweep.
+    let labels: HashMap<String, String> = match inputs {
+        Some(inp) => labels_for((0..inp.len()).map(|i| (inp.name(inp.server[i]), inp.name(inp.agent[i])))),
+        None => label_runs(&key_agents),
+    };
+    let label_of = |r: &Run| -> String {
+        match &r.key {
+            Some(k) => labels.get(k).cloned().unwrap_or_else(|| k.clone()),
+            None => c.agent.clone().unwrap_or_default(),
+        }
+    };
+    let mut order: Vec<(String, usize)> = list.iter().enumerate().map(|(i, r)| (label_of(r), i)).collect();
+    order.sort();
+    // Unnamed rollouts join a named run of the `--agent` label: their rows would
+    // interleave with that run's, which the whole table orders.
+    if order.windows(2).any(|w| w[0].0 == w[1].0) {
+        return Ok(None);
+    }
+    let mut warn = Warnings::default();
+    if let Some((at, task, rollout)) = &first_orphan {
+        warn.add(format!(
+            "{orphans} rollout(s) of {} have no materialized input row (first: {at}, rollout key ({task}, {rollout})); they are left out of the aggregate",
+            all_lines.name(),
+        ));
+    }
+    if let Some(e) = order.iter().find_map(|(_, i)| list[*i].duplicate.take()) {
+        return Err(e);
+    }
+    let opts = AggregateOptions {
+        default_agent: c.agent.clone(),
+        metrics: Vec::new(),
+        key_metrics: c.key_metrics.clone(),
+        extra: HashMap::new(),
+    };
+    // The agent and repeat levels of each run, from its columns.
+    let t0 = std::time::Instant::now();
+    let mut entries: Vec<Entry> = Vec::new();
+    for (label, i) in &order {
+        let run = &mut list[*i];
+        let mut head: Members = vec![(Arc::from("agent_ref"), Json::name_ref(label))];
+        if run.key_is_server {
+            head.push((Arc::from("_ng_environment_server"), Json::Str(run.key.clone().unwrap_or_default())));
+        }
+        let cov = if run.masked == 0 {
+            Vec::new()
+        } else {
+            coverage_members(run.rows - run.masked, run.masked, run.tasks_measured, run.tasks_all - run.tasks_measured)
+        };
+        if run.task.is_empty() {
+            head.push((Arc::from("agent_metrics"), Json::Obj(cov.clone())));
+            head.push((Arc::from("key_metrics"), Json::Obj(cov)));
+            entries.push(Entry { head, repeats: Vec::new(), fields: Vec::new(), all_int: false, run: *i });
+            continue;
+        }
+        let mut t = RolloutTable::empty(LineMap::default());
+        t.task = std::mem::take(&mut run.task);
+        t.rollout = std::mem::take(&mut run.rollout);
+        let n = t.task.len();
+        let fields: Vec<Field> = run.fields.iter().map(|f| Field { name: f.clone(), top: None, usage: None }).collect();
+        let p = Profiled {
+            t: &t,
+            rows: (0..n).collect(),
+            label: vec![0; n],
+            labels: vec![label.clone()],
+            fields,
+            vals: std::mem::take(&mut run.vals),
+            all_int: run.all_int,
+            ints: std::mem::take(&mut run.ints),
+            fan_out: false,
+        };
+        let keys = StatKeys::new(&p.fields);
+        let repeats =
+            levels_into_head(&mut head, label, &p, &keys, cov, run.repeats.len(), |_, _| Ok(()), &opts, &mut warn)?;
+        entries.push(Entry { head, repeats, fields: run.fields.clone(), all_int: run.all_int, run: *i });
+    }
+    trace("merge: statistics", t0);
+    // The file: each run's task entries written bucket by bucket.
+    let t0 = std::time::Instant::now();
+    let mut w = out.create(path)?;
+    let parts = entries.iter().map(|e| (e.head.as_slice(), e.repeats.as_slice(), None));
+    let mut failed: Option<Error> = None;
+    let written = write_aggregate_with(parts, &mut w, |e, depth, w| {
+        let Entry { fields, all_int, run: i, .. } = &entries[e];
+        let run = &list[*i];
+        let mut started = false;
+        for &b in &run.buckets {
+            let t = match read_bucket(&slices[b], name, &mut all_lines.clone()) {
+                Ok(t) => t,
+                Err(err) => {
+                    failed = Some(err);
+                    return Err(crate::export::tasks::StreamError::Output(std::io::Error::other("slice changed")));
+                }
+            };
+            let rr = row_runs(&t, inputs);
+            let scored: Vec<usize> = rows_of(&rr, &run.key).into_iter().filter(|&r| !t.masked[r]).collect();
+            let label = vec![""; scored.len()];
+            let fields = resolve_fields(&t, fields.iter().cloned());
+            let p = Profiled::with_fields(&t, &scored, &label, fields, *all_int);
+            let keys = StatKeys::new(&p.fields);
+            let shared: Shared = (Arc::new(info_plans(&t)), Arc::new(quoted_names(&t)));
+            let plan = task_plan(p, keys, &shared);
+            if plan.groups.is_empty() {
+                continue;
+            }
+            if !started {
+                w.write_all(b"[")?;
+            }
+            write_task_entries(&plan, Some(depth), started, w)?;
+            started = true;
+        }
+        if started {
+            close_array(depth, w)?;
+        } else {
+            w.write_all(b"[]")?;
+        }
+        Ok(())
+    });
+    if let Some(e) = failed {
+        return Err(e);
+    }
+    written.map_err(|e| e.at(path))?;
+    w.finish().map_err(|e| Error::write(path, e))?;
+    drop(w);
+    trace("merge: task entries + write", t0);
+    let key_metrics = entries
+        .iter()
+        .map(|Entry { head, .. }| {
+            let label = match head.first().and_then(|(_, v)| v.get("name")) {
+                Some(Json::Str(s)) => s.clone(),
+                _ => String::new(),
+            };
+            let km = head.iter().find(|(k, _)| &**k == "key_metrics").map(|(_, v)| v.clone()).unwrap_or(Json::obj());
+            (label, km)
+        })
+        .collect();
+    Ok(Some(AggregateRun { file: path.to_path_buf(), key_metrics, warnings: warn }))
+}
+
+/// One run's agent and repeat levels, waiting for its task entries.
+struct Entry {
+    head: Members,
+    repeats: Vec<Json>,
+    /// The run's fields in first-appearance order, to profile each bucket with.
+    fields: Vec<String>,
+    all_int: bool,
+    /// Index of the run in the gathered list.
+    run: usize,
+}
