@@ -51,73 +51,107 @@ fn quantile(v: &[Score], q: f64) -> f64 {
 
 /// The `perf_summary` block for the given rows, or None when no row has `ng_perf`.
 pub fn perf_summary(t: &RolloutTable, rows: &[usize]) -> Option<Json> {
-    let with: Vec<usize> = rows.iter().copied().filter(|&r| t.perf[r]).collect();
-    if rows.is_empty() || with.is_empty() {
-        return None;
-    }
-    let total_n = rows.len() as f64;
-    let col = |name: &str| t.column(Source::Perf, name);
-    let values = |name: &str| -> Vec<Score> {
-        let Some(c) = col(name) else { return Vec::new() };
-        let c = &t.columns[c];
-        with.iter()
-            .filter_map(|&r| match c.tags[r] {
+    let mut v = PerfValues::default();
+    v.add(t, rows);
+    v.summary()
+}
+
+/// What `perf_summary` reads of a run's rows, gathered in row order: row counts and the
+/// numeric `ng_perf` values. Rows of one run may be added in parts (bucket by bucket);
+/// the summary is that of all the rows added, in the order added.
+#[derive(Default)]
+pub struct PerfValues {
+    rows: usize,
+    with: usize,
+    positive: usize,
+    /// prompt, cached prompt, completion and reasoning tokens.
+    tokens: [Vec<Score>; 4],
+    turns: Vec<Score>,
+    ratio: Vec<Score>,
+    latency: Vec<Score>,
+}
+
+const TOKENS: [&str; 4] = ["prompt_tokens", "cached_prompt_tokens", "completion_tokens", "reasoning_tokens"];
+
+impl PerfValues {
+    /// Adds the rows `rows` of `t` (masked ones included: coverage counts them).
+    pub fn add(&mut self, t: &RolloutTable, rows: &[usize]) {
+        self.rows += rows.len();
+        let with: Vec<usize> = rows.iter().copied().filter(|&r| t.perf[r]).collect();
+        if with.is_empty() {
+            return;
+        }
+        self.with += with.len();
+        let col = |name: &str| t.column(Source::Perf, name);
+        let values = |name: &str, out: &mut Vec<Score>| {
+            let Some(c) = col(name) else { return };
+            let c = &t.columns[c];
+            out.extend(with.iter().filter_map(|&r| match c.tags[r] {
                 tag::INT | tag::BOOL => Some(Score::Int(c.int(r))),
                 tag::FLOAT => Some(Score::Float(c.nums[r])),
                 _ => None,
-            })
-            .collect()
-    };
-    let mut items: Vec<(Key, Json)> = Vec::new();
-    let mut put = |k: String, v: Json| items.push((Arc::from(k.as_str()), v));
-    put("overall_observability_coverage".into(), Json::Float(with.len() as f64 / total_n));
-    let positive = match col("token_observability_coverage") {
-        Some(c) => {
+            }));
+        };
+        if let Some(c) = col("token_observability_coverage") {
             let c = &t.columns[c];
-            with.iter().filter(|&&r| tag::is_numeric(c.tags[r]) && c.float(r) > 0.0).count()
+            self.positive += with.iter().filter(|&&r| tag::is_numeric(c.tags[r]) && c.float(r) > 0.0).count();
         }
-        None => 0,
-    };
-    put("token_observability_coverage".into(), Json::Float(positive as f64 / total_n));
-    for field in ["prompt_tokens", "cached_prompt_tokens", "completion_tokens", "reasoning_tokens"] {
-        let v = values(field);
-        if v.is_empty() {
-            continue;
+        for (field, out) in TOKENS.iter().zip(&mut self.tokens) {
+            values(field, out);
         }
-        put(format!("mean_{field}"), Json::Float(fmean(&v)));
-        put(format!("median_{field}"), median(&v).json());
-        put(format!("total_{field}"), py_sum(v.iter().copied()).json());
-    }
-    let turns = values("num_turns");
-    if !turns.is_empty() {
-        put("mean_num_turns".into(), Json::Float(fmean(&turns)));
-        put("median_num_turns".into(), median(&turns).json());
-        put("std_num_turns".into(), Json::Float(pstdev(&turns)));
-        let mn = turns.iter().copied().min_by(|a, b| a.f().total_cmp(&b.f())).unwrap();
-        let mx = turns.iter().copied().max_by(|a, b| a.f().total_cmp(&b.f())).unwrap();
-        put("min_num_turns".into(), mn.json());
-        put("p90_num_turns".into(), Json::Float(quantile(&turns, 0.9)));
-        put("max_num_turns".into(), mx.json());
-    }
-    // Per-rollout completion tokens per turn.
-    if let (Some(cc), Some(tc)) = (col("completion_tokens"), col("num_turns")) {
-        let (cc, tc) = (&t.columns[cc], &t.columns[tc]);
-        let ratio: Vec<Score> = with
-            .iter()
-            .filter(|&&r| tag::is_numeric(cc.tags[r]) && tag::is_numeric(tc.tags[r]) && tc.float(r) > 0.0)
-            .map(|&r| Score::Float(cc.float(r) / tc.float(r)))
-            .collect();
-        if !ratio.is_empty() {
-            put("mean_tokens_per_turn".into(), Json::Float(fmean(&ratio)));
-            put("median_tokens_per_turn".into(), median(&ratio).json());
+        values("num_turns", &mut self.turns);
+        // Per-rollout completion tokens per turn.
+        if let (Some(cc), Some(tc)) = (col("completion_tokens"), col("num_turns")) {
+            let (cc, tc) = (&t.columns[cc], &t.columns[tc]);
+            self.ratio.extend(
+                with.iter()
+                    .filter(|&&r| tag::is_numeric(cc.tags[r]) && tag::is_numeric(tc.tags[r]) && tc.float(r) > 0.0)
+                    .map(|&r| Score::Float(cc.float(r) / tc.float(r))),
+            );
         }
+        values("total_latency_ms", &mut self.latency);
     }
-    let lat = values("total_latency_ms");
-    if !lat.is_empty() {
-        put("total_latency_p50_ms".into(), Json::Float(quantile(&lat, 0.5)));
-        put("total_latency_p90_ms".into(), Json::Float(quantile(&lat, 0.9)));
-        put("total_latency_p99_ms".into(), Json::Float(quantile(&lat, 0.99)));
-        put("total_latency_mean_ms".into(), Json::Float(fmean(&lat)));
+
+    /// The `perf_summary` block, or None when no row added has `ng_perf`.
+    pub fn summary(&self) -> Option<Json> {
+        if self.rows == 0 || self.with == 0 {
+            return None;
+        }
+        let total_n = self.rows as f64;
+        let mut items: Vec<(Key, Json)> = Vec::new();
+        let mut put = |k: String, v: Json| items.push((Arc::from(k.as_str()), v));
+        put("overall_observability_coverage".into(), Json::Float(self.with as f64 / total_n));
+        put("token_observability_coverage".into(), Json::Float(self.positive as f64 / total_n));
+        for (field, v) in TOKENS.iter().zip(&self.tokens) {
+            if v.is_empty() {
+                continue;
+            }
+            put(format!("mean_{field}"), Json::Float(fmean(v)));
+            put(format!("median_{field}"), median(v).json());
+            put(format!("total_{field}"), py_sum(v.iter().copied()).json());
+        }
+        let turns = &self.turns;
+        if !turns.is_empty() {
+            put("mean_num_turns".into(), Json::Float(fmean(turns)));
+            put("median_num_turns".into(), median(turns).json());
+            put("std_num_turns".into(), Json::Float(pstdev(turns)));
+            let mn = turns.iter().copied().min_by(|a, b| a.f().total_cmp(&b.f())).unwrap();
+            let mx = turns.iter().copied().max_by(|a, b| a.f().total_cmp(&b.f())).unwrap();
+            put("min_num_turns".into(), mn.json());
+            put("p90_num_turns".into(), Json::Float(quantile(turns, 0.9)));
+            put("max_num_turns".into(), mx.json());
+        }
+        if !self.ratio.is_empty() {
+            put("mean_tokens_per_turn".into(), Json::Float(fmean(&self.ratio)));
+            put("median_tokens_per_turn".into(), median(&self.ratio).json());
+        }
+        let lat = &self.latency;
+        if !lat.is_empty() {
+            put("total_latency_p50_ms".into(), Json::Float(quantile(lat, 0.5)));
+            put("total_latency_p90_ms".into(), Json::Float(quantile(lat, 0.9)));
+            put("total_latency_p99_ms".into(), Json::Float(quantile(lat, 0.99)));
+            put("total_latency_mean_ms".into(), Json::Float(fmean(lat)));
+        }
+        Some(Json::Obj(items))
     }
-    Some(Json::Obj(items))
 }

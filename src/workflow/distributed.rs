@@ -124,8 +124,10 @@ pub fn merge_aggregate(c: &AggregateConfig, slices: &[PathBuf]) -> Result<Aggreg
     out.check(&path)?;
     if std::env::var_os("ROLLSTAT_MERGE_WHOLE").is_none() {
         // Bucket by bucket: the inputs first, then the slices one at a time.
+        let t0 = std::time::Instant::now();
         let inputs = c.inputs.as_deref().map(read_inputs).transpose()?;
         if let Some(i) = &inputs {
+            crate::trace::trace("merge: read inputs", t0);
             // The check on the inputs alone (swapped files); the rest needs the rollouts.
             check_runs(&RolloutTable::empty(Default::default()), i)?;
         }

@@ -8,8 +8,7 @@
 //!
 //! Runs are told apart by their run key (server stamp, else agent name), which does not
 //! depend on which rows a bucket holds; labels are settled once every bucket was seen.
-//! What this path does not cover (custom metrics, `ng_perf` summaries, slices whose task
-//! ranges overlap, unnamed rollouts merged into a named run) goes to the whole-table
+//! What this path does not cover (custom metrics, slices whose task ranges overlap, unnamed rollouts merged into a named run) goes to the whole-table
 //! merge.
 
 use std::collections::{BTreeSet, HashMap, HashSet};
@@ -20,14 +19,15 @@ use std::sync::Arc;
 use super::aggregate::{AggregateConfig, AggregateRun};
 use crate::error::{Error, Location, Result};
 use crate::export::atomic::OutputSet;
-use crate::export::tasks::{close_array, write_aggregate_with, write_task_entries};
+use crate::export::tasks::{close_array, write_aggregate_with, write_task_entries, StreamError};
 use crate::ingest::fields::{resolve_fields, Field};
-use crate::ingest::labels::{label_runs, labels_for, named, run_key, runs};
+use crate::ingest::labels::{label_runs, labels_for, named, run_key, runs, NONE};
 use crate::ingest::slice::read_slices;
 use crate::ingest::{InputTable, LineMap, RolloutTable};
 use crate::json::{Json, Members};
 use crate::metrics::aggregate::{levels_into_head, task_plan, AggregateOptions, Shared};
 use crate::metrics::levels::{Profiled, StatKeys};
+use crate::metrics::perf::PerfValues;
 use crate::metrics::profile::{coverage_members, duplicate_key};
 use crate::metrics::tasks::{info_plans, quoted_names};
 use crate::metrics::warnings::Warnings;
@@ -44,7 +44,8 @@ struct Run {
     tasks_measured: usize,
     tasks_all: usize,
     repeats: BTreeSet<i64>,
-    perf: bool,
+    /// The `ng_perf` values of all its rows, for `perf_summary`.
+    perf: PerfValues,
     /// Numeric fields in order of first appearance, and whether every value of every
     /// field is an integer or a bool (as the single-machine profile decides it).
     fields: Vec<String>,
@@ -71,7 +72,7 @@ impl Run {
             tasks_measured: 0,
             tasks_all: 0,
             repeats: BTreeSet::new(),
-            perf: false,
+            perf: PerfValues::default(),
             fields: Vec::new(),
             field_set: HashSet::new(),
             all_int: true,
@@ -88,7 +89,7 @@ impl Run {
     fn add(&mut self, t: &RolloutTable, rows: &[usize], bucket: usize) {
         self.rows += rows.len();
         self.masked += rows.iter().filter(|&&r| t.masked[r]).count();
-        self.perf |= rows.iter().any(|&r| t.perf[r]);
+        self.perf.add(t, rows);
         self.repeats.extend(rows.iter().map(|&r| t.rollout[r]));
         let key = |r: usize| (t.task[r], t.rollout[r]);
         if self.duplicate.is_none() {
@@ -138,31 +139,66 @@ impl Run {
     }
 }
 
-/// The runs of one bucket table: each row's run (index into the keys), or why it has
-/// none. With inputs a rollout without an input row is an orphan.
-enum RowRun {
-    Run(Option<String>, bool),
-    Orphan,
+/// The runs of one bucket table: its run keys (with whether each is a server stamp;
+/// `None` for the rollouts nothing names, always last) and each row's index into them,
+/// or [`ORPHAN`] for a rollout without an input row when inputs are given.
+struct BucketRuns {
+    keys: Vec<(Option<String>, bool)>,
+    row: Vec<u32>,
 }
 
-fn row_runs(t: &RolloutTable, inputs: Option<&InputTable>) -> Vec<RowRun> {
+const ORPHAN: u32 = u32::MAX;
+
+fn bucket_runs(t: &RolloutTable, inputs: Option<&InputTable>) -> BucketRuns {
     let r = runs(t, inputs);
-    (0..t.len())
-        .map(|row| {
-            if inputs.is_some() && !r.has_input[row] {
-                return RowRun::Orphan;
-            }
-            match r.key_of(row) {
-                Some(k) => RowRun::Run(Some(k.to_string()), r.key_is_server[r.key[row] as usize]),
-                None => RowRun::Run(None, false),
-            }
+    let mut keys: Vec<(Option<String>, bool)> =
+        r.keys.iter().zip(&r.key_is_server).map(|(k, &server)| (Some(k.clone()), server)).collect();
+    let unnamed = keys.len() as u32;
+    keys.push((None, false));
+    let row = (0..t.len())
+        .map(|row| match r.key[row] {
+            _ if inputs.is_some() && !r.has_input[row] => ORPHAN,
+            NONE => unnamed,
+            k => k,
         })
-        .collect()
+        .collect();
+    BucketRuns { keys, row }
 }
 
-/// The rows of `t` that belong to run `key`, in table order.
-fn rows_of(rr: &[RowRun], key: &Option<String>) -> Vec<usize> {
-    (0..rr.len()).filter(|&r| matches!(&rr[r], RowRun::Run(k, _) if k == key)).collect()
+impl BucketRuns {
+    /// The rows of run `key`, in table order.
+    fn rows_of(&self, key: &Option<String>) -> Vec<usize> {
+        let Some(k) = self.keys.iter().position(|(x, _)| x == key) else {
+            return Vec::new();
+        };
+        (0..self.row.len()).filter(|&r| self.row[r] == k as u32).collect()
+    }
+}
+
+/// Calls `each` on `read(0)`, `read(1)`, … `read(n - 1)` in order, each read on a
+/// thread of its own one item ahead, so reading the next slice overlaps working on
+/// this one (at most two are held). `each` returning `Ok(false)` stops the loop.
+fn prefetched<T: Send, E>(
+    n: usize,
+    mut read: impl FnMut(usize) -> T + Send,
+    mut each: impl FnMut(usize, T) -> std::result::Result<bool, E>,
+) -> std::result::Result<bool, E> {
+    std::thread::scope(|scope| {
+        let (tx, rx) = std::sync::mpsc::sync_channel::<T>(0);
+        scope.spawn(move || {
+            for i in 0..n {
+                if tx.send(read(i)).is_err() {
+                    break;
+                }
+            }
+        });
+        for (i, x) in rx.iter().enumerate() {
+            if !each(i, x)? {
+                return Ok(false);
+            }
+        }
+        Ok(true)
+    })
 }
 
 /// Whole-sweep checks of the rollouts against their inputs, gathered bucket by bucket
@@ -218,81 +254,91 @@ pub(super) fn merge_aggregate_streamed(
     let mut unnamed: Option<Error> = None;
     let mut checks = RunChecks::default();
     let mut last_task: Option<i64> = None;
-    for (b, slice) in slices.iter().enumerate() {
-        let t = read_bucket(slice, name, &mut all_lines)?;
-        // Each slice must hold tasks after every task of the slices before it.
-        if last_task.is_some_and(|l| t.task[0] <= l) {
-            return Ok(None);
-        }
-        last_task = t.task.last().copied();
-        if let Some(inp) = inputs {
-            checks.any_reward |= t.has_response || t.column(crate::ingest::Source::Top, "reward").is_some();
-            checks.any_input_row |= (0..t.len()).any(|k| inp.row_of(t.task[k], t.rollout[k]).is_some());
-            let first = (0..t.len()).min_by_key(|&k| t.line[k]).unwrap_or(0);
-            if checks.first_row.as_ref().is_none_or(|f| t.line[first] < f.0) {
-                checks.first_row = Some((t.line[first], t.location(first), (t.task[first], t.rollout[first])));
+    let mut fallback = false;
+    let lines = &mut all_lines;
+    prefetched(
+        slices.len(),
+        |b| read_bucket(&slices[b], name, lines),
+        |b, t| -> Result<bool> {
+            let t = t?;
+            // Each slice must hold tasks after every task of the slices before it.
+            if last_task.is_some_and(|l| t.task[0] <= l) {
+                fallback = true;
+                return Ok(false);
             }
-            if let Some((line, e)) = super::contradiction_error(&t, inp) {
-                if checks.contradiction.as_ref().is_none_or(|f| line < f.0) {
-                    checks.contradiction = Some((line, e));
+            last_task = t.task.last().copied();
+            if let Some(inp) = inputs {
+                checks.any_reward |= t.has_response || t.column(crate::ingest::Source::Top, "reward").is_some();
+                checks.any_input_row |= (0..t.len()).any(|k| inp.row_of(t.task[k], t.rollout[k]).is_some());
+                let first = (0..t.len()).min_by_key(|&k| t.line[k]).unwrap_or(0);
+                if checks.first_row.as_ref().is_none_or(|f| t.line[first] < f.0) {
+                    checks.first_row = Some((t.line[first], t.location(first), (t.task[first], t.rollout[first])));
                 }
-            }
-        }
-        if inputs.is_none() {
-            let mut last = None;
-            for r in 0..t.len() {
-                let pair = (t.name(t.server[r]), t.name(t.agent[r]));
-                if last == Some(pair) {
-                    continue;
-                }
-                last = Some(pair);
-                if let Some(k) = run_key(pair.0, pair.1) {
-                    if key_seen.insert(k.to_string()) {
-                        key_agents.push((k.to_string(), named(pair.1).map(str::to_string)));
+                if let Some((line, e)) = super::contradiction_error(&t, inp) {
+                    if checks.contradiction.as_ref().is_none_or(|f| line < f.0) {
+                        checks.contradiction = Some((line, e));
                     }
                 }
             }
-        }
-        if unnamed.is_some() {
-            continue;
-        }
-        let rr = row_runs(&t, inputs);
-        let mut rows_by: Vec<Vec<usize>> = vec![Vec::new(); list.len()];
-        for (r, x) in rr.iter().enumerate() {
-            match x {
-                RowRun::Orphan => {
+            if inputs.is_none() {
+                let mut last = None;
+                for r in 0..t.len() {
+                    let pair = (t.name(t.server[r]), t.name(t.agent[r]));
+                    if last == Some(pair) {
+                        continue;
+                    }
+                    last = Some(pair);
+                    if let Some(k) = run_key(pair.0, pair.1) {
+                        if key_seen.insert(k.to_string()) {
+                            key_agents.push((k.to_string(), named(pair.1).map(str::to_string)));
+                        }
+                    }
+                }
+            }
+            if unnamed.is_some() {
+                return Ok(true);
+            }
+            let br = bucket_runs(&t, inputs);
+            // Each local run key's index in `list`, found on its first row.
+            let mut global: Vec<Option<usize>> = vec![None; br.keys.len()];
+            let mut rows_by: Vec<Vec<usize>> = vec![Vec::new(); list.len()];
+            for (r, &k) in br.row.iter().enumerate() {
+                if k == ORPHAN {
                     orphans += 1;
                     if first_orphan.is_none() {
                         first_orphan = Some((t.describe(r), t.task[r], t.rollout[r]));
                     }
+                    continue;
                 }
-                RowRun::Run(None, _) if c.agent.is_none() => {
-                    unnamed = Some(crate::metrics::aggregate::unnamed(&t, inputs, r));
-                    break;
-                }
-                RowRun::Run(k, is_server) => {
-                    let i = *runs_by_key.entry(k.clone()).or_insert_with(|| {
-                        list.push(Run::new(k.clone(), *is_server));
-                        list.len() - 1
-                    });
-                    if rows_by.len() < list.len() {
+                let i = match global[k as usize] {
+                    Some(i) => i,
+                    None => {
+                        let (key, is_server) = &br.keys[k as usize];
+                        if key.is_none() && c.agent.is_none() {
+                            unnamed = Some(crate::metrics::aggregate::unnamed(&t, inputs, r));
+                            return Ok(true);
+                        }
+                        let i = *runs_by_key.entry(key.clone()).or_insert_with(|| {
+                            list.push(Run::new(key.clone(), *is_server));
+                            list.len() - 1
+                        });
+                        global[k as usize] = Some(i);
                         rows_by.resize(list.len(), Vec::new());
+                        i
                     }
-                    rows_by[i].push(r);
+                };
+                rows_by[i].push(r);
+            }
+            for (i, rows) in rows_by.iter().enumerate() {
+                if !rows.is_empty() {
+                    list[i].add(&t, rows, b);
                 }
             }
-        }
-        if unnamed.is_some() {
-            continue;
-        }
-        for (i, rows) in rows_by.iter().enumerate() {
-            if !rows.is_empty() {
-                list[i].add(&t, rows, b);
-            }
-        }
-        if list.iter().any(|r| r.perf) {
-            return Ok(None);
-        }
+            Ok(true)
+        },
+    )?;
+    if fallback {
+        return Ok(None);
     }
     trace("merge: gather runs", t0);
     // The checks the single-machine path makes on the whole table, in its order.
@@ -376,7 +422,8 @@ pub(super) fn merge_aggregate_streamed(
         if run.task.is_empty() {
             head.push((Arc::from("agent_metrics"), Json::Obj(cov.clone())));
             head.push((Arc::from("key_metrics"), Json::Obj(cov)));
-            entries.push(Entry { head, repeats: Vec::new(), fields: Vec::new(), all_int: false, run: *i });
+            let perf = run.perf.summary();
+            entries.push(Entry { head, repeats: Vec::new(), perf, fields: Vec::new(), all_int: false, run: *i });
             continue;
         }
         let mut t = RolloutTable::empty(LineMap::default());
@@ -398,43 +445,47 @@ pub(super) fn merge_aggregate_streamed(
         let keys = StatKeys::new(&p.fields);
         let repeats =
             levels_into_head(&mut head, label, &p, &keys, cov, run.repeats.len(), |_, _| Ok(()), &opts, &mut warn)?;
-        entries.push(Entry { head, repeats, fields: run.fields.clone(), all_int: run.all_int, run: *i });
+        let perf = run.perf.summary();
+        entries.push(Entry { head, repeats, perf, fields: run.fields.clone(), all_int: run.all_int, run: *i });
     }
     trace("merge: statistics", t0);
     // The file: each run's task entries written bucket by bucket.
     let t0 = std::time::Instant::now();
     let mut w = out.create(path)?;
-    let parts = entries.iter().map(|e| (e.head.as_slice(), e.repeats.as_slice(), None));
-    let mut failed: Option<Error> = None;
+    let parts = entries.iter().map(|e| (e.head.as_slice(), e.repeats.as_slice(), e.perf.as_ref()));
     let written = write_aggregate_with(parts, &mut w, |e, depth, w| {
         let Entry { fields, all_int, run: i, .. } = &entries[e];
         let run = &list[*i];
         let mut started = false;
-        for &b in &run.buckets {
-            let t = match read_bucket(&slices[b], name, &mut all_lines.clone()) {
-                Ok(t) => t,
-                Err(err) => {
-                    failed = Some(err);
-                    return Err(crate::export::tasks::StreamError::Output(std::io::Error::other("slice changed")));
+        // The next bucket is read, and its rows of this run found, while this one is
+        // written.
+        let read = |k: usize| -> Result<(RolloutTable, Vec<usize>)> {
+            let t = read_bucket(&slices[run.buckets[k]], name, &mut all_lines.clone())?;
+            let scored = bucket_runs(&t, inputs).rows_of(&run.key).into_iter().filter(|&r| !t.masked[r]).collect();
+            Ok((t, scored))
+        };
+        prefetched(
+            run.buckets.len(),
+            read,
+            |_, x: Result<(RolloutTable, Vec<usize>)>| -> std::result::Result<bool, StreamError> {
+                let (t, scored) = x.map_err(StreamError::Input)?;
+                let label = vec![""; scored.len()];
+                let fields = resolve_fields(&t, fields.iter().cloned());
+                let p = Profiled::with_fields(&t, &scored, &label, fields, *all_int);
+                let keys = StatKeys::new(&p.fields);
+                let shared: Shared = (Arc::new(info_plans(&t)), Arc::new(quoted_names(&t)));
+                let plan = task_plan(p, keys, &shared);
+                if plan.groups.is_empty() {
+                    return Ok(true);
                 }
-            };
-            let rr = row_runs(&t, inputs);
-            let scored: Vec<usize> = rows_of(&rr, &run.key).into_iter().filter(|&r| !t.masked[r]).collect();
-            let label = vec![""; scored.len()];
-            let fields = resolve_fields(&t, fields.iter().cloned());
-            let p = Profiled::with_fields(&t, &scored, &label, fields, *all_int);
-            let keys = StatKeys::new(&p.fields);
-            let shared: Shared = (Arc::new(info_plans(&t)), Arc::new(quoted_names(&t)));
-            let plan = task_plan(p, keys, &shared);
-            if plan.groups.is_empty() {
-                continue;
-            }
-            if !started {
-                w.write_all(b"[")?;
-            }
-            write_task_entries(&plan, Some(depth), started, w)?;
-            started = true;
-        }
+                if !started {
+                    w.write_all(b"[")?;
+                }
+                write_task_entries(&plan, Some(depth), started, w)?;
+                started = true;
+                Ok(true)
+            },
+        )?;
         if started {
             close_array(depth, w)?;
         } else {
@@ -442,9 +493,6 @@ pub(super) fn merge_aggregate_streamed(
         }
         Ok(())
     });
-    if let Some(e) = failed {
-        return Err(e);
-    }
     written.map_err(|e| e.at(path))?;
     w.finish().map_err(|e| Error::write(path, e))?;
     drop(w);
@@ -467,9 +515,45 @@ pub(super) fn merge_aggregate_streamed(
 struct Entry {
     head: Members,
     repeats: Vec<Json>,
+    perf: Option<Json>,
     /// The run's fields in first-appearance order, to profile each bucket with.
     fields: Vec<String>,
     all_int: bool,
     /// Index of the run in the gathered list.
     run: usize,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::prefetched;
+
+    #[test]
+    fn prefetched_hands_items_over_in_order_and_stops_when_told() {
+        let mut seen = Vec::new();
+        let all = prefetched(
+            10,
+            |i| i * 10,
+            |i, x| -> Result<bool, ()> {
+                seen.push((i, x));
+                Ok(x < 30)
+            },
+        );
+        assert_eq!(all, Ok(false));
+        assert_eq!(seen, vec![(0, 0), (1, 10), (2, 20), (3, 30)]);
+        let mut n = 0;
+        assert_eq!(
+            prefetched(
+                4,
+                |i| i,
+                |_, _| -> Result<bool, ()> {
+                    n += 1;
+                    Ok(true)
+                }
+            ),
+            Ok(true)
+        );
+        assert_eq!(n, 4);
+        let failed = prefetched(5, |i| i, |_, x| if x == 2 { Err(x) } else { Ok(true) });
+        assert_eq!(failed, Err(2));
+    }
 }

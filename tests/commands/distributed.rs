@@ -100,19 +100,17 @@ fn check_sweep(generate_args: &[&str], files: usize, seed: u64) {
         let tag = format!("w{width}");
         let slices = shard_and_join(&d, &parts, width, &tag);
         let slice_args: Vec<&str> = slices.iter().map(|p| s(p)).collect();
-        // Bucket by bucket when nothing needs the whole table (perf records do), and on
-        // the whole table: the same bytes.
-        let streams = !generate_args.contains(&"--ng-perf-frac");
+        // Bucket by bucket (perf records included) and on the whole table: the same bytes.
         for whole in [false, true] {
             let got = d.join(&format!("{tag}-{whole}-agg.json"));
             let mut args = vec!["--inputs", s(&inputs), "--out", s(&got), "-q"];
             args.extend(&slice_args);
-            assert_eq!(merge_aggregate(&args, whole), streams && !whole, "path taken, width {width}");
+            assert_eq!(merge_aggregate(&args, whole), !whole, "path taken, width {width}");
             assert!(bytes(&got) == bytes(&want_agg), "aggregate with inputs, width {width}, whole {whole}");
             let got = d.join(&format!("{tag}-{whole}-plain.json"));
             let mut args = vec!["--out", s(&got), "-q"];
             args.extend(&slice_args);
-            assert_eq!(merge_aggregate(&args, whole), streams && !whole, "path taken, width {width}");
+            assert_eq!(merge_aggregate(&args, whole), !whole, "path taken, width {width}");
             assert!(bytes(&got) == bytes(&want_plain), "aggregate, width {width}, whole {whole}");
         }
         let got = d.join(&format!("{tag}-prof"));
