@@ -115,14 +115,14 @@ fn read_both(inputs: Option<&Path>, slices: &[PathBuf], rollouts: &Path) -> Resu
 }
 
 /// `aggregate` over slices: `c.rollouts` only names the sweep, `c.out` is required.
-pub fn merge_aggregate(c: &AggregateConfig, slices: &[PathBuf]) -> Result<AggregateRun> {
+pub fn merge_aggregate(c: &AggregateConfig, slices: &[PathBuf], whole_table: bool) -> Result<AggregateRun> {
     let path = c.out.clone().ok_or_else(|| Error::Usage("merge aggregate needs --out FILE".into()))?;
     let mut read: Vec<&Path> = slices.iter().map(PathBuf::as_path).collect();
     read.extend(c.inputs.as_deref());
     read.extend(c.metrics.files.iter().map(PathBuf::as_path));
     let mut out = OutputSet::new(&read);
     out.check(&path)?;
-    if std::env::var_os("ROLLSTAT_MERGE_WHOLE").is_none() {
+    if !whole_table {
         // Bucket by bucket: the inputs first, then the slices one at a time.
         let t0 = std::time::Instant::now();
         let inputs = c.inputs.as_deref().map(read_inputs).transpose()?;

@@ -60,7 +60,7 @@ fn merge_aggregate(args: &[&str], whole: bool) -> bool {
     let mut cmd = std::process::Command::new(bin());
     cmd.arg("merge").arg("aggregate").args(args).env("ROLLSTAT_TRACE", "1");
     if whole {
-        cmd.env("ROLLSTAT_MERGE_WHOLE", "1");
+        cmd.arg("--whole-table");
     }
     let o = cmd.output().unwrap();
     assert!(o.status.success(), "{args:?}: {}", stderr(&o));
@@ -470,7 +470,7 @@ fn bucket_by_bucket_refusals_match_the_whole_table() {
             }
             cmd.args(slices.iter().map(|p| s(p)));
             if whole {
-                cmd.env("ROLLSTAT_MERGE_WHOLE", "1");
+                cmd.arg("--whole-table");
             }
             let o = cmd.output().unwrap();
             assert_eq!(o.status.code(), Some(2), "{name}: {}", stderr(&o));
@@ -480,4 +480,38 @@ fn bucket_by_bucket_refusals_match_the_whole_table() {
         assert_eq!(said[0], said[1], "{name}");
         assert!(said[0].contains(&format!("{name}.jsonl")), "{name}: {}", said[0]);
     }
+}
+
+/// Rollouts without an input row are left out with one warning; the bucket-by-bucket
+/// merge counts them over every bucket and names the first, as the whole table does.
+#[test]
+fn rollouts_without_input_rows_warn_alike_bucket_by_bucket() {
+    let d = TempDir::new("dist-orphans");
+    let g = d.join("gen");
+    generate(&g, &["--tasks", "30", "--repeats", "3", "--agents", "2", "--seed", "17", "--masked-frac", "0.1"]);
+    let all_inputs = std::fs::read_to_string(g.join("materialized_inputs.jsonl")).unwrap();
+    let kept: String =
+        all_inputs.lines().enumerate().filter(|(i, _)| i % 7 != 3).map(|(_, l)| format!("{l}\n")).collect();
+    let inputs = d.write("inputs.jsonl", &kept);
+    let file = g.join("rollouts.jsonl");
+    let slices = shard_and_join(&d, std::slice::from_ref(&file), 4, "orph");
+    let mut warnings = Vec::new();
+    for whole in [false, true] {
+        let got = d.join(&format!("got-{whole}.json"));
+        let mut cmd = std::process::Command::new(bin());
+        cmd.args(["merge", "aggregate", "--inputs", s(&inputs), "--out", s(&got), "-q"]);
+        cmd.args(slices.iter().map(|p| s(p)));
+        if whole {
+            cmd.arg("--whole-table");
+        }
+        let o = cmd.output().unwrap();
+        assert!(o.status.success(), "{}", stderr(&o));
+        let e = stderr(&o);
+        assert!(e.contains("have no materialized input row"), "{e}");
+        warnings.push(e);
+        if whole {
+            assert!(bytes(&got) == bytes(&d.join("got-false.json")), "both paths write the same bytes");
+        }
+    }
+    assert_eq!(warnings[0], warnings[1]);
 }
