@@ -198,5 +198,5 @@ pub fn batch_metrics(data: &[u8]) {
             refused_cleanly("batch-metrics", &e, &[]);
         }
     }
-    clean(&[&p]);
+    clean(&[&p, &dir]);
 }

@@ -261,6 +261,9 @@ pub(super) fn merge_aggregate_streamed(
         |b| read_bucket(&slices[b], name, lines),
         |b, t| -> Result<bool> {
             let t = t?;
+            if t.is_empty() {
+                return Ok(true);
+            }
             // Each slice must hold tasks after every task of the slices before it.
             if last_task.is_some_and(|l| t.task[0] <= l) {
                 fallback = true;
@@ -341,8 +344,9 @@ pub(super) fn merge_aggregate_streamed(
         return Ok(None);
     }
     trace("merge: gather runs", t0);
-    // The checks the single-machine path makes on the whole table, in its order.
-    if let Some(inp) = inputs {
+    // The checks the single-machine path makes on the whole table, in its order (none
+    // when the sweep has no rows).
+    if let Some(inp) = inputs.filter(|_| last_task.is_some()) {
         if !checks.any_reward {
             return Err(Error::bad(
                 Location::file(Path::new(&all_lines.name())).key("reward"),
