@@ -7,7 +7,7 @@ use std::sync::Arc;
 use rayon::prelude::*;
 
 use super::custom::{self, MetricSpec};
-use super::levels::{across_repeats, agent_and_repeat_levels, Profiled, StatKeys};
+use super::levels::{across_repeats, agent_and_repeat_levels, Profiled, RepeatEntry, StatKeys};
 use super::perf::perf_summary;
 use super::profile::{coverage, duplicate_key, index_by_key};
 use super::tasks::{info_plans, quoted_names, InfoPlan, Samples, TaskPlan};
@@ -210,8 +210,25 @@ pub fn levels_into_head(
     warn: &mut Warnings,
 ) -> Result<Vec<Json>> {
     let (agent, repeats, repeat_warnings) = agent_and_repeat_levels(p, keys);
-    let mut agent = agent.into_iter().next_back().unwrap_or_default();
+    let agent = agent.into_iter().next_back().unwrap_or_default();
     warn.extend(repeat_warnings);
+    head_from_levels(head, label, agent, repeats, cov, num_repeats, custom, opts, warn)
+}
+
+/// [`levels_into_head`] from a run's agent-level members and repeat-level entries
+/// computed already.
+#[allow(clippy::too_many_arguments)]
+pub fn head_from_levels(
+    head: &mut Members,
+    label: &str,
+    mut agent: Members,
+    repeats: Vec<RepeatEntry>,
+    cov: Members,
+    num_repeats: usize,
+    custom: impl FnOnce(&mut Json, &mut Warnings) -> Result<()>,
+    opts: &AggregateOptions,
+    warn: &mut Warnings,
+) -> Result<Vec<Json>> {
     let across = across_repeats(&repeats, &[label], warn).pop().unwrap_or_default();
     agent.extend(across);
     agent.extend(cov.clone());

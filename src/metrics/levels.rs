@@ -264,14 +264,20 @@ pub fn describe_stats(cols: &[&[f64]], scratch: &mut Vec<f64>) -> Vec<[Option<f6
         let mut squares = Vec::new();
         cols.iter().map(|c| one(c, scratch, &mut squares)).collect()
     };
+    one_rollout_rule(&mut st, |f| cols[f].iter().any(|x| x.is_nan()));
+    st
+}
+
+/// The one-rollout rule of `describe`: when std is undefined for every field, the
+/// fields without missing values get 0.0.
+pub fn one_rollout_rule(st: &mut [[Option<f64>; 5]], has_missing: impl Fn(usize) -> bool) {
     if st.iter().all(|s| s[4].is_none()) {
-        for (f, col) in cols.iter().enumerate() {
-            if !col.iter().any(|x| x.is_nan()) {
-                st[f][4] = Some(0.0);
+        for (f, s) in st.iter_mut().enumerate() {
+            if !has_missing(f) {
+                s[4] = Some(0.0);
             }
         }
     }
-    st
 }
 
 /// Exact (max, min) of integers.
@@ -283,14 +289,19 @@ pub fn int_extremes(v: &[i64]) -> (i64, i64) {
 /// (an all-int profile) `max`/`min` are the exact integers.
 pub fn describe(cols: &[&[f64]], keys: &StatKeys, ints: Option<&[&[i64]]>, out: &mut Members, scratch: &mut Vec<f64>) {
     let st = describe_stats(cols, scratch);
+    let extremes: Option<Vec<(i64, i64)>> = ints.map(|ints| ints.iter().map(|v| int_extremes(v)).collect());
+    describe_members(&st, keys, extremes.as_deref(), out);
+}
+
+/// The describe statistics of each field as members in stat-major order, appended to
+/// `out`; with `extremes` (an all-int profile: each field's exact (max, min))
+/// `max`/`min` are those integers.
+pub fn describe_members(st: &[[Option<f64>; 5]], keys: &StatKeys, extremes: Option<&[(i64, i64)]>, out: &mut Members) {
     for s in 0..5 {
         for (f, row) in st.iter().enumerate() {
             if let Some(v) = row[s] {
-                let j = match ints {
-                    Some(ints) if s == 1 || s == 2 => {
-                        let (hi, lo) = int_extremes(ints[f]);
-                        Json::Int(if s == 1 { hi } else { lo })
-                    }
+                let j = match extremes {
+                    Some(x) if s == 1 || s == 2 => Json::Int(if s == 1 { x[f].0 } else { x[f].1 }),
                     _ => Json::Float(v),
                 };
                 out.push((keys.keys[f][s].clone(), j));
@@ -364,34 +375,14 @@ pub fn repeat_level(p: &Profiled<'_>, warn: &mut Warnings) -> Vec<RepeatEntry> {
             if n == 0 {
                 return (e, w);
             }
-            let name = &p.fields[f].name;
             let mean = stats::mean(x).unwrap_or(f64::NAN);
             let std = if n > 1 { stats::std(x, 1).unwrap_or(f64::NAN) } else { 0.0 };
-            let sem = std / (n as f64).sqrt();
             let sorted = x;
             let at = stats::positions_for(n, &[0.25, 0.75]);
             stats::order_at(sorted, &at);
-            let k = |s: &str| -> Key { Arc::from(schema::stat_key(s, name).as_str()) };
-            let (lo, hi) = (sorted[0], sorted[n - 1]);
-            let point = [
-                mean,
-                stats::median_sorted(sorted),
-                std,
-                sem,
-                lo,
-                hi,
-                stats::quantile_linear_sorted(sorted, 0.25),
-                stats::quantile_linear_sorted(sorted, 0.75),
-            ];
-            for (s, v) in schema::REPEAT.iter().zip(point) {
-                e.push((k(s), Json::Float(v)));
-            }
             let (label, rollout) = *groups[g].0;
-            let what = || format!("`{name}`, {}, repeat {rollout}", p.labels[label as usize]);
-            if let Some((lo, hi)) = interval(mean, sem, n, &mut w, what) {
-                e.push((k(schema::REPEAT[8]), Json::Float(lo)));
-                e.push((k(schema::REPEAT[9]), Json::Float(hi)));
-            }
+            let what = || format!("`{}`, {}, repeat {rollout}", p.fields[f].name, p.labels[label as usize]);
+            repeat_field_members(&p.fields[f].name, n, mean, std, |k| sorted[k], &mut e, &mut w, what);
             (e, w)
         })
         .collect();
@@ -402,12 +393,7 @@ pub fn repeat_level(p: &Profiled<'_>, warn: &mut Warnings) -> Vec<RepeatEntry> {
             let mut w = Warnings::default();
             // Positions are in task order: distinct tasks are counted by runs.
             let sample_count = distinct(positions.iter().map(|&pos| p.task(pos)));
-            let missing = tasks_of[l as usize] - sample_count;
-            let mut e: Vec<(Key, Json)> = vec![
-                (Arc::from("_ng_rollout_index"), Json::Int(r)),
-                (Arc::from("sample_count"), Json::Int(sample_count as i64)),
-                (Arc::from("missing_count"), Json::Int(missing as i64)),
-            ];
+            let mut e = repeat_head(r, sample_count, tasks_of[l as usize]);
             for _ in &alpha {
                 let (members, fw) = field_stats.next().expect("one result per (repeat, field)");
                 e.extend(members);
@@ -416,6 +402,57 @@ pub fn repeat_level(p: &Profiled<'_>, warn: &mut Warnings) -> Vec<RepeatEntry> {
             ((l, r, e), w)
         })
         .collect();
+    finish_repeats(entries, &p.labels, warn)
+}
+
+/// The first members of a repeat-level entry: its rollout index, the number of tasks
+/// it has and how many of the label's `tasks` it misses.
+pub fn repeat_head(rollout: i64, sample_count: usize, tasks: usize) -> Members {
+    vec![
+        (Arc::from("_ng_rollout_index"), Json::Int(rollout)),
+        (Arc::from("sample_count"), Json::Int(sample_count as i64)),
+        (Arc::from("missing_count"), Json::Int((tasks - sample_count) as i64)),
+    ]
+}
+
+/// One field's members of a repeat-level entry, from its `n > 0` present values: their
+/// `mean`, `std` and the k-th smallest value `at(k)`; `what` names the field, label and
+/// repeat in a warning.
+#[allow(clippy::too_many_arguments)]
+pub fn repeat_field_members(
+    name: &str,
+    n: usize,
+    mean: f64,
+    std: f64,
+    at: impl Fn(usize) -> f64,
+    e: &mut Members,
+    w: &mut Warnings,
+    what: impl FnOnce() -> String,
+) {
+    let sem = std / (n as f64).sqrt();
+    let k = |s: &str| -> Key { Arc::from(schema::stat_key(s, name).as_str()) };
+    let point = [
+        mean,
+        stats::median_at(n, &at),
+        std,
+        sem,
+        at(0),
+        at(n - 1),
+        stats::quantile_linear_at(n, 0.25, &at),
+        stats::quantile_linear_at(n, 0.75, &at),
+    ];
+    for (s, v) in schema::REPEAT.iter().zip(point) {
+        e.push((k(s), Json::Float(v)));
+    }
+    if let Some((lo, hi)) = interval(mean, sem, n, w, what) {
+        e.push((k(schema::REPEAT[8]), Json::Float(lo)));
+        e.push((k(schema::REPEAT[9]), Json::Float(hi)));
+    }
+}
+
+/// The repeat-level entries in order with their warnings, and the warning for repeats
+/// that miss tasks.
+pub fn finish_repeats(entries: Vec<(RepeatEntry, Warnings)>, labels: &[String], warn: &mut Warnings) -> Vec<RepeatEntry> {
     let mut out = Vec::with_capacity(entries.len());
     let mut incomplete: Vec<(u32, i64, usize)> = Vec::new();
     for ((l, r, e), w) in entries {
@@ -428,7 +465,7 @@ pub fn repeat_level(p: &Profiled<'_>, warn: &mut Warnings) -> Vec<RepeatEntry> {
         out.push((l, r, e));
     }
     if let Some(&(l, r, m)) = incomplete.first() {
-        warn.add(warnings::unequal_repeats(incomplete.len(), &p.labels[l as usize], r, m));
+        warn.add(warnings::unequal_repeats(incomplete.len(), &labels[l as usize], r, m));
     }
     out
 }

@@ -66,13 +66,21 @@ pub fn positions_for(n: usize, qs: &[f64]) -> Vec<usize> {
 /// a `-0.0` result becomes `0.0`. Empty input gives NaN (numpy warns and
 /// returns NaN); if the last element is NaN the result is NaN, as in numpy.
 pub fn median_sorted(sorted: &[f64]) -> f64 {
-    let n = sorted.len();
-    if n == 0 || sorted[n - 1].is_nan() {
+    median_at(sorted.len(), |k| sorted[k])
+}
+
+/// [`median_sorted`] of `n` values given by rank (`at(k)` is the k-th smallest): it
+/// reads only the last and the middle ranks.
+pub fn median_at(n: usize, at: impl Fn(usize) -> f64) -> f64 {
+    if n == 0 || at(n - 1).is_nan() {
         return f64::NAN;
     }
     let mid = n / 2;
-    let middle = if n % 2 == 1 { &sorted[mid..mid + 1] } else { &sorted[mid - 1..mid + 1] };
-    numpy_sum(middle) / middle.len() as f64
+    if n % 2 == 1 {
+        numpy_sum(&[at(mid)])
+    } else {
+        numpy_sum(&[at(mid - 1), at(mid)]) / 2.0
+    }
 }
 
 /// numpy's `_lerp(a, b, t)`: `a + (b - a) * t`, except where `t >= 0.5`,
@@ -108,8 +116,13 @@ fn numpy_lerp(a: f64, b: f64, t: f64) -> f64 {
 /// Empty input, a NaN `q` or a NaN last element give NaN; `q` outside
 /// `[0, 1]` (numpy raises) also gives NaN.
 pub fn quantile_linear_sorted(sorted: &[f64], q: f64) -> f64 {
-    let n = sorted.len();
-    if n == 0 || !(0.0..=1.0).contains(&q) || sorted[n - 1].is_nan() {
+    quantile_linear_at(sorted.len(), q, |k| sorted[k])
+}
+
+/// [`quantile_linear_sorted`] of `n` values given by rank (`at(k)` is the k-th
+/// smallest): it reads the last rank and the two around `(n - 1) * q`.
+pub fn quantile_linear_at(n: usize, q: f64, at: impl Fn(usize) -> f64) -> f64 {
+    if n == 0 || !(0.0..=1.0).contains(&q) || at(n - 1).is_nan() {
         return f64::NAN;
     }
     let last = n - 1;
@@ -124,7 +137,7 @@ pub fn quantile_linear_sorted(sorted: &[f64], q: f64) -> f64 {
         (i, i + 1, f)
     };
     let gamma = v - prev_value;
-    numpy_lerp(sorted[prev_index], sorted[next_index], gamma)
+    numpy_lerp(at(prev_index), at(next_index), gamma)
 }
 
 #[cfg(test)]

@@ -8,7 +8,7 @@
 
 /// numpy's block size for pairwise summation (`PW_BLOCKSIZE` in
 /// `numpy/_core/src/umath/loops_utils.h.src`).
-const PW_BLOCKSIZE: usize = 128;
+pub(crate) const PW_BLOCKSIZE: usize = 128;
 
 /// The float widths numpy sums pairwise: `f64` (`DOUBLE_pairwise_sum`) and `f32`
 /// (`FLOAT_pairwise_sum`, which keeps every partial sum in float32).

@@ -115,7 +115,14 @@ fn read_both(inputs: Option<&Path>, slices: &[PathBuf], rollouts: &Path) -> Resu
 }
 
 /// `aggregate` over slices: `c.rollouts` only names the sweep, `c.out` is required.
-pub fn merge_aggregate(c: &AggregateConfig, slices: &[PathBuf], whole_table: bool) -> Result<AggregateRun> {
+/// `whole_table` reads the slices into one table; otherwise they are read bucket by
+/// bucket, keeping each run's value columns or, with `low_memory`, none.
+pub fn merge_aggregate(
+    c: &AggregateConfig,
+    slices: &[PathBuf],
+    whole_table: bool,
+    low_memory: bool,
+) -> Result<AggregateRun> {
     let path = c.out.clone().ok_or_else(|| Error::Usage("merge aggregate needs --out FILE".into()))?;
     let mut read: Vec<&Path> = slices.iter().map(PathBuf::as_path).collect();
     read.extend(c.inputs.as_deref());
@@ -131,12 +138,18 @@ pub fn merge_aggregate(c: &AggregateConfig, slices: &[PathBuf], whole_table: boo
             // The check on the inputs alone (swapped files); the rest needs the rollouts.
             check_runs(&RolloutTable::empty(Default::default()), i)?;
         }
-        if let Some(mut run) = merge_aggregate_streamed(c, slices, inputs.as_ref(), &mut out, &path)? {
+        if let Some(mut run) = merge_aggregate_streamed(c, slices, inputs.as_ref(), &mut out, &path, low_memory)? {
             if let Some(i) = &inputs {
                 report_read_warnings(&i.report.warnings);
             }
             run.file = out.commit()?.remove(0);
             return Ok(run);
+        }
+        if low_memory {
+            eprintln!(
+                "warning: --low-memory: this merge needs the whole table (custom metrics, slices out of task order, \
+                 or rollouts without an agent merged into a named run); reading every slice into one table"
+            );
         }
         let t = read_sweep(slices, &c.rollouts[0])?;
         if let Some(i) = &inputs {

@@ -25,7 +25,8 @@ use crate::ingest::labels::{label_runs, labels_for, named, run_key, runs, NONE};
 use crate::ingest::slice::read_slices;
 use crate::ingest::{InputTable, LineMap, RolloutTable};
 use crate::json::{Json, Members};
-use crate::metrics::aggregate::{levels_into_head, task_plan, AggregateOptions, Shared};
+use super::merge_lean::LeanRun;
+use crate::metrics::aggregate::{head_from_levels, levels_into_head, task_plan, AggregateOptions, Shared};
 use crate::metrics::levels::{Profiled, StatKeys};
 use crate::metrics::perf::PerfValues;
 use crate::metrics::profile::{coverage_members, duplicate_key};
@@ -60,10 +61,14 @@ struct Run {
     duplicate: Option<Error>,
     /// Buckets with scored rollouts of this run.
     buckets: Vec<usize>,
+    /// Scored rollouts.
+    scored: usize,
+    /// With `--low-memory`: the statistics' state instead of the columns.
+    lean: Option<LeanRun>,
 }
 
 impl Run {
-    fn new(key: Option<String>, key_is_server: bool) -> Run {
+    fn new(key: Option<String>, key_is_server: bool, lean: bool) -> Run {
         Run {
             key,
             key_is_server,
@@ -82,6 +87,8 @@ impl Run {
             ints: Vec::new(),
             duplicate: None,
             buckets: Vec::new(),
+            scored: 0,
+            lean: lean.then(LeanRun::default),
         }
     }
 
@@ -104,15 +111,18 @@ impl Run {
             return;
         }
         self.buckets.push(bucket);
+        self.scored += scored.len();
         let label = vec![""; scored.len()];
         let p = Profiled::new(t, &scored, &label);
-        let before = self.task.len();
+        let before = self.scored - p.rows.len();
         // Fields this bucket shows first come after every field seen before.
         let mut new_field = false;
         for f in &p.fields {
             if self.field_set.insert(f.name.clone()) {
                 self.fields.push(f.name.clone());
-                self.vals.push(vec![f64::NAN; before]);
+                if self.lean.is_none() {
+                    self.vals.push(vec![f64::NAN; before]);
+                }
                 new_field = true;
             }
         }
@@ -120,6 +130,12 @@ impl Run {
         if !p.all_int || p.fields.len() < self.fields.len() || (new_field && before > 0) {
             self.all_int = false;
             self.ints = Vec::new();
+        }
+        if let Some(lean) = &mut self.lean {
+            let global: Vec<usize> =
+                p.fields.iter().map(|f| self.fields.iter().position(|g| *g == f.name).expect("a field of the run")).collect();
+            lean.visit(&p, &global);
+            return;
         }
         let local: HashMap<&str, usize> = p.fields.iter().enumerate().map(|(i, f)| (f.name.as_str(), i)).collect();
         for (g, name) in self.fields.iter().enumerate() {
@@ -236,6 +252,7 @@ pub(super) fn merge_aggregate_streamed(
     inputs: Option<&InputTable>,
     out: &mut OutputSet,
     path: &Path,
+    lean: bool,
 ) -> Result<Option<AggregateRun>> {
     if !c.metrics.builtin().is_empty() || !c.metrics.sql().is_empty() {
         return Ok(None);
@@ -322,7 +339,7 @@ pub(super) fn merge_aggregate_streamed(
                             return Ok(true);
                         }
                         let i = *runs_by_key.entry(key.clone()).or_insert_with(|| {
-                            list.push(Run::new(key.clone(), *is_server));
+                            list.push(Run::new(key.clone(), *is_server, lean));
                             list.len() - 1
                         });
                         global[k as usize] = Some(i);
@@ -403,6 +420,9 @@ pub(super) fn merge_aggregate_streamed(
     if let Some(e) = order.iter().find_map(|(_, i)| list[*i].duplicate.take()) {
         return Err(e);
     }
+    if lean {
+        lean_passes(slices, name, inputs, &all_lines, &mut list)?;
+    }
     let opts = AggregateOptions {
         default_agent: c.agent.clone(),
         metrics: Vec::new(),
@@ -423,11 +443,32 @@ pub(super) fn merge_aggregate_streamed(
         } else {
             coverage_members(run.rows - run.masked, run.masked, run.tasks_measured, run.tasks_all - run.tasks_measured)
         };
-        if run.task.is_empty() {
+        if run.scored == 0 {
             head.push((Arc::from("agent_metrics"), Json::Obj(cov.clone())));
             head.push((Arc::from("key_metrics"), Json::Obj(cov)));
             let perf = run.perf.summary();
             entries.push(Entry { head, repeats: Vec::new(), perf, fields: Vec::new(), all_int: false, run: *i });
+            continue;
+        }
+        if let Some(l) = &run.lean {
+            let fields: Vec<Field> =
+                run.fields.iter().map(|f| Field { name: f.clone(), top: None, usage: None }).collect();
+            let keys = StatKeys::new(&fields);
+            let agent = l.agent_members(&keys, run.all_int);
+            let repeats = l.repeat_entries(label, &run.fields, run.tasks_measured, &mut warn);
+            let repeats = head_from_levels(
+                &mut head,
+                label,
+                agent,
+                repeats,
+                cov,
+                run.repeats.len(),
+                |_, _| Ok(()),
+                &opts,
+                &mut warn,
+            )?;
+            let perf = run.perf.summary();
+            entries.push(Entry { head, repeats, perf, fields: run.fields.clone(), all_int: run.all_int, run: *i });
             continue;
         }
         let mut t = RolloutTable::empty(LineMap::default());
@@ -513,6 +554,49 @@ pub(super) fn merge_aggregate_streamed(
         })
         .collect();
     Ok(Some(AggregateRun { file: path.to_path_buf(), key_metrics, warnings: warn }))
+}
+
+/// The passes of `--low-memory` after the first: each reads every bucket that holds
+/// scored rollouts and hands each run its rows, until every run has its statistics.
+fn lean_passes(
+    slices: &[PathBuf],
+    name: &Path,
+    inputs: Option<&InputTable>,
+    all_lines: &LineMap,
+    list: &mut [Run],
+) -> Result<()> {
+    let buckets: Vec<usize> = list.iter().flat_map(|r| r.buckets.iter().copied()).collect::<BTreeSet<_>>().into_iter().collect();
+    let mut more: Vec<bool> = list.iter_mut().map(|r| r.lean.as_mut().is_some_and(|l| l.end_pass())).collect();
+    let mut pass = 1;
+    while more.iter().any(|&m| m) {
+        let t0 = std::time::Instant::now();
+        pass += 1;
+        prefetched(
+            buckets.len(),
+            |k| read_bucket(&slices[buckets[k]], name, &mut all_lines.clone()),
+            |_, t| -> Result<bool> {
+                let t = t?;
+                let br = bucket_runs(&t, inputs);
+                for (run, _) in list.iter_mut().zip(&more).filter(|(_, &m)| m) {
+                    let scored: Vec<usize> = br.rows_of(&run.key).into_iter().filter(|&r| !t.masked[r]).collect();
+                    if scored.is_empty() {
+                        continue;
+                    }
+                    let label = vec![""; scored.len()];
+                    let fields = resolve_fields(&t, run.fields.iter().cloned());
+                    let p = Profiled::with_fields(&t, &scored, &label, fields, false);
+                    let global: Vec<usize> = (0..run.fields.len()).collect();
+                    run.lean.as_mut().expect("a lean run").visit(&p, &global);
+                }
+                Ok(true)
+            },
+        )?;
+        for (run, m) in list.iter_mut().zip(more.iter_mut()) {
+            *m = *m && run.lean.as_mut().is_some_and(|l| l.end_pass());
+        }
+        trace(&format!("merge: pass {pass}"), t0);
+    }
+    Ok(())
 }
 
 /// One run's agent and repeat levels, waiting for its task entries.

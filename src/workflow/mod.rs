@@ -12,6 +12,7 @@ pub mod distributed;
 pub mod eval_compare;
 pub mod export;
 pub mod ingest;
+mod merge_lean;
 mod merge_stream;
 pub mod profile;
 pub mod report;

@@ -54,17 +54,20 @@ fn shard_ranges_and_join(d: &TempDir, jobs: &[(PathBuf, Option<String>)], width:
         .collect()
 }
 
-/// Runs `merge aggregate` with `args` bucket by bucket (or, with `whole`, on the whole
-/// table); whether the bucket-by-bucket path wrote the file (it says so in its trace).
-fn merge_aggregate(args: &[&str], whole: bool) -> bool {
+/// How `merge aggregate` is asked to hold the sweep.
+const MODES: [Option<&str>; 3] = [None, Some("--whole-table"), Some("--low-memory")];
+
+/// Runs `merge aggregate` with `args` and `mode` (one of [`MODES`]); whether the
+/// bucket-by-bucket path wrote the file (it says so in its trace).
+fn merge_aggregate(args: &[&str], mode: Option<&str>) -> bool {
     let mut cmd = std::process::Command::new(bin());
-    cmd.arg("merge").arg("aggregate").args(args).env("ROLLSTAT_TRACE", "1");
-    if whole {
-        cmd.arg("--whole-table");
-    }
+    cmd.arg("merge").arg("aggregate").args(args).args(mode).env("ROLLSTAT_TRACE", "1");
     let o = cmd.output().unwrap();
     assert!(o.status.success(), "{args:?}: {}", stderr(&o));
-    stderr(&o).contains("merge: task entries + write")
+    let streamed = stderr(&o).contains("merge: task entries + write");
+    // Without columns the statistics take passes of their own.
+    assert_eq!(stderr(&o).contains("merge: pass 2"), streamed && mode == Some("--low-memory"), "{mode:?}");
+    streamed
 }
 
 fn bytes(p: &Path) -> Vec<u8> {
@@ -101,17 +104,18 @@ fn check_sweep(generate_args: &[&str], files: usize, seed: u64) {
         let slices = shard_and_join(&d, &parts, width, &tag);
         let slice_args: Vec<&str> = slices.iter().map(|p| s(p)).collect();
         // Bucket by bucket (perf records included) and on the whole table: the same bytes.
-        for whole in [false, true] {
-            let got = d.join(&format!("{tag}-{whole}-agg.json"));
+        for (m, mode) in MODES.into_iter().enumerate() {
+            let whole = mode == Some("--whole-table");
+            let got = d.join(&format!("{tag}-{m}-agg.json"));
             let mut args = vec!["--inputs", s(&inputs), "--out", s(&got), "-q"];
             args.extend(&slice_args);
-            assert_eq!(merge_aggregate(&args, whole), !whole, "path taken, width {width}");
-            assert!(bytes(&got) == bytes(&want_agg), "aggregate with inputs, width {width}, whole {whole}");
-            let got = d.join(&format!("{tag}-{whole}-plain.json"));
+            assert_eq!(merge_aggregate(&args, mode), !whole, "path taken, width {width}");
+            assert!(bytes(&got) == bytes(&want_agg), "aggregate with inputs, width {width}, {mode:?}");
+            let got = d.join(&format!("{tag}-{m}-plain.json"));
             let mut args = vec!["--out", s(&got), "-q"];
             args.extend(&slice_args);
-            assert_eq!(merge_aggregate(&args, whole), !whole, "path taken, width {width}");
-            assert!(bytes(&got) == bytes(&want_plain), "aggregate, width {width}, whole {whole}");
+            assert_eq!(merge_aggregate(&args, mode), !whole, "path taken, width {width}");
+            assert!(bytes(&got) == bytes(&want_plain), "aggregate, width {width}, {mode:?}");
         }
         let got = d.join(&format!("{tag}-prof"));
         let mut args = vec![
@@ -255,13 +259,15 @@ fn late_fields_and_late_floats_merge_bucket_by_bucket() {
         let want = d.join("want.json");
         ok(&["aggregate", s(file), "--agent", agent, "--out", s(&want), "-q"]);
         let slices = shard_and_join(&d, std::slice::from_ref(file), 5, &format!("late{i}"));
-        let got = d.join("got.json");
-        let mut args = vec!["--agent", agent, "--out", s(&got), "-q"];
-        args.extend(slices.iter().map(|p| s(p)));
-        // Unnamed rollouts labelled as a named run interleave with it: the whole table.
-        assert_eq!(merge_aggregate(&args, false), agent != "a");
-        assert!(bytes(&got) == bytes(&want), "{} --agent {agent}", file.display());
-        std::fs::remove_file(&got).unwrap();
+        for mode in [None, Some("--low-memory")] {
+            let got = d.join("got.json");
+            let mut args = vec!["--agent", agent, "--out", s(&got), "-q"];
+            args.extend(slices.iter().map(|p| s(p)));
+            // Unnamed rollouts labelled as a named run interleave with it: the whole table.
+            assert_eq!(merge_aggregate(&args, mode), agent != "a");
+            assert!(bytes(&got) == bytes(&want), "{} --agent {agent} {mode:?}", file.display());
+            std::fs::remove_file(&got).unwrap();
+        }
         std::fs::remove_file(&want).unwrap();
     }
 }
@@ -514,4 +520,28 @@ fn rollouts_without_input_rows_warn_alike_bucket_by_bucket() {
         }
     }
     assert_eq!(warnings[0], warnings[1]);
+}
+
+/// A run whose columns are longer than a sorted bin may be (65,536 values): the
+/// low-memory merge narrows its medians and quartiles over more passes, and still
+/// gives the single-machine bytes.
+#[test]
+fn low_memory_merges_of_long_columns_give_the_single_machine_bytes() {
+    let d = TempDir::new("dist-long");
+    let g = d.join("gen");
+    generate(
+        &g,
+        &["--tasks", "70000", "--repeats", "2", "--agents", "1", "--seed", "3", "--text-bytes", "8", "--reward", "continuous"],
+    );
+    let file = g.join("rollouts.jsonl");
+    let mut rng = Rng(41);
+    let (parts, all) = cut_shuffled(&d, &file, 3, "part", &mut rng);
+    let want = d.join("want.json");
+    ok(&["aggregate", s(&all), "--out", s(&want), "-q"]);
+    let slices = shard_and_join(&d, &parts, 9000, "long");
+    let got = d.join("got.json");
+    let mut args = vec!["--out", s(&got), "-q"];
+    args.extend(slices.iter().map(|p| s(p)));
+    assert!(merge_aggregate(&args, Some("--low-memory")));
+    assert!(bytes(&got) == bytes(&want), "low-memory merge of 140,000 rollouts");
 }

@@ -1,0 +1,332 @@
+//! The pandas statistics of a column that arrives in pieces and is never held whole.
+//!
+//! [`PairwiseStream`] adds values one at a time in exactly numpy's pairwise order: that
+//! order depends only on the number of values and their positions, so with the length
+//! known in advance the tree can be walked left to right, keeping one leaf block (at
+//! most 128 values) and the finished left halves of the open nodes (one per level).
+//!
+//! [`Select`] finds the values at given ranks of the column in sorted order (IEEE total
+//! order, as [`super::sort_f64`] sorts) over repeated passes: each pass counts the
+//! values by the next bits of their order key inside the bins that hold the ranks, until
+//! a bin is small enough to gather and sort. Memory is a few histograms and the gathered
+//! bins, whatever the length of the column.
+
+use super::sum::PW_BLOCKSIZE;
+
+/// numpy's pairwise sum fed one value at a time; see [`super::pairwise_sum`].
+pub struct PairwiseStream {
+    /// Open nodes from the root down: (length, split, finished left half).
+    stack: Vec<(u64, u64, Option<f64>)>,
+    leaf: Vec<f64>,
+    leaf_len: u64,
+    result: Option<f64>,
+}
+
+/// numpy's split of a node of `n > 128` values: half, rounded down to a multiple of 8.
+fn split(n: u64) -> u64 {
+    let h = n / 2;
+    h - h % 8
+}
+
+impl PairwiseStream {
+    /// A sum of exactly `n` values.
+    pub fn new(n: u64) -> PairwiseStream {
+        let mut s = PairwiseStream { stack: Vec::new(), leaf: Vec::new(), leaf_len: 0, result: None };
+        s.descend(n);
+        if n == 0 {
+            s.result = Some(-0.0);
+        }
+        s
+    }
+
+    /// Opens the nodes from one of `n` values down to its leftmost leaf.
+    fn descend(&mut self, mut n: u64) {
+        while n > PW_BLOCKSIZE as u64 {
+            let h = split(n);
+            self.stack.push((n, h, None));
+            n = h;
+        }
+        self.leaf_len = n;
+        self.leaf.clear();
+    }
+
+    pub fn push(&mut self, x: f64) {
+        debug_assert!(self.result.is_none(), "more values than announced");
+        self.leaf.push(x);
+        if self.leaf.len() as u64 == self.leaf_len {
+            let mut s = super::pairwise_sum(&self.leaf);
+            loop {
+                match self.stack.last_mut() {
+                    None => {
+                        self.result = Some(s);
+                        return;
+                    }
+                    Some((n, h, left @ None)) => {
+                        *left = Some(s);
+                        let right = *n - *h;
+                        self.descend(right);
+                        return;
+                    }
+                    Some((_, _, Some(l))) => {
+                        s = *l + s;
+                        self.stack.pop();
+                    }
+                }
+            }
+        }
+    }
+
+    /// `np.sum` of the values: `0.0 +` their pairwise sum. Panics unless exactly the
+    /// announced number of values was pushed.
+    pub fn numpy_sum(&self) -> f64 {
+        0.0 + self.result.expect("every announced value pushed")
+    }
+}
+
+/// Bits of the order key fixed by the first round: sign and exponent.
+const FIRST_BITS: u32 = 12;
+/// Bits each later counting round adds.
+const ROUND_BITS: u32 = 12;
+/// A bin of at most this many values is gathered and sorted instead of counted again.
+const GATHER: u64 = 1 << 16;
+
+/// The key whose unsigned order is `f64::total_cmp`'s order.
+pub fn order_key(x: f64) -> u64 {
+    let b = x.to_bits();
+    if b >> 63 == 1 {
+        !b
+    } else {
+        b | 1 << 63
+    }
+}
+
+fn from_order_key(k: u64) -> f64 {
+    f64::from_bits(if k >> 63 == 1 { k & !(1 << 63) } else { !k })
+}
+
+enum Work {
+    /// Counts per value of the next `bits` bits of the key.
+    Count { bits: u32, counts: Vec<u64> },
+    Gather(Vec<f64>),
+}
+
+/// The values whose key starts with `prefix` (its top `fixed` bits), with the ranks
+/// (among them) still to find there.
+struct Target {
+    prefix: u64,
+    fixed: u32,
+    /// (rank in the column, rank among this target's values)
+    ranks: Vec<(u64, u64)>,
+    work: Work,
+    /// The least and greatest key seen: when they are equal, every value is that one
+    /// (a column of many equal values would otherwise be narrowed bit by bit).
+    lo: u64,
+    hi: u64,
+}
+
+impl Target {
+    fn holds(&self, key: u64) -> bool {
+        self.fixed == 0 || key >> (64 - self.fixed) == self.prefix
+    }
+}
+
+/// Exact order statistics of a column read in several passes; see the module notes.
+pub struct Select {
+    targets: Vec<Target>,
+    found: Vec<(u64, f64)>,
+    first: bool,
+}
+
+impl Default for Select {
+    fn default() -> Self {
+        Select::new()
+    }
+}
+
+impl Select {
+    /// Ready for the first pass, which counts every value by sign and exponent; the
+    /// ranks are named when it ends ([`Select::end_pass`]).
+    pub fn new() -> Select {
+        let first = Target {
+            prefix: 0,
+            fixed: 0,
+            ranks: Vec::new(),
+            work: Work::Count { bits: FIRST_BITS, counts: vec![0; 1 << FIRST_BITS] },
+            lo: u64::MAX,
+            hi: 0,
+        };
+        Select { targets: vec![first], found: Vec::new(), first: true }
+    }
+
+    /// Whether another pass over the column is needed.
+    pub fn wants_pass(&self) -> bool {
+        !self.targets.is_empty()
+    }
+
+    pub fn push(&mut self, x: f64) {
+        let key = order_key(x);
+        for t in &mut self.targets {
+            if !t.holds(key) {
+                continue;
+            }
+            t.lo = t.lo.min(key);
+            t.hi = t.hi.max(key);
+            match &mut t.work {
+                Work::Count { bits, counts } => {
+                    let shift = 64 - t.fixed - *bits;
+                    counts[((key >> shift) & ((1u64 << *bits) - 1)) as usize] += 1;
+                }
+                Work::Gather(v) => v.push(x),
+            }
+        }
+    }
+
+    /// Ends a pass. The first pass names the ranks wanted (each below the number of
+    /// values pushed); later passes pass `&[]`.
+    pub fn end_pass(&mut self, ranks: &[u64]) {
+        if std::mem::take(&mut self.first) {
+            let mut r: Vec<u64> = ranks.to_vec();
+            r.sort_unstable();
+            r.dedup();
+            self.targets[0].ranks = r.iter().map(|&k| (k, k)).collect();
+        }
+        let mut next = Vec::new();
+        for t in std::mem::take(&mut self.targets) {
+            if t.lo == t.hi {
+                self.found.extend(t.ranks.iter().map(|&(k, _)| (k, from_order_key(t.lo))));
+                continue;
+            }
+            match t.work {
+                Work::Gather(mut v) => {
+                    super::sort_f64(&mut v);
+                    self.found.extend(t.ranks.iter().map(|&(k, within)| (k, v[within as usize])));
+                }
+                Work::Count { bits, counts } => {
+                    let fixed = t.fixed + bits;
+                    // Ranks in increasing order fall in bins in increasing order.
+                    let mut below = 0u64;
+                    let mut bin = 0usize;
+                    for &(k, within) in &t.ranks {
+                        while below + counts[bin] <= within {
+                            below += counts[bin];
+                            bin += 1;
+                        }
+                        let prefix = if t.fixed == 0 { bin as u64 } else { t.prefix << bits | bin as u64 };
+                        let rank = (k, within - below);
+                        if fixed == 64 {
+                            self.found.push((k, from_order_key(prefix)));
+                            continue;
+                        }
+                        match next.last_mut() {
+                            Some(Target { prefix: p, fixed: f, ranks, .. }) if *p == prefix && *f == fixed => {
+                                ranks.push(rank)
+                            }
+                            _ => {
+                                let n = counts[bin];
+                                let work = if n <= GATHER {
+                                    Work::Gather(Vec::with_capacity(n as usize))
+                                } else {
+                                    let bits = ROUND_BITS.min(64 - fixed);
+                                    Work::Count { bits, counts: vec![0; 1 << bits] }
+                                };
+                                next.push(Target { prefix, fixed, ranks: vec![rank], work, lo: u64::MAX, hi: 0 });
+                            }
+                        }
+                    }
+                }
+            }
+        }
+        self.targets = next;
+    }
+
+    /// The value at `rank` (in sorted order), once no pass is wanted. Panics for a rank
+    /// not named.
+    pub fn at(&self, rank: u64) -> f64 {
+        self.found.iter().find(|f| f.0 == rank).expect("a rank named after the first pass").1
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn lcg(seed: &mut u64) -> u64 {
+        *seed = seed.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+        *seed >> 11
+    }
+
+    #[test]
+    fn streamed_sums_are_numpy_sums_bit_for_bit() {
+        let mut seed = 7u64;
+        let mut lens: Vec<usize> = (0..300).collect();
+        lens.extend([1000, 1023, 1024, 1025, 4096 + 8, 65_537, 200_003]);
+        for n in lens {
+            // Values of mixed magnitude, where the order of the additions shows.
+            let xs: Vec<f64> = (0..n)
+                .map(|_| {
+                    let r = lcg(&mut seed);
+                    let mag = [1e-3, 1.0, 1e9, 1e16][(r % 4) as usize];
+                    (r % 1_000_003) as f64 * mag * if r & 16 == 0 { 1.0 } else { -1.0 }
+                })
+                .collect();
+            let mut s = PairwiseStream::new(n as u64);
+            for &x in &xs {
+                s.push(x);
+            }
+            assert_eq!(s.numpy_sum().to_bits(), super::super::numpy_sum(&xs).to_bits(), "n = {n}");
+        }
+    }
+
+    fn check_select(xs: &[f64]) {
+        let mut sorted = xs.to_vec();
+        super::super::sort_f64(&mut sorted);
+        let n = xs.len() as u64;
+        let ranks: Vec<u64> = [0, n / 4, n / 2, n.saturating_sub(1) / 2, n - 1].to_vec();
+        let mut s = Select::new();
+        let mut passes = 0;
+        while s.wants_pass() {
+            for &x in xs {
+                s.push(x);
+            }
+            s.end_pass(if passes == 0 { &ranks } else { &[] });
+            passes += 1;
+            assert!(passes <= 7, "a rank found within the key's bits");
+        }
+        for &k in &ranks {
+            assert_eq!(s.at(k).to_bits(), sorted[k as usize].to_bits(), "rank {k} of {n}");
+        }
+    }
+
+    #[test]
+    fn selected_values_are_those_of_the_sorted_column() {
+        let mut seed = 11u64;
+        // Spread values, signed zeros and infinities, a few values repeated many times,
+        // and values that differ only in their last bits (timestamps).
+        let spread: Vec<f64> = (0..300_000).map(|_| (lcg(&mut seed) % 10_000_000) as f64 / 7.0 - 7e5).collect();
+        check_select(&spread);
+        let mut odd = vec![0.0, -0.0, f64::INFINITY, f64::NEG_INFINITY, 1.0, -1.0, 5e-324];
+        odd.extend(std::iter::repeat_n(-0.0, 100_000));
+        odd.extend(std::iter::repeat_n(0.0, 100_000));
+        check_select(&odd);
+        let stamps: Vec<f64> =
+            (0..200_000).map(|_| 1.7e9 + (lcg(&mut seed) % 1_000_000) as f64 * f64::EPSILON * 1e9).collect();
+        check_select(&stamps);
+        let two: Vec<f64> = (0..150_000).map(|i| if i % 3 == 0 { 0.0 } else { 1.0 }).collect();
+        check_select(&two);
+        for n in 1..40 {
+            let small: Vec<f64> = (0..n).map(|_| (lcg(&mut seed) % 5) as f64 - 2.0).collect();
+            check_select(&small);
+        }
+    }
+
+    #[test]
+    fn order_keys_follow_total_order() {
+        let xs = [f64::NEG_INFINITY, -1e300, -1.0, -5e-324, -0.0, 0.0, 5e-324, 1.0, 1e300, f64::INFINITY];
+        for w in xs.windows(2) {
+            assert!(order_key(w[0]) < order_key(w[1]));
+        }
+        for &x in &xs {
+            assert_eq!(from_order_key(order_key(x)).to_bits(), x.to_bits());
+        }
+    }
+}
