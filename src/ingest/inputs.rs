@@ -28,9 +28,17 @@ pub struct InputTable {
     /// The first line whose row carries a verifier's result (top-level `response` and
     /// `reward`), which materialized inputs never do: the rollouts file given as inputs.
     pub verified_line: Option<u64>,
-    /// The row of each rollout key (the last, for a key given twice), built on first use
-    /// and shared by everything that joins rollouts to their input rows.
-    row_at: std::sync::OnceLock<HashMap<(i64, i64), usize, foldhash::fast::RandomState>>,
+    /// How a rollout key finds its row, settled on first use and shared by everything
+    /// that joins rollouts to their input rows.
+    row_at: std::sync::OnceLock<RowIndex>,
+}
+
+/// Inputs whose keys strictly increase (the usual file) are searched in place, which
+/// needs no memory; others get a map from key to row (the last, for a key given twice).
+#[derive(Debug, Clone)]
+enum RowIndex {
+    Sorted,
+    Hashed(HashMap<(i64, i64), usize, foldhash::fast::RandomState>),
 }
 
 impl InputTable {
@@ -49,8 +57,29 @@ impl InputTable {
     }
     /// The input row of rollout key (`task`, `rollout`).
     pub fn row_of(&self, task: i64, rollout: i64) -> Option<usize> {
-        let at = self.row_at.get_or_init(|| (0..self.len()).map(|i| ((self.task[i], self.rollout[i]), i)).collect());
-        at.get(&(task, rollout)).copied()
+        let key = |i: usize| (self.task[i], self.rollout[i]);
+        let at = self.row_at.get_or_init(|| {
+            if (1..self.len()).all(|i| key(i - 1) < key(i)) {
+                RowIndex::Sorted
+            } else {
+                RowIndex::Hashed((0..self.len()).map(|i| (key(i), i)).collect())
+            }
+        });
+        match at {
+            RowIndex::Sorted => {
+                let (mut lo, mut hi) = (0, self.len());
+                while lo < hi {
+                    let mid = lo + (hi - lo) / 2;
+                    if key(mid) < (task, rollout) {
+                        lo = mid + 1;
+                    } else {
+                        hi = mid;
+                    }
+                }
+                (lo < self.len() && key(lo) == (task, rollout)).then_some(lo)
+            }
+            RowIndex::Hashed(map) => map.get(&(task, rollout)).copied(),
+        }
     }
 }
 
@@ -271,4 +300,35 @@ pub fn read_rows(t: &InputTable, rows: &[usize]) -> Result<Vec<Vec<u8>>> {
         out[i] = buf;
     }
     Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::InputTable;
+
+    fn table(keys: &[(i64, i64)]) -> InputTable {
+        InputTable {
+            task: keys.iter().map(|k| k.0).collect(),
+            rollout: keys.iter().map(|k| k.1).collect(),
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn rows_are_found_in_sorted_and_unsorted_inputs() {
+        let sorted = table(&[(0, 0), (0, 1), (1, 0), (3, 2), (3, 5), (7, 0)]);
+        let shuffled = table(&[(3, 5), (0, 1), (7, 0), (0, 0), (3, 2), (1, 0)]);
+        for t in [&sorted, &shuffled] {
+            for i in 0..t.len() {
+                assert_eq!(t.row_of(t.task[i], t.rollout[i]), Some(i));
+            }
+            for (task, rollout) in [(0, 2), (2, 0), (-1, 0), (8, 0), (3, 3), (7, 1)] {
+                assert_eq!(t.row_of(task, rollout), None, "({task}, {rollout})");
+            }
+        }
+        assert_eq!(table(&[]).row_of(0, 0), None);
+        // A key given twice: its last row, wherever it is.
+        let twice = table(&[(0, 0), (1, 0), (1, 0), (2, 0)]);
+        assert_eq!(twice.row_of(1, 0), Some(2));
+    }
 }

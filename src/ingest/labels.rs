@@ -136,11 +136,22 @@ pub fn contradiction(t: &RolloutTable, inputs: &InputTable) -> Option<(usize, us
 /// row exists, else from the rollout's own `_ng_environment_server` / `agent_ref.name`.
 /// Labels are computed from the input rows when given, else from the rollouts.
 pub fn runs(t: &RolloutTable, inputs: Option<&InputTable>) -> Runs {
-    type Fast = foldhash::fast::RandomState;
     let labels = match inputs {
         Some(inp) => labels_for((0..inp.len()).map(|i| (inp.name(inp.server[i]), inp.name(inp.agent[i])))),
         None => labels_for((0..t.len()).map(|r| (t.name(t.server[r]), t.name(t.agent[r])))),
     };
+    runs_labelled(t, inputs, &labels)
+}
+
+/// [`runs`] without the labels (each run's label is its key): for a part of a sweep,
+/// whose labels are settled over the whole of it, so the inputs are not read through
+/// for every part.
+pub fn run_keys(t: &RolloutTable, inputs: Option<&InputTable>) -> Runs {
+    runs_labelled(t, inputs, &HashMap::new())
+}
+
+fn runs_labelled(t: &RolloutTable, inputs: Option<&InputTable>, labels: &HashMap<String, String>) -> Runs {
+    type Fast = foldhash::fast::RandomState;
     let mut out = Runs::default();
     let mut key_ids: HashMap<String, u32> = HashMap::new();
     let mut label_ids: HashMap<String, u32> = HashMap::new();

@@ -452,7 +452,11 @@ pub fn repeat_field_members(
 
 /// The repeat-level entries in order with their warnings, and the warning for repeats
 /// that miss tasks.
-pub fn finish_repeats(entries: Vec<(RepeatEntry, Warnings)>, labels: &[String], warn: &mut Warnings) -> Vec<RepeatEntry> {
+pub fn finish_repeats(
+    entries: Vec<(RepeatEntry, Warnings)>,
+    labels: &[String],
+    warn: &mut Warnings,
+) -> Vec<RepeatEntry> {
     let mut out = Vec::with_capacity(entries.len());
     let mut incomplete: Vec<(u32, i64, usize)> = Vec::new();
     for ((l, r, e), w) in entries {

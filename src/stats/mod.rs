@@ -28,10 +28,10 @@ pub mod paired;
 /// Power, minimum detectable effect and tasks needed for the paired t test.
 pub mod power;
 mod quantile;
-/// Sums and order statistics of a column read in pieces, never held whole.
-pub mod stream;
 /// Repeat noise against task spread: what more repeats or more tasks would buy.
 pub mod repeats;
+/// Sums and order statistics of a column read in pieces, never held whole.
+pub mod stream;
 mod sum;
 mod t_dist;
 /// VAGEN's batch metrics in numpy's order (`batch-metrics`).
@@ -47,7 +47,9 @@ pub use moments::{
     pandas_var_with_scratch, std, var, var_with_scratch,
 };
 pub use nan::{nan_mean, nan_std};
-pub use quantile::{median_at, median_sorted, order_at, positions_for, quantile_linear_at, quantile_linear_sorted, sort_f64};
+pub use quantile::{
+    median_at, median_sorted, order_at, positions_for, quantile_linear_at, quantile_linear_sorted, sort_f64,
+};
 pub use sum::{fsum, numpy_sum, pairwise_sum};
 pub use t_dist::{t_interval, t_ppf, t_two_sided_p};
 pub use variance::{group_variance, reward_variance};

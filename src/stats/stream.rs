@@ -106,7 +106,10 @@ fn from_order_key(k: u64) -> f64 {
 
 enum Work {
     /// Counts per value of the next `bits` bits of the key.
-    Count { bits: u32, counts: Vec<u64> },
+    Count {
+        bits: u32,
+        counts: Vec<u64>,
+    },
     Gather(Vec<f64>),
 }
 

@@ -193,7 +193,8 @@ impl LeanRun {
         }
         for pos in 0..p.rows.len() {
             let r = p.rollout(pos);
-            let repeat = self.repeats.entry(r).or_insert_with(|| Repeat { last_task: None, tasks: 0, fields: Vec::new() });
+            let repeat =
+                self.repeats.entry(r).or_insert_with(|| Repeat { last_task: None, tasks: 0, fields: Vec::new() });
             if pass == Pass::Count {
                 self.rows += 1;
                 let task = p.task(pos);
@@ -247,7 +248,13 @@ impl LeanRun {
             .iter()
             .map(|c| match c.present {
                 0 => [None; 5],
-                n => [Some(c.mean), Some(c.hi), Some(c.lo), Some(median_at(n as usize, |k| c.at(k))), c.var.map(f64::sqrt)],
+                n => [
+                    Some(c.mean),
+                    Some(c.hi),
+                    Some(c.lo),
+                    Some(median_at(n as usize, |k| c.at(k))),
+                    c.var.map(f64::sqrt),
+                ],
             })
             .collect();
         one_rollout_rule(&mut st, |f| self.fields[f].present < self.rows);

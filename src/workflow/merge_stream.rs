@@ -17,15 +17,15 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use super::aggregate::{AggregateConfig, AggregateRun};
+use super::merge_lean::LeanRun;
 use crate::error::{Error, Location, Result};
 use crate::export::atomic::OutputSet;
 use crate::export::tasks::{close_array, write_aggregate_with, write_task_entries, StreamError};
 use crate::ingest::fields::{resolve_fields, Field};
-use crate::ingest::labels::{label_runs, labels_for, named, run_key, runs, NONE};
+use crate::ingest::labels::{label_runs, labels_for, named, run_key, run_keys, NONE};
 use crate::ingest::slice::read_slices;
 use crate::ingest::{InputTable, LineMap, RolloutTable};
 use crate::json::{Json, Members};
-use super::merge_lean::LeanRun;
 use crate::metrics::aggregate::{head_from_levels, levels_into_head, task_plan, AggregateOptions, Shared};
 use crate::metrics::levels::{Profiled, StatKeys};
 use crate::metrics::perf::PerfValues;
@@ -132,8 +132,11 @@ impl Run {
             self.ints = Vec::new();
         }
         if let Some(lean) = &mut self.lean {
-            let global: Vec<usize> =
-                p.fields.iter().map(|f| self.fields.iter().position(|g| *g == f.name).expect("a field of the run")).collect();
+            let global: Vec<usize> = p
+                .fields
+                .iter()
+                .map(|f| self.fields.iter().position(|g| *g == f.name).expect("a field of the run"))
+                .collect();
             lean.visit(&p, &global);
             return;
         }
@@ -166,7 +169,7 @@ struct BucketRuns {
 const ORPHAN: u32 = u32::MAX;
 
 fn bucket_runs(t: &RolloutTable, inputs: Option<&InputTable>) -> BucketRuns {
-    let r = runs(t, inputs);
+    let r = run_keys(t, inputs);
     let mut keys: Vec<(Option<String>, bool)> =
         r.keys.iter().zip(&r.key_is_server).map(|(k, &server)| (Some(k.clone()), server)).collect();
     let unnamed = keys.len() as u32;
@@ -565,7 +568,8 @@ fn lean_passes(
     all_lines: &LineMap,
     list: &mut [Run],
 ) -> Result<()> {
-    let buckets: Vec<usize> = list.iter().flat_map(|r| r.buckets.iter().copied()).collect::<BTreeSet<_>>().into_iter().collect();
+    let buckets: Vec<usize> =
+        list.iter().flat_map(|r| r.buckets.iter().copied()).collect::<BTreeSet<_>>().into_iter().collect();
     let mut more: Vec<bool> = list.iter_mut().map(|r| r.lean.as_mut().is_some_and(|l| l.end_pass())).collect();
     let mut pass = 1;
     while more.iter().any(|&m| m) {

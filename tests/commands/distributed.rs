@@ -531,7 +531,20 @@ fn low_memory_merges_of_long_columns_give_the_single_machine_bytes() {
     let g = d.join("gen");
     generate(
         &g,
-        &["--tasks", "70000", "--repeats", "2", "--agents", "1", "--seed", "3", "--text-bytes", "8", "--reward", "continuous"],
+        &[
+            "--tasks",
+            "70000",
+            "--repeats",
+            "2",
+            "--agents",
+            "1",
+            "--seed",
+            "3",
+            "--text-bytes",
+            "8",
+            "--reward",
+            "continuous",
+        ],
     );
     let file = g.join("rollouts.jsonl");
     let mut rng = Rng(41);

@@ -94,12 +94,14 @@ def main():
                 "--address", cluster.address, "--rollstat", binary, "--buckets", "7", "--stats", env=env)
         same(got_agg, want_agg, "aggregate over 5 files, 3 nodes")
         check_stats(p.stderr, shards=5, max_buckets=7)
-        # The first attempt of one partial task fails: the retry gives the same bytes.
+        # The first attempt of one partial task fails: the retry gives the same bytes
+        # (the merge holding no column, as `--low-memory` passed to it asks).
         env["ROLLSTAT_RAY_FAIL_ONCE"] = "partial:2"
         got_retry = os.path.join(work, "got-retry.json")
         run(sys.executable, DRIVER, "aggregate", "--rollouts", os.path.join(work, "part*.jsonl"), "--inputs", inputs,
-            "--out", got_retry, "--address", cluster.address, "--rollstat", binary, "--buckets", "5", env=env)
-        same(got_retry, want_agg, "aggregate with a failed partial task retried")
+            "--out", got_retry, "--address", cluster.address, "--rollstat", binary, "--buckets", "5", "--low-memory",
+            env=env)
+        same(got_retry, want_agg, "aggregate with a failed partial task retried, merged with --low-memory")
         del env["ROLLSTAT_RAY_FAIL_ONCE"]
         got_prof = os.path.join(work, "got-prof")
         # Files larger than --split-bytes: the profile run shards them as byte ranges.
