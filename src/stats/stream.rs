@@ -68,7 +68,8 @@ impl PairwiseStream {
                         return;
                     }
                     Some((_, _, Some(l))) => {
-                        s = *l + s;
+                        // left + right (IEEE addition commutes exactly).
+                        s += *l;
                         self.stack.pop();
                     }
                 }
