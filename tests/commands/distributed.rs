@@ -558,3 +558,50 @@ fn low_memory_merges_of_long_columns_give_the_single_machine_bytes() {
     assert!(merge_aggregate(&args, Some("--low-memory")));
     assert!(bytes(&got) == bytes(&want), "low-memory merge of 140,000 rollouts");
 }
+
+/// Values that make selection and summation hard, on columns long enough for several
+/// counting rounds: signed zeros, a value repeated most of the time, values a few ulps
+/// apart, magnitudes from 1e-300 to 1e300, integers beside floats, a field missing in
+/// most rows (zero-filled in place for the agent's mean) and one repeat with a single
+/// value. The low-memory merge gives the single-machine bytes.
+#[test]
+fn low_memory_merges_of_hard_columns_give_the_single_machine_bytes() {
+    let d = TempDir::new("dist-hard");
+    let mut rng = Rng(0x5851_F42D_4C95_7F2D);
+    let mut text = String::new();
+    let tasks = 36_000;
+    for task in 0..tasks {
+        for rollout in 0..4 {
+            if rollout == 3 && task != 7 {
+                continue;
+            }
+            let r = rng.below(1000);
+            let zero = match r % 4 {
+                0 => "-0.0".to_string(),
+                1 => "0.0".to_string(),
+                2 => "0".to_string(),
+                _ => format!("{:?}", (r as f64 - 500.0) * 1e-300),
+            };
+            let common = if r < 900 { "0.75".to_string() } else { format!("{:?}", r as f64 / 7.0) };
+            let near = format!("{:?}", 1.0 + (rng.below(40) as f64) * f64::EPSILON);
+            let wide = format!("{:?}", (rng.below(2_000_001) as f64 - 1e6) * 10f64.powi(rng.below(600) as i32 - 300));
+            let sparse = if r % 10 == 0 { format!(", \"sparse\": {}", r as i64 - 500) } else { String::new() };
+            text.push_str(&format!(
+                "{{\"_ng_task_index\": {task}, \"_ng_rollout_index\": {rollout}, \"agent_ref\": {{\"name\": \"a\"}}, \
+                 \"reward\": {common}, \"zero\": {zero}, \"near\": {near}, \"wide\": {wide}{sparse}}}\n"
+            ));
+        }
+    }
+    let file = d.write("hard.jsonl", &text);
+    let want = d.join("want.json");
+    ok(&["aggregate", s(&file), "--out", s(&want), "-q"]);
+    let slices = shard_and_join(&d, std::slice::from_ref(&file), 5000, "hard");
+    for mode in MODES {
+        let got = d.join("got.json");
+        let mut args = vec!["--out", s(&got), "-q"];
+        args.extend(slices.iter().map(|p| s(p)));
+        assert_eq!(merge_aggregate(&args, mode), mode != Some("--whole-table"));
+        assert!(bytes(&got) == bytes(&want), "hard columns, {mode:?}");
+        std::fs::remove_file(&got).unwrap();
+    }
+}
