@@ -5,6 +5,8 @@
 //! value column per numeric field) plus counts; the statistics come from those columns
 //! with the single-machine code; a second pass reads the slices again and writes each
 //! run's task entries bucket by bucket. The bytes are those of the whole-table merge.
+//! With `--low-memory` a run keeps no column: the first pass only counts, and passes of
+//! their own compute the statistics (see `merge_lean`).
 //!
 //! Runs are told apart by their run key (server stamp, else agent name), which does not
 //! depend on which rows a bucket holds; labels are settled once every bucket was seen.
