@@ -51,7 +51,11 @@ impl PairwiseStream {
     }
 
     pub fn push(&mut self, x: f64) {
-        debug_assert!(self.result.is_none(), "more values than announced");
+        if self.result.is_some() {
+            // More values than announced: `numpy_sum` reports it.
+            self.leaf_len = u64::MAX;
+            return;
+        }
         self.leaf.push(x);
         if self.leaf.len() as u64 == self.leaf_len {
             let mut s = super::pairwise_sum(&self.leaf);
@@ -77,10 +81,13 @@ impl PairwiseStream {
         }
     }
 
-    /// `np.sum` of the values: `0.0 +` their pairwise sum. Panics unless exactly the
+    /// `np.sum` of the values: `0.0 +` their pairwise sum; `None` unless exactly the
     /// announced number of values was pushed.
-    pub fn numpy_sum(&self) -> f64 {
-        0.0 + self.result.expect("every announced value pushed")
+    pub fn numpy_sum(&self) -> Option<f64> {
+        match self.result {
+            Some(r) if self.leaf_len != u64::MAX => Some(0.0 + r),
+            _ => None,
+        }
     }
 }
 
@@ -90,6 +97,9 @@ const FIRST_BITS: u32 = 12;
 const ROUND_BITS: u32 = 12;
 /// A bin of at most this many values is gathered and sorted instead of counted again.
 const GATHER: u64 = 1 << 16;
+/// The first pass keeps up to this many values (as many bytes as its histogram) before it
+/// starts counting: a short column is sorted at the end of that pass, with no histogram.
+const FIRST_KEEP: usize = 1 << FIRST_BITS;
 
 /// The key whose unsigned order is `f64::total_cmp`'s order.
 pub fn order_key(x: f64) -> u64 {
@@ -139,6 +149,10 @@ pub struct Select {
     targets: Vec<Target>,
     found: Vec<(u64, f64)>,
     first: bool,
+    /// The first values of the first pass, until there are too many to keep.
+    kept: Option<Vec<f64>>,
+    /// A pass saw other values than the passes before it (the column changed).
+    changed: bool,
 }
 
 impl Default for Select {
@@ -151,23 +165,34 @@ impl Select {
     /// Ready for the first pass, which counts every value by sign and exponent; the
     /// ranks are named when it ends ([`Select::end_pass`]).
     pub fn new() -> Select {
-        let first = Target {
-            prefix: 0,
-            fixed: 0,
-            ranks: Vec::new(),
-            work: Work::Count { bits: FIRST_BITS, counts: vec![0; 1 << FIRST_BITS] },
-            lo: u64::MAX,
-            hi: 0,
-        };
-        Select { targets: vec![first], found: Vec::new(), first: true }
+        Select { targets: Vec::new(), found: Vec::new(), first: true, kept: Some(Vec::new()), changed: false }
     }
 
     /// Whether another pass over the column is needed.
     pub fn wants_pass(&self) -> bool {
-        !self.targets.is_empty()
+        self.kept.is_some() || !self.targets.is_empty()
     }
 
     pub fn push(&mut self, x: f64) {
+        if let Some(kept) = &mut self.kept {
+            if kept.len() < FIRST_KEEP {
+                kept.push(x);
+                return;
+            }
+            // Too many to keep: count them, and every value after them.
+            let first = Target {
+                prefix: 0,
+                fixed: 0,
+                ranks: Vec::new(),
+                work: Work::Count { bits: FIRST_BITS, counts: vec![0; 1 << FIRST_BITS] },
+                lo: u64::MAX,
+                hi: 0,
+            };
+            self.targets.push(first);
+            for x in self.kept.take().expect("kept values") {
+                self.push(x);
+            }
+        }
         let key = order_key(x);
         for t in &mut self.targets {
             if !t.holds(key) {
@@ -192,6 +217,20 @@ impl Select {
             let mut r: Vec<u64> = ranks.to_vec();
             r.sort_unstable();
             r.dedup();
+            if let Some(mut kept) = self.kept.take() {
+                super::sort_f64(&mut kept);
+                for &k in &r {
+                    match kept.get(k as usize) {
+                        Some(&x) => self.found.push((k, x)),
+                        None => self.changed = true,
+                    }
+                }
+                return;
+            }
+            if self.targets.is_empty() {
+                self.changed |= !r.is_empty();
+                return;
+            }
             self.targets[0].ranks = r.iter().map(|&k| (k, k)).collect();
         }
         let mut next = Vec::new();
@@ -203,7 +242,12 @@ impl Select {
             match t.work {
                 Work::Gather(mut v) => {
                     super::sort_f64(&mut v);
-                    self.found.extend(t.ranks.iter().map(|&(k, within)| (k, v[within as usize])));
+                    for &(k, within) in &t.ranks {
+                        match v.get(within as usize) {
+                            Some(&x) => self.found.push((k, x)),
+                            None => self.changed = true,
+                        }
+                    }
                 }
                 Work::Count { bits, counts } => {
                     let fixed = t.fixed + bits;
@@ -211,9 +255,13 @@ impl Select {
                     let mut below = 0u64;
                     let mut bin = 0usize;
                     for &(k, within) in &t.ranks {
-                        while below + counts[bin] <= within {
+                        while bin < counts.len() && below + counts[bin] <= within {
                             below += counts[bin];
                             bin += 1;
+                        }
+                        if bin == counts.len() {
+                            self.changed = true;
+                            break;
                         }
                         let prefix = if t.fixed == 0 { bin as u64 } else { t.prefix << bits | bin as u64 };
                         let rank = (k, within - below);
@@ -241,6 +289,12 @@ impl Select {
             }
         }
         self.targets = next;
+    }
+
+    /// Whether some pass saw fewer values than the ranks named need: the column was not
+    /// the same in every pass. The ranks are then not all found.
+    pub fn changed(&self) -> bool {
+        self.changed
     }
 
     /// The value at `rank` (in sorted order), once no pass is wanted. Panics for a rank
@@ -277,7 +331,9 @@ mod tests {
             for &x in &xs {
                 s.push(x);
             }
-            assert_eq!(s.numpy_sum().to_bits(), super::super::numpy_sum(&xs).to_bits(), "n = {n}");
+            assert_eq!(s.numpy_sum().map(f64::to_bits), Some(super::super::numpy_sum(&xs).to_bits()), "n = {n}");
+            s.push(1.0);
+            assert_eq!(s.numpy_sum(), None, "a value more than announced");
         }
     }
 
@@ -321,6 +377,32 @@ mod tests {
             let small: Vec<f64> = (0..n).map(|_| (lcg(&mut seed) % 5) as f64 - 2.0).collect();
             check_select(&small);
         }
+    }
+
+    #[test]
+    fn a_column_that_changes_between_passes_is_reported() {
+        let xs: Vec<f64> = (0..200_000).map(|i| (i % 5000) as f64).collect();
+        let mut s = Select::new();
+        for &x in &xs {
+            s.push(x);
+        }
+        s.end_pass(&[100_000, 150_000]);
+        for &x in &xs[..1000] {
+            s.push(x);
+        }
+        s.end_pass(&[]);
+        assert!(s.changed());
+        let mut short = Select::new();
+        short.push(1.0);
+        short.end_pass(&[3]);
+        assert!(short.changed() && !short.wants_pass());
+        let mut fine = Select::new();
+        for x in [3.0, 1.0, 2.0] {
+            fine.push(x);
+        }
+        fine.end_pass(&[1]);
+        assert!(!fine.changed() && !fine.wants_pass());
+        assert_eq!(fine.at(1), 2.0);
     }
 
     #[test]

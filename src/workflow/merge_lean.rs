@@ -43,6 +43,8 @@ struct Column {
     square: Option<PairwiseStream>,
     mean: f64,
     var: Option<f64>,
+    /// Values taken in this pass (missing ones too where they are zero-filled).
+    seen: u64,
 }
 
 impl Column {
@@ -58,6 +60,7 @@ impl Column {
             square: None,
             mean: f64::NAN,
             var: None,
+            seen: 0,
         }
     }
 
@@ -67,6 +70,7 @@ impl Column {
         if missing && !zero_filled {
             return;
         }
+        self.seen += 1;
         match pass {
             Pass::Count => {
                 if missing {
@@ -107,9 +111,11 @@ impl Column {
     }
 
     /// Ends a pass over a column of `len` values (counting the missing ones where they
-    /// are zero-filled).
-    fn end(&mut self, pass: Pass, len: u64) {
+    /// are zero-filled); false when this pass took other values than the first.
+    fn end(&mut self, pass: Pass, len: u64) -> bool {
         let n = self.present;
+        let same = pass == Pass::Count || std::mem::take(&mut self.seen) == len;
+        self.seen = 0;
         match pass {
             Pass::Count => {
                 // The first and last ranks are the extremes, known already.
@@ -129,7 +135,8 @@ impl Column {
             Pass::Sum => {
                 self.select.end_pass(&[]);
                 if let Some(s) = self.sum.take() {
-                    self.mean = s.numpy_sum() / n as f64;
+                    let Some(sum) = s.numpy_sum() else { return false };
+                    self.mean = sum / n as f64;
                 }
                 if n > 1 {
                     self.square = Some(PairwiseStream::new(len));
@@ -138,11 +145,13 @@ impl Column {
             Pass::Square => {
                 self.select.end_pass(&[]);
                 if let Some(s) = self.square.take() {
-                    self.var = Some(s.numpy_sum() / (n - 1) as f64);
+                    let Some(sum) = s.numpy_sum() else { return false };
+                    self.var = Some(sum / (n - 1) as f64);
                 }
             }
             Pass::Select => self.select.end_pass(&[]),
         }
+        same && !self.select.changed()
     }
 
     /// The k-th smallest present value.
@@ -179,6 +188,10 @@ impl Default for LeanRun {
     }
 }
 
+/// The passes over a run's buckets did not see the same rows.
+#[derive(Debug)]
+pub struct Changed;
+
 impl LeanRun {
     /// Takes one bucket's scored rollouts of the run: `p`, whose field `f` is the run's
     /// field `global[f]` (in the counting pass; later passes give every field of the run
@@ -210,30 +223,45 @@ impl LeanRun {
                 let x = p.vals[f][pos];
                 let int = (pass == Pass::Count && p.all_int).then(|| p.ints[f][pos]);
                 self.fields[g].visit(pass, x, int, true);
-                repeat.fields[g].visit(pass, x, int, false);
+                // A run of one repeat has no repeat level: its columns go after counting.
+                if let Some(c) = repeat.fields.get_mut(g) {
+                    c.visit(pass, x, int, false);
+                }
             }
         }
     }
 
-    /// Ends a pass; returns whether another is needed.
-    pub fn end_pass(&mut self) -> bool {
+    /// Ends a pass; returns whether another is needed, or [`Changed`] when this pass
+    /// took other rows or values than the first.
+    pub fn end_pass(&mut self) -> Result<bool, Changed> {
         let pass = self.pass;
+        let mut same = true;
         for c in &mut self.fields {
-            c.end(pass, self.rows);
+            same &= c.end(pass, self.rows);
         }
+        let one_repeat = self.repeats.len() < 2;
         for r in self.repeats.values_mut() {
-            r.fields.resize_with(self.fields.len(), Column::new);
+            if one_repeat {
+                r.fields = Vec::new();
+                continue;
+            }
+            if pass == Pass::Count {
+                r.fields.resize_with(self.fields.len(), Column::new);
+            }
             for c in &mut r.fields {
                 let len = c.present;
-                c.end(pass, len);
+                same &= c.end(pass, len);
             }
+        }
+        if !same {
+            return Err(Changed);
         }
         self.pass = match pass {
             Pass::Count => Pass::Sum,
             Pass::Sum => Pass::Square,
             Pass::Square | Pass::Select => Pass::Select,
         };
-        self.pass != Pass::Select || self.columns().any(|c| c.select.wants_pass())
+        Ok(self.pass != Pass::Select || self.columns().any(|c| c.select.wants_pass()))
     }
 
     fn columns(&self) -> impl Iterator<Item = &Column> {

@@ -13,7 +13,7 @@
 //! What this path does not cover (custom metrics, slices whose task ranges overlap, unnamed rollouts merged into a named run) goes to the whole-table
 //! merge.
 
-use std::collections::{BTreeSet, HashMap, HashSet};
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -52,7 +52,8 @@ struct Run {
     /// Numeric fields in order of first appearance, and whether every value of every
     /// field is an integer or a bool (as the single-machine profile decides it).
     fields: Vec<String>,
-    field_set: HashSet<String>,
+    /// Each field's index in `fields`.
+    field_index: HashMap<String, usize>,
     all_int: bool,
     /// Per scored rollout, in (task, rollout) order.
     task: Vec<i64>,
@@ -81,7 +82,7 @@ impl Run {
             repeats: BTreeSet::new(),
             perf: PerfValues::default(),
             fields: Vec::new(),
-            field_set: HashSet::new(),
+            field_index: HashMap::new(),
             all_int: true,
             task: Vec::new(),
             rollout: Vec::new(),
@@ -120,7 +121,8 @@ impl Run {
         // Fields this bucket shows first come after every field seen before.
         let mut new_field = false;
         for f in &p.fields {
-            if self.field_set.insert(f.name.clone()) {
+            if !self.field_index.contains_key(&f.name) {
+                self.field_index.insert(f.name.clone(), self.fields.len());
                 self.fields.push(f.name.clone());
                 if self.lean.is_none() {
                     self.vals.push(vec![f64::NAN; before]);
@@ -134,11 +136,7 @@ impl Run {
             self.ints = Vec::new();
         }
         if let Some(lean) = &mut self.lean {
-            let global: Vec<usize> = p
-                .fields
-                .iter()
-                .map(|f| self.fields.iter().position(|g| *g == f.name).expect("a field of the run"))
-                .collect();
+            let global: Vec<usize> = p.fields.iter().map(|f| self.field_index[&f.name]).collect();
             lean.visit(&p, &global);
             return;
         }
@@ -572,7 +570,22 @@ fn lean_passes(
 ) -> Result<()> {
     let buckets: Vec<usize> =
         list.iter().flat_map(|r| r.buckets.iter().copied()).collect::<BTreeSet<_>>().into_iter().collect();
-    let mut more: Vec<bool> = list.iter_mut().map(|r| r.lean.as_mut().is_some_and(|l| l.end_pass())).collect();
+    let changed = |run: &Run| {
+        Error::Mismatch(format!(
+            "the slices changed while the merge read them: a pass over them did not find the {} scored rollouts \
+             of run {} that the first pass found; merge slices that nothing writes to",
+            run.scored,
+            run.key.as_deref().unwrap_or("(unnamed)"),
+        ))
+    };
+    let mut more: Vec<bool> = Vec::with_capacity(list.len());
+    for run in list.iter_mut() {
+        match run.lean.as_mut().map(|l| l.end_pass()) {
+            Some(Err(_)) => return Err(changed(run)),
+            m => more.push(matches!(m, Some(Ok(true)))),
+        }
+    }
+    let by_key: HashMap<Option<String>, usize> = list.iter().enumerate().map(|(i, r)| (r.key.clone(), i)).collect();
     let mut pass = 1;
     while more.iter().any(|&m| m) {
         let t0 = std::time::Instant::now();
@@ -583,11 +596,19 @@ fn lean_passes(
             |_, t| -> Result<bool> {
                 let t = t?;
                 let br = bucket_runs(&t, inputs);
-                for (run, _) in list.iter_mut().zip(&more).filter(|(_, &m)| m) {
-                    let scored: Vec<usize> = br.rows_of(&run.key).into_iter().filter(|&r| !t.masked[r]).collect();
-                    if scored.is_empty() {
+                // Each run's scored rows, found in one walk over the bucket.
+                let run_of: Vec<Option<usize>> = br.keys.iter().map(|(k, _)| by_key.get(k).copied()).collect();
+                let mut rows_by: BTreeMap<usize, Vec<usize>> = BTreeMap::new();
+                for (r, &k) in br.row.iter().enumerate() {
+                    if k == ORPHAN || t.masked[r] {
                         continue;
                     }
+                    if let Some(i) = run_of[k as usize].filter(|&i| more[i]) {
+                        rows_by.entry(i).or_default().push(r);
+                    }
+                }
+                for (i, scored) in rows_by {
+                    let run = &mut list[i];
                     let label = vec![""; scored.len()];
                     let fields = resolve_fields(&t, run.fields.iter().cloned());
                     let p = Profiled::with_fields(&t, &scored, &label, fields, false);
@@ -598,7 +619,9 @@ fn lean_passes(
             },
         )?;
         for (run, m) in list.iter_mut().zip(more.iter_mut()) {
-            *m = *m && run.lean.as_mut().is_some_and(|l| l.end_pass());
+            if *m {
+                *m = run.lean.as_mut().expect("a lean run").end_pass().map_err(|_| changed(run))?;
+            }
         }
         trace(&format!("merge: pass {pass}"), t0);
     }

@@ -585,7 +585,7 @@ fn low_memory_merges_of_hard_columns_give_the_single_machine_bytes() {
             let common = if r < 900 { "0.75".to_string() } else { format!("{:?}", r as f64 / 7.0) };
             let near = format!("{:?}", 1.0 + (rng.below(40) as f64) * f64::EPSILON);
             let wide = format!("{:?}", (rng.below(2_000_001) as f64 - 1e6) * 10f64.powi(rng.below(600) as i32 - 300));
-            let sparse = if r % 10 == 0 { format!(", \"sparse\": {}", r as i64 - 500) } else { String::new() };
+            let sparse = if r.is_multiple_of(10) { format!(", \"sparse\": {}", r as i64 - 500) } else { String::new() };
             text.push_str(&format!(
                 "{{\"_ng_task_index\": {task}, \"_ng_rollout_index\": {rollout}, \"agent_ref\": {{\"name\": \"a\"}}, \
                  \"reward\": {common}, \"zero\": {zero}, \"near\": {near}, \"wide\": {wide}{sparse}}}\n"
