@@ -319,6 +319,37 @@ pub fn kernels(data: &[u8]) {
         }
     }
 
+    // The streamed sum is the pairwise sum; streamed selection finds the sorted values,
+    // also on a column long enough to be counted (the values cycled past 4,096).
+    let mut stream = rollstat::stats::stream::PairwiseStream::new(xs.len() as u64);
+    for &x in &xs {
+        stream.push(x);
+    }
+    assert!(stream.numpy_sum().is_some_and(|s| same(s, sum::numpy_sum(&xs))), "streamed sum of {xs:?}");
+    if !sorted.is_empty() {
+        let long: Vec<f64> = sorted.iter().copied().cycle().take(sorted.len() + 5000).collect();
+        for col in [&sorted, &long] {
+            let mut want = col.clone();
+            want.sort_by(f64::total_cmp);
+            let n = col.len();
+            let ranks: Vec<u64> = quantile::positions_for(n, &qs).into_iter().map(|k| k as u64).collect();
+            let mut select = rollstat::stats::stream::Select::new();
+            let mut passes = 0;
+            while select.wants_pass() {
+                for &x in col.iter() {
+                    select.push(x);
+                }
+                select.end_pass(if passes == 0 { &ranks } else { &[] });
+                passes += 1;
+                assert!(passes <= 7, "selection within the key's bits");
+            }
+            assert!(!select.changed());
+            for &k in &ranks {
+                assert_eq!(select.at(k).to_bits(), want[k as usize].to_bits(), "rank {k} of {n}");
+            }
+        }
+    }
+
     // fsum against an exact sum: every value is a multiple of 2^-30 below 2^61, so the
     // sum of up to 2^36 of them is exact in i128 and `as f64` rounds it once, to nearest.
     let mut exact: i128 = 0;
