@@ -59,6 +59,8 @@ pub fn shard(c: &ShardConfig) -> Result<ShardRun> {
         let mut out = OutputSet::new(&[c.rollouts.as_path()]);
         // Rows are in task order: each bucket is one run of rows.
         let mut buckets: Vec<(i64, usize)> = Vec::new();
+        // Rows per (bucket, agent as the rollout names it, rollout index).
+        let mut counts: Vec<String> = Vec::new();
         let mut start = 0;
         for r in 1..=t.len() {
             let b = t.task[start].div_euclid(c.task_width);
@@ -68,11 +70,27 @@ pub fn shard(c: &ShardConfig) -> Result<ShardRun> {
                 let mut w = out.create(&path)?;
                 write_slice(&t, &rows, &mut w).and_then(|()| w.finish()).map_err(|e| Error::write(&path, e))?;
                 buckets.push((b, r - start));
+                let mut by: std::collections::BTreeMap<(Option<&str>, i64), usize> = Default::default();
+                for row in start..r {
+                    *by.entry((t.name(t.agent[row]), t.rollout[row])).or_default() += 1;
+                }
+                for ((agent, rollout), n) in by {
+                    let agent = agent.map_or_else(
+                        || "null".to_string(),
+                        |a| String::from_utf8(crate::json::stream::quoted(a)).expect("quoted text is UTF-8"),
+                    );
+                    counts.push(format!("[{b},{agent},{rollout},{n}]"));
+                }
                 start = r;
             }
         }
         let list: Vec<String> = buckets.iter().map(|(b, n)| format!("[{b},{n}]")).collect();
-        let manifest = format!("{{\"task_width\":{},\"buckets\":[{}]}}\n", c.task_width, list.join(","));
+        let manifest = format!(
+            "{{\"task_width\":{},\"buckets\":[{}],\"rows\":[{}]}}\n",
+            c.task_width,
+            list.join(","),
+            counts.join(",")
+        );
         out.add(&c.out_dir.join(MANIFEST), manifest.as_bytes())?;
         Ok(ShardRun { buckets, files: out.commit()? })
     })

@@ -605,3 +605,47 @@ fn low_memory_merges_of_hard_columns_give_the_single_machine_bytes() {
         std::fs::remove_file(&got).unwrap();
     }
 }
+
+/// A shard's manifest counts its rows per (bucket, agent, rollout index), as the lines
+/// name them: the counts add up to each bucket's rows and to the file's own counts.
+#[test]
+fn shard_manifests_count_rows_per_agent_and_repeat() {
+    use rollstat::json::Json;
+    let d = TempDir::new("dist-counts");
+    let g = d.join("gen");
+    generate(&g, &["--tasks", "60", "--repeats", "3", "--agents", "3", "--seed", "9", "--missing-frac", "0.1"]);
+    let file = g.join("rollouts.jsonl");
+    let dir = d.join("shard");
+    ok(&["shard", s(&file), "--out-dir", s(&dir), "--task-width", "7", "-q"]);
+    let manifest = read_json(&dir.join("manifest.json"));
+    let width = 7.0;
+    let num = |j: &Json| j.as_f64().unwrap() as i64;
+    let Some(Json::Arr(buckets)) = manifest.get("buckets") else { panic!("no buckets") };
+    let Some(Json::Arr(rows)) = manifest.get("rows") else { panic!("no rows") };
+    let mut per_bucket: BTreeMap<i64, i64> = BTreeMap::new();
+    let mut got: BTreeMap<(String, i64), i64> = BTreeMap::new();
+    for r in rows {
+        let Json::Arr(r) = r else { panic!("row entry {r:?}") };
+        let Json::Str(agent) = &r[1] else { panic!("agent {:?}", r[1]) };
+        *per_bucket.entry(num(&r[0])).or_default() += num(&r[3]);
+        *got.entry((agent.clone(), num(&r[2]))).or_default() += num(&r[3]);
+    }
+    let listed: BTreeMap<i64, i64> = buckets
+        .iter()
+        .map(|b| match b {
+            Json::Arr(p) => (num(&p[0]), num(&p[1])),
+            _ => panic!("bucket {b:?}"),
+        })
+        .collect();
+    assert_eq!(per_bucket, listed);
+    let mut want: BTreeMap<(String, i64), i64> = BTreeMap::new();
+    for line in read_jsonl(&file) {
+        let Some(Json::Str(agent)) = line.get("agent_ref").and_then(|a| a.get("name")) else { panic!("agent") };
+        let rollout = num(line.get("_ng_rollout_index").unwrap());
+        let task = line.get("_ng_task_index").unwrap().as_f64().unwrap();
+        assert!(listed.contains_key(&((task / width).floor() as i64)));
+        *want.entry((agent.clone(), rollout)).or_default() += 1;
+    }
+    assert_eq!(got, want);
+    assert_eq!(want.len(), 9, "3 agents × 3 repeats");
+}
