@@ -106,6 +106,38 @@ fn open_unnamed(dir: &Path) -> Option<fs::File> {
     fs::OpenOptions::new().write(true).mode(0o666).custom_flags(libc::O_TMPFILE).open(dir).ok()
 }
 
+/// A file to write and read back that no one else sees and nothing leaves behind: with
+/// no name in `dir` where the file system allows, else created under a fresh name and
+/// removed at once (it lives while open).
+pub fn scratch_file(dir: &Path) -> std::io::Result<fs::File> {
+    use std::os::unix::fs::OpenOptionsExt;
+    if unnamed_allowed() {
+        let f = fs::OpenOptions::new().read(true).write(true).mode(0o600).custom_flags(libc::O_TMPFILE).open(dir);
+        if let Ok(f) = f {
+            return Ok(f);
+        }
+    }
+    scratch_named(dir)
+}
+
+/// [`scratch_file`] where no unnamed file can be had: a fresh name, removed at once.
+fn scratch_named(dir: &Path) -> std::io::Result<fs::File> {
+    use std::os::unix::fs::OpenOptionsExt;
+    static NEXT: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+    loop {
+        let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let path = dir.join(format!(".rollstat-scratch-{}-{n}", std::process::id()));
+        match fs::OpenOptions::new().read(true).write(true).create_new(true).mode(0o600).open(&path) {
+            Ok(f) => {
+                fs::remove_file(&path)?;
+                return Ok(f);
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => continue,
+            Err(e) => return Err(e),
+        }
+    }
+}
+
 /// Gives the unnamed file `f` the name `to` (which must not exist).
 fn link_unnamed(f: &fs::File, to: &Path) -> std::io::Result<()> {
     use std::os::fd::AsRawFd;
@@ -406,5 +438,25 @@ fn parent(path: &Path) -> PathBuf {
     match path.parent() {
         Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
         _ => PathBuf::from("."),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::io::{Read, Seek, Write};
+
+    #[test]
+    fn scratch_files_hold_their_bytes_and_leave_no_name() {
+        let dir = std::env::temp_dir().join(format!("rollstat-scratch-test-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        for mut f in [super::scratch_file(&dir).unwrap(), super::scratch_named(&dir).unwrap()] {
+            f.write_all(b"task entries").unwrap();
+            f.rewind().unwrap();
+            let mut back = String::new();
+            f.read_to_string(&mut back).unwrap();
+            assert_eq!(back, "task entries");
+            assert_eq!(std::fs::read_dir(&dir).unwrap().count(), 0, "a scratch file has no name");
+        }
+        std::fs::remove_dir(&dir).unwrap();
     }
 }

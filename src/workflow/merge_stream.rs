@@ -501,7 +501,28 @@ pub(super) fn merge_aggregate_streamed(
     let t0 = std::time::Instant::now();
     let mut w = out.create(path)?;
     let parts = entries.iter().map(|e| (e.head.as_slice(), e.repeats.as_slice(), e.perf.as_ref()));
+    // Runs that share buckets (every agent on the same tasks) would each read them
+    // again: then one pass over the buckets writes the first run's task entries to the
+    // file and keeps the others' in a scratch file, copied in when their turn comes.
+    let reads: usize = entries.iter().map(|e| list[e.run].buckets.len()).sum();
+    let shared: Vec<usize> =
+        entries.iter().flat_map(|e| list[e.run].buckets.iter().copied()).collect::<BTreeSet<_>>().into_iter().collect();
+    let one_pass = entries.len() >= 2 && reads * 2 > shared.len() * 3;
+    let mut spilled: Option<Spilled> = None;
     let written = write_aggregate_with(parts, &mut w, |e, depth, w| {
+        if one_pass {
+            if e == 0 {
+                // Beside the output, or in the temporary folder when it is a pipe or device.
+                let dir = match path.parent() {
+                    _ if crate::export::atomic::is_stream(path) => std::env::temp_dir(),
+                    Some(d) if !d.as_os_str().is_empty() => d.to_path_buf(),
+                    _ => PathBuf::from("."),
+                };
+                spilled =
+                    Some(write_tasks_once(&entries, &list, &shared, slices, name, inputs, &all_lines, depth, &dir, w)?);
+            }
+            return spilled.as_ref().expect("the first entry spilled the others").copy(e, w);
+        }
         let Entry { fields, all_int, run: i, .. } = &entries[e];
         let run = &list[*i];
         let mut started = false;
@@ -626,6 +647,129 @@ fn lean_passes(
         trace(&format!("merge: pass {pass}"), t0);
     }
     Ok(())
+}
+
+/// Task entries of runs after the first, written during the one pass over the buckets:
+/// each run's pieces (offset and length in the scratch file), in order.
+struct Spilled {
+    file: std::fs::File,
+    pieces: Vec<Vec<(u64, u64)>>,
+}
+
+impl Spilled {
+    /// Copies entry `e`'s task entries (nothing for the first, written directly) to `w`.
+    fn copy<W: Write>(&self, e: usize, w: &mut W) -> std::result::Result<(), StreamError> {
+        use std::os::unix::fs::FileExt;
+        let mut buf = vec![0u8; 1 << 20];
+        for &(at, len) in self.pieces.get(e).map(Vec::as_slice).unwrap_or_default() {
+            let mut done = 0;
+            while done < len {
+                let n = (len - done).min(buf.len() as u64) as usize;
+                self.file.read_exact_at(&mut buf[..n], at + done)?;
+                w.write_all(&buf[..n])?;
+                done += n as u64;
+            }
+        }
+        Ok(())
+    }
+}
+
+/// A writer that counts what it has written.
+struct Counted<W> {
+    w: W,
+    at: u64,
+}
+
+impl<W: Write> Write for Counted<W> {
+    fn write(&mut self, b: &[u8]) -> std::io::Result<usize> {
+        let n = self.w.write(b)?;
+        self.at += n as u64;
+        Ok(n)
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        self.w.flush()
+    }
+}
+
+/// Reads every bucket of `buckets` once and writes each entry's task entries array: the
+/// first entry's to `w`, the others' to a scratch file in `dir`.
+#[allow(clippy::too_many_arguments)]
+fn write_tasks_once<W: Write + Send>(
+    entries: &[Entry],
+    list: &[Run],
+    buckets: &[usize],
+    slices: &[PathBuf],
+    name: &Path,
+    inputs: Option<&InputTable>,
+    all_lines: &LineMap,
+    depth: usize,
+    dir: &Path,
+    w: &mut W,
+) -> std::result::Result<Spilled, StreamError> {
+    let file = crate::export::atomic::scratch_file(dir)?;
+    let mut spill = Counted { w: std::io::BufWriter::with_capacity(1 << 20, file.try_clone()?), at: 0 };
+    let mut pieces: Vec<Vec<(u64, u64)>> = vec![Vec::new(); entries.len()];
+    let mut started = vec![false; entries.len()];
+    let entry_of: HashMap<Option<String>, usize> =
+        entries.iter().enumerate().map(|(e, x)| (list[x.run].key.clone(), e)).collect();
+    prefetched(
+        buckets.len(),
+        |k| read_bucket(&slices[buckets[k]], name, &mut all_lines.clone()),
+        |_, t| -> std::result::Result<bool, StreamError> {
+            let t = t.map_err(StreamError::Input)?;
+            let br = bucket_runs(&t, inputs);
+            let of: Vec<Option<usize>> = br.keys.iter().map(|(k, _)| entry_of.get(k).copied()).collect();
+            let mut rows_by: BTreeMap<usize, Vec<usize>> = BTreeMap::new();
+            for (r, &k) in br.row.iter().enumerate() {
+                if k != ORPHAN && !t.masked[r] {
+                    if let Some(e) = of[k as usize] {
+                        rows_by.entry(e).or_default().push(r);
+                    }
+                }
+            }
+            let shared: Shared = (Arc::new(info_plans(&t)), Arc::new(quoted_names(&t)));
+            for (e, scored) in rows_by {
+                let Entry { fields, all_int, .. } = &entries[e];
+                let label = vec![""; scored.len()];
+                let fields = resolve_fields(&t, fields.iter().cloned());
+                let p = Profiled::with_fields(&t, &scored, &label, fields, *all_int);
+                let keys = StatKeys::new(&p.fields);
+                let plan = task_plan(p, keys, &shared);
+                if plan.groups.is_empty() {
+                    continue;
+                }
+                let open = if started[e] { &b""[..] } else { b"[" };
+                if e == 0 {
+                    w.write_all(open)?;
+                    write_task_entries(&plan, Some(depth), started[e], w)?;
+                } else {
+                    let at = spill.at;
+                    spill.write_all(open)?;
+                    write_task_entries(&plan, Some(depth), started[e], &mut spill)?;
+                    pieces[e].push((at, spill.at - at));
+                }
+                started[e] = true;
+            }
+            Ok(true)
+        },
+    )?;
+    for (e, &s) in started.iter().enumerate() {
+        let mut end = Vec::new();
+        if s {
+            close_array(depth, &mut end)?;
+        } else {
+            end.extend_from_slice(b"[]");
+        }
+        if e == 0 {
+            w.write_all(&end)?;
+        } else {
+            pieces[e].push((spill.at, end.len() as u64));
+            spill.write_all(&end)?;
+        }
+    }
+    spill.flush()?;
+    drop(spill);
+    Ok(Spilled { file, pieces })
 }
 
 /// One run's agent and repeat levels, waiting for its task entries.
