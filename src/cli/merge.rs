@@ -57,7 +57,7 @@ pub struct AggregateArgs {
     #[arg(long, conflicts_with = "low_memory")]
     pub whole_table: bool,
     /// Keep no column of the sweep: means and deviations are added as the slices are
-    /// read, medians and quartiles found by exact selection. Reads the slices 4–6 times
+    /// read, medians and quartiles found by exact selection. Reads the slices 4–7 times
     /// instead of twice. The bytes are the same.
     #[arg(long)]
     pub low_memory: bool,
