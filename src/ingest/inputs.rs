@@ -225,6 +225,15 @@ pub fn read_inputs(path: &Path) -> Result<InputTable> {
         Ok(p)
     })?;
     let mut t = InputTable { path: path.to_path_buf(), ..Default::default() };
+    // Columns sized once: grown piece by piece they would keep up to twice the room.
+    let rows: usize = pieces.iter().map(|(p, _)| p.t.task.len()).sum();
+    t.task.reserve_exact(rows);
+    t.rollout.reserve_exact(rows);
+    t.line.reserve_exact(rows);
+    t.agent.reserve_exact(rows);
+    t.server.reserve_exact(rows);
+    t.offset.reserve_exact(rows);
+    t.len.reserve_exact(rows);
     let mut names: HashMap<String, u32> = HashMap::new();
     let mut cut: Option<(u64, String)> = None;
     for (p, base) in pieces {
