@@ -236,7 +236,12 @@ pub fn read_inputs(path: &Path) -> Result<InputTable> {
     t.len.reserve_exact(rows);
     let mut names: HashMap<String, u32> = HashMap::new();
     let mut cut: Option<(u64, String)> = None;
-    for (p, base) in pieces {
+    for (k, (p, base)) in pieces.into_iter().enumerate() {
+        // The pieces' columns freed so far go back to the system as the table grows,
+        // so reading holds about one copy of the table, not two.
+        if k % 64 == 63 {
+            super::release_free_memory();
+        }
         if let Some((line, msg)) = p.cut_off {
             cut = Some((line + base, msg.clone()));
             report.warnings.push(format!(

@@ -25,3 +25,14 @@ pub use inputs::{read_inputs, InputTable};
 pub use lines::LineMap;
 pub use rollouts::{read_rollouts, read_rollouts_bytes, read_rollouts_files, RolloutTable};
 pub use table::{tag, Column, Source};
+
+/// Gives the heap's free memory back to the system: glibc keeps what a parallel reader
+/// freed in its arenas, where it counts as resident (0.4 GB after reading 10M input
+/// rows).
+pub(crate) fn release_free_memory() {
+    #[cfg(all(target_os = "linux", target_env = "gnu"))]
+    // SAFETY: malloc_trim only returns free heap memory to the system.
+    unsafe {
+        libc::malloc_trim(0);
+    }
+}

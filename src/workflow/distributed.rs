@@ -152,7 +152,7 @@ pub fn merge_aggregate(
         let t0 = std::time::Instant::now();
         let inputs = c.inputs.as_deref().map(read_inputs).transpose()?;
         // Reading freed its per-piece tables; the merge holds the inputs for its whole run.
-        super::release_free_memory();
+        crate::ingest::release_free_memory();
         if let Some(i) = &inputs {
             crate::trace::trace("merge: read inputs", t0);
             // The check on the inputs alone (swapped files); the rest needs the rollouts.

@@ -112,16 +112,6 @@ pub(crate) fn contradiction_error(r: &RolloutTable, inp: &InputTable) -> Option<
 }
 
 /// Prints read warnings (cut-off last lines) to stderr.
-/// Gives the heap's free memory back to the system (glibc keeps what a parallel reader
-/// freed in its arenas, which counts as resident: 0.4 GB after reading 10M input rows).
-pub(crate) fn release_free_memory() {
-    #[cfg(all(target_os = "linux", target_env = "gnu"))]
-    // SAFETY: malloc_trim only returns free heap memory to the system.
-    unsafe {
-        libc::malloc_trim(0);
-    }
-}
-
 pub(crate) fn report_read_warnings(w: &[String]) {
     for m in w {
         eprintln!("warning: {m}");
