@@ -97,27 +97,24 @@ fn unnamed_allowed() -> bool {
     })
 }
 
-/// Opens a file with no name in `dir` (`None` where the file system cannot).
-fn open_unnamed(dir: &Path) -> Option<fs::File> {
+/// Opens a file with no name in `dir`, to write (and with `read`, to read back too);
+/// `None` where the file system cannot.
+fn open_unnamed(dir: &Path, read: bool) -> Option<fs::File> {
     use std::os::unix::fs::OpenOptionsExt;
     if !unnamed_allowed() {
         return None;
     }
-    fs::OpenOptions::new().write(true).mode(0o666).custom_flags(libc::O_TMPFILE).open(dir).ok()
+    fs::OpenOptions::new().read(read).write(true).mode(0o666).custom_flags(libc::O_TMPFILE).open(dir).ok()
 }
 
 /// A file to write and read back that no one else sees and nothing leaves behind: with
 /// no name in `dir` where the file system allows, else created under a fresh name and
 /// removed at once (it lives while open).
 pub fn scratch_file(dir: &Path) -> std::io::Result<fs::File> {
-    use std::os::unix::fs::OpenOptionsExt;
-    if unnamed_allowed() {
-        let f = fs::OpenOptions::new().read(true).write(true).mode(0o600).custom_flags(libc::O_TMPFILE).open(dir);
-        if let Ok(f) = f {
-            return Ok(f);
-        }
+    match open_unnamed(dir, true) {
+        Some(f) => Ok(f),
+        None => scratch_named(dir),
     }
-    scratch_named(dir)
 }
 
 /// [`scratch_file`] where no unnamed file can be had: a fresh name, removed at once.
@@ -257,7 +254,7 @@ impl OutputSet {
                 let name = dest.file_name().map(|s| s.to_string_lossy().into_owned()).unwrap_or_default();
                 let dir = parent(&dest);
                 sweep_stale(&dir, &name);
-                if let Some(f) = open_unnamed(&dir) {
+                if let Some(f) = open_unnamed(&dir, false) {
                     let keep = f.try_clone().map_err(|e| Error::write(&dest, e))?;
                     self.staged.push((Temp::Unnamed(keep), dest));
                     return Ok((f, true));

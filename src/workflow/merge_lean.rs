@@ -114,8 +114,8 @@ impl Column {
     /// are zero-filled); false when this pass took other values than the first.
     fn end(&mut self, pass: Pass, len: u64) -> bool {
         let n = self.present;
-        let same = pass == Pass::Count || std::mem::take(&mut self.seen) == len;
-        self.seen = 0;
+        let seen = std::mem::take(&mut self.seen);
+        let same = pass == Pass::Count || seen == len;
         match pass {
             Pass::Count => {
                 // The first and last ranks are the extremes, known already.

@@ -185,6 +185,25 @@ fn bucket_runs(t: &RolloutTable, inputs: Option<&InputTable>) -> BucketRuns {
 }
 
 impl BucketRuns {
+    /// The scored (unmasked) rows of `t` by the index `index` gives their run key (rows
+    /// of runs it gives none for are left out), each in table order.
+    fn scored_by(
+        &self,
+        t: &RolloutTable,
+        index: impl Fn(&Option<String>) -> Option<usize>,
+    ) -> BTreeMap<usize, Vec<usize>> {
+        let of: Vec<Option<usize>> = self.keys.iter().map(|(k, _)| index(k)).collect();
+        let mut by: BTreeMap<usize, Vec<usize>> = BTreeMap::new();
+        for (r, &k) in self.row.iter().enumerate() {
+            if k != ORPHAN && !t.masked[r] {
+                if let Some(i) = of[k as usize] {
+                    by.entry(i).or_default().push(r);
+                }
+            }
+        }
+        by
+    }
+
     /// The rows of run `key`, in table order.
     fn rows_of(&self, key: &Option<String>) -> Vec<usize> {
         let Some(k) = self.keys.iter().position(|(x, _)| x == key) else {
@@ -505,8 +524,7 @@ pub(super) fn merge_aggregate_streamed(
     // again: then one pass over the buckets writes the first run's task entries to the
     // file and keeps the others' in a scratch file, copied in when their turn comes.
     let reads: usize = entries.iter().map(|e| list[e.run].buckets.len()).sum();
-    let shared: Vec<usize> =
-        entries.iter().flat_map(|e| list[e.run].buckets.iter().copied()).collect::<BTreeSet<_>>().into_iter().collect();
+    let shared = all_buckets(&list);
     let one_pass = entries.len() >= 2 && reads * 2 > shared.len() * 3;
     let mut spilled: Option<Spilled> = None;
     let written = write_aggregate_with(parts, &mut w, |e, depth, w| {
@@ -538,29 +556,12 @@ pub(super) fn merge_aggregate_streamed(
             read,
             |_, x: Result<(RolloutTable, Vec<usize>)>| -> std::result::Result<bool, StreamError> {
                 let (t, scored) = x.map_err(StreamError::Input)?;
-                let label = vec![""; scored.len()];
-                let fields = resolve_fields(&t, fields.iter().cloned());
-                let p = Profiled::with_fields(&t, &scored, &label, fields, *all_int);
-                let keys = StatKeys::new(&p.fields);
                 let shared: Shared = (Arc::new(info_plans(&t)), Arc::new(quoted_names(&t)));
-                let plan = task_plan(p, keys, &shared);
-                if plan.groups.is_empty() {
-                    return Ok(true);
-                }
-                if !started {
-                    w.write_all(b"[")?;
-                }
-                write_task_entries(&plan, Some(depth), started, w)?;
-                started = true;
+                write_bucket_tasks(&t, &scored, fields, *all_int, &shared, depth, &mut started, w)?;
                 Ok(true)
             },
         )?;
-        if started {
-            close_array(depth, w)?;
-        } else {
-            w.write_all(b"[]")?;
-        }
-        Ok(())
+        Ok(end_task_array(depth, started, w)?)
     });
     written.map_err(|e| e.at(path))?;
     w.finish().map_err(|e| Error::write(path, e))?;
@@ -580,6 +581,51 @@ pub(super) fn merge_aggregate_streamed(
     Ok(Some(AggregateRun { file: path.to_path_buf(), key_metrics, warnings: warn }))
 }
 
+/// The buckets holding scored rollouts of any run, in order.
+fn all_buckets(list: &[Run]) -> Vec<usize> {
+    list.iter().flat_map(|r| r.buckets.iter().copied()).collect::<BTreeSet<_>>().into_iter().collect()
+}
+
+/// Writes one run's task entries of bucket `t` (its scored rows `scored`, profiled with
+/// the run's `fields`) into the `group_level_metrics` array at `depth`, opening the array
+/// if `started` says nothing was written to it yet.
+#[allow(clippy::too_many_arguments)]
+fn write_bucket_tasks<W: Write + Send>(
+    t: &RolloutTable,
+    scored: &[usize],
+    fields: &[String],
+    all_int: bool,
+    shared: &Shared,
+    depth: usize,
+    started: &mut bool,
+    w: &mut W,
+) -> std::result::Result<(), StreamError> {
+    let label = vec![""; scored.len()];
+    let fields = resolve_fields(t, fields.iter().cloned());
+    let p = Profiled::with_fields(t, scored, &label, fields, all_int);
+    let keys = StatKeys::new(&p.fields);
+    let plan = task_plan(p, keys, shared);
+    if plan.groups.is_empty() {
+        return Ok(());
+    }
+    if !*started {
+        w.write_all(b"[")?;
+    }
+    write_task_entries(&plan, Some(depth), *started, w)?;
+    *started = true;
+    Ok(())
+}
+
+/// Closes a `group_level_metrics` array at `depth`, or writes an empty one when nothing
+/// was `started`.
+fn end_task_array<W: Write>(depth: usize, started: bool, w: &mut W) -> std::io::Result<()> {
+    if started {
+        close_array(depth, w)
+    } else {
+        w.write_all(b"[]")
+    }
+}
+
 /// The passes of `--low-memory` after the first: each reads every bucket that holds
 /// scored rollouts and hands each run its rows, until every run has its statistics.
 fn lean_passes(
@@ -589,8 +635,7 @@ fn lean_passes(
     all_lines: &LineMap,
     list: &mut [Run],
 ) -> Result<()> {
-    let buckets: Vec<usize> =
-        list.iter().flat_map(|r| r.buckets.iter().copied()).collect::<BTreeSet<_>>().into_iter().collect();
+    let buckets = all_buckets(list);
     let changed = |run: &Run| {
         Error::Mismatch(format!(
             "the slices changed while the merge read them: a pass over them did not find the {} scored rollouts \
@@ -616,18 +661,8 @@ fn lean_passes(
             |k| read_bucket(&slices[buckets[k]], name, &mut all_lines.clone()),
             |_, t| -> Result<bool> {
                 let t = t?;
-                let br = bucket_runs(&t, inputs);
                 // Each run's scored rows, found in one walk over the bucket.
-                let run_of: Vec<Option<usize>> = br.keys.iter().map(|(k, _)| by_key.get(k).copied()).collect();
-                let mut rows_by: BTreeMap<usize, Vec<usize>> = BTreeMap::new();
-                for (r, &k) in br.row.iter().enumerate() {
-                    if k == ORPHAN || t.masked[r] {
-                        continue;
-                    }
-                    if let Some(i) = run_of[k as usize].filter(|&i| more[i]) {
-                        rows_by.entry(i).or_default().push(r);
-                    }
-                }
+                let rows_by = bucket_runs(&t, inputs).scored_by(&t, |k| by_key.get(k).copied().filter(|&i| more[i]));
                 for (i, scored) in rows_by {
                     let run = &mut list[i];
                     let label = vec![""; scored.len()];
@@ -717,55 +752,26 @@ fn write_tasks_once<W: Write + Send>(
         |k| read_bucket(&slices[buckets[k]], name, &mut all_lines.clone()),
         |_, t| -> std::result::Result<bool, StreamError> {
             let t = t.map_err(StreamError::Input)?;
-            let br = bucket_runs(&t, inputs);
-            let of: Vec<Option<usize>> = br.keys.iter().map(|(k, _)| entry_of.get(k).copied()).collect();
-            let mut rows_by: BTreeMap<usize, Vec<usize>> = BTreeMap::new();
-            for (r, &k) in br.row.iter().enumerate() {
-                if k != ORPHAN && !t.masked[r] {
-                    if let Some(e) = of[k as usize] {
-                        rows_by.entry(e).or_default().push(r);
-                    }
-                }
-            }
+            let rows_by = bucket_runs(&t, inputs).scored_by(&t, |k| entry_of.get(k).copied());
             let shared: Shared = (Arc::new(info_plans(&t)), Arc::new(quoted_names(&t)));
             for (e, scored) in rows_by {
                 let Entry { fields, all_int, .. } = &entries[e];
-                let label = vec![""; scored.len()];
-                let fields = resolve_fields(&t, fields.iter().cloned());
-                let p = Profiled::with_fields(&t, &scored, &label, fields, *all_int);
-                let keys = StatKeys::new(&p.fields);
-                let plan = task_plan(p, keys, &shared);
-                if plan.groups.is_empty() {
-                    continue;
-                }
-                let open = if started[e] { &b""[..] } else { b"[" };
                 if e == 0 {
-                    w.write_all(open)?;
-                    write_task_entries(&plan, Some(depth), started[e], w)?;
+                    write_bucket_tasks(&t, &scored, fields, *all_int, &shared, depth, &mut started[e], w)?;
                 } else {
                     let at = spill.at;
-                    spill.write_all(open)?;
-                    write_task_entries(&plan, Some(depth), started[e], &mut spill)?;
+                    write_bucket_tasks(&t, &scored, fields, *all_int, &shared, depth, &mut started[e], &mut spill)?;
                     pieces[e].push((at, spill.at - at));
                 }
-                started[e] = true;
             }
             Ok(true)
         },
     )?;
-    for (e, &s) in started.iter().enumerate() {
-        let mut end = Vec::new();
-        if s {
-            close_array(depth, &mut end)?;
-        } else {
-            end.extend_from_slice(b"[]");
-        }
-        if e == 0 {
-            w.write_all(&end)?;
-        } else {
-            pieces[e].push((spill.at, end.len() as u64));
-            spill.write_all(&end)?;
-        }
+    end_task_array(depth, started[0], w)?;
+    for (e, &s) in started.iter().enumerate().skip(1) {
+        let at = spill.at;
+        end_task_array(depth, s, &mut spill)?;
+        pieces[e].push((at, spill.at - at));
     }
     spill.flush()?;
     drop(spill);
