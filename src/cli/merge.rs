@@ -7,6 +7,7 @@ use clap::{Args as ClapArgs, Subcommand};
 
 use super::common::{self, MetricArgs};
 use crate::error::Result;
+use crate::workflow::distributed::InputsGiven;
 use crate::workflow::{AggregateConfig, ProfileConfig};
 
 #[derive(ClapArgs, Debug, Clone)]
@@ -26,7 +27,8 @@ pub enum What {
 /// The slices and the sweep's name, common to both.
 #[derive(ClapArgs, Debug, Clone)]
 pub struct Slices {
-    /// The slices, in bucket order (`partial` outputs, or `shard` outputs in file order).
+    /// The slices, in bucket order (`partial` outputs, or `shard` outputs in file order);
+    /// with them, in any order, the input slices of `shard --inputs` instead of --inputs.
     #[arg(value_name = "SLICE", required = true)]
     pub slices: Vec<PathBuf>,
     /// The rollouts file name the sweep goes by (names profile's artifacts S_…).
@@ -67,9 +69,10 @@ pub struct AggregateArgs {
 pub struct ProfileArgs {
     #[command(flatten)]
     pub slices: Slices,
-    /// Materialized inputs JSONL (one row per expected rollout).
+    /// Materialized inputs JSONL (one row per expected rollout); required unless input
+    /// slices are given.
     #[arg(long, value_name = "MATERIALIZED.jsonl")]
-    pub inputs: PathBuf,
+    pub inputs: Option<PathBuf>,
     /// Profile what completed when some input rows have no rollout.
     #[arg(long)]
     pub allow_partial: bool,
@@ -78,6 +81,13 @@ pub struct ProfileArgs {
     pub out_dir: PathBuf,
     #[command(flatten)]
     pub metrics: MetricArgs,
+}
+
+impl Slices {
+    /// The rollouts' slices and the input slices, told apart by their headers.
+    fn split(&self) -> (Vec<PathBuf>, Vec<PathBuf>) {
+        self.slices.iter().cloned().partition(|p| !crate::ingest::input_slice::is_input_slice(p))
+    }
 }
 
 pub fn run(a: Args) -> Result<()> {
@@ -92,7 +102,8 @@ pub fn run(a: Args) -> Result<()> {
                 metrics: a.metrics.resolve()?,
                 key_metrics: a.key_metric,
             };
-            let r = crate::workflow::distributed::merge_aggregate(&c, &a.slices.slices, a.whole_table, a.low_memory)?;
+            let (slices, inputs) = a.slices.split();
+            let r = crate::workflow::distributed::merge_aggregate(&c, &slices, &inputs, a.whole_table, a.low_memory)?;
             common::print_warnings(&r.warnings);
             if !common::quiet() {
                 super::aggregate::print_key_metrics(&r.key_metrics);
@@ -100,14 +111,25 @@ pub fn run(a: Args) -> Result<()> {
             say!("Aggregate metrics: {}", r.file.display());
         }
         What::Profile(a) => {
+            let (slices, input_slices) = a.slices.split();
+            let inputs = InputsGiven::new(a.inputs.as_deref(), &input_slices)?;
+            let inputs = match inputs {
+                InputsGiven::File(f) => f.to_path_buf(),
+                InputsGiven::Slices(_) => PathBuf::new(),
+                InputsGiven::None => {
+                    return Err(crate::error::Error::Usage(
+                        "merge profile needs the materialized inputs: --inputs FILE, or their input slices".into(),
+                    ))
+                }
+            };
             let c = ProfileConfig {
-                inputs: a.inputs,
+                inputs,
                 rollouts: vec![a.slices.name.clone()],
                 allow_partial: a.allow_partial,
                 out_dir: Some(a.out_dir),
                 metrics: a.metrics.resolve()?,
             };
-            let r = crate::workflow::distributed::merge_profile(&c, &a.slices.slices)?;
+            let r = crate::workflow::distributed::merge_profile(&c, &slices, &input_slices)?;
             let warnings = common::print_warnings(&r.warnings);
             super::profile::print_summary(&r, warnings);
         }

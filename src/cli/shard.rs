@@ -13,6 +13,10 @@ use crate::workflow::distributed::ShardConfig;
 pub struct Args {
     #[command(flatten)]
     pub rollouts: RolloutsFile,
+    /// The file is the sweep's materialized inputs, not rollouts: its rows go to input
+    /// slices (`i<bucket>.slice`), which `merge` takes instead of --inputs.
+    #[arg(long)]
+    pub inputs: bool,
     /// Folder for the slices (`b<bucket>.slice`) and `manifest.json`; created if missing.
     #[arg(long, value_name = "DIR")]
     pub out_dir: PathBuf,
@@ -43,11 +47,12 @@ pub fn run(a: Args) -> Result<()> {
             "shard reads one rollouts file: run it once per file, with the same --task-width".into(),
         )
     })?;
-    let c = ShardConfig { rollouts, out_dir: a.out_dir, task_width: a.task_width, range: a.range };
+    let c = ShardConfig { rollouts, out_dir: a.out_dir, task_width: a.task_width, range: a.range, inputs: a.inputs };
     let r = crate::workflow::distributed::shard(&c)?;
     if !common::quiet() {
         let rows: usize = r.buckets.iter().map(|b| b.1).sum();
-        say!("Sharded {} rollouts into {} buckets", rows, r.buckets.len());
+        let what = if c.inputs { "input rows" } else { "rollouts" };
+        say!("Sharded {} {what} into {} buckets", rows, r.buckets.len());
     }
     say!("Wrote {}", c.out_dir.display());
     Ok(())

@@ -30,13 +30,13 @@ pub struct InputTable {
     pub verified_line: Option<u64>,
     /// How a rollout key finds its row, settled on first use and shared by everything
     /// that joins rollouts to their input rows.
-    row_at: std::sync::OnceLock<RowIndex>,
+    pub(super) row_at: std::sync::OnceLock<RowIndex>,
 }
 
 /// Inputs whose keys strictly increase (the usual file) are searched in place, which
 /// needs no memory; others get a map from key to row (the last, for a key given twice).
 #[derive(Debug, Clone)]
-enum RowIndex {
+pub(super) enum RowIndex {
     Sorted,
     Hashed(HashMap<(i64, i64), usize, foldhash::fast::RandomState>),
 }
@@ -105,7 +105,24 @@ type LineProblem = (Option<String>, String);
 
 /// Reads a materialized-inputs file.
 pub fn read_inputs(path: &Path) -> Result<InputTable> {
-    let (pieces, mut report) = read_pieces(path, |lines: &mut PieceLines<'_>| {
+    let (pieces, report) = read_pieces(path, |lines: &mut PieceLines<'_>| parse_piece(path, lines))?;
+    let (t, cut) = join_pieces(path, pieces, report);
+    if t.is_empty() {
+        return Err(super::lines::no_rows(path, "input", cut));
+    }
+    Ok(t)
+}
+
+/// Reads the rows of a materialized-inputs file that start in bytes `range` (start,
+/// end) of it, numbered by their line in the whole file. A range may hold no row.
+pub fn read_inputs_range(path: &Path, range: (u64, u64)) -> Result<InputTable> {
+    let (pieces, report) =
+        super::lines::read_pieces_range(path, range, |lines: &mut PieceLines<'_>| parse_piece(path, lines))?;
+    Ok(join_pieces(path, pieces, report).0)
+}
+
+/// Reads the rows of one piece of an inputs file.
+fn parse_piece(path: &Path, lines: &mut PieceLines<'_>) -> Result<Piece> {
         let mut p = Piece::default();
         for l in lines {
             let r: std::result::Result<RowKeys, LineProblem> = (|| {
@@ -223,7 +240,11 @@ pub fn read_inputs(path: &Path) -> Result<InputTable> {
             }
         }
         Ok(p)
-    })?;
+}
+
+/// Joins the pieces of an inputs file into one table, in file order, with their
+/// warnings; also the file's cut-off last line, if any.
+fn join_pieces(path: &Path, pieces: Vec<(Piece, u64)>, mut report: ReadReport) -> (InputTable, Option<(u64, String)>) {
     let mut t = InputTable { path: path.to_path_buf(), ..Default::default() };
     // Columns sized once: grown piece by piece they would keep up to twice the room.
     let rows: usize = pieces.iter().map(|(p, _)| p.t.task.len()).sum();
@@ -273,10 +294,7 @@ pub fn read_inputs(path: &Path) -> Result<InputTable> {
         t.len.extend(p.t.len);
     }
     t.report = report;
-    if t.is_empty() {
-        return Err(super::lines::no_rows(path, "input", cut));
-    }
-    Ok(t)
+    (t, cut)
 }
 
 /// The inputs file mapped for re-reading rows with [`row_in`] (`None` when it cannot be

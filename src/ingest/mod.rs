@@ -12,6 +12,7 @@ pub mod batch;
 pub mod fields;
 #[cfg(feature = "engine")]
 pub mod frame;
+pub mod input_slice;
 pub mod inputs;
 pub mod labels;
 pub mod lines;

@@ -8,12 +8,14 @@
 use std::path::{Path, PathBuf};
 
 use super::aggregate::{aggregate_table, AggregateConfig, AggregateRun};
-use super::merge_stream::merge_aggregate_streamed;
+use super::merge_stream::{merge_aggregate_streamed, MergeInputs};
 use super::profile::{check_inputs, profile_paths, profile_table, ProfileConfig, ProfileRun};
 use super::{check_runs, report_read_warnings};
 use crate::error::{Error, Location, Result};
 use crate::export::atomic::{in_out_dir, OutputSet};
 use crate::ingest::rollouts::read_rollouts_range;
+use crate::ingest::input_slice::{is_input_slice, read_head, write_input_slice, SlicedInputs};
+use crate::ingest::inputs::read_inputs_range;
 use crate::ingest::slice::{read_slices, write_slice};
 use crate::ingest::{read_inputs, read_rollouts, InputTable, RolloutTable};
 use crate::trace::trace;
@@ -31,6 +33,9 @@ pub struct ShardConfig {
     pub task_width: i64,
     /// Only the lines that start in these bytes (start, end) of the file.
     pub range: Option<(u64, u64)>,
+    /// The file is a materialized-inputs file: its rows go to input slices
+    /// (`i<bucket>.slice`).
+    pub inputs: bool,
 }
 
 /// What a shard run wrote: each bucket with its number of rows.
@@ -44,9 +49,17 @@ pub fn slice_path(dir: &Path, b: i64) -> PathBuf {
     dir.join(format!("b{b}.slice"))
 }
 
+/// The input slice file of bucket `b` in `dir`.
+pub fn input_slice_path(dir: &Path, b: i64) -> PathBuf {
+    dir.join(format!("i{b}.slice"))
+}
+
 pub fn shard(c: &ShardConfig) -> Result<ShardRun> {
     if c.task_width < 1 {
         return Err(Error::Usage("--task-width must be at least 1".into()));
+    }
+    if c.inputs {
+        return shard_inputs(c);
     }
     let t0 = std::time::Instant::now();
     let t = match c.range {
@@ -96,15 +109,82 @@ pub fn shard(c: &ShardConfig) -> Result<ShardRun> {
     })
 }
 
+/// `shard` of a materialized-inputs file: its rows by bucket of tasks as input slices,
+/// each in line order. A file whose rows carry a verifier's result is a rollouts file
+/// given as inputs, refused here as the merge would refuse it.
+fn shard_inputs(c: &ShardConfig) -> Result<ShardRun> {
+    let t0 = std::time::Instant::now();
+    let t = match c.range {
+        Some(r) => read_inputs_range(&c.rollouts, r)?,
+        None => read_inputs(&c.rollouts)?,
+    };
+    check_runs(&RolloutTable::empty(Default::default()), &t)?;
+    report_read_warnings(&t.report.warnings);
+    trace("read", t0);
+    // Rows by bucket, each bucket's in line order.
+    let mut by: std::collections::BTreeMap<i64, Vec<usize>> = Default::default();
+    for r in 0..t.len() {
+        by.entry(t.task[r].div_euclid(c.task_width)).or_default().push(r);
+    }
+    in_out_dir(&c.out_dir, || {
+        let mut out = OutputSet::new(&[c.rollouts.as_path()]);
+        let mut buckets = Vec::new();
+        for (&b, rows) in &by {
+            let path = input_slice_path(&c.out_dir, b);
+            let mut w = out.create(&path)?;
+            write_input_slice(&t, rows, c.task_width, b, &mut w)
+                .and_then(|()| w.finish())
+                .map_err(|e| Error::write(&path, e))?;
+            buckets.push((b, rows.len()));
+        }
+        let list: Vec<String> = buckets.iter().map(|(b, n)| format!("[{b},{n}]")).collect();
+        let manifest =
+            format!("{{\"kind\":\"inputs\",\"task_width\":{},\"buckets\":[{}]}}\n", c.task_width, list.join(","));
+        out.add(&c.out_dir.join(MANIFEST), manifest.as_bytes())?;
+        Ok(ShardRun { buckets, files: out.commit()? })
+    })
+}
+
 /// Joins slices (one bucket's, from every rollouts file, in file order) into one.
+/// Input slices (one bucket's, from byte ranges of the inputs file) are joined in line
+/// order.
 pub fn partial(slices: &[PathBuf], out_path: &Path) -> Result<usize> {
     let ins: Vec<&Path> = slices.iter().map(PathBuf::as_path).collect();
     let mut out = OutputSet::new(&ins);
     out.check(out_path)?;
+    if slices.iter().any(|p| is_input_slice(p)) {
+        return partial_inputs(slices, out_path, out);
+    }
     let t = read_slices(slices, out_path)?;
     let rows: Vec<usize> = (0..t.len()).collect();
     let mut w = out.create(out_path)?;
     write_slice(&t, &rows, &mut w).and_then(|()| w.finish()).map_err(|e| Error::write(out_path, e))?;
+    drop(w);
+    out.commit()?;
+    Ok(t.len())
+}
+
+fn partial_inputs(slices: &[PathBuf], out_path: &Path, mut out: OutputSet) -> Result<usize> {
+    if let Some(p) = slices.iter().find(|p| !is_input_slice(p)) {
+        return Err(Error::bad(
+            Location::file(p),
+            "not an input slice, while others are; join the rollouts' slices and the inputs' slices apart",
+        ));
+    }
+    let s = SlicedInputs::open(slices)?;
+    let heads: Vec<i64> = slices.iter().map(|p| read_head(p).map(|h| h.bucket)).collect::<Result<_>>()?;
+    if let Some(k) = heads.iter().position(|&b| b != heads[0]) {
+        return Err(Error::bad(
+            Location::file(&slices[k]),
+            format!("this input slice holds bucket {}, the first given holds bucket {}; join one bucket at a time", heads[k], heads[0]),
+        ));
+    }
+    let t = s.whole()?;
+    let rows: Vec<usize> = (0..t.len()).collect();
+    let mut w = out.create(out_path)?;
+    write_input_slice(&t, &rows, s.task_width, heads[0], &mut w)
+        .and_then(|()| w.finish())
+        .map_err(|e| Error::write(out_path, e))?;
     drop(w);
     out.commit()?;
     Ok(t.len())
@@ -119,47 +199,96 @@ fn read_sweep(slices: &[PathBuf], rollouts: &Path) -> Result<RolloutTable> {
     Ok(t)
 }
 
+/// The materialized inputs a merge was given: a JSONL file (`--inputs`) or the input
+/// slices `shard --inputs` wrote.
+#[derive(Debug, Clone, Copy)]
+pub enum InputsGiven<'a> {
+    None,
+    File(&'a Path),
+    Slices(&'a [PathBuf]),
+}
+
+impl<'a> InputsGiven<'a> {
+    /// From `--inputs` and the input slices among a merge's slices (not both).
+    pub fn new(file: Option<&'a Path>, slices: &'a [PathBuf]) -> Result<InputsGiven<'a>> {
+        match (file, slices.is_empty()) {
+            (Some(_), false) => Err(Error::Usage(
+                "give the inputs as --inputs FILE or as input slices among the slices, not both".into(),
+            )),
+            (Some(f), true) => Ok(InputsGiven::File(f)),
+            (None, false) => Ok(InputsGiven::Slices(slices)),
+            (None, true) => Ok(InputsGiven::None),
+        }
+    }
+
+    /// The files the merge reads for them (never overwritten by its outputs).
+    fn files(&self) -> Vec<&'a Path> {
+        match *self {
+            InputsGiven::None => Vec::new(),
+            InputsGiven::File(f) => vec![f],
+            InputsGiven::Slices(s) => s.iter().map(PathBuf::as_path).collect(),
+        }
+    }
+
+    /// The whole inputs table: the file read, or every input slice joined in line order.
+    fn read_whole(&self) -> Result<Option<InputTable>> {
+        match *self {
+            InputsGiven::None => Ok(None),
+            InputsGiven::File(f) => read_inputs(f).map(Some),
+            InputsGiven::Slices(s) => SlicedInputs::open(s)?.whole().map(Some),
+        }
+    }
+}
+
 /// Reads the inputs (when given) on a thread of their own while the slices are read:
 /// the inputs are JSONL as large as the sweep has rollouts, the slices are compact, and
 /// reading the two one after the other left a core idle for much of the merge. An error
 /// in the inputs is reported before one in the slices, as when they were read in turn.
-fn read_both(inputs: Option<&Path>, slices: &[PathBuf], rollouts: &Path) -> Result<(Option<InputTable>, RolloutTable)> {
+fn read_both(inputs: InputsGiven<'_>, slices: &[PathBuf], rollouts: &Path) -> Result<(Option<InputTable>, RolloutTable)> {
     std::thread::scope(|s| {
-        let reading = inputs.map(|p| s.spawn(move || read_inputs(p)));
+        let reading = s.spawn(move || inputs.read_whole());
         let t = read_sweep(slices, rollouts);
-        let inputs = reading.map(|h| h.join().unwrap_or_else(|e| std::panic::resume_unwind(e))).transpose()?;
+        let inputs = reading.join().unwrap_or_else(|e| std::panic::resume_unwind(e))?;
         Ok((inputs, t?))
     })
 }
 
-/// `aggregate` over slices: `c.rollouts` only names the sweep, `c.out` is required.
+/// `aggregate` over slices: `c.rollouts` only names the sweep, `c.out` is required, and
+/// the inputs are `c.inputs` or `input_slices` (not both).
 /// `whole_table` reads the slices into one table; otherwise they are read bucket by
 /// bucket, keeping each run's value columns or, with `low_memory`, none.
 pub fn merge_aggregate(
     c: &AggregateConfig,
     slices: &[PathBuf],
+    input_slices: &[PathBuf],
     whole_table: bool,
     low_memory: bool,
 ) -> Result<AggregateRun> {
     let path = c.out.clone().ok_or_else(|| Error::Usage("merge aggregate needs --out FILE".into()))?;
+    let given = InputsGiven::new(c.inputs.as_deref(), input_slices)?;
     let mut read: Vec<&Path> = slices.iter().map(PathBuf::as_path).collect();
-    read.extend(c.inputs.as_deref());
+    read.extend(given.files());
     read.extend(c.metrics.files.iter().map(PathBuf::as_path));
     let mut out = OutputSet::new(&read);
     out.check(&path)?;
     if !whole_table {
-        // Bucket by bucket: the inputs first, then the slices one at a time.
+        // Bucket by bucket: the inputs first (the file, or the slices' headers), then the
+        // slices one at a time, each with its input rows.
         let t0 = std::time::Instant::now();
-        let inputs = c.inputs.as_deref().map(read_inputs).transpose()?;
+        let inputs = match given {
+            InputsGiven::None => None,
+            InputsGiven::File(f) => Some(MergeInputs::File(read_inputs(f)?)),
+            InputsGiven::Slices(s) => Some(MergeInputs::Sliced(SlicedInputs::open(s)?)),
+        };
         // Reading freed its per-piece tables; the merge holds the inputs for its whole run.
         crate::ingest::release_free_memory();
-        if let Some(i) = &inputs {
+        if let Some(MergeInputs::File(i)) = &inputs {
             crate::trace::trace("merge: read inputs", t0);
             // The check on the inputs alone (swapped files); the rest needs the rollouts.
             check_runs(&RolloutTable::empty(Default::default()), i)?;
         }
         if let Some(mut run) = merge_aggregate_streamed(c, slices, inputs.as_ref(), &mut out, &path, low_memory)? {
-            if let Some(i) = &inputs {
+            if let Some(MergeInputs::File(i)) = &inputs {
                 report_read_warnings(&i.report.warnings);
             }
             run.file = out.commit()?.remove(0);
@@ -171,6 +300,11 @@ pub fn merge_aggregate(
                  or rollouts without an agent merged into a named run); reading every slice into one table"
             );
         }
+        let inputs = match inputs {
+            Some(MergeInputs::File(i)) => Some(i),
+            Some(MergeInputs::Sliced(s)) => Some(s.whole()?),
+            None => None,
+        };
         let t = read_sweep(slices, &c.rollouts[0])?;
         if let Some(i) = &inputs {
             check_runs(&t, i)?;
@@ -178,7 +312,7 @@ pub fn merge_aggregate(
         }
         return aggregate_table(c, &t, inputs.as_ref(), out, &path);
     }
-    let (inputs, t) = read_both(c.inputs.as_deref(), slices, &c.rollouts[0])?;
+    let (inputs, t) = read_both(given, slices, &c.rollouts[0])?;
     if let Some(i) = &inputs {
         check_runs(&t, i)?;
         report_read_warnings(&i.report.warnings);
@@ -187,23 +321,42 @@ pub fn merge_aggregate(
 }
 
 /// `profile` over slices: the artifacts go to `c.out_dir` (required), named after
-/// `c.rollouts`.
-pub fn merge_profile(c: &ProfileConfig, slices: &[PathBuf]) -> Result<ProfileRun> {
+/// `c.rollouts`. The inputs are `c.inputs`, or `input_slices` when given; then each
+/// task's `sample` is still read from the inputs file they were sharded from.
+pub fn merge_profile(c: &ProfileConfig, slices: &[PathBuf], input_slices: &[PathBuf]) -> Result<ProfileRun> {
     let dir = c.out_dir.clone().ok_or_else(|| Error::Usage("merge profile needs --out-dir DIR".into()))?;
-    if c.inputs.is_dir() {
-        return Err(Error::bad(Location::file(&c.inputs), "is a folder; give the JSONL file inside it"));
+    let given = if input_slices.is_empty() { InputsGiven::File(&c.inputs) } else { InputsGiven::Slices(input_slices) };
+    if let InputsGiven::File(f) = given {
+        if f.is_dir() {
+            return Err(Error::bad(Location::file(f), "is a folder; give the JSONL file inside it"));
+        }
+    }
+    if let InputsGiven::Slices(s) = given {
+        let file = SlicedInputs::open(s)?.path;
+        if let Err(e) = std::fs::File::open(&file) {
+            return Err(Error::bad(
+                Location::file(&file),
+                format!(
+                    "cannot be read ({e}); each task entry's `sample` is its input row, which merge profile reads \
+                     from the inputs file the input slices were sharded from: make it readable at this path"
+                ),
+            ));
+        }
+        check_inputs(&file)?;
     }
     in_out_dir(&dir, || {
         let paths = profile_paths(&c.rollouts[0], Some(&dir));
         let mut read: Vec<&Path> = slices.iter().map(PathBuf::as_path).collect();
-        read.push(&c.inputs);
+        read.extend(given.files());
         read.extend(c.metrics.files.iter().map(PathBuf::as_path));
         let out = OutputSet::new(&read);
         for p in &paths {
             out.check(p)?;
         }
-        check_inputs(&c.inputs)?;
-        let (inputs, t) = read_both(Some(&c.inputs), slices, &c.rollouts[0])?;
+        if let InputsGiven::File(f) = given {
+            check_inputs(f)?;
+        }
+        let (inputs, t) = read_both(given, slices, &c.rollouts[0])?;
         let inputs = inputs.expect("read_both reads the inputs it is given");
         check_runs(&t, &inputs)?;
         report_read_warnings(&inputs.report.warnings);

@@ -13,6 +13,7 @@
 //! What this path does not cover (custom metrics, slices whose task ranges overlap, unnamed rollouts merged into a named run) goes to the whole-table
 //! merge.
 
+use std::borrow::Cow;
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -25,6 +26,7 @@ use crate::export::atomic::OutputSet;
 use crate::export::tasks::{close_array, write_aggregate_with, write_task_entries, StreamError};
 use crate::ingest::fields::{resolve_fields, Field};
 use crate::ingest::labels::{label_runs, labels_for, named, run_key, run_keys, NONE};
+use crate::ingest::input_slice::SlicedInputs;
 use crate::ingest::slice::read_slices;
 use crate::ingest::{InputTable, LineMap, RolloutTable};
 use crate::json::{Json, Members};
@@ -252,10 +254,62 @@ struct RunChecks {
     contradiction: Option<(u64, Error)>,
 }
 
+/// A merge's materialized inputs: the file, read whole, or its input slices, read a
+/// bucket at a time.
+pub(super) enum MergeInputs {
+    File(InputTable),
+    Sliced(SlicedInputs),
+}
+
+impl MergeInputs {
+    /// The inputs file, as messages name it.
+    fn path(&self) -> &Path {
+        match self {
+            MergeInputs::File(t) => &t.path,
+            MergeInputs::Sliced(s) => &s.path,
+        }
+    }
+
+    /// Run labels, settled over every input row.
+    fn labels(&self) -> HashMap<String, String> {
+        match self {
+            MergeInputs::File(inp) => {
+                labels_for((0..inp.len()).map(|i| (inp.name(inp.server[i]), inp.name(inp.agent[i]))))
+            }
+            MergeInputs::Sliced(s) => s.labels(),
+        }
+    }
+
+    /// The input rows bucket table `t` may join to (in line order): all of them, or
+    /// those of the input slices of its tasks.
+    fn for_bucket(&self, t: &RolloutTable) -> Result<Cow<'_, InputTable>> {
+        match self {
+            MergeInputs::File(inp) => Ok(Cow::Borrowed(inp)),
+            MergeInputs::Sliced(s) => {
+                let first = t.task.first().copied().unwrap_or(0);
+                let last = t.task.last().copied().unwrap_or(-1);
+                s.for_tasks(first, last).map(Cow::Owned)
+            }
+        }
+    }
+}
+
+/// One bucket of rollouts with the input rows it may join to.
+struct Bucket<'a> {
+    t: RolloutTable,
+    inputs: Option<Cow<'a, InputTable>>,
+}
+
+impl Bucket<'_> {
+    fn runs(&self) -> BucketRuns {
+        bucket_runs(&self.t, self.inputs.as_deref())
+    }
+}
+
 /// Reads one slice as a table whose line numbers count files as the whole sweep does
 /// (`lines`, grown by the files this slice names), so rows of different buckets compare
-/// by line and are named as in the whole table.
-fn read_bucket(slice: &Path, name: &Path, lines: &mut LineMap) -> Result<RolloutTable> {
+/// by line and are named as in the whole table; with the input rows of its tasks.
+fn read_bucket<'a>(slice: &Path, name: &Path, lines: &mut LineMap, inputs: Option<&'a MergeInputs>) -> Result<Bucket<'a>> {
     let mut t = read_slices(&[slice.to_path_buf()], name)?;
     let map: Vec<usize> = t.lines.files().iter().map(|f| lines.file(f)).collect();
     for l in &mut t.line {
@@ -263,7 +317,8 @@ fn read_bucket(slice: &Path, name: &Path, lines: &mut LineMap) -> Result<Rollout
         *l = LineMap::number(map[file], line);
     }
     t.lines = lines.clone();
-    Ok(t)
+    let inputs = inputs.map(|i| i.for_bucket(&t)).transpose()?;
+    Ok(Bucket { t, inputs })
 }
 
 /// `merge aggregate` bucket by bucket into `path` (staged in `out`), or `None` when this
@@ -271,7 +326,7 @@ fn read_bucket(slice: &Path, name: &Path, lines: &mut LineMap) -> Result<Rollout
 pub(super) fn merge_aggregate_streamed(
     c: &AggregateConfig,
     slices: &[PathBuf],
-    inputs: Option<&InputTable>,
+    inputs: Option<&MergeInputs>,
     out: &mut OutputSet,
     path: &Path,
     lean: bool,
@@ -297,9 +352,10 @@ pub(super) fn merge_aggregate_streamed(
     let lines = &mut all_lines;
     prefetched(
         slices.len(),
-        |b| read_bucket(&slices[b], name, lines),
-        |b, t| -> Result<bool> {
-            let t = t?;
+        |b| read_bucket(&slices[b], name, lines, inputs),
+        |b, bk| -> Result<bool> {
+            let bk = bk?;
+            let (t, bucket_inputs) = (&bk.t, bk.inputs.as_deref());
             if t.is_empty() {
                 return Ok(true);
             }
@@ -309,14 +365,14 @@ pub(super) fn merge_aggregate_streamed(
                 return Ok(false);
             }
             last_task = t.task.last().copied();
-            if let Some(inp) = inputs {
+            if let Some(inp) = bucket_inputs {
                 checks.any_reward |= t.has_response || t.column(crate::ingest::Source::Top, "reward").is_some();
                 checks.any_input_row |= (0..t.len()).any(|k| inp.row_of(t.task[k], t.rollout[k]).is_some());
                 let first = (0..t.len()).min_by_key(|&k| t.line[k]).unwrap_or(0);
                 if checks.first_row.as_ref().is_none_or(|f| t.line[first] < f.0) {
                     checks.first_row = Some((t.line[first], t.location(first), (t.task[first], t.rollout[first])));
                 }
-                if let Some((line, e)) = super::contradiction_error(&t, inp) {
+                if let Some((line, e)) = super::contradiction_error(t, inp) {
                     if checks.contradiction.as_ref().is_none_or(|f| line < f.0) {
                         checks.contradiction = Some((line, e));
                     }
@@ -340,7 +396,7 @@ pub(super) fn merge_aggregate_streamed(
             if unnamed.is_some() {
                 return Ok(true);
             }
-            let br = bucket_runs(&t, inputs);
+            let br = bk.runs();
             // Each local run key's index in `list`, found on its first row.
             let mut global: Vec<Option<usize>> = vec![None; br.keys.len()];
             let mut rows_by: Vec<Vec<usize>> = vec![Vec::new(); list.len()];
@@ -357,7 +413,7 @@ pub(super) fn merge_aggregate_streamed(
                     None => {
                         let (key, is_server) = &br.keys[k as usize];
                         if key.is_none() && c.agent.is_none() {
-                            unnamed = Some(crate::metrics::aggregate::unnamed(&t, inputs, r));
+                            unnamed = Some(crate::metrics::aggregate::unnamed(t, bucket_inputs, r));
                             return Ok(true);
                         }
                         let i = *runs_by_key.entry(key.clone()).or_insert_with(|| {
@@ -373,7 +429,7 @@ pub(super) fn merge_aggregate_streamed(
             }
             for (i, rows) in rows_by.iter().enumerate() {
                 if !rows.is_empty() {
-                    list[i].add(&t, rows, b);
+                    list[i].add(t, rows, b);
                 }
             }
             Ok(true)
@@ -392,7 +448,7 @@ pub(super) fn merge_aggregate_streamed(
                 format!(
                     "no row has a `reward` or a `response`, which the rollouts `gym eval run` writes carry; \
                      is this the rollouts file (with --inputs {} as its materialized inputs)?",
-                    inp.path.display()
+                    inp.path().display()
                 ),
             ));
         }
@@ -403,7 +459,7 @@ pub(super) fn merge_aggregate_streamed(
                 format!(
                     "no rollout key (`_ng_task_index`, `_ng_rollout_index`) of this file has an input row in {}: \
                      the two files come from different runs (first key ({task}, {rollout}))",
-                    inp.path.display(),
+                    inp.path().display(),
                 ),
             ));
         }
@@ -416,7 +472,7 @@ pub(super) fn merge_aggregate_streamed(
     }
     // Labels, settled over the whole sweep.
     let labels: HashMap<String, String> = match inputs {
-        Some(inp) => labels_for((0..inp.len()).map(|i| (inp.name(inp.server[i]), inp.name(inp.agent[i])))),
+        Some(inp) => inp.labels(),
         None => label_runs(&key_agents),
     };
     let label_of = |r: &Run| -> String {
@@ -547,9 +603,9 @@ pub(super) fn merge_aggregate_streamed(
         // The next bucket is read, and its rows of this run found, while this one is
         // written.
         let read = |k: usize| -> Result<(RolloutTable, Vec<usize>)> {
-            let t = read_bucket(&slices[run.buckets[k]], name, &mut all_lines.clone())?;
-            let scored = bucket_runs(&t, inputs).rows_of(&run.key).into_iter().filter(|&r| !t.masked[r]).collect();
-            Ok((t, scored))
+            let b = read_bucket(&slices[run.buckets[k]], name, &mut all_lines.clone(), inputs)?;
+            let scored = b.runs().rows_of(&run.key).into_iter().filter(|&r| !b.t.masked[r]).collect();
+            Ok((b.t, scored))
         };
         prefetched(
             run.buckets.len(),
@@ -631,7 +687,7 @@ fn end_task_array<W: Write>(depth: usize, started: bool, w: &mut W) -> std::io::
 fn lean_passes(
     slices: &[PathBuf],
     name: &Path,
-    inputs: Option<&InputTable>,
+    inputs: Option<&MergeInputs>,
     all_lines: &LineMap,
     list: &mut [Run],
 ) -> Result<()> {
@@ -658,11 +714,12 @@ fn lean_passes(
         pass += 1;
         prefetched(
             buckets.len(),
-            |k| read_bucket(&slices[buckets[k]], name, &mut all_lines.clone()),
-            |_, t| -> Result<bool> {
-                let t = t?;
+            |k| read_bucket(&slices[buckets[k]], name, &mut all_lines.clone(), inputs),
+            |_, b| -> Result<bool> {
+                let b = b?;
+                let t = &b.t;
                 // Each run's scored rows, found in one walk over the bucket.
-                let rows_by = bucket_runs(&t, inputs).scored_by(&t, |k| by_key.get(k).copied().filter(|&i| more[i]));
+                let rows_by = b.runs().scored_by(t, |k| by_key.get(k).copied().filter(|&i| more[i]));
                 for (i, scored) in rows_by {
                     let run = &mut list[i];
                     let label = vec![""; scored.len()];
@@ -735,7 +792,7 @@ fn write_tasks_once<W: Write + Send>(
     buckets: &[usize],
     slices: &[PathBuf],
     name: &Path,
-    inputs: Option<&InputTable>,
+    inputs: Option<&MergeInputs>,
     all_lines: &LineMap,
     depth: usize,
     dir: &Path,
@@ -749,10 +806,11 @@ fn write_tasks_once<W: Write + Send>(
         entries.iter().enumerate().map(|(e, x)| (list[x.run].key.clone(), e)).collect();
     prefetched(
         buckets.len(),
-        |k| read_bucket(&slices[buckets[k]], name, &mut all_lines.clone()),
-        |_, t| -> std::result::Result<bool, StreamError> {
-            let t = t.map_err(StreamError::Input)?;
-            let rows_by = bucket_runs(&t, inputs).scored_by(&t, |k| entry_of.get(k).copied());
+        |k| read_bucket(&slices[buckets[k]], name, &mut all_lines.clone(), inputs),
+        |_, b| -> std::result::Result<bool, StreamError> {
+            let b = b.map_err(StreamError::Input)?;
+            let t = &b.t;
+            let rows_by = b.runs().scored_by(t, |k| entry_of.get(k).copied());
             let shared: Shared = (Arc::new(info_plans(&t)), Arc::new(quoted_names(&t)));
             for (e, scored) in rows_by {
                 let Entry { fields, all_int, .. } = &entries[e];

@@ -1,0 +1,443 @@
+//! Input slices: the rows of a materialized-inputs file for one bucket of tasks, saved
+//! by `shard --inputs` so that a merge can join each bucket of rollouts to its input
+//! rows without reading (or holding) the whole inputs file.
+//!
+//! A slice keeps, per row, its rollout key, agent and server, its line in the inputs
+//! file and where its bytes are there; and, in a small header read before any row, the
+//! inputs file's name, the bucket, and each (server, agent) pair of the bucket with its
+//! first line, from which the run labels of the whole sweep are settled. Slices of the
+//! same file read back, joined in line order, as the table read from the file itself.
+//!
+//! The format is private to rollstat: a fixed magic, the header's compressed length,
+//! the zstd-compressed header, then the zstd-compressed rows (little-endian).
+
+use std::collections::{BTreeMap, HashMap};
+use std::io::{Read, Write};
+use std::path::{Path, PathBuf};
+
+use super::rollouts::NONE;
+use super::InputTable;
+use crate::error::{Error, Location, Result};
+
+const MAGIC: &[u8; 16] = b"rollstat-inputs\x01";
+
+/// Bytes per row in the rows frame.
+const ROW: usize = 8 + 8 + 8 + 4 + 4 + 8 + 4;
+
+/// What an input slice says of itself before its rows.
+#[derive(Debug, Clone)]
+pub struct Head {
+    /// The inputs file the rows came from, as `shard` was given it.
+    pub inputs: PathBuf,
+    pub task_width: i64,
+    pub bucket: i64,
+    pub rows: u64,
+    pub names: Vec<String>,
+    /// Each distinct (server, agent) name id pair of the slice's rows, with its first line.
+    pub pairs: Vec<(u32, u32, u64)>,
+}
+
+/// Whether `path` starts as an input slice does (unreadable files say no; reading
+/// them later reports why).
+pub fn is_input_slice(path: &Path) -> bool {
+    let mut magic = [0u8; 16];
+    std::fs::File::open(path).and_then(|mut f| f.read_exact(&mut magic)).is_ok() && &magic == MAGIC
+}
+
+/// Writes rows `rows` of `t` (in line order, all of bucket `bucket` of width `width`) as
+/// an input slice.
+pub fn write_input_slice(
+    t: &InputTable,
+    rows: &[usize],
+    task_width: i64,
+    bucket: i64,
+    w: &mut impl Write,
+) -> std::io::Result<()> {
+    let mut pairs: Vec<(u32, u32, u64)> = Vec::new();
+    let mut seen: HashMap<(u32, u32), ()> = HashMap::new();
+    for &r in rows {
+        if seen.insert((t.server[r], t.agent[r]), ()).is_none() {
+            pairs.push((t.server[r], t.agent[r], t.line[r]));
+        }
+    }
+    let mut h = Enc(Vec::new());
+    h.str(&t.path.to_string_lossy());
+    h.u64(task_width as u64);
+    h.u64(bucket as u64);
+    h.u64(rows.len() as u64);
+    h.u64(t.names.len() as u64);
+    for n in &t.names {
+        h.str(n);
+    }
+    h.u64(pairs.len() as u64);
+    for &(s, a, l) in &pairs {
+        h.u32(s);
+        h.u32(a);
+        h.u64(l);
+    }
+    let mut b = Enc(Vec::with_capacity(rows.len() * ROW));
+    for &r in rows {
+        b.u64(t.task[r] as u64);
+        b.u64(t.rollout[r] as u64);
+        b.u64(t.line[r]);
+        b.u32(t.agent[r]);
+        b.u32(t.server[r]);
+        b.u64(t.offset[r]);
+        b.u32(t.len[r]);
+    }
+    let head = zstd::bulk::compress(&h.0, 1)?;
+    w.write_all(MAGIC)?;
+    w.write_all(&(head.len() as u64).to_le_bytes())?;
+    w.write_all(&head)?;
+    w.write_all(&zstd::bulk::compress(&b.0, 1)?)
+}
+
+fn not_a_slice(path: &Path, why: &str) -> Error {
+    Error::bad(
+        Location::file(path),
+        format!("not a rollstat input slice ({why}); give the files `rollstat shard --inputs` or `rollstat partial` wrote"),
+    )
+}
+
+/// Reads an input slice's header only.
+pub fn read_head(path: &Path) -> Result<Head> {
+    let mut f = std::fs::File::open(path).map_err(|e| Error::read(path, e))?;
+    let (head, _) = head_of(path, &mut f)?;
+    Ok(head)
+}
+
+/// The header of the slice `f` is open on, read from its start, and its compressed size.
+fn head_of(path: &Path, f: &mut impl Read) -> Result<(Head, usize)> {
+    let mut fixed = [0u8; 24];
+    f.read_exact(&mut fixed).map_err(|_| not_a_slice(path, "cut short"))?;
+    if &fixed[..16] != MAGIC {
+        return Err(not_a_slice(path, "no input slice header"));
+    }
+    let n = u64::from_le_bytes(fixed[16..].try_into().expect("8 bytes"));
+    let n = usize::try_from(n).ok().filter(|&n| n <= 1 << 30).ok_or_else(|| not_a_slice(path, "damaged header"))?;
+    let mut packed = vec![0u8; n];
+    f.read_exact(&mut packed).map_err(|_| not_a_slice(path, "cut short"))?;
+    let data = zstd::decode_all(packed.as_slice()).map_err(|_| not_a_slice(path, "its header does not decompress"))?;
+    let head = parse_head(&data).ok_or_else(|| not_a_slice(path, "damaged header"))?;
+    Ok((head, n))
+}
+
+fn parse_head(data: &[u8]) -> Option<Head> {
+    let mut d = Dec { b: data, at: 0 };
+    let inputs = PathBuf::from(d.str()?);
+    let (task_width, bucket, rows) = (d.u64()? as i64, d.u64()? as i64, d.u64()?);
+    let names = (0..d.len(8)?).map(|_| d.str()).collect::<Option<Vec<_>>>()?;
+    let ok = |v: u32| v == NONE || (v as usize) < names.len();
+    let mut pairs = Vec::new();
+    for _ in 0..d.len(16)? {
+        let (s, a, l) = (d.u32()?, d.u32()?, d.u64()?);
+        if !ok(s) || !ok(a) {
+            return None;
+        }
+        pairs.push((s, a, l));
+    }
+    (d.at == data.len() && task_width >= 1).then_some(Head { inputs, task_width, bucket, rows, names, pairs })
+}
+
+/// Reads an input slice as a table of its rows (named after the inputs file).
+pub fn read_input_slice(path: &Path) -> Result<(Head, InputTable)> {
+    let bytes = std::fs::read(path).map_err(|e| Error::read(path, e))?;
+    let mut at = bytes.as_slice();
+    let (head, n) = head_of(path, &mut at)?;
+    let body = &bytes[24 + n..];
+    let stated = zstd::zstd_safe::get_frame_content_size(body).ok().flatten();
+    let want = usize::try_from(head.rows).ok().and_then(|r| r.checked_mul(ROW));
+    if stated.is_some_and(|s| Some(s) != want.map(|w| w as u64)) {
+        return Err(not_a_slice(path, "its rows do not match its header"));
+    }
+    let data = want
+        .filter(|&w| w <= body.len().saturating_mul(256))
+        .ok_or_else(|| not_a_slice(path, "damaged header"))
+        .and_then(|w| zstd::bulk::decompress(body, w).map_err(|_| not_a_slice(path, "its rows do not decompress")))?;
+    if Some(data.len()) != want {
+        return Err(not_a_slice(path, "its rows do not match its header"));
+    }
+    let rows = head.rows as usize;
+    let mut t = InputTable { path: head.inputs.clone(), names: head.names.clone(), ..Default::default() };
+    t.task.reserve_exact(rows);
+    t.rollout.reserve_exact(rows);
+    t.line.reserve_exact(rows);
+    t.agent.reserve_exact(rows);
+    t.server.reserve_exact(rows);
+    t.offset.reserve_exact(rows);
+    t.len.reserve_exact(rows);
+    let ok = |v: u32| v == NONE || (v as usize) < head.names.len();
+    for r in data.chunks_exact(ROW) {
+        let u64_at = |i: usize| u64::from_le_bytes(r[i..i + 8].try_into().expect("8 bytes"));
+        let u32_at = |i: usize| u32::from_le_bytes(r[i..i + 4].try_into().expect("4 bytes"));
+        let (agent, server) = (u32_at(24), u32_at(28));
+        if !ok(agent) || !ok(server) {
+            return Err(not_a_slice(path, "damaged rows"));
+        }
+        t.task.push(u64_at(0) as i64);
+        t.rollout.push(u64_at(8) as i64);
+        t.line.push(u64_at(16));
+        t.agent.push(agent);
+        t.server.push(server);
+        t.offset.push(u64_at(32));
+        t.len.push(u32_at(40));
+    }
+    Ok((head, t))
+}
+
+/// Joins tables of one inputs file (read from its slices) into one, in line order.
+/// A line found twice means a slice was given twice, or two overlapping ranges were
+/// sharded: refused, naming the line.
+pub fn join_tables(inputs: &Path, parts: Vec<(PathBuf, InputTable)>) -> Result<InputTable> {
+    let mut t = InputTable { path: inputs.to_path_buf(), ..Default::default() };
+    let n: usize = parts.iter().map(|(_, p)| p.len()).sum();
+    // Where each line came from, to name both slices of a line given twice.
+    let mut from: Vec<u32> = Vec::with_capacity(n);
+    let mut ids: HashMap<String, u32> = HashMap::new();
+    let mut columns = (Vec::with_capacity(n), Vec::with_capacity(n), Vec::with_capacity(n));
+    let mut place = (Vec::with_capacity(n), Vec::with_capacity(n), Vec::with_capacity(n), Vec::with_capacity(n));
+    for (k, (_, p)) in parts.iter().enumerate() {
+        let map: Vec<u32> = p
+            .names
+            .iter()
+            .map(|s| {
+                let next = t.names.len() as u32;
+                *ids.entry(s.clone()).or_insert_with(|| {
+                    t.names.push(s.clone());
+                    next
+                })
+            })
+            .collect();
+        let re = |v: u32| if v == NONE { NONE } else { map[v as usize] };
+        columns.0.extend_from_slice(&p.task);
+        columns.1.extend_from_slice(&p.rollout);
+        columns.2.extend_from_slice(&p.line);
+        place.0.extend(p.agent.iter().map(|&v| re(v)));
+        place.1.extend(p.server.iter().map(|&v| re(v)));
+        place.2.extend_from_slice(&p.offset);
+        place.3.extend_from_slice(&p.len);
+        from.extend(std::iter::repeat_n(k as u32, p.len()));
+    }
+    let sorted = columns.2.windows(2).all(|w| w[0] < w[1]);
+    let order: Vec<usize> = if sorted {
+        (0..n).collect()
+    } else {
+        let mut o: Vec<usize> = (0..n).collect();
+        o.sort_by_key(|&i| columns.2[i]);
+        o
+    };
+    if let Some(w) = order.windows(2).find(|w| columns.2[w[0]] == columns.2[w[1]]) {
+        let (a, b) = (&parts[from[w[0]] as usize].0, &parts[from[w[1]] as usize].0);
+        return Err(Error::bad(
+            Location::line(inputs, columns.2[w[0]]),
+            format!(
+                "this input row is in two input slices ({} and {}); give each slice once, sharded from byte ranges that do not overlap",
+                a.display(),
+                b.display()
+            ),
+        ));
+    }
+    t.task = order.iter().map(|&i| columns.0[i]).collect();
+    t.rollout = order.iter().map(|&i| columns.1[i]).collect();
+    t.line = order.iter().map(|&i| columns.2[i]).collect();
+    t.agent = order.iter().map(|&i| place.0[i]).collect();
+    t.server = order.iter().map(|&i| place.1[i]).collect();
+    t.offset = order.iter().map(|&i| place.2[i]).collect();
+    t.len = order.iter().map(|&i| place.3[i]).collect();
+    Ok(t)
+}
+
+/// A sweep's inputs as slices: the headers of every slice, read up front, and the
+/// slices of each bucket, read when a bucket of rollouts needs them.
+#[derive(Debug)]
+pub struct SlicedInputs {
+    /// The inputs file the slices came from.
+    pub path: PathBuf,
+    pub task_width: i64,
+    buckets: BTreeMap<i64, Vec<PathBuf>>,
+    /// Every (server, agent) pair of the file with its first line, in line order.
+    pairs: Vec<(Option<String>, Option<String>)>,
+}
+
+impl SlicedInputs {
+    /// Reads the headers of `paths`, which must come from one inputs file sharded with
+    /// one task width.
+    pub fn open(paths: &[PathBuf]) -> Result<SlicedInputs> {
+        let mut out: Option<SlicedInputs> = None;
+        let mut firsts: HashMap<(Option<String>, Option<String>), u64> = HashMap::new();
+        for p in paths {
+            let h = read_head(p)?;
+            let s = out.get_or_insert_with(|| SlicedInputs {
+                path: h.inputs.clone(),
+                task_width: h.task_width,
+                buckets: BTreeMap::new(),
+                pairs: Vec::new(),
+            });
+            if h.inputs != s.path || h.task_width != s.task_width {
+                return Err(Error::bad(
+                    Location::file(p),
+                    format!(
+                        "this input slice comes from {} sharded with --task-width {}, another from {} with --task-width {}; \
+                         give the slices of one inputs file, sharded with one width",
+                        h.inputs.display(),
+                        h.task_width,
+                        s.path.display(),
+                        s.task_width
+                    ),
+                ));
+            }
+            s.buckets.entry(h.bucket).or_default().push(p.clone());
+            let name = |v: u32| (v != NONE).then(|| h.names[v as usize].clone());
+            for &(sv, ag, line) in &h.pairs {
+                let e = firsts.entry((name(sv), name(ag))).or_insert(line);
+                *e = (*e).min(line);
+            }
+        }
+        let mut s = out.ok_or_else(|| Error::Usage("no input slices given".into()))?;
+        let mut pairs: Vec<_> = firsts.into_iter().collect();
+        pairs.sort_by_key(|(_, line)| *line);
+        s.pairs = pairs.into_iter().map(|(p, _)| p).collect();
+        Ok(s)
+    }
+
+    /// Run labels over the whole inputs file, as [`super::labels::labels_for`] gives them
+    /// from its rows: only the first row of each (server, agent) pair counts there.
+    pub fn labels(&self) -> HashMap<String, String> {
+        super::labels::labels_for(self.pairs.iter().map(|(s, a)| (s.as_deref(), a.as_deref())))
+    }
+
+    /// The input rows of tasks `first..=last` (rows of other tasks of their buckets too).
+    /// None when `last < first`.
+    pub fn for_tasks(&self, first: i64, last: i64) -> Result<InputTable> {
+        let (a, b) = (first.div_euclid(self.task_width), last.div_euclid(self.task_width));
+        let paths: Vec<&PathBuf> = if a <= b { self.buckets.range(a..=b).flat_map(|(_, v)| v).collect() } else { Vec::new() };
+        self.read(&paths)
+    }
+
+    /// Every input row, in line order, as reading the inputs file gives them.
+    pub fn whole(&self) -> Result<InputTable> {
+        let paths: Vec<&PathBuf> = self.buckets.values().flatten().collect();
+        self.read(&paths)
+    }
+
+    fn read(&self, paths: &[&PathBuf]) -> Result<InputTable> {
+        let mut parts = Vec::with_capacity(paths.len());
+        for p in paths {
+            parts.push(((*p).clone(), read_input_slice(p)?.1));
+        }
+        if parts.len() == 1 {
+            return Ok(parts.pop().expect("one part").1);
+        }
+        // No part (a bucket of tasks the inputs do not hold) joins to an empty table.
+        join_tables(&self.path, parts)
+    }
+}
+
+struct Enc(Vec<u8>);
+
+impl Enc {
+    fn u32(&mut self, v: u32) {
+        self.0.extend_from_slice(&v.to_le_bytes());
+    }
+    fn u64(&mut self, v: u64) {
+        self.0.extend_from_slice(&v.to_le_bytes());
+    }
+    fn str(&mut self, s: &str) {
+        self.u64(s.len() as u64);
+        self.0.extend_from_slice(s.as_bytes());
+    }
+}
+
+/// A bounds-checked reader over a decompressed header.
+struct Dec<'a> {
+    b: &'a [u8],
+    at: usize,
+}
+
+impl Dec<'_> {
+    fn take(&mut self, n: usize) -> Option<&[u8]> {
+        let s = self.b.get(self.at..self.at.checked_add(n)?)?;
+        self.at += n;
+        Some(s)
+    }
+    fn u32(&mut self) -> Option<u32> {
+        self.take(4).map(|s| u32::from_le_bytes(s.try_into().expect("4 bytes")))
+    }
+    fn u64(&mut self) -> Option<u64> {
+        self.take(8).map(|s| u64::from_le_bytes(s.try_into().expect("8 bytes")))
+    }
+    fn len(&mut self, size: usize) -> Option<usize> {
+        let n = usize::try_from(self.u64()?).ok()?;
+        (n.checked_mul(size)? <= self.b.len() - self.at).then_some(n)
+    }
+    fn str(&mut self) -> Option<String> {
+        let n = self.len(1)?;
+        String::from_utf8(self.take(n)?.to_vec()).ok()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn table() -> InputTable {
+        InputTable {
+            path: PathBuf::from("in.jsonl"),
+            task: vec![0, 0, 1, 1, 2, 2],
+            rollout: vec![0, 1, 0, 1, 0, 1],
+            line: vec![1, 2, 3, 4, 6, 7],
+            agent: vec![0, 1, 0, 1, 0, NONE],
+            server: vec![NONE, 2, NONE, 2, NONE, NONE],
+            names: vec!["a".into(), "b".into(), "s".into()],
+            offset: vec![0, 10, 20, 30, 45, 55],
+            len: vec![9, 9, 9, 9, 9, 9],
+            ..Default::default()
+        }
+    }
+
+    fn same(a: &InputTable, b: &InputTable) {
+        assert_eq!(a.path, b.path);
+        assert_eq!((&a.task, &a.rollout, &a.line), (&b.task, &b.rollout, &b.line));
+        assert_eq!((&a.offset, &a.len), (&b.offset, &b.len));
+        let names = |t: &InputTable, v: &[u32]| v.iter().map(|&x| t.name(x).map(str::to_string)).collect::<Vec<_>>();
+        assert_eq!(names(a, &a.agent), names(b, &b.agent));
+        assert_eq!(names(a, &a.server), names(b, &b.server));
+    }
+
+    #[test]
+    fn slices_read_back_and_join_in_line_order() {
+        let t = table();
+        let dir = std::env::temp_dir().join(format!("rollstat-islice-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let mut paths = Vec::new();
+        // Written out of line order, one row per slice for the last bucket.
+        for (k, rows) in [vec![4usize], vec![0, 1, 2, 3], vec![5]].into_iter().enumerate() {
+            let p = dir.join(format!("i{k}.slice"));
+            let mut f = std::fs::File::create(&p).unwrap();
+            let bucket = t.task[rows[0]].div_euclid(2);
+            write_input_slice(&t, &rows, 2, bucket, &mut f).unwrap();
+            paths.push(p);
+        }
+        assert!(is_input_slice(&paths[0]));
+        let s = SlicedInputs::open(&paths).unwrap();
+        same(&s.whole().unwrap(), &t);
+        let first = s.for_tasks(0, 1).unwrap();
+        assert_eq!(first.task, vec![0, 0, 1, 1]);
+        assert_eq!(s.for_tasks(2, 2).unwrap().line, vec![6, 7]);
+        assert_eq!(s.for_tasks(4, 9).unwrap().len(), 0);
+        let whole_labels = super::super::labels::labels_for((0..t.len()).map(|i| (t.name(t.server[i]), t.name(t.agent[i]))));
+        assert_eq!(s.labels(), whole_labels);
+        // A slice given twice names the line and both files.
+        let twice = SlicedInputs::open(&[paths[1].clone(), paths[1].clone()]).unwrap();
+        let e = twice.whole().unwrap_err().to_string();
+        assert!(e.contains("in.jsonl, line 1") && e.contains("two input slices"), "{e}");
+        // A damaged slice is refused, not read.
+        let bytes = std::fs::read(&paths[1]).unwrap();
+        let cut = dir.join("cut.slice");
+        std::fs::write(&cut, &bytes[..bytes.len() - 3]).unwrap();
+        assert!(read_input_slice(&cut).is_err());
+        std::fs::write(&cut, &bytes[..20]).unwrap();
+        assert!(read_head(&cut).is_err());
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+}
