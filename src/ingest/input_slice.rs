@@ -95,7 +95,9 @@ pub fn write_input_slice(
 fn not_a_slice(path: &Path, why: &str) -> Error {
     Error::bad(
         Location::file(path),
-        format!("not a rollstat input slice ({why}); give the files `rollstat shard --inputs` or `rollstat partial` wrote"),
+        format!(
+            "not a rollstat input slice ({why}); give the files `rollstat shard --inputs` or `rollstat partial` wrote"
+        ),
     )
 }
 
@@ -310,7 +312,8 @@ impl SlicedInputs {
     /// None when `last < first`.
     pub fn for_tasks(&self, first: i64, last: i64) -> Result<InputTable> {
         let (a, b) = (first.div_euclid(self.task_width), last.div_euclid(self.task_width));
-        let paths: Vec<&PathBuf> = if a <= b { self.buckets.range(a..=b).flat_map(|(_, v)| v).collect() } else { Vec::new() };
+        let paths: Vec<&PathBuf> =
+            if a <= b { self.buckets.range(a..=b).flat_map(|(_, v)| v).collect() } else { Vec::new() };
         self.read(&paths)
     }
 
@@ -425,7 +428,8 @@ mod tests {
         assert_eq!(first.task, vec![0, 0, 1, 1]);
         assert_eq!(s.for_tasks(2, 2).unwrap().line, vec![6, 7]);
         assert_eq!(s.for_tasks(4, 9).unwrap().len(), 0);
-        let whole_labels = super::super::labels::labels_for((0..t.len()).map(|i| (t.name(t.server[i]), t.name(t.agent[i]))));
+        let whole_labels =
+            super::super::labels::labels_for((0..t.len()).map(|i| (t.name(t.server[i]), t.name(t.agent[i]))));
         assert_eq!(s.labels(), whole_labels);
         // A slice given twice names the line and both files.
         let twice = SlicedInputs::open(&[paths[1].clone(), paths[1].clone()]).unwrap();

@@ -123,123 +123,121 @@ pub fn read_inputs_range(path: &Path, range: (u64, u64)) -> Result<InputTable> {
 
 /// Reads the rows of one piece of an inputs file.
 fn parse_piece(path: &Path, lines: &mut PieceLines<'_>) -> Result<Piece> {
-        let mut p = Piece::default();
-        for l in lines {
-            let r: std::result::Result<RowKeys, LineProblem> = (|| {
-                // Checked per line, while the line is in cache from finding its end.
-                if simdutf8::basic::from_utf8(l.bytes).is_err() {
-                    let e = std::str::from_utf8(l.bytes).unwrap_err();
-                    return Err((
-                        None,
-                        format!("invalid UTF-8 byte at byte {} of the line; expected UTF-8 text", e.valid_up_to() + 1),
-                    ));
-                }
-                let mut s = Scanner::new(l.bytes);
-                let inv = |e: crate::json::scan::ScanError| {
-                    (
-                        top_key_at(l.bytes, e.offset),
-                        format!("invalid JSON: {} (at byte {} of the line)", e.msg, e.offset + 1),
-                    )
-                };
-                if s.peek() != Some(b'{') {
-                    let what = s.value().map(|v| describe(&v)).unwrap_or("invalid JSON");
-                    return Err((None, format!("expected a JSON object, found {what}")));
-                }
-                s.i += 1;
-                let (mut task, mut rollout, mut agent, mut server) = (None, None, NONE, NONE);
-                let mut first = true;
-                let (mut response, mut reward) = (false, false);
-                while let Some(k) = s.next_key(&mut first).map_err(inv)? {
-                    response |= key_is(k, b"response");
-                    reward |= key_is(k, b"reward");
-                    if key_is(k, b"_ng_task_index") || key_is(k, b"_ng_rollout_index") {
-                        let name = if key_is(k, b"_ng_task_index") { "_ng_task_index" } else { "_ng_rollout_index" };
-                        match s.value().map_err(inv)? {
-                            Scalar::Int(i) => {
-                                if name == "_ng_task_index" {
-                                    task = Some(i)
-                                } else {
-                                    rollout = Some(i)
-                                }
-                            }
-                            v => {
-                                return Err((
-                                    Some(name.to_string()),
-                                    format!("expected an integer, found {}", describe(&v)),
-                                ))
+    let mut p = Piece::default();
+    for l in lines {
+        let r: std::result::Result<RowKeys, LineProblem> = (|| {
+            // Checked per line, while the line is in cache from finding its end.
+            if simdutf8::basic::from_utf8(l.bytes).is_err() {
+                let e = std::str::from_utf8(l.bytes).unwrap_err();
+                return Err((
+                    None,
+                    format!("invalid UTF-8 byte at byte {} of the line; expected UTF-8 text", e.valid_up_to() + 1),
+                ));
+            }
+            let mut s = Scanner::new(l.bytes);
+            let inv = |e: crate::json::scan::ScanError| {
+                (
+                    top_key_at(l.bytes, e.offset),
+                    format!("invalid JSON: {} (at byte {} of the line)", e.msg, e.offset + 1),
+                )
+            };
+            if s.peek() != Some(b'{') {
+                let what = s.value().map(|v| describe(&v)).unwrap_or("invalid JSON");
+                return Err((None, format!("expected a JSON object, found {what}")));
+            }
+            s.i += 1;
+            let (mut task, mut rollout, mut agent, mut server) = (None, None, NONE, NONE);
+            let mut first = true;
+            let (mut response, mut reward) = (false, false);
+            while let Some(k) = s.next_key(&mut first).map_err(inv)? {
+                response |= key_is(k, b"response");
+                reward |= key_is(k, b"reward");
+                if key_is(k, b"_ng_task_index") || key_is(k, b"_ng_rollout_index") {
+                    let name = if key_is(k, b"_ng_task_index") { "_ng_task_index" } else { "_ng_rollout_index" };
+                    match s.value().map_err(inv)? {
+                        Scalar::Int(i) => {
+                            if name == "_ng_task_index" {
+                                task = Some(i)
+                            } else {
+                                rollout = Some(i)
                             }
                         }
-                    } else if key_is(k, b"_ng_environment_server") {
-                        // A key given twice keeps its last value, as Python's dict does.
-                        server = NONE;
-                        if let Scalar::Str(raw, e) = s.value().map_err(inv)? {
-                            // SAFETY: `raw` is a string token of this line, validated as UTF-8 on entry.
-                            let n = unsafe { str_value(raw, e) }
-                                .map_err(|m| (Some("_ng_environment_server".to_string()), m.to_string()))?;
-                            server = p.name(&n);
+                        v => {
+                            return Err((
+                                Some(name.to_string()),
+                                format!("expected an integer, found {}", describe(&v)),
+                            ))
                         }
-                    } else if key_is(k, b"agent_ref") {
-                        agent = NONE;
-                        if s.peek() == Some(b'{') {
-                            s.i += 1;
-                            let mut f2 = true;
-                            while let Some(ak) = s.next_key(&mut f2).map_err(inv)? {
-                                let v = s.value().map_err(inv)?;
-                                if key_is(ak, b"name") {
-                                    agent = NONE;
-                                    if let Scalar::Str(raw, e) = v {
-                                        // SAFETY: `raw` is a string token of this line, validated as UTF-8 on entry.
-                                        let n = unsafe { str_value(raw, e) }
-                                            .map_err(|m| (Some("agent_ref.name".to_string()), m.to_string()))?;
-                                        agent = p.name(&n);
-                                    }
+                    }
+                } else if key_is(k, b"_ng_environment_server") {
+                    // A key given twice keeps its last value, as Python's dict does.
+                    server = NONE;
+                    if let Scalar::Str(raw, e) = s.value().map_err(inv)? {
+                        // SAFETY: `raw` is a string token of this line, validated as UTF-8 on entry.
+                        let n = unsafe { str_value(raw, e) }
+                            .map_err(|m| (Some("_ng_environment_server".to_string()), m.to_string()))?;
+                        server = p.name(&n);
+                    }
+                } else if key_is(k, b"agent_ref") {
+                    agent = NONE;
+                    if s.peek() == Some(b'{') {
+                        s.i += 1;
+                        let mut f2 = true;
+                        while let Some(ak) = s.next_key(&mut f2).map_err(inv)? {
+                            let v = s.value().map_err(inv)?;
+                            if key_is(ak, b"name") {
+                                agent = NONE;
+                                if let Scalar::Str(raw, e) = v {
+                                    // SAFETY: `raw` is a string token of this line, validated as UTF-8 on entry.
+                                    let n = unsafe { str_value(raw, e) }
+                                        .map_err(|m| (Some("agent_ref.name".to_string()), m.to_string()))?;
+                                    agent = p.name(&n);
                                 }
                             }
-                        } else {
-                            s.value().map_err(inv)?;
                         }
                     } else {
                         s.value().map_err(inv)?;
                     }
-                }
-                s.end().map_err(inv)?;
-                let task = task.ok_or((
-                    Some("_ng_task_index".to_string()),
-                    "missing; expected an integer task index".to_string(),
-                ))?;
-                let rollout = rollout.ok_or((
-                    Some("_ng_rollout_index".to_string()),
-                    "missing; expected an integer rollout index".to_string(),
-                ))?;
-                Ok((task, rollout, agent, server, response && reward))
-            })();
-            match r {
-                Ok((task, rollout, agent, server, verified)) => {
-                    if verified && p.t.verified_line.is_none() {
-                        p.t.verified_line = Some(l.number);
-                    }
-                    p.t.task.push(task);
-                    p.t.rollout.push(rollout);
-                    p.t.agent.push(agent);
-                    p.t.server.push(server);
-                    p.t.line.push(l.number);
-                    p.t.offset.push(l.offset);
-                    p.t.len.push(l.bytes.len() as u32);
-                }
-                Err((key, msg)) => {
-                    if l.unterminated && crate::json::scan::cut_mid_write(l.bytes) {
-                        p.cut_off = Some((l.number, msg));
-                        continue;
-                    }
-                    let mut loc = Location::line(path, l.number);
-                    if let Some(k) = key {
-                        loc = loc.key(&k);
-                    }
-                    return Err(Error::bad(loc, msg));
+                } else {
+                    s.value().map_err(inv)?;
                 }
             }
+            s.end().map_err(inv)?;
+            let task = task
+                .ok_or((Some("_ng_task_index".to_string()), "missing; expected an integer task index".to_string()))?;
+            let rollout = rollout.ok_or((
+                Some("_ng_rollout_index".to_string()),
+                "missing; expected an integer rollout index".to_string(),
+            ))?;
+            Ok((task, rollout, agent, server, response && reward))
+        })();
+        match r {
+            Ok((task, rollout, agent, server, verified)) => {
+                if verified && p.t.verified_line.is_none() {
+                    p.t.verified_line = Some(l.number);
+                }
+                p.t.task.push(task);
+                p.t.rollout.push(rollout);
+                p.t.agent.push(agent);
+                p.t.server.push(server);
+                p.t.line.push(l.number);
+                p.t.offset.push(l.offset);
+                p.t.len.push(l.bytes.len() as u32);
+            }
+            Err((key, msg)) => {
+                if l.unterminated && crate::json::scan::cut_mid_write(l.bytes) {
+                    p.cut_off = Some((l.number, msg));
+                    continue;
+                }
+                let mut loc = Location::line(path, l.number);
+                if let Some(k) = key {
+                    loc = loc.key(&k);
+                }
+                return Err(Error::bad(loc, msg));
+            }
         }
-        Ok(p)
+    }
+    Ok(p)
 }
 
 /// Joins the pieces of an inputs file into one table, in file order, with their

@@ -13,9 +13,9 @@ use super::profile::{check_inputs, profile_paths, profile_table, ProfileConfig, 
 use super::{check_runs, report_read_warnings};
 use crate::error::{Error, Location, Result};
 use crate::export::atomic::{in_out_dir, OutputSet};
-use crate::ingest::rollouts::read_rollouts_range;
 use crate::ingest::input_slice::{is_input_slice, read_head, write_input_slice, SlicedInputs};
 use crate::ingest::inputs::read_inputs_range;
+use crate::ingest::rollouts::read_rollouts_range;
 use crate::ingest::slice::{read_slices, write_slice};
 use crate::ingest::{read_inputs, read_rollouts, InputTable, RolloutTable};
 use crate::trace::trace;
@@ -176,7 +176,10 @@ fn partial_inputs(slices: &[PathBuf], out_path: &Path, mut out: OutputSet) -> Re
     if let Some(k) = heads.iter().position(|&b| b != heads[0]) {
         return Err(Error::bad(
             Location::file(&slices[k]),
-            format!("this input slice holds bucket {}, the first given holds bucket {}; join one bucket at a time", heads[k], heads[0]),
+            format!(
+                "this input slice holds bucket {}, the first given holds bucket {}; join one bucket at a time",
+                heads[k], heads[0]
+            ),
         ));
     }
     let t = s.whole()?;
@@ -244,7 +247,11 @@ impl<'a> InputsGiven<'a> {
 /// the inputs are JSONL as large as the sweep has rollouts, the slices are compact, and
 /// reading the two one after the other left a core idle for much of the merge. An error
 /// in the inputs is reported before one in the slices, as when they were read in turn.
-fn read_both(inputs: InputsGiven<'_>, slices: &[PathBuf], rollouts: &Path) -> Result<(Option<InputTable>, RolloutTable)> {
+fn read_both(
+    inputs: InputsGiven<'_>,
+    slices: &[PathBuf],
+    rollouts: &Path,
+) -> Result<(Option<InputTable>, RolloutTable)> {
     std::thread::scope(|s| {
         let reading = s.spawn(move || inputs.read_whole());
         let t = read_sweep(slices, rollouts);

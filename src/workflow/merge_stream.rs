@@ -25,8 +25,8 @@ use crate::error::{Error, Location, Result};
 use crate::export::atomic::OutputSet;
 use crate::export::tasks::{close_array, write_aggregate_with, write_task_entries, StreamError};
 use crate::ingest::fields::{resolve_fields, Field};
-use crate::ingest::labels::{label_runs, labels_for, named, run_key, run_keys, NONE};
 use crate::ingest::input_slice::SlicedInputs;
+use crate::ingest::labels::{label_runs, labels_for, named, run_key, run_keys, NONE};
 use crate::ingest::slice::read_slices;
 use crate::ingest::{InputTable, LineMap, RolloutTable};
 use crate::json::{Json, Members};
@@ -309,7 +309,12 @@ impl Bucket<'_> {
 /// Reads one slice as a table whose line numbers count files as the whole sweep does
 /// (`lines`, grown by the files this slice names), so rows of different buckets compare
 /// by line and are named as in the whole table; with the input rows of its tasks.
-fn read_bucket<'a>(slice: &Path, name: &Path, lines: &mut LineMap, inputs: Option<&'a MergeInputs>) -> Result<Bucket<'a>> {
+fn read_bucket<'a>(
+    slice: &Path,
+    name: &Path,
+    lines: &mut LineMap,
+    inputs: Option<&'a MergeInputs>,
+) -> Result<Bucket<'a>> {
     let mut t = read_slices(&[slice.to_path_buf()], name)?;
     let map: Vec<usize> = t.lines.files().iter().map(|f| lines.file(f)).collect();
     for l in &mut t.line {

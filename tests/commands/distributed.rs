@@ -54,6 +54,42 @@ fn shard_ranges_and_join(d: &TempDir, jobs: &[(PathBuf, Option<String>)], width:
         .collect()
 }
 
+/// Shards an inputs file in `ranges` byte ranges (cut anywhere, not at line ends) with
+/// `width`; with `join`, each bucket's input slices joined by `partial`, else every
+/// input slice `shard` wrote.
+fn shard_inputs(d: &TempDir, inputs: &Path, ranges: u64, width: usize, tag: &str, join: bool) -> Vec<PathBuf> {
+    let size = std::fs::metadata(inputs).unwrap().len();
+    let cuts: Vec<u64> = (0..=ranges).map(|k| size * k / ranges).collect();
+    let mut buckets: BTreeMap<i64, Vec<PathBuf>> = BTreeMap::new();
+    for (k, w) in cuts.windows(2).enumerate() {
+        let dir = d.join(&format!("{tag}-ishard{k}"));
+        let range = if k as u64 + 1 == ranges { format!("{}:", w[0]) } else { format!("{}:{}", w[0], w[1]) };
+        let wd = width.to_string();
+        ok(&["shard", "--inputs", s(inputs), "--out-dir", s(&dir), "--task-width", &wd, "--range", &range, "-q"]);
+        let manifest = read_json(&dir.join("manifest.json"));
+        assert_eq!(manifest.get("kind").and_then(|k| k.as_str()), Some("inputs"));
+        let Some(rollstat::json::Json::Arr(list)) = manifest.get("buckets") else { panic!("no bucket list") };
+        for b in list {
+            let rollstat::json::Json::Arr(pair) = b else { panic!("bucket entry {b:?}") };
+            let n = pair[0].as_f64().unwrap() as i64;
+            buckets.entry(n).or_default().push(dir.join(format!("i{n}.slice")));
+        }
+    }
+    if !join {
+        return buckets.into_values().flatten().collect();
+    }
+    buckets
+        .into_iter()
+        .map(|(b, slices)| {
+            let out = d.join(&format!("{tag}-ipart{b}.slice"));
+            let mut args = vec!["partial", "--out", s(&out), "-q"];
+            args.extend(slices.iter().map(|p| s(p)));
+            ok(&args);
+            out
+        })
+        .collect()
+}
+
 /// How `merge aggregate` is asked to hold the sweep.
 const MODES: [Option<&str>; 3] = [None, Some("--whole-table"), Some("--low-memory")];
 
@@ -103,6 +139,10 @@ fn check_sweep(generate_args: &[&str], files: usize, seed: u64) {
         let tag = format!("w{width}");
         let slices = shard_and_join(&d, &parts, width, &tag);
         let slice_args: Vec<&str> = slices.iter().map(|p| s(p)).collect();
+        // The inputs sharded too, with this width or another, joined by bucket or not.
+        let iwidth = if rng.pick(2) == 0 { width } else { 1 + rng.pick(12) };
+        let islices = shard_inputs(&d, &inputs, 1 + rng.pick(4) as u64, iwidth, &tag, rng.pick(2) == 0);
+        let islice_args: Vec<&str> = islices.iter().map(|p| s(p)).collect();
         // Bucket by bucket (perf records included) and on the whole table: the same bytes.
         for (m, mode) in MODES.into_iter().enumerate() {
             let whole = mode == Some("--whole-table");
@@ -111,6 +151,12 @@ fn check_sweep(generate_args: &[&str], files: usize, seed: u64) {
             args.extend(&slice_args);
             assert_eq!(merge_aggregate(&args, mode), !whole, "path taken, width {width}");
             assert!(bytes(&got) == bytes(&want_agg), "aggregate with inputs, width {width}, {mode:?}");
+            let got = d.join(&format!("{tag}-{m}-sliced.json"));
+            let mut args = vec!["--out", s(&got), "-q"];
+            args.extend(&islice_args);
+            args.extend(&slice_args);
+            assert_eq!(merge_aggregate(&args, mode), !whole, "path taken, width {width}");
+            assert!(bytes(&got) == bytes(&want_agg), "aggregate with input slices, widths {width}/{iwidth}, {mode:?}");
             let got = d.join(&format!("{tag}-{m}-plain.json"));
             let mut args = vec!["--out", s(&got), "-q"];
             args.extend(&slice_args);
@@ -134,6 +180,14 @@ fn check_sweep(generate_args: &[&str], files: usize, seed: u64) {
         ok(&args);
         for f in ["all_reward_profiling.jsonl", "all_agent_metrics.json", "all_repeat_level_metrics.json"] {
             assert!(bytes(&got.join(f)) == bytes(&want_prof.join(f)), "profile {f}, width {width}");
+        }
+        let got = d.join(&format!("{tag}-prof-sliced"));
+        let mut args = vec!["merge", "profile", "--name", "all.jsonl", "--out-dir", s(&got), "--allow-partial", "-q"];
+        args.extend(&slice_args);
+        args.extend(&islice_args);
+        ok(&args);
+        for f in ["all_reward_profiling.jsonl", "all_agent_metrics.json", "all_repeat_level_metrics.json"] {
+            assert!(bytes(&got.join(f)) == bytes(&want_prof.join(f)), "profile {f} with input slices, width {width}");
         }
     }
 }
@@ -648,4 +702,91 @@ fn shard_manifests_count_rows_per_agent_and_repeat() {
     }
     assert_eq!(got, want);
     assert_eq!(want.len(), 9, "3 agents × 3 repeats");
+}
+
+/// Inputs in any order (shuffled, one key given twice, rollouts without an input row)
+/// give the bytes of the inputs file itself when sharded: the last row of a key names
+/// its run, labels follow the file's first rows, as when the file is read whole.
+#[test]
+fn sharded_shuffled_inputs_give_the_inputs_file_bytes() {
+    let d = TempDir::new("dist-ishuffle");
+    let g = d.join("gen");
+    generate(&g, &["--tasks", "40", "--repeats", "3", "--agents", "3", "--seed", "23", "--masked-frac", "0.05"]);
+    let text = std::fs::read_to_string(g.join("materialized_inputs.jsonl")).unwrap();
+    let mut lines: Vec<&str> = text.lines().filter(|l| !l.contains("\"_ng_task_index\": 17,")).collect();
+    let mut rng = Rng(0x5DEE_CE66_D1CE_4E5B);
+    for i in (1..lines.len()).rev() {
+        lines.swap(i, rng.pick(i + 1));
+    }
+    let twice = lines[5].to_string();
+    lines.insert(40, &twice);
+    let inputs = d.write("inputs.jsonl", &lines.iter().map(|l| format!("{l}\n")).collect::<String>());
+    let rollouts = g.join("rollouts.jsonl");
+    let want = d.join("want.json");
+    ok(&["aggregate", s(&rollouts), "--inputs", s(&inputs), "--out", s(&want), "-q"]);
+    let slices = shard_and_join(&d, std::slice::from_ref(&rollouts), 7, "r");
+    for (k, (width, join)) in [(7, true), (3, false), (100, true)].into_iter().enumerate() {
+        let islices = shard_inputs(&d, &inputs, 3, width, &format!("i{k}"), join);
+        for (m, mode) in MODES.into_iter().enumerate() {
+            let got = d.join(&format!("got-{k}-{m}.json"));
+            let mut args = vec!["--out", s(&got), "-q"];
+            args.extend(slices.iter().chain(&islices).map(|p| s(p)));
+            merge_aggregate(&args, mode);
+            assert!(bytes(&got) == bytes(&want), "input width {width}, joined {join}, {mode:?}");
+        }
+    }
+}
+
+/// Input slices are refused, with exit status 2 and no output, when they cannot stand
+/// for one inputs file: a rollouts file sharded as inputs, inputs given twice over,
+/// slices of different widths, a slice given twice, kinds mixed in one `partial`, and a
+/// profile whose inputs file (for the task samples) is gone.
+#[test]
+fn input_slices_that_do_not_make_one_inputs_file_are_refused() {
+    let d = TempDir::new("dist-irefuse");
+    let g = d.join("gen");
+    generate(&g, &["--tasks", "20", "--repeats", "2", "--agents", "2", "--seed", "4"]);
+    let inputs = g.join("materialized_inputs.jsonl");
+    let rollouts = g.join("rollouts.jsonl");
+    let slices = shard_and_join(&d, std::slice::from_ref(&rollouts), 5, "r");
+    let refused = |args: &[&str], says: &str, out: &Path| {
+        let o = run(args);
+        assert_eq!(o.status.code(), Some(2), "{args:?}: {}", stderr(&o));
+        assert!(stderr(&o).contains(says), "{args:?}: {}", stderr(&o));
+        assert!(!out.exists(), "{args:?}: no output");
+    };
+    let swapped = d.join("swapped");
+    refused(
+        &["shard", "--inputs", s(&rollouts), "--out-dir", s(&swapped), "--task-width", "5"],
+        "were --inputs and --rollouts swapped",
+        &swapped,
+    );
+    let by5 = shard_inputs(&d, &inputs, 1, 5, "w5", false);
+    let by3 = shard_inputs(&d, &inputs, 2, 3, "w3", true);
+    let out = d.join("agg.json");
+    let merge = |extra: &[&PathBuf], more: &[&str]| -> Vec<String> {
+        let mut v: Vec<String> = ["merge", "aggregate", "--out", s(&out)].iter().map(|x| x.to_string()).collect();
+        v.extend(more.iter().map(|x| x.to_string()));
+        v.extend(slices.iter().chain(extra.iter().copied()).map(|p| s(p).to_string()));
+        v
+    };
+    let call = |v: Vec<String>, says: &str| refused(&v.iter().map(String::as_str).collect::<Vec<_>>(), says, &out);
+    call(merge(&[&by5[0]], &["--inputs", s(&inputs)]), "not both");
+    call(merge(&[&by5[0], &by3[0]], &[]), "sharded with one width");
+    for mode in ["", "--whole-table", "--low-memory"] {
+        let more: Vec<&str> = [mode].into_iter().filter(|m| !m.is_empty()).collect();
+        call(merge(&[&by5[0], &by5[0]], &more), "is in two input slices");
+    }
+    let part = d.join("mixed.slice");
+    refused(&["partial", "--out", s(&part), s(&by5[0]), s(&slices[0])], "not an input slice", &part);
+    refused(&["partial", "--out", s(&part), s(&by5[0]), s(&by5[1])], "join one bucket at a time", &part);
+    // Profile quotes each task's input row from the file the slices were sharded from.
+    let moved = d.join("moved.jsonl");
+    std::fs::rename(&inputs, &moved).unwrap();
+    let prof = d.join("prof");
+    let mut args = vec!["merge", "profile", "--out-dir", s(&prof)];
+    args.extend(slices.iter().chain(&by5).map(|p| s(p)));
+    refused(&args, "materialized_inputs.jsonl: cannot be read", &prof);
+    std::fs::rename(&moved, &inputs).unwrap();
+    ok(&args);
 }
