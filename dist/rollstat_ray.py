@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Run `rollstat aggregate` or `rollstat profile` over a sweep split into many files,
-on a Ray cluster: one `rollstat shard` task per file, one `rollstat partial` task per
-bucket of tasks, one `rollstat merge` task. The output is byte-identical to the
+on a Ray cluster: one `rollstat shard` task per file (and per file of materialized
+inputs), one `rollstat partial` task per bucket of tasks, one `rollstat merge` task. The output is byte-identical to the
 single-machine command on the files concatenated.
 
     python dist/rollstat_ray.py aggregate --rollouts 'runs/*.jsonl' --out agg.json
@@ -159,6 +159,9 @@ def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("command", choices=["aggregate", "profile"])
     ap.add_argument("--rollouts", nargs="+", required=True, help="rollouts files, globs or URIs, in order")
+    ap.add_argument("--inputs", default=None,
+                    help="materialized inputs file or URI; sharded by bucket like the rollouts, so the merge "
+                         "never holds it whole")
     ap.add_argument("--out", help="aggregate: output file")
     ap.add_argument("--out-dir", help="profile: folder for the three artifacts")
     ap.add_argument("--name", default=None, help="the sweep's file name (profile names its artifacts after it)")
@@ -203,6 +206,13 @@ def main(argv=None):
                 os.makedirs(d, exist_ok=True)
                 f = ray.get(fetch_task.remote(f, d))
             local.append(f)
+        inputs = a.inputs
+        if inputs and "://" in inputs:
+            d = os.path.join(work, "inputs")
+            os.makedirs(d, exist_ok=True)
+            inputs = ray.get(fetch_task.remote(inputs, d))
+        elif inputs:
+            inputs = os.path.abspath(inputs)
         width = a.task_width
         if width is None:
             buckets = a.buckets or max(1, 4 * int(ray.cluster_resources().get("CPU", 1)))
@@ -211,37 +221,50 @@ def main(argv=None):
             width = max(1, -(-(top + 1) // buckets))
         # One shard task per file, or per byte range of a large file; in file order, then
         # range order, which is the order partial joins a bucket's slices in.
-        jobs = [(f, r) for f in local for r in byte_ranges(f, a.split_bytes)]
+        jobs = [(f, r, False) for f in local for r in byte_ranges(f, a.split_bytes)]
+        # The inputs file the same way, after the rollouts: its input slices go to the merge
+        # bucket by bucket instead of the whole file.
+        if inputs:
+            jobs += [(inputs, r, True) for r in byte_ranges(inputs, a.split_bytes)]
         shard_dirs = [os.path.join(work, f"shard-{k}") for k in range(len(jobs))]
         stats = []
         started = time.monotonic()
         refs = []
-        for k, ((f, r), d) in enumerate(zip(jobs, shard_dirs)):
+        for k, ((f, r, is_inputs), d) in enumerate(zip(jobs, shard_dirs)):
             cmd = [rollstat, "-q", "shard", f, "--out-dir", d, "--task-width", str(width)]
+            if is_inputs:
+                cmd.append("--inputs")
             if r is not None:
                 cmd += ["--range", r]
             refs.append(task.remote(cmd, marker("shard", k), a.stats))
         stats.append(stage_line("shard", started, ray.get(refs)))
         # Which file holds which bucket: from the small manifests only.
         by_bucket = {}
-        for d in shard_dirs:
+        inputs_by_bucket = {}
+        for d, (_f, _r, is_inputs) in zip(shard_dirs, jobs):
             with open(os.path.join(d, "manifest.json")) as m:
                 for b, _rows in json.load(m)["buckets"]:
-                    by_bucket.setdefault(b, []).append(os.path.join(d, f"b{b}.slice"))
+                    if is_inputs:
+                        inputs_by_bucket.setdefault(b, []).append(os.path.join(d, f"i{b}.slice"))
+                    else:
+                        by_bucket.setdefault(b, []).append(os.path.join(d, f"b{b}.slice"))
         parts = []
+        input_parts = []
         started = time.monotonic()
+        joins = [(os.path.join(work, f"part-b{b}.slice"), by_bucket[b], parts) for b in sorted(by_bucket)]
+        joins += [(os.path.join(work, f"part-i{b}.slice"), inputs_by_bucket[b], input_parts)
+                  for b in sorted(inputs_by_bucket)]
         refs = []
-        for k, b in enumerate(sorted(by_bucket)):
-            out = os.path.join(work, f"part-b{b}.slice")
-            parts.append(out)
-            refs.append(task.remote([rollstat, "-q", "partial", *by_bucket[b], "--out", out], marker("partial", k), a.stats))
+        for k, (out, slices, into) in enumerate(joins):
+            into.append(out)
+            refs.append(task.remote([rollstat, "-q", "partial", *slices, "--out", out], marker("partial", k), a.stats))
         stats.append(stage_line("partial", started, ray.get(refs)))
         name = a.name or (os.path.basename(local[0]) if len(local) == 1 else "rollouts.jsonl")
         if a.command == "aggregate":
             dest = ["--out", os.path.abspath(a.out)]
         else:
             dest = ["--out-dir", os.path.abspath(a.out_dir)]
-        cmd = [rollstat, "merge", a.command, "--name", name, *dest, *passthrough, "--", *parts]
+        cmd = [rollstat, "merge", a.command, "--name", name, *dest, *passthrough, "--", *parts, *input_parts]
         started = time.monotonic()
         report = ray.get(task.remote(cmd, marker("merge", 0), a.stats))
         stats.append(stage_line("merge", started, [report]))
