@@ -317,6 +317,23 @@ impl SlicedInputs {
         self.read(&paths)
     }
 
+    /// The input rows of the tasks after `after` up to `upto` (both included when
+    /// given; `None`: no bound), in line order.
+    pub fn for_range(&self, after: Option<i64>, upto: Option<i64>) -> Result<InputTable> {
+        let w = self.task_width;
+        let lo = after.map_or(i64::MIN, |a| a.div_euclid(w));
+        let hi = upto.map_or(i64::MAX, |b| b.div_euclid(w));
+        let paths: Vec<&PathBuf> =
+            if lo <= hi { self.buckets.range(lo..=hi).flat_map(|(_, v)| v).collect() } else { Vec::new() };
+        let t = self.read(&paths)?;
+        let inside = |task: i64| after.is_none_or(|a| task > a) && upto.is_none_or(|b| task <= b);
+        if (0..t.len()).all(|r| inside(t.task[r])) {
+            return Ok(t);
+        }
+        let rows: Vec<usize> = (0..t.len()).filter(|&r| inside(t.task[r])).collect();
+        Ok(t.subset(&rows))
+    }
+
     /// Every input row, in line order, as reading the inputs file gives them.
     pub fn whole(&self) -> Result<InputTable> {
         let paths: Vec<&PathBuf> = self.buckets.values().flatten().collect();

@@ -55,6 +55,22 @@ impl InputTable {
             Some(&self.names[id as usize])
         }
     }
+    /// Rows `rows` of this table (in that order), with its names and file.
+    pub fn subset(&self, rows: &[usize]) -> InputTable {
+        InputTable {
+            path: self.path.clone(),
+            task: rows.iter().map(|&r| self.task[r]).collect(),
+            rollout: rows.iter().map(|&r| self.rollout[r]).collect(),
+            line: rows.iter().map(|&r| self.line[r]).collect(),
+            agent: rows.iter().map(|&r| self.agent[r]).collect(),
+            server: rows.iter().map(|&r| self.server[r]).collect(),
+            names: self.names.clone(),
+            offset: rows.iter().map(|&r| self.offset[r]).collect(),
+            len: rows.iter().map(|&r| self.len[r]).collect(),
+            ..Default::default()
+        }
+    }
+
     /// The input row of rollout key (`task`, `rollout`).
     pub fn row_of(&self, task: i64, rollout: i64) -> Option<usize> {
         let key = |i: usize| (self.task[i], self.rollout[i]);

@@ -118,6 +118,84 @@ fn same_as_last<K: PartialEq + Copy, V: Copy>(last: &mut Option<(K, V)>, key: K,
     }
 }
 
+/// Input rows and results joined by rollout key (both lists sorted by key).
+pub(crate) struct Matched {
+    /// (input row, result row), in key order.
+    pub matched: Vec<(usize, usize)>,
+    /// Keys of input rows without a result, and of results without an input row.
+    pub missing: Vec<(i64, i64)>,
+    pub extra: Vec<(i64, i64)>,
+}
+
+pub(crate) fn match_keys(rows_idx: &[((i64, i64), usize)], res_idx: &[((i64, i64), usize)]) -> Matched {
+    let mut m = Matched { matched: Vec::new(), missing: Vec::new(), extra: Vec::new() };
+    let (mut i, mut j) = (0, 0);
+    while i < rows_idx.len() || j < res_idx.len() {
+        if j == res_idx.len() || (i < rows_idx.len() && rows_idx[i].0 < res_idx[j].0) {
+            m.missing.push(rows_idx[i].0);
+            i += 1;
+        } else if i == rows_idx.len() || res_idx[j].0 < rows_idx[i].0 {
+            m.extra.push(res_idx[j].0);
+            j += 1;
+        } else {
+            m.matched.push((rows_idx[i].1, res_idx[j].1));
+            i += 1;
+            j += 1;
+        }
+    }
+    m
+}
+
+/// The error for results without input rows (`extra`, of which the first keys are
+/// given) or, unless `allow_partial`, input rows without results.
+pub(crate) fn unmatched_error(
+    extra: usize,
+    first_extra: &[(i64, i64)],
+    missing: usize,
+    first_missing: &[(i64, i64)],
+    allow_partial: bool,
+) -> Option<Error> {
+    if extra > 0 {
+        return Some(Error::Mismatch(format!(
+            "Rollout results contain rows with no matching materialized input rows. Found {extra} extra rollout rows. Extra rollout keys: {}",
+            fmt_keys(first_extra)
+        )));
+    }
+    if missing > 0 && !allow_partial {
+        return Some(Error::Mismatch(format!(
+            "Materialized input rows and rollout results do not have matching rollout keys. Missing rollout results for {missing} materialized input rows. Missing rollout keys: {}. Use --allow-partial to profile completed rollouts from a partial collection.",
+            fmt_keys(first_missing)
+        )));
+    }
+    None
+}
+
+/// The input rows whose result is not masked (masked keys leave both sides), in key order.
+pub(crate) fn measured_inputs(
+    t: &RolloutTable,
+    inputs: usize,
+    rows_idx: &[((i64, i64), usize)],
+    matched: &[(usize, usize)],
+) -> Vec<usize> {
+    let mut masked_input = vec![false; inputs];
+    for &(i, r) in matched {
+        masked_input[i] |= t.masked[r];
+    }
+    rows_idx.iter().map(|&(_, i)| i).filter(|&i| !masked_input[i]).collect()
+}
+
+/// The error for an input row that names no agent (rollout row `r` is its result).
+pub(crate) fn unnamed_input(t: &RolloutTable, inputs: &InputTable, i: usize, r: usize) -> Error {
+    Error::Mismatch(format!(
+        "{}, line {}: the input row for rollout key ({}, {}) (rollouts: {}) names no agent: it has neither `agent_ref.name` nor `_ng_environment_server`",
+        inputs.path.display(),
+        inputs.line[i],
+        t.task[r],
+        t.rollout[r],
+        t.describe(r)
+    ))
+}
+
 /// Runs the profile. `allow_partial` permits input rows without results.
 pub fn profile<'a>(t: &'a RolloutTable, inputs: &'a InputTable, allow_partial: bool) -> Result<ProfileOutput<'a>> {
     let rows_idx = index_by_key(
@@ -128,45 +206,12 @@ pub fn profile<'a>(t: &'a RolloutTable, inputs: &'a InputTable, allow_partial: b
         &LineMap::single(&inputs.path),
     )?;
     let res_idx = index_by_key(&t.task, &t.rollout, &t.line, "result", &t.lines)?;
-    // Merge the two sorted key lists.
-    let mut matched: Vec<(usize, usize)> = Vec::new(); // (input row, result row), key order
-    let mut missing_results: Vec<(i64, i64)> = Vec::new();
-    let mut extra: Vec<(i64, i64)> = Vec::new();
-    let (mut i, mut j) = (0, 0);
-    while i < rows_idx.len() || j < res_idx.len() {
-        if j == res_idx.len() || (i < rows_idx.len() && rows_idx[i].0 < res_idx[j].0) {
-            missing_results.push(rows_idx[i].0);
-            i += 1;
-        } else if i == rows_idx.len() || res_idx[j].0 < rows_idx[i].0 {
-            extra.push(res_idx[j].0);
-            j += 1;
-        } else {
-            matched.push((rows_idx[i].1, res_idx[j].1));
-            i += 1;
-            j += 1;
-        }
+    let m = match_keys(&rows_idx, &res_idx);
+    if let Some(e) = unmatched_error(m.extra.len(), &m.extra, m.missing.len(), &m.missing, allow_partial) {
+        return Err(e);
     }
-    if !extra.is_empty() {
-        return Err(Error::Mismatch(format!(
-            "Rollout results contain rows with no matching materialized input rows. Found {} extra rollout rows. Extra rollout keys: {}",
-            extra.len(),
-            fmt_keys(&extra)
-        )));
-    }
-    if !missing_results.is_empty() && !allow_partial {
-        return Err(Error::Mismatch(format!(
-            "Materialized input rows and rollout results do not have matching rollout keys. Missing rollout results for {} materialized input rows. Missing rollout keys: {}. Use --allow-partial to profile completed rollouts from a partial collection.",
-            missing_results.len(),
-            fmt_keys(&missing_results)
-        )));
-    }
-    // Masked keys leave both sides.
-    let mut masked_input = vec![false; inputs.len()];
-    for &(i, r) in &matched {
-        masked_input[i] |= t.masked[r];
-    }
-    let measured_inputs: Vec<usize> = rows_idx.iter().map(|&(_, i)| i).filter(|&i| !masked_input[i]).collect();
-    drop(masked_input);
+    let matched = m.matched;
+    let measured_inputs = measured_inputs(t, inputs.len(), &rows_idx, &matched);
     let labels =
         labels_for(measured_inputs.iter().map(|&i| (inputs.name(inputs.server[i]), inputs.name(inputs.agent[i]))));
     // Labels depend only on the (server, agent) name ids: resolved once per pair.
@@ -186,22 +231,13 @@ pub fn profile<'a>(t: &'a RolloutTable, inputs: &'a InputTable, allow_partial: b
     for &(i, r) in &pairs {
         match same_as_last(&mut last, (inputs.server[i], inputs.agent[i]), || label_of(i)) {
             Some(l) => row_labels.push(l),
-            None => {
-                return Err(Error::Mismatch(format!(
-                    "{}, line {}: the input row for rollout key ({}, {}) (rollouts: {}) names no agent: it has neither `agent_ref.name` nor `_ng_environment_server`",
-                    inputs.path.display(),
-                    inputs.line[i],
-                    t.task[r],
-                    t.rollout[r],
-                    t.describe(r)
-                )))
-            }
+            None => return Err(unnamed_input(t, inputs, i, r)),
         }
     }
     let summary = completion_summary(t, inputs, &rows_idx, &matched);
     let mut warnings = Warnings::default();
     if pairs.is_empty() {
-        let agents = coverage_entries(t, inputs, &matched, &[], &mut Vec::new());
+        let agents = with_coverage(&[], coverage_counts(t, inputs, &matched));
         return Ok(ProfileOutput { tasks: None, agents, repeats: vec![], summary, warnings });
     }
     let result_rows: Vec<usize> = pairs.iter().map(|&(_, r)| r).collect();
@@ -214,11 +250,36 @@ pub fn profile<'a>(t: &'a RolloutTable, inputs: &'a InputTable, allow_partial: b
     // two runs is grouped per run even when only one of them has results.
     p.fan_out |= inputs_fan_out(measured_inputs.iter().filter_map(|&i| label_of(i).map(|l| (inputs.task[i], l))));
     let keys = StatKeys::new(&p.fields);
-    // Expected rollouts per group key over the measured input rows.
     let groups = p.task_groups();
-    let expected_per: Vec<i64> = if p.fan_out {
+    let expected_per = expected_per_group(&p, &groups, inputs, &measured_inputs, label_of);
+    let sample_rows: Vec<usize> = groups.iter().map(|&(a, _)| input_of[p.rows[a]]).collect();
+    let cov = coverage_counts(t, inputs, &matched);
+    let (agents, repeats) = agents_and_repeats(&p, &keys, cov, &mut warnings);
+    let with_agent_ref = p.fan_out;
+    let plan = TaskPlan {
+        p,
+        keys,
+        groups,
+        expected: Some(expected_per),
+        samples: Samples::Inputs { table: inputs, rows: sample_rows },
+        with_agent_ref,
+        info: Arc::new(info_plans(t)),
+        quoted_names: Arc::new(quoted_names(t)),
+    };
+    Ok(ProfileOutput { tasks: Some(plan), agents, repeats, summary, warnings })
+}
+
+/// Expected rollouts per task group of `p` over the measured input rows (in key order).
+pub(crate) fn expected_per_group<'i>(
+    p: &Profiled<'_>,
+    groups: &[(usize, usize)],
+    inputs: &InputTable,
+    measured_inputs: &[usize],
+    label_of: impl Fn(usize) -> Option<&'i str>,
+) -> Vec<i64> {
+    if p.fan_out {
         let mut expected: HashMap<(i64, Option<&str>), usize> = HashMap::default();
-        for &i in &measured_inputs {
+        for &i in measured_inputs {
             *expected.entry((inputs.task[i], label_of(i))).or_default() += 1;
         }
         groups
@@ -232,7 +293,7 @@ pub fn profile<'a>(t: &'a RolloutTable, inputs: &'a InputTable, allow_partial: b
         // One group per task: the measured inputs come in key order, so each task's count
         // is a run, and groups come in task order too.
         let mut runs: Vec<(i64, i64)> = Vec::new();
-        for &i in &measured_inputs {
+        for &i in measured_inputs {
             match runs.last_mut() {
                 Some((task, n)) if *task == inputs.task[i] => *n += 1,
                 _ => runs.push((inputs.task[i], 1)),
@@ -252,52 +313,46 @@ pub fn profile<'a>(t: &'a RolloutTable, inputs: &'a InputTable, allow_partial: b
                 }
             })
             .collect()
-    };
-    let sample_rows: Vec<usize> = groups.iter().map(|&(a, _)| input_of[p.rows[a]]).collect();
-    // Agent level.
-    let (agent_stats, repeats, repeat_warnings) = agent_and_repeat_levels(&p, &keys);
+    }
+}
+
+/// The agent entries (with their coverage `cov`, and coverage-only entries for agents
+/// with nothing measured) and the repeat-level entries of a profiled set.
+pub(crate) fn agents_and_repeats(
+    p: &Profiled<'_>,
+    keys: &StatKeys,
+    cov: Vec<(String, [usize; 4])>,
+    warnings: &mut Warnings,
+) -> (Vec<Json>, Vec<Json>) {
+    let (agent_stats, repeats, repeat_warnings) = agent_and_repeat_levels(p, keys);
     warnings.extend(repeat_warnings);
-    let labels_of_p = p.labels.clone();
     let names: Vec<&str> = p.labels.iter().map(|l| l.as_ref()).collect();
-    let across = across_repeats(&repeats, &names, &mut warnings);
+    let across = across_repeats(&repeats, &names, warnings);
     let mut agents: Vec<Json> = Vec::new();
     for (l, (mut items, acr)) in agent_stats.into_iter().zip(across).enumerate() {
-        items.push((Arc::from("agent_ref"), Json::name_ref(&labels_of_p[l])));
+        items.push((Arc::from("agent_ref"), Json::name_ref(&p.labels[l])));
         items.extend(acr);
         agents.push(Json::Obj(items));
     }
-    let agents = coverage_entries(t, inputs, &matched, &agents, &mut Vec::new());
+    let agents = with_coverage(&agents, cov);
     let repeats: Vec<Json> = repeats
         .into_iter()
         .map(|(l, _, e)| {
-            let mut items: Vec<(Key, Json)> = vec![(Arc::from("agent_ref"), Json::name_ref(&labels_of_p[l as usize]))];
+            let mut items: Vec<(Key, Json)> = vec![(Arc::from("agent_ref"), Json::name_ref(&p.labels[l as usize]))];
             items.extend(e);
             Json::Obj(items)
         })
         .collect();
-    let with_agent_ref = p.fan_out;
-    let plan = TaskPlan {
-        p,
-        keys,
-        groups,
-        expected: Some(expected_per),
-        samples: Samples::Inputs { table: inputs, rows: sample_rows },
-        with_agent_ref,
-        info: Arc::new(info_plans(t)),
-        quoted_names: Arc::new(quoted_names(t)),
-    };
-    Ok(ProfileOutput { tasks: Some(plan), agents, repeats, summary, warnings })
+    (agents, repeats)
 }
 
-/// Appends each agent's coverage (keyed by `agent_ref.name` of the input rows, over all
-/// results including masked ones) to its entry, and coverage-only entries for the rest.
-fn coverage_entries(
+/// Per agent name of the input rows (first-seen order over `matched`, in key order):
+/// its measured and masked rollouts, its tasks with a measured rollout and without one.
+pub(crate) fn coverage_counts(
     t: &RolloutTable,
     inputs: &InputTable,
     matched: &[(usize, usize)],
-    agents: &[Json],
-    _scratch: &mut Vec<usize>,
-) -> Vec<Json> {
+) -> Vec<(String, [usize; 4])> {
     let mut per_agent: BTreeMap<usize, (String, Vec<usize>)> = BTreeMap::new(); // first-seen order
     let mut order_of: HashMap<&str, usize> = HashMap::default();
     for &(i, r) in matched {
@@ -307,8 +362,26 @@ fn coverage_entries(
             per_agent.entry(o).or_insert_with(|| (name.to_string(), Vec::new())).1.push(r);
         }
     }
-    let mut cov: Vec<(String, Vec<(Key, Json)>)> =
-        per_agent.into_values().map(|(n, rows)| (n, coverage(t, &rows))).filter(|(_, c)| !c.is_empty()).collect();
+    per_agent
+        .into_values()
+        .map(|(n, rows)| {
+            let masked = rows.iter().filter(|&&r| t.masked[r]).count();
+            let all = distinct(rows.iter().map(|&r| t.task[r]));
+            let measured = distinct(rows.iter().filter(|&&r| !t.masked[r]).map(|&r| t.task[r]));
+            (n, [rows.len() - masked, masked, measured, all - measured])
+        })
+        .collect()
+}
+
+/// Appends each agent's coverage (keyed by `agent_ref.name` of the input rows, over all
+/// results including masked ones; nothing when none was masked) to its entry, and
+/// coverage-only entries for the rest.
+pub(crate) fn with_coverage(agents: &[Json], counts: Vec<(String, [usize; 4])>) -> Vec<Json> {
+    let mut cov: Vec<(String, Vec<(Key, Json)>)> = counts
+        .into_iter()
+        .filter(|(_, c)| c[1] > 0)
+        .map(|(n, c)| (n, coverage_members(c[0], c[1], c[2], c[3])))
+        .collect();
     let mut out = Vec::with_capacity(agents.len() + cov.len());
     for a in agents {
         let mut a = a.clone();
@@ -332,7 +405,7 @@ fn coverage_entries(
     out
 }
 
-fn completion_summary(
+pub(crate) fn completion_summary(
     t: &RolloutTable,
     inputs: &InputTable,
     rows_idx: &[((i64, i64), usize)],
@@ -402,7 +475,7 @@ fn completion_summary(
 }
 /// Whether some task has rows under more than one label, given (task, label) pairs in
 /// task order.
-fn inputs_fan_out<'a>(rows: impl Iterator<Item = (i64, &'a str)>) -> bool {
+pub(crate) fn inputs_fan_out<'a>(rows: impl Iterator<Item = (i64, &'a str)>) -> bool {
     let mut prev: Option<(i64, &str)> = None;
     for (task, label) in rows {
         if prev.is_some_and(|(t, l)| t == task && l != label) {

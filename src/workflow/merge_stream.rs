@@ -245,13 +245,65 @@ fn prefetched<T: Send, E>(
 /// (the single-machine path checks the whole table; the first failing check wins, and
 /// within a check the row of least line).
 #[derive(Default)]
-struct RunChecks {
+pub(super) struct RunChecks {
+    any_rows: bool,
     any_reward: bool,
     any_input_row: bool,
     /// The row of least line: its line, location and key.
     first_row: Option<(u64, Location, (i64, i64))>,
     /// The contradiction of least line.
     contradiction: Option<(u64, Error)>,
+}
+
+impl RunChecks {
+    /// Adds one bucket's rows `t` (not empty), with the input rows they may join to.
+    pub(super) fn visit(&mut self, t: &RolloutTable, inp: &InputTable) {
+        self.any_rows = true;
+        self.any_reward |= t.has_response || t.column(crate::ingest::Source::Top, "reward").is_some();
+        self.any_input_row |= (0..t.len()).any(|k| inp.row_of(t.task[k], t.rollout[k]).is_some());
+        let first = (0..t.len()).min_by_key(|&k| t.line[k]).unwrap_or(0);
+        if self.first_row.as_ref().is_none_or(|f| t.line[first] < f.0) {
+            self.first_row = Some((t.line[first], t.location(first), (t.task[first], t.rollout[first])));
+        }
+        if let Some((line, e)) = super::contradiction_error(t, inp) {
+            if self.contradiction.as_ref().is_none_or(|f| line < f.0) {
+                self.contradiction = Some((line, e));
+            }
+        }
+    }
+
+    /// The first check that fails, in the order the whole table's checks run (none
+    /// when the sweep has no rows); `inputs` and `lines` name the files.
+    pub(super) fn result(self, inputs: &Path, lines: &LineMap) -> Result<()> {
+        if !self.any_rows {
+            return Ok(());
+        }
+        if !self.any_reward {
+            return Err(Error::bad(
+                Location::file(Path::new(&lines.name())).key("reward"),
+                format!(
+                    "no row has a `reward` or a `response`, which the rollouts `gym eval run` writes carry; \
+                     is this the rollouts file (with --inputs {} as its materialized inputs)?",
+                    inputs.display()
+                ),
+            ));
+        }
+        if !self.any_input_row {
+            let (_, loc, (task, rollout)) = self.first_row.expect("a slice holds rows");
+            return Err(Error::bad(
+                loc,
+                format!(
+                    "no rollout key (`_ng_task_index`, `_ng_rollout_index`) of this file has an input row in {}: \
+                     the two files come from different runs (first key ({task}, {rollout}))",
+                    inputs.display(),
+                ),
+            ));
+        }
+        match self.contradiction {
+            Some((_, e)) => Err(e),
+            None => Ok(()),
+        }
+    }
 }
 
 /// A merge's materialized inputs: the file, read whole, or its input slices, read a
@@ -371,17 +423,7 @@ pub(super) fn merge_aggregate_streamed(
             }
             last_task = t.task.last().copied();
             if let Some(inp) = bucket_inputs {
-                checks.any_reward |= t.has_response || t.column(crate::ingest::Source::Top, "reward").is_some();
-                checks.any_input_row |= (0..t.len()).any(|k| inp.row_of(t.task[k], t.rollout[k]).is_some());
-                let first = (0..t.len()).min_by_key(|&k| t.line[k]).unwrap_or(0);
-                if checks.first_row.as_ref().is_none_or(|f| t.line[first] < f.0) {
-                    checks.first_row = Some((t.line[first], t.location(first), (t.task[first], t.rollout[first])));
-                }
-                if let Some((line, e)) = super::contradiction_error(t, inp) {
-                    if checks.contradiction.as_ref().is_none_or(|f| line < f.0) {
-                        checks.contradiction = Some((line, e));
-                    }
-                }
+                checks.visit(t, inp);
             }
             if inputs.is_none() {
                 let mut last = None;
@@ -446,31 +488,8 @@ pub(super) fn merge_aggregate_streamed(
     trace("merge: gather runs", t0);
     // The checks the single-machine path makes on the whole table, in its order (none
     // when the sweep has no rows).
-    if let Some(inp) = inputs.filter(|_| last_task.is_some()) {
-        if !checks.any_reward {
-            return Err(Error::bad(
-                Location::file(Path::new(&all_lines.name())).key("reward"),
-                format!(
-                    "no row has a `reward` or a `response`, which the rollouts `gym eval run` writes carry; \
-                     is this the rollouts file (with --inputs {} as its materialized inputs)?",
-                    inp.path().display()
-                ),
-            ));
-        }
-        if !checks.any_input_row {
-            let (_, loc, (task, rollout)) = checks.first_row.expect("a slice holds rows");
-            return Err(Error::bad(
-                loc,
-                format!(
-                    "no rollout key (`_ng_task_index`, `_ng_rollout_index`) of this file has an input row in {}: \
-                     the two files come from different runs (first key ({task}, {rollout}))",
-                    inp.path().display(),
-                ),
-            ));
-        }
-        if let Some((_, e)) = checks.contradiction {
-            return Err(e);
-        }
+    if let Some(inp) = inputs {
+        checks.result(inp.path(), &all_lines)?;
     }
     if let Some(e) = unnamed {
         return Err(e);
