@@ -76,6 +76,10 @@ pub struct ProfileArgs {
     /// Profile what completed when some input rows have no rollout.
     #[arg(long)]
     pub allow_partial: bool,
+    /// Read every slice into one table instead of one bucket at a time: faster, but
+    /// holds the sweep's scalar table. The bytes are the same.
+    #[arg(long)]
+    pub whole_table: bool,
     /// Folder for the three artifacts (created if missing).
     #[arg(long, value_name = "DIR")]
     pub out_dir: PathBuf,
@@ -129,7 +133,7 @@ pub fn run(a: Args) -> Result<()> {
                 out_dir: Some(a.out_dir),
                 metrics: a.metrics.resolve()?,
             };
-            let r = crate::workflow::distributed::merge_profile(&c, &slices, &input_slices)?;
+            let r = crate::workflow::distributed::merge_profile(&c, &slices, &input_slices, a.whole_table)?;
             let warnings = common::print_warnings(&r.warnings);
             super::profile::print_summary(&r, warnings);
         }

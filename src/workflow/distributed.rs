@@ -8,6 +8,7 @@
 use std::path::{Path, PathBuf};
 
 use super::aggregate::{aggregate_table, AggregateConfig, AggregateRun};
+use super::merge_profile::merge_profile_streamed;
 use super::merge_stream::{merge_aggregate_streamed, MergeInputs};
 use super::profile::{check_inputs, profile_paths, profile_table, ProfileConfig, ProfileRun};
 use super::{check_runs, report_read_warnings};
@@ -330,7 +331,14 @@ pub fn merge_aggregate(
 /// `profile` over slices: the artifacts go to `c.out_dir` (required), named after
 /// `c.rollouts`. The inputs are `c.inputs`, or `input_slices` when given; then each
 /// task's `sample` is still read from the inputs file they were sharded from.
-pub fn merge_profile(c: &ProfileConfig, slices: &[PathBuf], input_slices: &[PathBuf]) -> Result<ProfileRun> {
+/// `whole_table` reads the slices into one table; otherwise they are read bucket by
+/// bucket, keeping only the measured rollouts' keys, runs and numeric values.
+pub fn merge_profile(
+    c: &ProfileConfig,
+    slices: &[PathBuf],
+    input_slices: &[PathBuf],
+    whole_table: bool,
+) -> Result<ProfileRun> {
     let dir = c.out_dir.clone().ok_or_else(|| Error::Usage("merge profile needs --out-dir DIR".into()))?;
     let given = if input_slices.is_empty() { InputsGiven::File(&c.inputs) } else { InputsGiven::Slices(input_slices) };
     if let InputsGiven::File(f) = given {
@@ -356,12 +364,37 @@ pub fn merge_profile(c: &ProfileConfig, slices: &[PathBuf], input_slices: &[Path
         let mut read: Vec<&Path> = slices.iter().map(PathBuf::as_path).collect();
         read.extend(given.files());
         read.extend(c.metrics.files.iter().map(PathBuf::as_path));
-        let out = OutputSet::new(&read);
+        let mut out = OutputSet::new(&read);
         for p in &paths {
             out.check(p)?;
         }
         if let InputsGiven::File(f) = given {
             check_inputs(f)?;
+        }
+        if !whole_table {
+            let inputs = match given {
+                InputsGiven::Slices(s) => MergeInputs::Sliced(SlicedInputs::open(s)?),
+                _ => MergeInputs::File(read_inputs(&c.inputs)?),
+            };
+            crate::ingest::release_free_memory();
+            if let MergeInputs::File(i) = &inputs {
+                check_runs(&RolloutTable::empty(Default::default()), i)?;
+            }
+            if let Some(r) = merge_profile_streamed(c, slices, &inputs, &mut out, &paths)? {
+                if let MergeInputs::File(i) = &inputs {
+                    report_read_warnings(&i.report.warnings);
+                }
+                let files = out.commit()?;
+                return Ok(ProfileRun { files, summary: r.summary, agents: r.agents, warnings: r.warnings });
+            }
+            let inputs = match inputs {
+                MergeInputs::File(i) => i,
+                MergeInputs::Sliced(s) => s.whole()?,
+            };
+            let t = read_sweep(slices, &c.rollouts[0])?;
+            check_runs(&t, &inputs)?;
+            report_read_warnings(&inputs.report.warnings);
+            return profile_table(c, &t, &inputs, out, &paths);
         }
         let (inputs, t) = read_both(given, slices, &c.rollouts[0])?;
         let inputs = inputs.expect("read_both reads the inputs it is given");

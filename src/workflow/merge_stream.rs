@@ -218,7 +218,7 @@ impl BucketRuns {
 /// Calls `each` on `read(0)`, `read(1)`, … `read(n - 1)` in order, each read on a
 /// thread of its own one item ahead, so reading the next slice overlaps working on
 /// this one (at most two are held). `each` returning `Ok(false)` stops the loop.
-fn prefetched<T: Send, E>(
+pub(super) fn prefetched<T: Send, E>(
     n: usize,
     mut read: impl FnMut(usize) -> T + Send,
     mut each: impl FnMut(usize, T) -> std::result::Result<bool, E>,
@@ -308,6 +308,7 @@ impl RunChecks {
 
 /// A merge's materialized inputs: the file, read whole, or its input slices, read a
 /// bucket at a time.
+#[allow(clippy::large_enum_variant)] // one per merge
 pub(super) enum MergeInputs {
     File(InputTable),
     Sliced(SlicedInputs),
@@ -315,7 +316,7 @@ pub(super) enum MergeInputs {
 
 impl MergeInputs {
     /// The inputs file, as messages name it.
-    fn path(&self) -> &Path {
+    pub(super) fn path(&self) -> &Path {
         match self {
             MergeInputs::File(t) => &t.path,
             MergeInputs::Sliced(s) => &s.path,
@@ -347,8 +348,8 @@ impl MergeInputs {
 }
 
 /// One bucket of rollouts with the input rows it may join to.
-struct Bucket<'a> {
-    t: RolloutTable,
+pub(super) struct Bucket<'a> {
+    pub(super) t: RolloutTable,
     inputs: Option<Cow<'a, InputTable>>,
 }
 
@@ -361,7 +362,7 @@ impl Bucket<'_> {
 /// Reads one slice as a table whose line numbers count files as the whole sweep does
 /// (`lines`, grown by the files this slice names), so rows of different buckets compare
 /// by line and are named as in the whole table; with the input rows of its tasks.
-fn read_bucket<'a>(
+pub(super) fn read_bucket<'a>(
     slice: &Path,
     name: &Path,
     lines: &mut LineMap,
@@ -747,8 +748,8 @@ fn lean_passes(
                 for (i, scored) in rows_by {
                     let run = &mut list[i];
                     let label = vec![""; scored.len()];
-                    let fields = resolve_fields(&t, run.fields.iter().cloned());
-                    let p = Profiled::with_fields(&t, &scored, &label, fields, false);
+                    let fields = resolve_fields(t, run.fields.iter().cloned());
+                    let p = Profiled::with_fields(t, &scored, &label, fields, false);
                     let global: Vec<usize> = (0..run.fields.len()).collect();
                     run.lean.as_mut().expect("a lean run").visit(&p, &global);
                 }
@@ -835,14 +836,14 @@ fn write_tasks_once<W: Write + Send>(
             let b = b.map_err(StreamError::Input)?;
             let t = &b.t;
             let rows_by = b.runs().scored_by(t, |k| entry_of.get(k).copied());
-            let shared: Shared = (Arc::new(info_plans(&t)), Arc::new(quoted_names(&t)));
+            let shared: Shared = (Arc::new(info_plans(t)), Arc::new(quoted_names(t)));
             for (e, scored) in rows_by {
                 let Entry { fields, all_int, .. } = &entries[e];
                 if e == 0 {
-                    write_bucket_tasks(&t, &scored, fields, *all_int, &shared, depth, &mut started[e], w)?;
+                    write_bucket_tasks(t, &scored, fields, *all_int, &shared, depth, &mut started[e], w)?;
                 } else {
                     let at = spill.at;
-                    write_bucket_tasks(&t, &scored, fields, *all_int, &shared, depth, &mut started[e], &mut spill)?;
+                    write_bucket_tasks(t, &scored, fields, *all_int, &shared, depth, &mut started[e], &mut spill)?;
                     pieces[e].push((at, spill.at - at));
                 }
             }

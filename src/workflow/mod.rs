@@ -13,6 +13,7 @@ pub mod eval_compare;
 pub mod export;
 pub mod ingest;
 mod merge_lean;
+mod merge_profile;
 mod merge_stream;
 pub mod profile;
 pub mod report;

@@ -106,6 +106,42 @@ fn merge_aggregate(args: &[&str], mode: Option<&str>) -> bool {
     streamed
 }
 
+/// Runs `args` and then `slices`, bucket by bucket and on the whole table: both refuse
+/// (exit status 2, nothing at `out`) in the same words, which are returned.
+fn refused_alike(args: &[&str], slices: &[PathBuf], out: &Path, name: &str) -> String {
+    let mut said = Vec::new();
+    for whole in [false, true] {
+        let mut cmd = std::process::Command::new(bin());
+        cmd.args(args).args(slices.iter().map(|p| s(p)));
+        if whole {
+            cmd.arg("--whole-table");
+        }
+        let o = cmd.output().unwrap();
+        assert_eq!(o.status.code(), Some(2), "{name}: {}", stderr(&o));
+        assert!(!out.exists(), "{name}: no output");
+        said.push(stderr(&o));
+    }
+    assert_eq!(said[0], said[1], "{name}");
+    said.remove(0)
+}
+
+/// The three artifacts of a profile of `all.jsonl`.
+const PROFILE_FILES: [&str; 3] =
+    ["all_reward_profiling.jsonl", "all_agent_metrics.json", "all_repeat_level_metrics.json"];
+
+/// Runs `merge profile` with `args` (and `--whole-table` when `whole`); whether the
+/// bucket-by-bucket path wrote the artifacts (it says so in its trace).
+fn merge_profile(args: &[&str], whole: bool) -> bool {
+    let mut cmd = std::process::Command::new(bin());
+    cmd.arg("merge").arg("profile").args(args).env("ROLLSTAT_TRACE", "1");
+    if whole {
+        cmd.arg("--whole-table");
+    }
+    let o = cmd.output().unwrap();
+    assert!(o.status.success(), "{args:?}: {}", stderr(&o));
+    stderr(&o).contains("merge: gather")
+}
+
 fn bytes(p: &Path) -> Vec<u8> {
     std::fs::read(p).unwrap_or_else(|e| panic!("{}: {e}", p.display()))
 }
@@ -163,31 +199,22 @@ fn check_sweep(generate_args: &[&str], files: usize, seed: u64) {
             assert_eq!(merge_aggregate(&args, mode), !whole, "path taken, width {width}");
             assert!(bytes(&got) == bytes(&want_plain), "aggregate, width {width}, {mode:?}");
         }
-        let got = d.join(&format!("{tag}-prof"));
-        let mut args = vec![
-            "merge",
-            "profile",
-            "--name",
-            "all.jsonl",
-            "--inputs",
-            s(&inputs),
-            "--out-dir",
-            s(&got),
-            "--allow-partial",
-            "-q",
-        ];
-        args.extend(&slice_args);
-        ok(&args);
-        for f in ["all_reward_profiling.jsonl", "all_agent_metrics.json", "all_repeat_level_metrics.json"] {
-            assert!(bytes(&got.join(f)) == bytes(&want_prof.join(f)), "profile {f}, width {width}");
-        }
-        let got = d.join(&format!("{tag}-prof-sliced"));
-        let mut args = vec!["merge", "profile", "--name", "all.jsonl", "--out-dir", s(&got), "--allow-partial", "-q"];
-        args.extend(&slice_args);
-        args.extend(&islice_args);
-        ok(&args);
-        for f in ["all_reward_profiling.jsonl", "all_agent_metrics.json", "all_repeat_level_metrics.json"] {
-            assert!(bytes(&got.join(f)) == bytes(&want_prof.join(f)), "profile {f} with input slices, width {width}");
+        for whole in [false, true] {
+            for sliced in [false, true] {
+                let got = d.join(&format!("{tag}-prof-{whole}-{sliced}"));
+                let mut args = vec!["--name", "all.jsonl", "--out-dir", s(&got), "--allow-partial", "-q"];
+                if sliced {
+                    args.extend(&islice_args);
+                } else {
+                    args.extend(["--inputs", s(&inputs)]);
+                }
+                args.extend(&slice_args);
+                assert_eq!(merge_profile(&args, whole), !whole, "path taken, width {width}");
+                for f in PROFILE_FILES {
+                    let (a, b) = (bytes(&got.join(f)), bytes(&want_prof.join(f)));
+                    assert!(a == b, "profile {f}, width {width}, whole table {whole}, input slices {sliced}");
+                }
+            }
         }
     }
 }
@@ -520,25 +547,13 @@ fn bucket_by_bucket_refusals_match_the_whole_table() {
     for (name, text, with_inputs) in cases {
         let f = d.write(&format!("{name}.jsonl"), &text);
         let slices = shard_and_join(&d, &[f], 4, name);
-        let mut said = Vec::new();
-        for whole in [false, true] {
-            let out = d.join(&format!("{name}.json"));
-            let mut cmd = std::process::Command::new(bin());
-            cmd.args(["merge", "aggregate", "--out", s(&out)]);
-            if with_inputs {
-                cmd.args(["--inputs", s(&inputs)]);
-            }
-            cmd.args(slices.iter().map(|p| s(p)));
-            if whole {
-                cmd.arg("--whole-table");
-            }
-            let o = cmd.output().unwrap();
-            assert_eq!(o.status.code(), Some(2), "{name}: {}", stderr(&o));
-            assert!(!out.exists(), "{name}: no output");
-            said.push(stderr(&o));
+        let out = d.join(&format!("{name}.json"));
+        let mut args = vec!["merge", "aggregate", "--out", s(&out)];
+        if with_inputs {
+            args.extend(["--inputs", s(&inputs)]);
         }
-        assert_eq!(said[0], said[1], "{name}");
-        assert!(said[0].contains(&format!("{name}.jsonl")), "{name}: {}", said[0]);
+        let said = refused_alike(&args, &slices, &out, name);
+        assert!(said.contains(&format!("{name}.jsonl")), "{name}: {said}");
     }
 }
 
@@ -789,4 +804,155 @@ fn input_slices_that_do_not_make_one_inputs_file_are_refused() {
     refused(&args, "materialized_inputs.jsonl: cannot be read", &prof);
     std::fs::rename(&moved, &inputs).unwrap();
     ok(&args);
+}
+
+/// Tasks without any rollout (before the first bucket, between buckets, after the
+/// last) and inputs in shuffled order: the bucket-by-bucket profile cuts the inputs by
+/// task range so that every input row is counted once, and gives the single-machine
+/// bytes and warnings.
+#[test]
+fn bucket_by_bucket_profiles_count_tasks_without_rollouts() {
+    let d = TempDir::new("dist-prof-missing");
+    let g = d.join("gen");
+    generate(
+        &g,
+        &["--tasks", "60", "--repeats", "3", "--agents", "2", "--seed", "31", "--masked-frac", "0.05", "--fan-out"],
+    );
+    let gone = |l: &str| {
+        ["0", "1", "17", "18", "19", "41", "58", "59"].iter().any(|t| l.contains(&format!("\"_ng_task_index\": {t},")))
+    };
+    let text = std::fs::read_to_string(g.join("rollouts.jsonl")).unwrap();
+    let kept: String = text.lines().filter(|l| !gone(l)).map(|l| format!("{l}\n")).collect();
+    let rollouts = d.write("all.jsonl", &kept);
+    let text = std::fs::read_to_string(g.join("materialized_inputs.jsonl")).unwrap();
+    let mut lines: Vec<&str> = text.lines().collect();
+    let mut rng = Rng(0xA076_1D64_78BD_642F);
+    for i in (1..lines.len()).rev() {
+        lines.swap(i, rng.pick(i + 1));
+    }
+    let inputs = d.write("inputs.jsonl", &lines.iter().map(|l| format!("{l}\n")).collect::<String>());
+    let want = d.join("want");
+    let o = run(&[
+        "profile",
+        "--rollouts",
+        s(&rollouts),
+        "--inputs",
+        s(&inputs),
+        "--out-dir",
+        s(&want),
+        "--allow-partial",
+        "-q",
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let said = stderr(&o);
+    let slices = shard_and_join(&d, std::slice::from_ref(&rollouts), 6, "r");
+    let islices = shard_inputs(&d, &inputs, 2, 4, "i", true);
+    for sliced in [false, true] {
+        let got = d.join(&format!("got-{sliced}"));
+        let mut cmd = std::process::Command::new(bin());
+        cmd.args(["merge", "profile", "--name", "all.jsonl", "--out-dir", s(&got), "--allow-partial", "-q"]);
+        if sliced {
+            cmd.args(islices.iter().map(|p| s(p)));
+        } else {
+            cmd.args(["--inputs", s(&inputs)]);
+        }
+        cmd.args(slices.iter().map(|p| s(p)));
+        let o = cmd.output().unwrap();
+        assert!(o.status.success(), "{}", stderr(&o));
+        assert_eq!(stderr(&o), said, "warnings, input slices {sliced}");
+        for f in PROFILE_FILES {
+            assert!(bytes(&got.join(f)) == bytes(&want.join(f)), "{f}, input slices {sliced}");
+        }
+    }
+}
+
+/// The bucket-by-bucket profile refuses what the whole-table profile refuses, with the
+/// same message: a key twice in the inputs or in the results (the inputs' reported
+/// first), results without an input row, missing results without --allow-partial, an
+/// input row that names no agent.
+#[test]
+fn bucket_by_bucket_profile_refusals_match_the_whole_table() {
+    let d = TempDir::new("dist-prof-refuse");
+    let row = |task: i64, rollout: i64| {
+        format!("{{\"_ng_task_index\": {task}, \"_ng_rollout_index\": {rollout}, \"agent_ref\": {{\"name\": \"a\"}}, \"reward\": 1, \"response\": {{}}}}\n")
+    };
+    let input = |task: i64, rollout: i64, agent: &str| {
+        let a = if agent.is_empty() { String::new() } else { format!(", \"agent_ref\": {{\"name\": \"{agent}\"}}") };
+        format!("{{\"_ng_task_index\": {task}, \"_ng_rollout_index\": {rollout}{a}}}\n")
+    };
+    let good_rows: String = (0..12).flat_map(|t| [row(t, 0), row(t, 1)]).collect();
+    let good_inputs: String = (0..12).flat_map(|t| [input(t, 0, "a"), input(t, 1, "a")]).collect();
+    let cases: Vec<(&str, String, String)> = vec![
+        ("input-dup", good_rows.clone(), format!("{good_inputs}{}", input(9, 1, "a"))),
+        ("both-dup", format!("{good_rows}{}", row(2, 0)), format!("{good_inputs}{}", input(9, 1, "a"))),
+        ("result-dup", format!("{good_rows}{}", row(10, 1)), good_inputs.clone()),
+        ("extra", format!("{good_rows}{}{}", row(5, 7), row(11, 3)), good_inputs.clone()),
+        ("missing", good_rows.replace(&row(3, 1), "").replace(&row(8, 0), ""), good_inputs.clone()),
+        ("unnamed", good_rows.clone(), good_inputs.replace(&input(7, 1, "a"), &input(7, 1, ""))),
+    ];
+    for (name, rows, inputs) in cases {
+        let f = d.write(&format!("{name}.jsonl"), &rows);
+        let inp = d.write(&format!("{name}-inputs.jsonl"), &inputs);
+        let slices = shard_and_join(&d, &[f], 4, name);
+        let out = d.join(&format!("{name}-prof"));
+        let sweep = format!("{name}.jsonl");
+        let args = ["merge", "profile", "--name", &sweep, "--inputs", s(&inp), "--out-dir", s(&out)];
+        let said = refused_alike(&args, &slices, &out, name);
+        let single = {
+            let out = d.join(&format!("{name}-single"));
+            let o = run(&[
+                "profile",
+                "--rollouts",
+                s(&d.join(&format!("{name}.jsonl"))),
+                "--inputs",
+                s(&inp),
+                "--out-dir",
+                s(&out),
+            ]);
+            assert_eq!(o.status.code(), Some(2), "{name}: {}", stderr(&o));
+            stderr(&o)
+        };
+        let first_line = |e: &str| e.lines().next().unwrap_or_default().to_string();
+        assert_eq!(first_line(&said), first_line(&single), "{name}: as the single-machine profile says");
+    }
+}
+
+/// Runs whose server stamps sort the other way round from their labels (agent names),
+/// on the same tasks: within a task, entries and columns follow the labels' order.
+#[test]
+fn bucket_by_bucket_profiles_order_fan_out_runs_by_label() {
+    let d = TempDir::new("dist-prof-labels");
+    let (mut rows, mut inputs) = (String::new(), String::new());
+    let mut rng = Rng(0x9E6C_63D0_676A_9A99);
+    for task in 0..30 {
+        for (k, (server, agent)) in [("s1", "zeta"), ("s2", "alpha"), ("s3", "mid")].iter().enumerate() {
+            for rep in 0..2 {
+                let rollout = 2 * k as i64 + rep;
+                let names =
+                    format!("\"_ng_environment_server\": \"{server}\", \"agent_ref\": {{\"name\": \"{agent}\"}}");
+                inputs
+                    .push_str(&format!("{{\"_ng_task_index\": {task}, \"_ng_rollout_index\": {rollout}, {names}}}\n"));
+                if rng.pick(9) == 0 {
+                    continue;
+                }
+                let reward = rng.pick(5) as f64 / 4.0;
+                let tokens = 100 + rng.pick(50);
+                rows.push_str(&format!(
+                    "{{\"_ng_task_index\": {task}, \"_ng_rollout_index\": {rollout}, {names}, \"reward\": {reward}, \"tokens\": {tokens}, \"response\": {{}}}}\n"
+                ));
+            }
+        }
+    }
+    let f = d.write("all.jsonl", &rows);
+    let inp = d.write("inputs.jsonl", &inputs);
+    let want = d.join("want");
+    ok(&["profile", "--rollouts", s(&f), "--inputs", s(&inp), "--out-dir", s(&want), "--allow-partial", "-q"]);
+    let slices = shard_and_join(&d, &[f], 7, "r");
+    let got = d.join("got");
+    let mut args = vec!["--name", "all.jsonl", "--inputs", s(&inp), "--out-dir", s(&got), "--allow-partial", "-q"];
+    args.extend(slices.iter().map(|p| s(p)));
+    assert!(merge_profile(&args, false));
+    for f in PROFILE_FILES {
+        assert!(bytes(&got.join(f)) == bytes(&want.join(f)), "{f}");
+    }
 }

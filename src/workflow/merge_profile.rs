@@ -1,0 +1,536 @@
+//! `merge profile` one bucket at a time. A bucket is a range of tasks, and every
+//! statistic of the profile is computed over rows in (task, label, rollout) order, so
+//! the merge need not hold the sweep's table. Each bucket of rollouts is read with the
+//! input rows of its tasks (the inputs file cut by task range, or the input slices of
+//! those tasks), in two passes:
+//!
+//! - the first joins them by rollout key, keeps for each measured rollout only its key,
+//!   run and numeric values (the columns the agent and repeat levels read), and counts
+//!   what the completion summary, the coverage and the errors need;
+//! - once the labels are settled over the whole sweep, the levels come from those
+//!   columns with the single-machine code, and a second pass writes each bucket's task
+//!   entries with its own input rows as samples.
+//!
+//! Custom metrics and slices whose task ranges overlap go to the whole-table merge.
+
+use std::collections::{HashMap, HashSet};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use super::merge_stream::{prefetched, read_bucket, MergeInputs, RunChecks};
+use super::profile::ProfileConfig;
+use crate::error::{Error, Result};
+use crate::export::atomic::OutputSet;
+use crate::export::nemo_gym::compact_array;
+use crate::export::tasks::{write_task_entries, StreamError};
+use crate::ingest::fields::{resolve_fields, Field};
+use crate::ingest::labels::{labels_for, run_key};
+use crate::ingest::{InputTable, LineMap, RolloutTable};
+use crate::json::Json;
+use crate::metrics::levels::{Profiled, StatKeys};
+use crate::metrics::profile::{
+    agents_and_repeats, completion_summary, coverage_counts, expected_per_group, index_by_key, inputs_fan_out,
+    match_keys, measured_inputs, unmatched_error, unnamed_input, with_coverage, CompletionSummary,
+};
+use crate::metrics::tasks::{info_plans, quoted_names, Samples, TaskPlan};
+use crate::metrics::warnings::Warnings;
+use crate::trace::trace;
+
+/// What the merge hands back for the run's summary.
+pub(super) struct Profiled3 {
+    pub summary: CompletionSummary,
+    pub agents: Vec<Json>,
+    pub warnings: Warnings,
+}
+
+/// The input rows of a range of tasks.
+enum RangeInputs<'a> {
+    /// The whole file; `by_task` orders its rows by task when they are not (stable).
+    File {
+        t: &'a InputTable,
+        by_task: Option<Vec<usize>>,
+    },
+    Sliced(&'a crate::ingest::input_slice::SlicedInputs),
+}
+
+impl<'a> RangeInputs<'a> {
+    fn new(m: &'a MergeInputs) -> RangeInputs<'a> {
+        match m {
+            MergeInputs::File(t) => {
+                let by_task = (!t.task.is_sorted()).then(|| {
+                    let mut o: Vec<usize> = (0..t.len()).collect();
+                    o.sort_by_key(|&r| t.task[r]);
+                    o
+                });
+                RangeInputs::File { t, by_task }
+            }
+            MergeInputs::Sliced(s) => RangeInputs::Sliced(s),
+        }
+    }
+
+    /// The input rows of the tasks after `after` up to `upto` (`None`: no bound), in
+    /// the file's order.
+    fn range(&self, after: Option<i64>, upto: Option<i64>) -> Result<InputTable> {
+        match self {
+            RangeInputs::Sliced(s) => s.for_range(after, upto),
+            RangeInputs::File { t, by_task } => {
+                let task_at = |k: usize| match by_task {
+                    None => t.task[k],
+                    Some(o) => t.task[o[k]],
+                };
+                // The first position whose task is above `x`.
+                let above = |x: i64| {
+                    let (mut lo, mut hi) = (0, t.len());
+                    while lo < hi {
+                        let mid = lo + (hi - lo) / 2;
+                        if task_at(mid) <= x {
+                            lo = mid + 1;
+                        } else {
+                            hi = mid;
+                        }
+                    }
+                    lo
+                };
+                let lo = after.map_or(0, above);
+                let hi = upto.map_or(t.len(), above).max(lo);
+                let rows: Vec<usize> = match by_task {
+                    None => (lo..hi).collect(),
+                    Some(o) => {
+                        let mut r = o[lo..hi].to_vec();
+                        r.sort_unstable();
+                        r
+                    }
+                };
+                Ok(t.subset(&rows))
+            }
+        }
+    }
+}
+
+/// One step of a pass: a bucket of rollouts (empty for the input rows after the last
+/// bucket) and the input rows of its tasks.
+enum Step {
+    /// An empty slice.
+    Skip,
+    /// A slice whose tasks do not all come after the previous slices'.
+    OutOfOrder,
+    Rows(Box<(RolloutTable, InputTable)>),
+}
+
+/// Reads the slices in order as steps, the input rows cut by task range so that the
+/// ranges tile the tasks: each bucket takes the tasks after the previous bucket's last
+/// up to its own last, and a final step (`k == slices.len()`) the tasks after that.
+struct Steps<'a> {
+    slices: &'a [PathBuf],
+    name: &'a Path,
+    lines: &'a mut LineMap,
+    inputs: RangeInputs<'a>,
+    last: Option<i64>,
+}
+
+impl Steps<'_> {
+    fn read(&mut self, k: usize) -> Result<Step> {
+        if k == self.slices.len() {
+            let t = RolloutTable::empty(self.lines.clone());
+            return Ok(Step::Rows(Box::new((t, self.inputs.range(self.last, None)?))));
+        }
+        let t = read_bucket(&self.slices[k], self.name, self.lines, None)?.t;
+        if t.is_empty() {
+            return Ok(Step::Skip);
+        }
+        if self.last.is_some_and(|l| t.task[0] <= l) {
+            return Ok(Step::OutOfOrder);
+        }
+        let last = t.task.last().copied();
+        let inputs = self.inputs.range(self.last, last)?;
+        self.last = last;
+        Ok(Step::Rows(Box::new((t, inputs))))
+    }
+}
+
+/// What the first pass gathers.
+struct Gather {
+    checks: RunChecks,
+    /// The first duplicate key of the inputs and of the results (key order).
+    input_dup: Option<Error>,
+    result_dup: Option<Error>,
+    extra: usize,
+    first_extra: Vec<(i64, i64)>,
+    missing: usize,
+    first_missing: Vec<(i64, i64)>,
+    /// The first measured input row that names no agent.
+    unnamed: Option<Error>,
+    summary: CompletionSummary,
+    /// Distinct (server, agent) pairs of the measured input rows, in key order.
+    label_pairs: Vec<(Option<String>, Option<String>)>,
+    pair_seen: HashSet<(Option<String>, Option<String>)>,
+    keys: Vec<String>,
+    key_ids: HashMap<String, u32>,
+    fan_out: bool,
+    cov: Vec<(String, [usize; 4])>,
+    cov_index: HashMap<String, usize>,
+    /// The measured rollouts in (task, run key, rollout) order: key, run and values.
+    task: Vec<i64>,
+    rollout: Vec<i64>,
+    key: Vec<u32>,
+    fields: Vec<String>,
+    field_index: HashMap<String, usize>,
+    vals: Vec<Vec<f64>>,
+    all_int: bool,
+    ints: Vec<Vec<i64>>,
+}
+
+impl Gather {
+    fn new() -> Gather {
+        Gather {
+            checks: RunChecks::default(),
+            input_dup: None,
+            result_dup: None,
+            extra: 0,
+            first_extra: Vec::new(),
+            missing: 0,
+            first_missing: Vec::new(),
+            unnamed: None,
+            summary: CompletionSummary::default(),
+            label_pairs: Vec::new(),
+            pair_seen: HashSet::new(),
+            keys: Vec::new(),
+            key_ids: HashMap::new(),
+            fan_out: false,
+            cov: Vec::new(),
+            cov_index: HashMap::new(),
+            task: Vec::new(),
+            rollout: Vec::new(),
+            key: Vec::new(),
+            fields: Vec::new(),
+            field_index: HashMap::new(),
+            vals: Vec::new(),
+            all_int: true,
+            ints: Vec::new(),
+        }
+    }
+
+    fn visit(&mut self, t: &RolloutTable, inp: &InputTable) {
+        if !t.is_empty() {
+            self.checks.visit(t, inp);
+        }
+        let rows_idx =
+            match index_by_key(&inp.task, &inp.rollout, &inp.line, "materialized input", &LineMap::single(&inp.path)) {
+                Ok(v) => v,
+                Err(e) => {
+                    self.input_dup.get_or_insert(e);
+                    return;
+                }
+            };
+        let res_idx = match index_by_key(&t.task, &t.rollout, &t.line, "result", &t.lines) {
+            Ok(v) => v,
+            Err(e) => {
+                self.result_dup.get_or_insert(e);
+                return;
+            }
+        };
+        if self.input_dup.is_some() || self.result_dup.is_some() {
+            return;
+        }
+        let m = match_keys(&rows_idx, &res_idx);
+        self.extra += m.extra.len();
+        self.missing += m.missing.len();
+        for (all, first) in [(&m.extra, &mut self.first_extra), (&m.missing, &mut self.first_missing)] {
+            let room = 10usize.saturating_sub(first.len());
+            first.extend(all.iter().take(room));
+        }
+        if self.extra > 0 {
+            return;
+        }
+        let s = completion_summary(t, inp, &rows_idx, &m.matched);
+        add_summary(&mut self.summary, &s);
+        let measured = measured_inputs(t, inp.len(), &rows_idx, &m.matched);
+        let names = |i: usize| (inp.name(inp.server[i]), inp.name(inp.agent[i]));
+        let mut last = None;
+        for &i in &measured {
+            let pair = names(i);
+            if last == Some(pair) {
+                continue;
+            }
+            last = Some(pair);
+            let owned = (pair.0.map(str::to_string), pair.1.map(str::to_string));
+            if self.pair_seen.insert(owned.clone()) {
+                self.label_pairs.push(owned);
+            }
+        }
+        self.fan_out |= inputs_fan_out(measured.iter().filter_map(|&i| {
+            let (s, a) = names(i);
+            run_key(s, a).map(|k| (inp.task[i], k))
+        }));
+        for (name, c) in coverage_counts(t, inp, &m.matched) {
+            match self.cov_index.get(&name) {
+                Some(&at) => (0..4).for_each(|k| self.cov[at].1[k] += c[k]),
+                None => {
+                    self.cov_index.insert(name.clone(), self.cov.len());
+                    self.cov.push((name, c));
+                }
+            }
+        }
+        if self.unnamed.is_some() {
+            return;
+        }
+        let pairs: Vec<(usize, usize)> = m.matched.iter().copied().filter(|&(_, r)| !t.masked[r]).collect();
+        let mut row_keys: Vec<&str> = Vec::with_capacity(pairs.len());
+        for &(i, r) in &pairs {
+            let (s, a) = names(i);
+            match run_key(s, a) {
+                Some(k) => row_keys.push(k),
+                None => {
+                    self.unnamed = Some(unnamed_input(t, inp, i, r));
+                    return;
+                }
+            }
+        }
+        if pairs.is_empty() {
+            return;
+        }
+        let result_rows: Vec<usize> = pairs.iter().map(|&(_, r)| r).collect();
+        let p = Profiled::new(t, &result_rows, &row_keys);
+        self.fan_out |= p.fan_out;
+        self.add(&p);
+    }
+
+    /// Appends a bucket's profiled columns, its fields after those seen before.
+    fn add(&mut self, p: &Profiled<'_>) {
+        let before = self.task.len();
+        let mut new_field = false;
+        for f in &p.fields {
+            if !self.field_index.contains_key(&f.name) {
+                self.field_index.insert(f.name.clone(), self.fields.len());
+                self.fields.push(f.name.clone());
+                self.vals.push(vec![f64::NAN; before]);
+                new_field = true;
+            }
+        }
+        // A value missing anywhere (a field not in every row) makes the set not all-int.
+        if !p.all_int || p.fields.len() < self.fields.len() || (new_field && before > 0) {
+            self.all_int = false;
+            self.ints = Vec::new();
+        }
+        let local: HashMap<&str, usize> = p.fields.iter().enumerate().map(|(i, f)| (f.name.as_str(), i)).collect();
+        let n = p.rows.len();
+        for (g, name) in self.fields.iter().enumerate() {
+            match local.get(name.as_str()) {
+                Some(&f) => self.vals[g].extend_from_slice(&p.vals[f]),
+                None => self.vals[g].resize(before + n, f64::NAN),
+            }
+        }
+        if self.all_int {
+            self.ints.resize(self.fields.len(), Vec::new());
+            for (g, name) in self.fields.iter().enumerate() {
+                self.ints[g].extend_from_slice(&p.ints[local[name.as_str()]]);
+            }
+        }
+        let ids: Vec<u32> = p
+            .labels
+            .iter()
+            .map(|k| {
+                *self.key_ids.entry(k.clone()).or_insert_with(|| {
+                    self.keys.push(k.clone());
+                    (self.keys.len() - 1) as u32
+                })
+            })
+            .collect();
+        self.task.extend((0..n).map(|pos| p.task(pos)));
+        self.rollout.extend((0..n).map(|pos| p.rollout(pos)));
+        self.key.extend(p.label.iter().map(|&l| ids[l as usize]));
+    }
+
+    /// The errors the whole table's profile would stop at, in its order.
+    fn errors(&mut self, inputs: &Path, lines: &LineMap, allow_partial: bool) -> Result<()> {
+        std::mem::take(&mut self.checks).result(inputs, lines)?;
+        if let Some(e) = self.input_dup.take().or(self.result_dup.take()) {
+            return Err(e);
+        }
+        let (extra, missing) = (self.extra, self.missing);
+        if let Some(e) = unmatched_error(extra, &self.first_extra, missing, &self.first_missing, allow_partial) {
+            return Err(e);
+        }
+        match self.unnamed.take() {
+            Some(e) => Err(e),
+            None => Ok(()),
+        }
+    }
+}
+
+fn add_summary(to: &mut CompletionSummary, s: &CompletionSummary) {
+    to.expected_rollout_rows += s.expected_rollout_rows;
+    to.completed_rollout_rows += s.completed_rollout_rows;
+    to.missing_rollout_rows += s.missing_rollout_rows;
+    to.extra_rollout_rows += s.extra_rollout_rows;
+    to.total_input_rows += s.total_input_rows;
+    to.complete_input_rows += s.complete_input_rows;
+    to.partial_input_rows += s.partial_input_rows;
+    to.missing_input_rows += s.missing_input_rows;
+    to.masked_rollout_rows += s.masked_rollout_rows;
+}
+
+/// Runs `each` on every step of the slices (with the input rows of their tasks), read
+/// one ahead; `false` when a slice's tasks are not all after the previous slices'.
+fn each_step(
+    slices: &[PathBuf],
+    name: &Path,
+    inputs: &MergeInputs,
+    mut each: impl FnMut(&RolloutTable, &InputTable) -> Result<()>,
+) -> Result<bool> {
+    let mut lines = LineMap::default();
+    let mut steps = Steps { slices, name, lines: &mut lines, inputs: RangeInputs::new(inputs), last: None };
+    prefetched(
+        slices.len() + 1,
+        |k| steps.read(k),
+        |_, s: Result<Step>| -> Result<bool> {
+            match s? {
+                Step::Skip => Ok(true),
+                Step::OutOfOrder => Ok(false),
+                Step::Rows(b) => each(&b.0, &b.1).map(|()| true),
+            }
+        },
+    )
+}
+
+/// `merge profile` bucket by bucket, staging the three artifacts `paths` in `out`; `None`
+/// when this run needs the whole table (nothing is staged then).
+pub(super) fn merge_profile_streamed(
+    c: &ProfileConfig,
+    slices: &[PathBuf],
+    inputs: &MergeInputs,
+    out: &mut OutputSet,
+    paths: &[PathBuf; 3],
+) -> Result<Option<Profiled3>> {
+    if !c.metrics.is_empty() {
+        return Ok(None);
+    }
+    let name = &c.rollouts[0];
+    let t0 = std::time::Instant::now();
+    let mut g = Gather::new();
+    let mut all_lines = LineMap::default();
+    let mut any_rows = false;
+    let in_order = each_step(slices, name, inputs, |t, inp| {
+        if !t.is_empty() {
+            all_lines = t.lines.clone();
+            any_rows = true;
+        }
+        g.visit(t, inp);
+        Ok(())
+    })?;
+    // Slices without a row are refused as the whole table refuses them.
+    if !in_order || !any_rows {
+        return Ok(None);
+    }
+    trace("merge: gather", t0);
+    g.errors(inputs.path(), &all_lines, c.allow_partial)?;
+    let mut summary = std::mem::take(&mut g.summary);
+    let (exp, done) = (summary.expected_rollout_rows, summary.completed_rollout_rows);
+    summary.reward_profile_completion_pct = if exp == 0 { 100.0 } else { 100.0 * done as f64 / exp as f64 };
+    let mut warnings = Warnings::default();
+    let cov = std::mem::take(&mut g.cov);
+    if g.task.is_empty() {
+        let agents = with_coverage(&[], cov);
+        out.add(&paths[0], b"")?;
+        out.add(&paths[1], &compact_array(&agents))?;
+        out.add(&paths[2], &compact_array(&[]))?;
+        return Ok(Some(Profiled3 { summary, agents, warnings }));
+    }
+    // Labels, settled over the whole sweep, and each run key's.
+    let labels = labels_for(g.label_pairs.iter().map(|(s, a)| (s.as_deref(), a.as_deref())));
+    let label_of_key: Vec<String> =
+        g.keys.iter().map(|k| labels.get(k).cloned().unwrap_or_else(|| k.clone())).collect();
+    let t0 = std::time::Instant::now();
+    let (agents, repeats) = {
+        let mut names: Vec<&str> = label_of_key.iter().map(String::as_str).collect();
+        names.sort_unstable();
+        names.dedup();
+        let rank: Vec<u32> = label_of_key
+            .iter()
+            .map(|l| names.binary_search(&l.as_str()).expect("a label of the list") as u32)
+            .collect();
+        // Within a task, rows are in run key order rather than label order: the levels
+        // read each label's positions alone, in (task, rollout) order either way.
+        let label: Vec<u32> = g.key.iter().map(|&k| rank[k as usize]).collect();
+        let n = label.len();
+        let mut t = RolloutTable::empty(LineMap::default());
+        t.task = std::mem::take(&mut g.task);
+        t.rollout = std::mem::take(&mut g.rollout);
+        let fields: Vec<Field> = g.fields.iter().map(|f| Field { name: f.clone(), top: None, usage: None }).collect();
+        let p = Profiled {
+            t: &t,
+            rows: (0..n).collect(),
+            label,
+            labels: names.iter().map(|s| s.to_string()).collect(),
+            fields,
+            vals: std::mem::take(&mut g.vals),
+            all_int: g.all_int,
+            ints: std::mem::take(&mut g.ints),
+            fan_out: g.fan_out,
+        };
+        let keys = StatKeys::new(&p.fields);
+        agents_and_repeats(&p, &keys, cov, &mut warnings)
+    };
+    trace("merge: statistics", t0);
+    // The task entries, bucket by bucket, each with its own input rows as samples.
+    let t0 = std::time::Instant::now();
+    let label_by_key: HashMap<&str, &str> =
+        g.keys.iter().zip(&label_of_key).map(|(k, l)| (k.as_str(), l.as_str())).collect();
+    let mut w = out.create(&paths[0])?;
+    let (fields, all_int, fan_out) = (&g.fields, g.all_int, g.fan_out);
+    let mut started = false;
+    let wrote = each_step(slices, name, inputs, |t, inp| {
+        if t.is_empty() {
+            return Ok(());
+        }
+        let rows_idx =
+            index_by_key(&inp.task, &inp.rollout, &inp.line, "materialized input", &LineMap::single(&inp.path))?;
+        let res_idx = index_by_key(&t.task, &t.rollout, &t.line, "result", &t.lines)?;
+        let m = match_keys(&rows_idx, &res_idx);
+        let measured = measured_inputs(t, inp.len(), &rows_idx, &m.matched);
+        let label_of = |i: usize| -> Option<&str> {
+            run_key(inp.name(inp.server[i]), inp.name(inp.agent[i])).and_then(|k| label_by_key.get(k).copied())
+        };
+        let pairs: Vec<(usize, usize)> = m.matched.iter().copied().filter(|&(_, r)| !t.masked[r]).collect();
+        if pairs.is_empty() {
+            return Ok(());
+        }
+        let result_rows: Vec<usize> = pairs.iter().map(|&(_, r)| r).collect();
+        let row_labels: Vec<&str> = pairs.iter().map(|&(i, _)| label_of(i).unwrap_or_default()).collect();
+        let mut input_of: HashMap<usize, usize> = HashMap::with_capacity(pairs.len());
+        for &(i, r) in &pairs {
+            input_of.insert(r, i);
+        }
+        let resolved = resolve_fields(t, fields.iter().cloned());
+        let mut p = Profiled::with_fields(t, &result_rows, &row_labels, resolved, all_int);
+        p.fan_out = fan_out;
+        let groups = p.task_groups();
+        let expected = expected_per_group(&p, &groups, inp, &measured, label_of);
+        let sample_rows: Vec<usize> = groups.iter().map(|&(a, _)| input_of[&p.rows[a]]).collect();
+        let keys = StatKeys::new(&p.fields);
+        let plan = TaskPlan {
+            p,
+            keys,
+            groups,
+            expected: Some(expected),
+            samples: Samples::Inputs { table: inp, rows: sample_rows },
+            with_agent_ref: fan_out,
+            info: Arc::new(info_plans(t)),
+            quoted_names: Arc::new(quoted_names(t)),
+        };
+        write_task_entries(&plan, None, started, &mut w).map_err(|e: StreamError| e.at(&paths[0]))?;
+        started = true;
+        Ok(())
+    })?;
+    if !wrote {
+        return Err(Error::Mismatch(
+            "the slices changed while the merge read them; merge slices that nothing writes to".into(),
+        ));
+    }
+    w.finish().map_err(|e| Error::write(&paths[0], e))?;
+    drop(w);
+    trace("merge: task entries + write", t0);
+    out.add(&paths[1], &compact_array(&agents))?;
+    out.add(&paths[2], &compact_array(&repeats))?;
+    Ok(Some(Profiled3 { summary, agents, warnings }))
+}
