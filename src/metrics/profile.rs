@@ -13,13 +13,13 @@ use std::sync::Arc;
 
 use rayon::prelude::*;
 
-use super::levels::{across_repeats, agent_and_repeat_levels, distinct, Profiled, StatKeys};
+use super::levels::{across_repeats, agent_and_repeat_levels, distinct, Profiled, RepeatEntry, StatKeys};
 use super::tasks::{info_plans, quoted_names, Samples, TaskPlan};
 use super::warnings::Warnings;
 use crate::error::{Error, Result};
 use crate::ingest::labels::{labels_for, run_key};
 use crate::ingest::{InputTable, LineMap, RolloutTable};
-use crate::json::{Json, Key};
+use crate::json::{Json, Key, Members};
 use crate::schema::COVERAGE;
 
 /// Counts of NeMo Gym's completion summary .
@@ -326,11 +326,23 @@ pub(crate) fn agents_and_repeats(
 ) -> (Vec<Json>, Vec<Json>) {
     let (agent_stats, repeats, repeat_warnings) = agent_and_repeat_levels(p, keys);
     warnings.extend(repeat_warnings);
-    let names: Vec<&str> = p.labels.iter().map(|l| l.as_ref()).collect();
+    assemble_levels(&p.labels, agent_stats, repeats, cov, warnings)
+}
+
+/// The agent entries (with the across-repeat intervals and coverage) and the repeat-level
+/// entries, from each label's agent-level members (in label order) and the repeat level.
+pub(crate) fn assemble_levels(
+    labels: &[String],
+    agent_stats: Vec<Members>,
+    repeats: Vec<RepeatEntry>,
+    cov: Vec<(String, [usize; 4])>,
+    warnings: &mut Warnings,
+) -> (Vec<Json>, Vec<Json>) {
+    let names: Vec<&str> = labels.iter().map(|l| l.as_ref()).collect();
     let across = across_repeats(&repeats, &names, warnings);
     let mut agents: Vec<Json> = Vec::new();
     for (l, (mut items, acr)) in agent_stats.into_iter().zip(across).enumerate() {
-        items.push((Arc::from("agent_ref"), Json::name_ref(&p.labels[l])));
+        items.push((Arc::from("agent_ref"), Json::name_ref(&labels[l])));
         items.extend(acr);
         agents.push(Json::Obj(items));
     }
@@ -338,7 +350,7 @@ pub(crate) fn agents_and_repeats(
     let repeats: Vec<Json> = repeats
         .into_iter()
         .map(|(l, _, e)| {
-            let mut items: Vec<(Key, Json)> = vec![(Arc::from("agent_ref"), Json::name_ref(&p.labels[l as usize]))];
+            let mut items: Vec<(Key, Json)> = vec![(Arc::from("agent_ref"), Json::name_ref(&labels[l as usize]))];
             items.extend(e);
             Json::Obj(items)
         })

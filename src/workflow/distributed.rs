@@ -338,6 +338,7 @@ pub fn merge_profile(
     slices: &[PathBuf],
     input_slices: &[PathBuf],
     whole_table: bool,
+    low_memory: bool,
 ) -> Result<ProfileRun> {
     let dir = c.out_dir.clone().ok_or_else(|| Error::Usage("merge profile needs --out-dir DIR".into()))?;
     let given = if input_slices.is_empty() { InputsGiven::File(&c.inputs) } else { InputsGiven::Slices(input_slices) };
@@ -380,12 +381,18 @@ pub fn merge_profile(
             if let MergeInputs::File(i) = &inputs {
                 check_runs(&RolloutTable::empty(Default::default()), i)?;
             }
-            if let Some(r) = merge_profile_streamed(c, slices, &inputs, &mut out, &paths)? {
+            if let Some(r) = merge_profile_streamed(c, slices, &inputs, &mut out, &paths, low_memory)? {
                 if let MergeInputs::File(i) = &inputs {
                     report_read_warnings(&i.report.warnings);
                 }
                 let files = out.commit()?;
                 return Ok(ProfileRun { files, summary: r.summary, agents: r.agents, warnings: r.warnings });
+            }
+            if low_memory {
+                eprintln!(
+                    "warning: --low-memory: this merge needs the whole table (custom metrics, or slices out of task \
+                     order); reading every slice into one table"
+                );
             }
             let inputs = match inputs {
                 MergeInputs::File(i) => i,

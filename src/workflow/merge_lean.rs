@@ -292,9 +292,30 @@ impl LeanRun {
         out
     }
 
+    /// Gives the run `n` fields (the last ones without a value) when it has fewer: in a
+    /// profile every label has every field of the profiled set. Before the counting
+    /// pass ends.
+    pub fn pad_fields(&mut self, n: usize) {
+        while self.fields.len() < n {
+            self.fields.push(Column::new());
+        }
+    }
+
     /// The repeat-level entries of the run labelled `label` (none with fewer than two
     /// repeats), given its field names and number of scored tasks.
     pub fn repeat_entries(&self, label: &str, names: &[String], tasks: usize, warn: &mut Warnings) -> Vec<RepeatEntry> {
+        finish_repeats(self.raw_repeat_entries(0, label, names, tasks), &[label.to_string()], warn)
+    }
+
+    /// [`Self::repeat_entries`] before they are finished, with their own warnings, under
+    /// label id `id`: for several runs finished together.
+    pub fn raw_repeat_entries(
+        &self,
+        id: u32,
+        label: &str,
+        names: &[String],
+        tasks: usize,
+    ) -> Vec<(RepeatEntry, Warnings)> {
         if self.repeats.len() < 2 {
             return Vec::new();
         }
@@ -316,9 +337,9 @@ impl LeanRun {
                     let what = || format!("`{}`, {label}, repeat {r}", names[g]);
                     repeat_field_members(&names[g], n, c.mean, std, |k| c.at(k), &mut e, &mut w, what);
                 }
-                ((0, r, e), w)
+                ((id, r, e), w)
             })
             .collect();
-        finish_repeats(entries, &[label.to_string()], warn)
+        entries
     }
 }

@@ -13,10 +13,11 @@
 //!
 //! Custom metrics and slices whose task ranges overlap go to the whole-table merge.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
+use super::merge_lean::LeanRun;
 use super::merge_stream::{prefetched, read_bucket, MergeInputs, RunChecks};
 use super::profile::ProfileConfig;
 use crate::error::{Error, Result};
@@ -27,10 +28,10 @@ use crate::ingest::fields::{resolve_fields, Field};
 use crate::ingest::labels::{labels_for, run_key};
 use crate::ingest::{InputTable, LineMap, RolloutTable};
 use crate::json::Json;
-use crate::metrics::levels::{Profiled, StatKeys};
+use crate::metrics::levels::{distinct, finish_repeats, Profiled, StatKeys};
 use crate::metrics::profile::{
-    agents_and_repeats, completion_summary, coverage_counts, expected_per_group, index_by_key, inputs_fan_out,
-    match_keys, measured_inputs, unmatched_error, unnamed_input, with_coverage, CompletionSummary,
+    agents_and_repeats, assemble_levels, completion_summary, coverage_counts, expected_per_group, index_by_key,
+    inputs_fan_out, match_keys, measured_inputs, unmatched_error, unnamed_input, with_coverage, CompletionSummary,
 };
 use crate::metrics::tasks::{info_plans, quoted_names, Samples, TaskPlan};
 use crate::metrics::warnings::Warnings;
@@ -167,6 +168,12 @@ struct Gather {
     keys: Vec<String>,
     key_ids: HashMap<String, u32>,
     fan_out: bool,
+    /// Measured rollouts so far.
+    measured: usize,
+    /// With `--low-memory`: per run key, the levels' state instead of columns, and its
+    /// measured tasks.
+    lean: Option<Vec<LeanRun>>,
+    run_tasks: Vec<usize>,
     cov: Vec<(String, [usize; 4])>,
     cov_index: HashMap<String, usize>,
     /// The measured rollouts in (task, run key, rollout) order: key, run and values.
@@ -181,8 +188,11 @@ struct Gather {
 }
 
 impl Gather {
-    fn new() -> Gather {
+    fn new(lean: bool) -> Gather {
         Gather {
+            measured: 0,
+            lean: lean.then(Vec::new),
+            run_tasks: Vec::new(),
             checks: RunChecks::default(),
             input_dup: None,
             result_dup: None,
@@ -295,15 +305,20 @@ impl Gather {
         self.add(&p);
     }
 
-    /// Appends a bucket's profiled columns, its fields after those seen before.
+    /// Takes a bucket's measured rollouts (`p`, labelled by run key): its fields go after
+    /// those seen before, its values to the columns or, with `--low-memory`, to each
+    /// run's state.
     fn add(&mut self, p: &Profiled<'_>) {
-        let before = self.task.len();
+        let before = self.measured;
+        let lean = self.lean.is_some();
         let mut new_field = false;
         for f in &p.fields {
             if !self.field_index.contains_key(&f.name) {
                 self.field_index.insert(f.name.clone(), self.fields.len());
                 self.fields.push(f.name.clone());
-                self.vals.push(vec![f64::NAN; before]);
+                if !lean {
+                    self.vals.push(vec![f64::NAN; before]);
+                }
                 new_field = true;
             }
         }
@@ -312,8 +327,34 @@ impl Gather {
             self.all_int = false;
             self.ints = Vec::new();
         }
-        let local: HashMap<&str, usize> = p.fields.iter().enumerate().map(|(i, f)| (f.name.as_str(), i)).collect();
+        let ids: Vec<u32> = p
+            .labels
+            .iter()
+            .map(|k| {
+                *self.key_ids.entry(k.clone()).or_insert_with(|| {
+                    self.keys.push(k.clone());
+                    self.run_tasks.push(0);
+                    if let Some(runs) = &mut self.lean {
+                        runs.push(LeanRun::default());
+                    }
+                    (self.keys.len() - 1) as u32
+                })
+            })
+            .collect();
         let n = p.rows.len();
+        self.measured += n;
+        if let Some(runs) = &mut self.lean {
+            let global: Vec<usize> = p.fields.iter().map(|f| self.field_index[&f.name]).collect();
+            for (l, positions) in p.label_positions().into_iter().enumerate() {
+                let rows: Vec<usize> = positions.iter().map(|&pos| p.rows[pos]).collect();
+                let k = ids[l] as usize;
+                self.run_tasks[k] += distinct(positions.iter().map(|&pos| p.task(pos)));
+                let one = Profiled::with_fields(p.t, &rows, &vec![""; rows.len()], p.fields.clone(), p.all_int);
+                runs[k].visit(&one, &global);
+            }
+            return;
+        }
+        let local: HashMap<&str, usize> = p.fields.iter().enumerate().map(|(i, f)| (f.name.as_str(), i)).collect();
         for (g, name) in self.fields.iter().enumerate() {
             match local.get(name.as_str()) {
                 Some(&f) => self.vals[g].extend_from_slice(&p.vals[f]),
@@ -326,16 +367,6 @@ impl Gather {
                 self.ints[g].extend_from_slice(&p.ints[local[name.as_str()]]);
             }
         }
-        let ids: Vec<u32> = p
-            .labels
-            .iter()
-            .map(|k| {
-                *self.key_ids.entry(k.clone()).or_insert_with(|| {
-                    self.keys.push(k.clone());
-                    (self.keys.len() - 1) as u32
-                })
-            })
-            .collect();
         self.task.extend((0..n).map(|pos| p.task(pos)));
         self.rollout.extend((0..n).map(|pos| p.rollout(pos)));
         self.key.extend(p.label.iter().map(|&l| ids[l as usize]));
@@ -356,6 +387,28 @@ impl Gather {
             None => Ok(()),
         }
     }
+}
+
+/// A bucket joined to its input rows once the first pass found nothing wrong.
+struct Joined {
+    /// The measured input rows, in key order.
+    measured: Vec<usize>,
+    /// (input row, result row) of the measured rollouts, in key order.
+    pairs: Vec<(usize, usize)>,
+}
+
+fn join_bucket(t: &RolloutTable, inp: &InputTable) -> Result<Joined> {
+    let rows_idx = index_by_key(&inp.task, &inp.rollout, &inp.line, "materialized input", &LineMap::single(&inp.path))?;
+    let res_idx = index_by_key(&t.task, &t.rollout, &t.line, "result", &t.lines)?;
+    let m = match_keys(&rows_idx, &res_idx);
+    let measured = measured_inputs(t, inp.len(), &rows_idx, &m.matched);
+    let pairs = m.matched.into_iter().filter(|&(_, r)| !t.masked[r]).collect();
+    Ok(Joined { measured, pairs })
+}
+
+/// The run key of input row `i`.
+fn key_of(inp: &InputTable, i: usize) -> Option<&str> {
+    run_key(inp.name(inp.server[i]), inp.name(inp.agent[i]))
 }
 
 fn add_summary(to: &mut CompletionSummary, s: &CompletionSummary) {
@@ -401,13 +454,14 @@ pub(super) fn merge_profile_streamed(
     inputs: &MergeInputs,
     out: &mut OutputSet,
     paths: &[PathBuf; 3],
+    lean: bool,
 ) -> Result<Option<Profiled3>> {
     if !c.metrics.is_empty() {
         return Ok(None);
     }
     let name = &c.rollouts[0];
     let t0 = std::time::Instant::now();
-    let mut g = Gather::new();
+    let mut g = Gather::new(lean);
     let mut all_lines = LineMap::default();
     let mut any_rows = false;
     let in_order = each_step(slices, name, inputs, |t, inp| {
@@ -429,7 +483,7 @@ pub(super) fn merge_profile_streamed(
     summary.reward_profile_completion_pct = if exp == 0 { 100.0 } else { 100.0 * done as f64 / exp as f64 };
     let mut warnings = Warnings::default();
     let cov = std::mem::take(&mut g.cov);
-    if g.task.is_empty() {
+    if g.measured == 0 {
         let agents = with_coverage(&[], cov);
         out.add(&paths[0], b"")?;
         out.add(&paths[1], &compact_array(&agents))?;
@@ -440,36 +494,54 @@ pub(super) fn merge_profile_streamed(
     let labels = labels_for(g.label_pairs.iter().map(|(s, a)| (s.as_deref(), a.as_deref())));
     let label_of_key: Vec<String> =
         g.keys.iter().map(|k| labels.get(k).cloned().unwrap_or_else(|| k.clone())).collect();
+    if let Some(runs) = &mut g.lean {
+        lean_passes(slices, name, inputs, runs, &g.key_ids, &g.fields)?;
+    }
     let t0 = std::time::Instant::now();
-    let (agents, repeats) = {
-        let mut names: Vec<&str> = label_of_key.iter().map(String::as_str).collect();
-        names.sort_unstable();
-        names.dedup();
-        let rank: Vec<u32> = label_of_key
-            .iter()
-            .map(|l| names.binary_search(&l.as_str()).expect("a label of the list") as u32)
-            .collect();
-        // Within a task, rows are in run key order rather than label order: the levels
-        // read each label's positions alone, in (task, rollout) order either way.
-        let label: Vec<u32> = g.key.iter().map(|&k| rank[k as usize]).collect();
-        let n = label.len();
-        let mut t = RolloutTable::empty(LineMap::default());
-        t.task = std::mem::take(&mut g.task);
-        t.rollout = std::mem::take(&mut g.rollout);
-        let fields: Vec<Field> = g.fields.iter().map(|f| Field { name: f.clone(), top: None, usage: None }).collect();
-        let p = Profiled {
-            t: &t,
-            rows: (0..n).collect(),
-            label,
-            labels: names.iter().map(|s| s.to_string()).collect(),
-            fields,
-            vals: std::mem::take(&mut g.vals),
-            all_int: g.all_int,
-            ints: std::mem::take(&mut g.ints),
-            fan_out: g.fan_out,
-        };
-        let keys = StatKeys::new(&p.fields);
-        agents_and_repeats(&p, &keys, cov, &mut warnings)
+    let mut names: Vec<&str> = label_of_key.iter().map(String::as_str).collect();
+    names.sort_unstable();
+    names.dedup();
+    let labels_sorted: Vec<String> = names.iter().map(|s| s.to_string()).collect();
+    let rank: Vec<u32> =
+        label_of_key.iter().map(|l| names.binary_search(&l.as_str()).expect("a label of the list") as u32).collect();
+    let fields: Vec<Field> = g.fields.iter().map(|f| Field { name: f.clone(), top: None, usage: None }).collect();
+    let keys = StatKeys::new(&fields);
+    let (agents, repeats) = match &g.lean {
+        Some(runs) => {
+            // Labels and run keys go one to one; each label's levels from its run's state.
+            let mut by_rank: Vec<usize> = (0..runs.len()).collect();
+            by_rank.sort_by_key(|&k| rank[k]);
+            let agent_stats = by_rank.iter().map(|&k| runs[k].agent_members(&keys, g.all_int)).collect();
+            let entries = by_rank
+                .iter()
+                .flat_map(|&k| runs[k].raw_repeat_entries(rank[k], &label_of_key[k], &g.fields, g.run_tasks[k]))
+                .collect();
+            let mut repeat_warnings = Warnings::default();
+            let repeats = finish_repeats(entries, &labels_sorted, &mut repeat_warnings);
+            warnings.extend(repeat_warnings);
+            assemble_levels(&labels_sorted, agent_stats, repeats, cov, &mut warnings)
+        }
+        None => {
+            // Within a task, rows are in run key order rather than label order: the levels
+            // read each label's positions alone, in (task, rollout) order either way.
+            let label: Vec<u32> = g.key.iter().map(|&k| rank[k as usize]).collect();
+            let n = label.len();
+            let mut t = RolloutTable::empty(LineMap::default());
+            t.task = std::mem::take(&mut g.task);
+            t.rollout = std::mem::take(&mut g.rollout);
+            let p = Profiled {
+                t: &t,
+                rows: (0..n).collect(),
+                label,
+                labels: labels_sorted,
+                fields,
+                vals: std::mem::take(&mut g.vals),
+                all_int: g.all_int,
+                ints: std::mem::take(&mut g.ints),
+                fan_out: g.fan_out,
+            };
+            agents_and_repeats(&p, &keys, cov, &mut warnings)
+        }
     };
     trace("merge: statistics", t0);
     // The task entries, bucket by bucket, each with its own input rows as samples.
@@ -483,15 +555,8 @@ pub(super) fn merge_profile_streamed(
         if t.is_empty() {
             return Ok(());
         }
-        let rows_idx =
-            index_by_key(&inp.task, &inp.rollout, &inp.line, "materialized input", &LineMap::single(&inp.path))?;
-        let res_idx = index_by_key(&t.task, &t.rollout, &t.line, "result", &t.lines)?;
-        let m = match_keys(&rows_idx, &res_idx);
-        let measured = measured_inputs(t, inp.len(), &rows_idx, &m.matched);
-        let label_of = |i: usize| -> Option<&str> {
-            run_key(inp.name(inp.server[i]), inp.name(inp.agent[i])).and_then(|k| label_by_key.get(k).copied())
-        };
-        let pairs: Vec<(usize, usize)> = m.matched.iter().copied().filter(|&(_, r)| !t.masked[r]).collect();
+        let Joined { measured, pairs } = join_bucket(t, inp)?;
+        let label_of = |i: usize| -> Option<&str> { key_of(inp, i).and_then(|k| label_by_key.get(k).copied()) };
         if pairs.is_empty() {
             return Ok(());
         }
@@ -533,4 +598,60 @@ pub(super) fn merge_profile_streamed(
     out.add(&paths[1], &compact_array(&agents))?;
     out.add(&paths[2], &compact_array(&repeats))?;
     Ok(Some(Profiled3 { summary, agents, warnings }))
+}
+
+/// The passes of `--low-memory` after the first: each reads every bucket and hands each
+/// run that needs another pass its measured rollouts, until every run has its levels.
+fn lean_passes(
+    slices: &[PathBuf],
+    name: &Path,
+    inputs: &MergeInputs,
+    runs: &mut [LeanRun],
+    key_ids: &HashMap<String, u32>,
+    fields: &[String],
+) -> Result<()> {
+    let changed = || {
+        Error::Mismatch(
+            "the slices changed while the merge read them: a pass over them did not find the rollouts the first \
+             pass found; merge slices that nothing writes to"
+                .into(),
+        )
+    };
+    let mut more = Vec::with_capacity(runs.len());
+    for r in runs.iter_mut() {
+        r.pad_fields(fields.len());
+        more.push(r.end_pass().map_err(|_| changed())?);
+    }
+    let all: Vec<usize> = (0..fields.len()).collect();
+    let mut pass = 1;
+    while more.iter().any(|&m| m) {
+        let t0 = std::time::Instant::now();
+        pass += 1;
+        each_step(slices, name, inputs, |t, inp| {
+            if t.is_empty() {
+                return Ok(());
+            }
+            let j = join_bucket(t, inp)?;
+            let mut by: BTreeMap<usize, Vec<usize>> = BTreeMap::new();
+            for &(i, r) in &j.pairs {
+                let k = key_of(inp, i).and_then(|k| key_ids.get(k)).ok_or_else(changed)?;
+                if more[*k as usize] {
+                    by.entry(*k as usize).or_default().push(r);
+                }
+            }
+            for (k, rows) in by {
+                let fields_here = resolve_fields(t, fields.iter().cloned());
+                let one = Profiled::with_fields(t, &rows, &vec![""; rows.len()], fields_here, false);
+                runs[k].visit(&one, &all);
+            }
+            Ok(())
+        })?;
+        for (r, m) in runs.iter_mut().zip(more.iter_mut()) {
+            if *m {
+                *m = r.end_pass().map_err(|_| changed())?;
+            }
+        }
+        trace(&format!("merge: pass {pass}"), t0);
+    }
+    Ok(())
 }

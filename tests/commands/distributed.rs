@@ -106,22 +106,19 @@ fn merge_aggregate(args: &[&str], mode: Option<&str>) -> bool {
     streamed
 }
 
-/// Runs `args` and then `slices`, bucket by bucket and on the whole table: both refuse
-/// (exit status 2, nothing at `out`) in the same words, which are returned.
+/// Runs `args` and then `slices` in each of [`MODES`]: all refuse (exit status 2,
+/// nothing at `out`) in the same words, which are returned.
 fn refused_alike(args: &[&str], slices: &[PathBuf], out: &Path, name: &str) -> String {
-    let mut said = Vec::new();
-    for whole in [false, true] {
+    let mut said: Vec<String> = Vec::new();
+    for mode in MODES {
         let mut cmd = std::process::Command::new(bin());
-        cmd.args(args).args(slices.iter().map(|p| s(p)));
-        if whole {
-            cmd.arg("--whole-table");
-        }
+        cmd.args(args).args(slices.iter().map(|p| s(p))).args(mode);
         let o = cmd.output().unwrap();
         assert_eq!(o.status.code(), Some(2), "{name}: {}", stderr(&o));
         assert!(!out.exists(), "{name}: no output");
         said.push(stderr(&o));
     }
-    assert_eq!(said[0], said[1], "{name}");
+    assert!(said.iter().all(|x| *x == said[0]), "{name}: {said:?}");
     said.remove(0)
 }
 
@@ -129,17 +126,16 @@ fn refused_alike(args: &[&str], slices: &[PathBuf], out: &Path, name: &str) -> S
 const PROFILE_FILES: [&str; 3] =
     ["all_reward_profiling.jsonl", "all_agent_metrics.json", "all_repeat_level_metrics.json"];
 
-/// Runs `merge profile` with `args` (and `--whole-table` when `whole`); whether the
+/// Runs `merge profile` with `args` and `mode` (one of [`MODES`]); whether the
 /// bucket-by-bucket path wrote the artifacts (it says so in its trace).
-fn merge_profile(args: &[&str], whole: bool) -> bool {
+fn merge_profile(args: &[&str], mode: Option<&str>) -> bool {
     let mut cmd = std::process::Command::new(bin());
-    cmd.arg("merge").arg("profile").args(args).env("ROLLSTAT_TRACE", "1");
-    if whole {
-        cmd.arg("--whole-table");
-    }
+    cmd.arg("merge").arg("profile").args(args).args(mode).env("ROLLSTAT_TRACE", "1");
     let o = cmd.output().unwrap();
     assert!(o.status.success(), "{args:?}: {}", stderr(&o));
-    stderr(&o).contains("merge: gather")
+    let streamed = stderr(&o).contains("merge: gather");
+    assert_eq!(stderr(&o).contains("merge: pass 2"), streamed && mode == Some("--low-memory"), "{mode:?}");
+    streamed
 }
 
 fn bytes(p: &Path) -> Vec<u8> {
@@ -199,9 +195,10 @@ fn check_sweep(generate_args: &[&str], files: usize, seed: u64) {
             assert_eq!(merge_aggregate(&args, mode), !whole, "path taken, width {width}");
             assert!(bytes(&got) == bytes(&want_plain), "aggregate, width {width}, {mode:?}");
         }
-        for whole in [false, true] {
+        for (m, mode) in MODES.into_iter().enumerate() {
+            let whole = mode == Some("--whole-table");
             for sliced in [false, true] {
-                let got = d.join(&format!("{tag}-prof-{whole}-{sliced}"));
+                let got = d.join(&format!("{tag}-prof-{m}-{sliced}"));
                 let mut args = vec!["--name", "all.jsonl", "--out-dir", s(&got), "--allow-partial", "-q"];
                 if sliced {
                     args.extend(&islice_args);
@@ -209,10 +206,10 @@ fn check_sweep(generate_args: &[&str], files: usize, seed: u64) {
                     args.extend(["--inputs", s(&inputs)]);
                 }
                 args.extend(&slice_args);
-                assert_eq!(merge_profile(&args, whole), !whole, "path taken, width {width}");
+                assert_eq!(merge_profile(&args, mode), !whole, "path taken, width {width}");
                 for f in PROFILE_FILES {
                     let (a, b) = (bytes(&got.join(f)), bytes(&want_prof.join(f)));
-                    assert!(a == b, "profile {f}, width {width}, whole table {whole}, input slices {sliced}");
+                    assert!(a == b, "profile {f}, width {width}, {mode:?}, input slices {sliced}");
                 }
             }
         }
@@ -847,10 +844,11 @@ fn bucket_by_bucket_profiles_count_tasks_without_rollouts() {
     let said = stderr(&o);
     let slices = shard_and_join(&d, std::slice::from_ref(&rollouts), 6, "r");
     let islices = shard_inputs(&d, &inputs, 2, 4, "i", true);
-    for sliced in [false, true] {
-        let got = d.join(&format!("got-{sliced}"));
+    for (sliced, mode) in [(false, None), (true, None), (false, Some("--low-memory")), (true, Some("--low-memory"))] {
+        let got = d.join(&format!("got-{sliced}-{mode:?}"));
         let mut cmd = std::process::Command::new(bin());
         cmd.args(["merge", "profile", "--name", "all.jsonl", "--out-dir", s(&got), "--allow-partial", "-q"]);
+        cmd.args(mode);
         if sliced {
             cmd.args(islices.iter().map(|p| s(p)));
         } else {
@@ -859,9 +857,9 @@ fn bucket_by_bucket_profiles_count_tasks_without_rollouts() {
         cmd.args(slices.iter().map(|p| s(p)));
         let o = cmd.output().unwrap();
         assert!(o.status.success(), "{}", stderr(&o));
-        assert_eq!(stderr(&o), said, "warnings, input slices {sliced}");
+        assert_eq!(stderr(&o), said, "warnings, input slices {sliced}, {mode:?}");
         for f in PROFILE_FILES {
-            assert!(bytes(&got.join(f)) == bytes(&want.join(f)), "{f}, input slices {sliced}");
+            assert!(bytes(&got.join(f)) == bytes(&want.join(f)), "{f}, input slices {sliced}, {mode:?}");
         }
     }
 }
@@ -951,8 +949,55 @@ fn bucket_by_bucket_profiles_order_fan_out_runs_by_label() {
     let got = d.join("got");
     let mut args = vec!["--name", "all.jsonl", "--inputs", s(&inp), "--out-dir", s(&got), "--allow-partial", "-q"];
     args.extend(slices.iter().map(|p| s(p)));
-    assert!(merge_profile(&args, false));
-    for f in PROFILE_FILES {
-        assert!(bytes(&got.join(f)) == bytes(&want.join(f)), "{f}");
+    for mode in [None, Some("--low-memory")] {
+        assert!(merge_profile(&args, mode));
+        for f in PROFILE_FILES {
+            assert!(bytes(&got.join(f)) == bytes(&want.join(f)), "{f}, {mode:?}");
+        }
+    }
+}
+
+/// Profiles whose fields come late (a field only some tasks of one agent have), belong
+/// to one agent only, or turn float late (an integer-only set no longer): each mode of
+/// the bucket-by-bucket profile gives the single-machine bytes.
+#[test]
+fn late_fields_and_late_floats_profile_bucket_by_bucket() {
+    let d = TempDir::new("dist-prof-late");
+    let (mut text, mut inputs) = (String::new(), String::new());
+    for task in 0..24 {
+        for rollout in 0..4 {
+            let agent = if rollout < 2 { "a" } else { "b" };
+            let reward =
+                if task == 21 && rollout == 3 { "0.5".to_string() } else { ((task + rollout) % 2).to_string() };
+            let late =
+                if task >= 15 && agent == "b" { format!(", \"late\": {}", task * rollout) } else { String::new() };
+            let own = if agent == "a" { format!(", \"only_a\": {}", task % 5) } else { String::new() };
+            let names = format!("\"agent_ref\": {{\"name\": \"{agent}\"}}");
+            inputs.push_str(&format!("{{\"_ng_task_index\": {task}, \"_ng_rollout_index\": {rollout}, {names}}}\n"));
+            text.push_str(&format!(
+                "{{\"_ng_task_index\": {task}, \"_ng_rollout_index\": {rollout}, {names}, \"reward\": {reward}, \"turns\": {}{late}{own}, \"response\": {{}}}}\n",
+                rollout + 1
+            ));
+        }
+    }
+    let inp = d.write("inputs.jsonl", &inputs);
+    let f = d.write("all.jsonl", &text);
+    let ints_dir = d.join("ints");
+    std::fs::create_dir_all(&ints_dir).unwrap();
+    let ints_only = ints_dir.join("all.jsonl");
+    std::fs::write(&ints_only, text.replace("\"reward\": 0.5", "\"reward\": 1")).unwrap();
+    for (i, file) in [&f, &ints_only].into_iter().enumerate() {
+        let want = d.join(&format!("want{i}"));
+        ok(&["profile", "--rollouts", s(file), "--inputs", s(&inp), "--out-dir", s(&want), "-q"]);
+        let slices = shard_and_join(&d, std::slice::from_ref(file), 5, &format!("late{i}"));
+        for mode in MODES {
+            let got = d.join(&format!("got{i}-{mode:?}"));
+            let mut args = vec!["--name", "all.jsonl", "--inputs", s(&inp), "--out-dir", s(&got), "-q"];
+            args.extend(slices.iter().map(|p| s(p)));
+            assert_eq!(merge_profile(&args, mode), mode != Some("--whole-table"));
+            for name in PROFILE_FILES {
+                assert!(bytes(&got.join(name)) == bytes(&want.join(name)), "{name}, file {i}, {mode:?}");
+            }
+        }
     }
 }
