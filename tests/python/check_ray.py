@@ -106,11 +106,12 @@ def main():
         same(got_retry, want_agg, "aggregate with a failed partial task retried, merged with --low-memory")
         del env["ROLLSTAT_RAY_FAIL_ONCE"]
         got_prof = os.path.join(work, "got-prof")
-        # Files larger than --split-bytes: the profile run shards them as byte ranges.
+        # Files larger than --split-bytes: the profile run shards them (and the inputs) as
+        # byte ranges; its merge keeps no column.
         assert sum(os.path.getsize(f) > 8_000_000 for f in files) >= 2, [os.path.getsize(f) for f in files]
         run(sys.executable, DRIVER, "profile", "--rollouts", *files, "--name", "all.jsonl", "--inputs", inputs, "--allow-partial",
             "--out-dir", got_prof, "--address", cluster.address, "--rollstat", binary, "--buckets", "6",
-            "--split-bytes", "4000000", env=env)
+            "--split-bytes", "4000000", "--low-memory", env=env)
         for f in ["all_reward_profiling.jsonl", "all_agent_metrics.json", "all_repeat_level_metrics.json"]:
             same(os.path.join(got_prof, f), os.path.join(want_prof, f), f"profile {f}")
         # Bad input: exit status 2, the file and line named, no output.
