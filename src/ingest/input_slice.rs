@@ -461,4 +461,68 @@ mod tests {
         assert!(read_head(&cut).is_err());
         std::fs::remove_dir_all(&dir).unwrap();
     }
+
+    /// Damaged slices, whether their compressed bytes or the data inside are changed
+    /// (bytes flipped, cut short, grown), are read or refused, never a panic.
+    #[test]
+    fn damaged_slices_are_refused_or_read_never_a_panic() {
+        let t = table();
+        let mut good = Vec::new();
+        write_input_slice(&t, &[0, 1, 2, 3, 4, 5], 2, 0, &mut good).unwrap();
+        let n = u64::from_le_bytes(good[16..24].try_into().unwrap()) as usize;
+        let head = zstd::decode_all(&good[24..24 + n]).unwrap();
+        let rows = zstd::decode_all(&good[24 + n..]).unwrap();
+        let pack = |head: &[u8], rows: &[u8]| {
+            let h = zstd::bulk::compress(head, 1).unwrap();
+            let mut b = MAGIC.to_vec();
+            b.extend_from_slice(&(h.len() as u64).to_le_bytes());
+            b.extend_from_slice(&h);
+            b.extend_from_slice(&zstd::bulk::compress(rows, 1).unwrap());
+            b
+        };
+        assert_eq!(pack(&head, &rows), good);
+        let dir = std::env::temp_dir().join(format!("rollstat-islice-bad-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("i.slice");
+        let mut state = 0x243F_6A88_85A3_08D3u64;
+        let mut pick = |n: usize| {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            (state % n.max(1) as u64) as usize
+        };
+        let (mut read, mut refused) = (0, 0);
+        for seed in 0..600 {
+            let mut parts = [head.clone(), rows.clone(), good.clone()];
+            let which = seed % 3;
+            let b = &mut parts[which];
+            match (seed / 3) % 4 {
+                0 => b.truncate(pick(b.len())),
+                1 => b.extend((0..1 + pick(16)).map(|_| pick(256) as u8)),
+                _ => {
+                    for _ in 0..1 + pick(3) {
+                        let i = pick(b.len());
+                        b[i] = pick(256) as u8;
+                    }
+                }
+            }
+            let bytes = if which == 2 { parts[2].clone() } else { pack(&parts[0], &parts[1]) };
+            std::fs::write(&path, &bytes).unwrap();
+            match read_input_slice(&path) {
+                Ok((_, t)) => {
+                    read += 1;
+                    let s = SlicedInputs::open(std::slice::from_ref(&path)).unwrap();
+                    let whole = s.whole().unwrap();
+                    assert_eq!(whole.len(), t.len());
+                    let _ = s.labels();
+                }
+                Err(e) => {
+                    refused += 1;
+                    assert!(e.to_string().contains("i.slice"), "{e}");
+                }
+            }
+        }
+        assert!(read > 0 && refused > 0, "{read} read, {refused} refused");
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
 }
