@@ -27,8 +27,12 @@ const ROW: usize = 8 + 8 + 8 + 4 + 4 + 8 + 4;
 /// What an input slice says of itself before its rows.
 #[derive(Debug, Clone)]
 pub struct Head {
-    /// The inputs file the rows came from, as `shard` was given it.
+    /// The inputs file the rows came from (absolute, as `shard` found it), and its size
+    /// then: the rows' bytes are re-read from it for profile's samples.
     pub inputs: PathBuf,
+    pub size: u64,
+    /// The file's read warnings (a cut-off last line), repeated by the merge.
+    pub warnings: Vec<String>,
     pub task_width: i64,
     pub bucket: i64,
     pub rows: u64,
@@ -44,13 +48,13 @@ pub fn is_input_slice(path: &Path) -> bool {
     std::fs::File::open(path).and_then(|mut f| f.read_exact(&mut magic)).is_ok() && &magic == MAGIC
 }
 
-/// Writes rows `rows` of `t` (in line order, all of bucket `bucket` of width `width`) as
-/// an input slice.
+/// Writes rows `rows` of `t` (in line order, all of bucket `bucket` of width
+/// `task_width`) as an input slice of the inputs file `t.path`, of `size` bytes.
 pub fn write_input_slice(
     t: &InputTable,
     rows: &[usize],
-    task_width: i64,
-    bucket: i64,
+    (task_width, bucket): (i64, i64),
+    size: u64,
     w: &mut impl Write,
 ) -> std::io::Result<()> {
     let mut pairs: Vec<(u32, u32, u64)> = Vec::new();
@@ -62,6 +66,11 @@ pub fn write_input_slice(
     }
     let mut h = Enc(Vec::new());
     h.str(&t.path.to_string_lossy());
+    h.u64(size);
+    h.u64(t.report.warnings.len() as u64);
+    for m in &t.report.warnings {
+        h.str(m);
+    }
     h.u64(task_width as u64);
     h.u64(bucket as u64);
     h.u64(rows.len() as u64);
@@ -104,22 +113,26 @@ fn not_a_slice(path: &Path, why: &str) -> Error {
 /// Reads an input slice's header only.
 pub fn read_head(path: &Path) -> Result<Head> {
     let mut f = std::fs::File::open(path).map_err(|e| Error::read(path, e))?;
-    let (head, _) = head_of(path, &mut f)?;
+    let len = f.metadata().map_err(|e| Error::read(path, e))?.len();
+    let (head, _) = head_of(path, &mut f, usize::try_from(len).unwrap_or(usize::MAX))?;
     Ok(head)
 }
 
 /// The header of the slice `f` is open on, read from its start, and its compressed size.
-fn head_of(path: &Path, f: &mut impl Read) -> Result<(Head, usize)> {
+/// `limit` bounds the compressed header's stated size (the file's size).
+fn head_of(path: &Path, f: &mut impl Read, limit: usize) -> Result<(Head, usize)> {
     let mut fixed = [0u8; 24];
     f.read_exact(&mut fixed).map_err(|_| not_a_slice(path, "cut short"))?;
     if &fixed[..16] != MAGIC {
         return Err(not_a_slice(path, "no input slice header"));
     }
     let n = u64::from_le_bytes(fixed[16..].try_into().expect("8 bytes"));
-    let n = usize::try_from(n).ok().filter(|&n| n <= 1 << 30).ok_or_else(|| not_a_slice(path, "damaged header"))?;
+    let n = usize::try_from(n).ok().filter(|&n| n <= limit).ok_or_else(|| not_a_slice(path, "damaged header"))?;
     let mut packed = vec![0u8; n];
     f.read_exact(&mut packed).map_err(|_| not_a_slice(path, "cut short"))?;
-    let data = zstd::decode_all(packed.as_slice()).map_err(|_| not_a_slice(path, "its header does not decompress"))?;
+    // No header decompresses to more than 256 bytes a byte.
+    let cap = n.saturating_mul(256).min(1 << 30);
+    let data = zstd::bulk::decompress(&packed, cap).map_err(|_| not_a_slice(path, "its header does not decompress"))?;
     let head = parse_head(&data).ok_or_else(|| not_a_slice(path, "damaged header"))?;
     Ok((head, n))
 }
@@ -127,6 +140,8 @@ fn head_of(path: &Path, f: &mut impl Read) -> Result<(Head, usize)> {
 fn parse_head(data: &[u8]) -> Option<Head> {
     let mut d = Dec { b: data, at: 0 };
     let inputs = PathBuf::from(d.str()?);
+    let size = d.u64()?;
+    let warnings = (0..d.len(8)?).map(|_| d.str()).collect::<Option<Vec<_>>>()?;
     let (task_width, bucket, rows) = (d.u64()? as i64, d.u64()? as i64, d.u64()?);
     let names = (0..d.len(8)?).map(|_| d.str()).collect::<Option<Vec<_>>>()?;
     let ok = |v: u32| v == NONE || (v as usize) < names.len();
@@ -138,14 +153,15 @@ fn parse_head(data: &[u8]) -> Option<Head> {
         }
         pairs.push((s, a, l));
     }
-    (d.at == data.len() && task_width >= 1).then_some(Head { inputs, task_width, bucket, rows, names, pairs })
+    let head = Head { inputs, size, warnings, task_width, bucket, rows, names, pairs };
+    (d.at == data.len() && task_width >= 1).then_some(head)
 }
 
 /// Reads an input slice as a table of its rows (named after the inputs file).
 pub fn read_input_slice(path: &Path) -> Result<(Head, InputTable)> {
     let bytes = std::fs::read(path).map_err(|e| Error::read(path, e))?;
     let mut at = bytes.as_slice();
-    let (head, n) = head_of(path, &mut at)?;
+    let (head, n) = head_of(path, &mut at, bytes.len())?;
     let body = &bytes[24 + n..];
     let stated = zstd::zstd_safe::get_frame_content_size(body).ok().flatten();
     let want = usize::try_from(head.rows).ok().and_then(|r| r.checked_mul(ROW));
@@ -173,7 +189,9 @@ pub fn read_input_slice(path: &Path) -> Result<(Head, InputTable)> {
         let u64_at = |i: usize| u64::from_le_bytes(r[i..i + 8].try_into().expect("8 bytes"));
         let u32_at = |i: usize| u32::from_le_bytes(r[i..i + 4].try_into().expect("4 bytes"));
         let (agent, server) = (u32_at(24), u32_at(28));
-        if !ok(agent) || !ok(server) {
+        let (offset, len) = (u64_at(32), u32_at(40));
+        let inside = offset.checked_add(u64::from(len)).is_some_and(|end| end <= head.size);
+        if !ok(agent) || !ok(server) || !inside {
             return Err(not_a_slice(path, "damaged rows"));
         }
         t.task.push(u64_at(0) as i64);
@@ -181,8 +199,8 @@ pub fn read_input_slice(path: &Path) -> Result<(Head, InputTable)> {
         t.line.push(u64_at(16));
         t.agent.push(agent);
         t.server.push(server);
-        t.offset.push(u64_at(32));
-        t.len.push(u32_at(40));
+        t.offset.push(offset);
+        t.len.push(len);
     }
     Ok((head, t))
 }
@@ -256,9 +274,12 @@ pub struct SlicedInputs {
     /// The inputs file the slices came from.
     pub path: PathBuf,
     pub task_width: i64,
+    /// The inputs file's size when it was sharded.
+    pub size: u64,
     buckets: BTreeMap<i64, Vec<PathBuf>>,
     /// Every (server, agent) pair of the file with its first line, in line order.
     pairs: Vec<(Option<String>, Option<String>)>,
+    warnings: Vec<String>,
 }
 
 impl SlicedInputs {
@@ -272,18 +293,27 @@ impl SlicedInputs {
             let s = out.get_or_insert_with(|| SlicedInputs {
                 path: h.inputs.clone(),
                 task_width: h.task_width,
+                size: h.size,
                 buckets: BTreeMap::new(),
                 pairs: Vec::new(),
+                warnings: Vec::new(),
             });
-            if h.inputs != s.path || h.task_width != s.task_width {
+            for m in &h.warnings {
+                if !s.warnings.contains(m) {
+                    s.warnings.push(m.clone());
+                }
+            }
+            if h.inputs != s.path || h.task_width != s.task_width || h.size != s.size {
                 return Err(Error::bad(
                     Location::file(p),
                     format!(
-                        "this input slice comes from {} sharded with --task-width {}, another from {} with --task-width {}; \
-                         give the slices of one inputs file, sharded with one width",
+                        "this input slice comes from {} ({} bytes) sharded with --task-width {}, another from {} \
+                         ({} bytes) with --task-width {}; give the slices of one inputs file, sharded with one width",
                         h.inputs.display(),
+                        h.size,
                         h.task_width,
                         s.path.display(),
+                        s.size,
                         s.task_width
                     ),
                 ));
@@ -320,11 +350,8 @@ impl SlicedInputs {
     /// The input rows of the tasks after `after` up to `upto` (both included when
     /// given; `None`: no bound), in line order.
     pub fn for_range(&self, after: Option<i64>, upto: Option<i64>) -> Result<InputTable> {
-        let w = self.task_width;
-        let lo = after.map_or(i64::MIN, |a| a.div_euclid(w));
-        let hi = upto.map_or(i64::MAX, |b| b.div_euclid(w));
-        let paths: Vec<&PathBuf> =
-            if lo <= hi { self.buckets.range(lo..=hi).flat_map(|(_, v)| v).collect() } else { Vec::new() };
+        let Some((lo, hi)) = self.bucket_span(after, upto) else { return self.read(&[]) };
+        let paths: Vec<&PathBuf> = self.buckets.range(lo..=hi).flat_map(|(_, v)| v).collect();
         let t = self.read(&paths)?;
         let inside = |task: i64| after.is_none_or(|a| task > a) && upto.is_none_or(|b| task <= b);
         if (0..t.len()).all(|r| inside(t.task[r])) {
@@ -332,6 +359,49 @@ impl SlicedInputs {
         }
         let rows: Vec<usize> = (0..t.len()).filter(|&r| inside(t.task[r])).collect();
         Ok(t.subset(&rows))
+    }
+
+    /// The input buckets that may hold tasks after `after` up to `upto`, as a range of
+    /// bucket numbers; `None` when there are no such tasks.
+    fn bucket_span(&self, after: Option<i64>, upto: Option<i64>) -> Option<(i64, i64)> {
+        let w = self.task_width;
+        // The range's first task is after + 1: the bucket holding `after` is not read.
+        let lo = match after {
+            None => i64::MIN,
+            Some(a) => a.checked_add(1)?.div_euclid(w),
+        };
+        let hi = upto.map_or(i64::MAX, |b| b.div_euclid(w));
+        (lo <= hi).then_some((lo, hi))
+    }
+
+    /// Tasks after `after` up to `upto` cut at the input buckets' bounds, one range per
+    /// input bucket that has rows there: what a pass reads one at a time.
+    pub fn cut(&self, after: Option<i64>, upto: Option<i64>) -> Vec<(Option<i64>, Option<i64>)> {
+        let Some((lo, hi)) = self.bucket_span(after, upto) else { return Vec::new() };
+        let w = i128::from(self.task_width);
+        let task = |x: i128| i64::try_from(x).ok();
+        self.buckets
+            .range(lo..=hi)
+            .map(|(&b, _)| {
+                let first_before = task(i128::from(b) * w - 1).filter(|_| b != lo || after.is_some());
+                let a = match (after, first_before) {
+                    (Some(a), Some(f)) => Some(a.max(f)),
+                    (x, y) => x.or(y),
+                };
+                let last = task((i128::from(b) + 1) * w - 1);
+                let z = match (upto, last) {
+                    (Some(u), Some(l)) => Some(u.min(l)),
+                    (x, y) => x.or(y),
+                };
+                (a, z)
+            })
+            .filter(|r| !matches!(*r, (Some(a), Some(z)) if a >= z))
+            .collect()
+    }
+
+    /// The inputs file's read warnings, as the slices repeat them (each once).
+    pub fn warnings(&self) -> &[String] {
+        &self.warnings
     }
 
     /// Every input row, in line order, as reading the inputs file gives them.
@@ -435,7 +505,7 @@ mod tests {
             let p = dir.join(format!("i{k}.slice"));
             let mut f = std::fs::File::create(&p).unwrap();
             let bucket = t.task[rows[0]].div_euclid(2);
-            write_input_slice(&t, &rows, 2, bucket, &mut f).unwrap();
+            write_input_slice(&t, &rows, (2, bucket), 100, &mut f).unwrap();
             paths.push(p);
         }
         assert!(is_input_slice(&paths[0]));
@@ -445,6 +515,17 @@ mod tests {
         assert_eq!(first.task, vec![0, 0, 1, 1]);
         assert_eq!(s.for_tasks(2, 2).unwrap().line, vec![6, 7]);
         assert_eq!(s.for_tasks(4, 9).unwrap().len(), 0);
+        // Cut at the input buckets' bounds, the ranges read every row once.
+        for (after, upto) in [(None, None), (Some(0), None), (None, Some(1)), (Some(-5), Some(2)), (Some(1), Some(1))] {
+            let mut got: Vec<u64> = Vec::new();
+            for (a, z) in s.cut(after, upto) {
+                got.extend(s.for_range(a, z).unwrap().line);
+            }
+            got.sort_unstable();
+            assert_eq!(got, s.for_range(after, upto).unwrap().line, "{after:?}..{upto:?}");
+        }
+        assert_eq!(s.cut(None, None).len(), 2);
+        assert_eq!(s.for_range(Some(1), None).unwrap().task, vec![2, 2]);
         let whole_labels =
             super::super::labels::labels_for((0..t.len()).map(|i| (t.name(t.server[i]), t.name(t.agent[i]))));
         assert_eq!(s.labels(), whole_labels);
@@ -468,7 +549,7 @@ mod tests {
     fn damaged_slices_are_refused_or_read_never_a_panic() {
         let t = table();
         let mut good = Vec::new();
-        write_input_slice(&t, &[0, 1, 2, 3, 4, 5], 2, 0, &mut good).unwrap();
+        write_input_slice(&t, &[0, 1, 2, 3, 4, 5], (2, 0), 100, &mut good).unwrap();
         let n = u64::from_le_bytes(good[16..24].try_into().unwrap()) as usize;
         let head = zstd::decode_all(&good[24..24 + n]).unwrap();
         let rows = zstd::decode_all(&good[24 + n..]).unwrap();

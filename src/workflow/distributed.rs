@@ -115,12 +115,23 @@ pub fn shard(c: &ShardConfig) -> Result<ShardRun> {
 /// given as inputs, refused here as the merge would refuse it.
 fn shard_inputs(c: &ShardConfig) -> Result<ShardRun> {
     let t0 = std::time::Instant::now();
-    let t = match c.range {
+    let mut t = match c.range {
         Some(r) => read_inputs_range(&c.rollouts, r)?,
         None => read_inputs(&c.rollouts)?,
     };
     check_runs(&RolloutTable::empty(Default::default()), &t)?;
     report_read_warnings(&t.report.warnings);
+    if crate::ingest::lines::is_compressed(&c.rollouts) {
+        eprintln!(
+            "warning: {}: compressed inputs serve `merge aggregate`, but `merge profile` re-reads each task's input row \
+             from the file and needs it decompressed",
+            c.rollouts.display()
+        );
+    }
+    // The slices name the file absolutely, for merges run from another folder, and with
+    // its size, to tell whether it changed before profile re-reads rows from it.
+    let size = std::fs::metadata(&c.rollouts).map_err(|e| Error::read(&c.rollouts, e))?.len();
+    t.path = std::path::absolute(&c.rollouts).map_err(|e| Error::read(&c.rollouts, e))?;
     trace("read", t0);
     // Rows by bucket, each bucket's in line order.
     let mut by: std::collections::BTreeMap<i64, Vec<usize>> = Default::default();
@@ -133,7 +144,7 @@ fn shard_inputs(c: &ShardConfig) -> Result<ShardRun> {
         for (&b, rows) in &by {
             let path = input_slice_path(&c.out_dir, b);
             let mut w = out.create(&path)?;
-            write_input_slice(&t, rows, c.task_width, b, &mut w)
+            write_input_slice(&t, rows, (c.task_width, b), size, &mut w)
                 .and_then(|()| w.finish())
                 .map_err(|e| Error::write(&path, e))?;
             buckets.push((b, rows.len()));
@@ -183,10 +194,11 @@ fn partial_inputs(slices: &[PathBuf], out_path: &Path, mut out: OutputSet) -> Re
             ),
         ));
     }
-    let t = s.whole()?;
+    let mut t = s.whole()?;
+    t.report.warnings = s.warnings().to_vec();
     let rows: Vec<usize> = (0..t.len()).collect();
     let mut w = out.create(out_path)?;
-    write_input_slice(&t, &rows, s.task_width, heads[0], &mut w)
+    write_input_slice(&t, &rows, (s.task_width, heads[0]), s.size, &mut w)
         .and_then(|()| w.finish())
         .map_err(|e| Error::write(out_path, e))?;
     drop(w);

@@ -18,7 +18,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use super::merge_lean::LeanRun;
-use super::merge_stream::{prefetched, read_bucket, MergeInputs, RunChecks};
+use super::merge_stream::{prefetched_iter, read_bucket, MergeInputs, RunChecks};
 use super::profile::ProfileConfig;
 use crate::error::{Error, Result};
 use crate::export::atomic::OutputSet;
@@ -69,31 +69,66 @@ impl<'a> RangeInputs<'a> {
         }
     }
 
+    /// Tasks after `after` up to `upto` cut into ranges of bounded input rows: an input
+    /// bucket each, or for the file about a million rows, whole tasks each.
+    fn cut(&self, after: Option<i64>, upto: Option<i64>) -> Vec<(Option<i64>, Option<i64>)> {
+        const ROWS: usize = 1 << 20;
+        match self {
+            RangeInputs::Sliced(s) => s.cut(after, upto),
+            RangeInputs::File { t, by_task } => {
+                let task_at = |k: usize| match by_task {
+                    None => t.task[k],
+                    Some(o) => t.task[o[k]],
+                };
+                let (lo, hi) = self.positions(after, upto);
+                let mut out = Vec::new();
+                let mut start = lo;
+                while start < hi {
+                    let mut end = (start + ROWS).min(hi);
+                    while end < hi && task_at(end) == task_at(end - 1) {
+                        end += 1;
+                    }
+                    let a = if start == lo { after } else { Some(task_at(start - 1)) };
+                    let z = if end == hi { upto } else { Some(task_at(end - 1)) };
+                    out.push((a, z));
+                    start = end;
+                }
+                out
+            }
+        }
+    }
+
+    /// For the file: the positions (in task order) of the tasks after `after` up to `upto`.
+    fn positions(&self, after: Option<i64>, upto: Option<i64>) -> (usize, usize) {
+        let RangeInputs::File { t, by_task } = self else { return (0, 0) };
+        let task_at = |k: usize| match by_task {
+            None => t.task[k],
+            Some(o) => t.task[o[k]],
+        };
+        // The first position whose task is above `x`.
+        let above = |x: i64| {
+            let (mut lo, mut hi) = (0, t.len());
+            while lo < hi {
+                let mid = lo + (hi - lo) / 2;
+                if task_at(mid) <= x {
+                    lo = mid + 1;
+                } else {
+                    hi = mid;
+                }
+            }
+            lo
+        };
+        let lo = after.map_or(0, above);
+        (lo, upto.map_or(t.len(), above).max(lo))
+    }
+
     /// The input rows of the tasks after `after` up to `upto` (`None`: no bound), in
     /// the file's order.
     fn range(&self, after: Option<i64>, upto: Option<i64>) -> Result<InputTable> {
         match self {
             RangeInputs::Sliced(s) => s.for_range(after, upto),
             RangeInputs::File { t, by_task } => {
-                let task_at = |k: usize| match by_task {
-                    None => t.task[k],
-                    Some(o) => t.task[o[k]],
-                };
-                // The first position whose task is above `x`.
-                let above = |x: i64| {
-                    let (mut lo, mut hi) = (0, t.len());
-                    while lo < hi {
-                        let mid = lo + (hi - lo) / 2;
-                        if task_at(mid) <= x {
-                            lo = mid + 1;
-                        } else {
-                            hi = mid;
-                        }
-                    }
-                    lo
-                };
-                let lo = after.map_or(0, above);
-                let hi = upto.map_or(t.len(), above).max(lo);
+                let (lo, hi) = self.positions(after, upto);
                 let rows: Vec<usize> = match by_task {
                     None => (lo..hi).collect(),
                     Some(o) => {
@@ -108,44 +143,87 @@ impl<'a> RangeInputs<'a> {
     }
 }
 
-/// One step of a pass: a bucket of rollouts (empty for the input rows after the last
-/// bucket) and the input rows of its tasks.
+/// One step of a pass: a bucket of rollouts (or none, for input rows of tasks without
+/// rollouts) with the input rows of its tasks.
 enum Step {
-    /// An empty slice.
-    Skip,
     /// A slice whose tasks do not all come after the previous slices'.
     OutOfOrder,
     Rows(Box<(RolloutTable, InputTable)>),
 }
 
 /// Reads the slices in order as steps, the input rows cut by task range so that the
-/// ranges tile the tasks: each bucket takes the tasks after the previous bucket's last
-/// up to its own last, and a final step (`k == slices.len()`) the tasks after that.
+/// ranges tile the tasks: a bucket takes the input rows of its own tasks (from its first
+/// to its last); in the first pass, the input rows of the tasks between buckets, before
+/// the first and after the last come as steps of their own, one input bucket (or a
+/// bounded number of rows) at a time.
 struct Steps<'a> {
     slices: &'a [PathBuf],
     name: &'a Path,
-    lines: &'a mut LineMap,
-    inputs: RangeInputs<'a>,
+    lines: LineMap,
+    inputs: &'a RangeInputs<'a>,
+    counting: bool,
+    next: usize,
     last: Option<i64>,
+    gaps: std::collections::VecDeque<(Option<i64>, Option<i64>)>,
+    ready: Option<Step>,
+    done: bool,
 }
 
 impl Steps<'_> {
-    fn read(&mut self, k: usize) -> Result<Step> {
-        if k == self.slices.len() {
-            let t = RolloutTable::empty(self.lines.clone());
-            return Ok(Step::Rows(Box::new((t, self.inputs.range(self.last, None)?))));
+    fn step(&mut self) -> Option<Result<Step>> {
+        loop {
+            if let Some((a, b)) = self.gaps.pop_front() {
+                let t = RolloutTable::empty(self.lines.clone());
+                return Some(self.inputs.range(a, b).map(|inp| Step::Rows(Box::new((t, inp)))));
+            }
+            if let Some(s) = self.ready.take() {
+                return Some(Ok(s));
+            }
+            if self.done {
+                return None;
+            }
+            if self.next == self.slices.len() {
+                self.done = true;
+                if self.counting {
+                    self.gaps.extend(self.inputs.cut(self.last, None));
+                }
+                continue;
+            }
+            let k = self.next;
+            self.next += 1;
+            let t = match read_bucket(&self.slices[k], self.name, &mut self.lines, None) {
+                Ok(b) => b.t,
+                Err(e) => {
+                    self.done = true;
+                    return Some(Err(e));
+                }
+            };
+            let (Some(&first), Some(&last)) = (t.task.first(), t.task.last()) else { continue };
+            if self.last.is_some_and(|l| first <= l) {
+                self.done = true;
+                return Some(Ok(Step::OutOfOrder));
+            }
+            // The tasks before this bucket's first that no bucket holds.
+            let before = first.checked_sub(1);
+            if self.counting && before.is_some() {
+                self.gaps.extend(self.inputs.cut(self.last, before));
+            }
+            self.last = Some(last);
+            match self.inputs.range(before, Some(last)) {
+                Ok(inp) => self.ready = Some(Step::Rows(Box::new((t, inp)))),
+                Err(e) => {
+                    self.done = true;
+                    return Some(Err(e));
+                }
+            }
         }
-        let t = read_bucket(&self.slices[k], self.name, self.lines, None)?.t;
-        if t.is_empty() {
-            return Ok(Step::Skip);
-        }
-        if self.last.is_some_and(|l| t.task[0] <= l) {
-            return Ok(Step::OutOfOrder);
-        }
-        let last = t.task.last().copied();
-        let inputs = self.inputs.range(self.last, last)?;
-        self.last = last;
-        Ok(Step::Rows(Box::new((t, inputs))))
+    }
+}
+
+impl Iterator for Steps<'_> {
+    type Item = Result<Step>;
+    fn next(&mut self) -> Option<Result<Step>> {
+        self.step()
     }
 }
 
@@ -425,25 +503,32 @@ fn add_summary(to: &mut CompletionSummary, s: &CompletionSummary) {
 
 /// Runs `each` on every step of the slices (with the input rows of their tasks), read
 /// one ahead; `false` when a slice's tasks are not all after the previous slices'.
+/// `counting`: the first pass, which also sees the input rows of tasks without rollouts.
 fn each_step(
     slices: &[PathBuf],
     name: &Path,
-    inputs: &MergeInputs,
+    inputs: &RangeInputs<'_>,
+    counting: bool,
     mut each: impl FnMut(&RolloutTable, &InputTable) -> Result<()>,
 ) -> Result<bool> {
-    let mut lines = LineMap::default();
-    let mut steps = Steps { slices, name, lines: &mut lines, inputs: RangeInputs::new(inputs), last: None };
-    prefetched(
-        slices.len() + 1,
-        |k| steps.read(k),
-        |_, s: Result<Step>| -> Result<bool> {
-            match s? {
-                Step::Skip => Ok(true),
-                Step::OutOfOrder => Ok(false),
-                Step::Rows(b) => each(&b.0, &b.1).map(|()| true),
-            }
-        },
-    )
+    let steps = Steps {
+        slices,
+        name,
+        lines: LineMap::default(),
+        inputs,
+        counting,
+        next: 0,
+        last: None,
+        gaps: Default::default(),
+        ready: None,
+        done: false,
+    };
+    prefetched_iter(steps, |s: Result<Step>| -> Result<bool> {
+        match s? {
+            Step::OutOfOrder => Ok(false),
+            Step::Rows(b) => each(&b.0, &b.1).map(|()| true),
+        }
+    })
 }
 
 /// `merge profile` bucket by bucket, staging the three artifacts `paths` in `out`; `None`
@@ -462,9 +547,10 @@ pub(super) fn merge_profile_streamed(
     let name = &c.rollouts[0];
     let t0 = std::time::Instant::now();
     let mut g = Gather::new(lean);
+    let ranges = RangeInputs::new(inputs);
     let mut all_lines = LineMap::default();
     let mut any_rows = false;
-    let in_order = each_step(slices, name, inputs, |t, inp| {
+    let in_order = each_step(slices, name, &ranges, true, |t, inp| {
         if !t.is_empty() {
             all_lines = t.lines.clone();
             any_rows = true;
@@ -495,7 +581,7 @@ pub(super) fn merge_profile_streamed(
     let label_of_key: Vec<String> =
         g.keys.iter().map(|k| labels.get(k).cloned().unwrap_or_else(|| k.clone())).collect();
     if let Some(runs) = &mut g.lean {
-        lean_passes(slices, name, inputs, runs, &g.key_ids, &g.fields)?;
+        lean_passes(slices, name, &ranges, runs, &g.key_ids, &g.fields)?;
     }
     let t0 = std::time::Instant::now();
     let mut names: Vec<&str> = label_of_key.iter().map(String::as_str).collect();
@@ -551,7 +637,7 @@ pub(super) fn merge_profile_streamed(
     let mut w = out.create(&paths[0])?;
     let (fields, all_int, fan_out) = (&g.fields, g.all_int, g.fan_out);
     let mut started = false;
-    let wrote = each_step(slices, name, inputs, |t, inp| {
+    let wrote = each_step(slices, name, &ranges, false, |t, inp| {
         if t.is_empty() {
             return Ok(());
         }
@@ -605,7 +691,7 @@ pub(super) fn merge_profile_streamed(
 fn lean_passes(
     slices: &[PathBuf],
     name: &Path,
-    inputs: &MergeInputs,
+    ranges: &RangeInputs<'_>,
     runs: &mut [LeanRun],
     key_ids: &HashMap<String, u32>,
     fields: &[String],
@@ -627,7 +713,7 @@ fn lean_passes(
     while more.iter().any(|&m| m) {
         let t0 = std::time::Instant::now();
         pass += 1;
-        each_step(slices, name, inputs, |t, inp| {
+        each_step(slices, name, ranges, false, |t, inp| {
             if t.is_empty() {
                 return Ok(());
             }

@@ -220,20 +220,32 @@ impl BucketRuns {
 /// this one (at most two are held). `each` returning `Ok(false)` stops the loop.
 pub(super) fn prefetched<T: Send, E>(
     n: usize,
-    mut read: impl FnMut(usize) -> T + Send,
+    read: impl FnMut(usize) -> T + Send,
     mut each: impl FnMut(usize, T) -> std::result::Result<bool, E>,
+) -> std::result::Result<bool, E> {
+    let mut i = 0;
+    prefetched_iter((0..n).map(read), |x| {
+        i += 1;
+        each(i - 1, x)
+    })
+}
+
+/// [`prefetched`] over the items of an iterator, drawn on a thread of its own.
+pub(super) fn prefetched_iter<T: Send, E>(
+    items: impl Iterator<Item = T> + Send,
+    mut each: impl FnMut(T) -> std::result::Result<bool, E>,
 ) -> std::result::Result<bool, E> {
     std::thread::scope(|scope| {
         let (tx, rx) = std::sync::mpsc::sync_channel::<T>(0);
         scope.spawn(move || {
-            for i in 0..n {
-                if tx.send(read(i)).is_err() {
+            for x in items {
+                if tx.send(x).is_err() {
                     break;
                 }
             }
         });
-        for (i, x) in rx.iter().enumerate() {
-            if !each(i, x)? {
+        for x in rx.iter() {
+            if !each(x)? {
                 return Ok(false);
             }
         }
