@@ -94,8 +94,15 @@ pub struct ProfileArgs {
 
 impl Slices {
     /// The rollouts' slices and the input slices, told apart by their headers.
-    fn split(&self) -> (Vec<PathBuf>, Vec<PathBuf>) {
-        self.slices.iter().cloned().partition(|p| !crate::ingest::input_slice::is_input_slice(p))
+    fn split(&self) -> Result<(Vec<PathBuf>, Vec<PathBuf>)> {
+        let (rollouts, inputs): (Vec<PathBuf>, Vec<PathBuf>) =
+            self.slices.iter().cloned().partition(|p| !crate::ingest::input_slice::is_input_slice(p));
+        if rollouts.is_empty() {
+            return Err(crate::error::Error::Usage(
+                "every SLICE given is an input slice; give the rollouts' slices too".into(),
+            ));
+        }
+        Ok((rollouts, inputs))
     }
 }
 
@@ -111,7 +118,7 @@ pub fn run(a: Args) -> Result<()> {
                 metrics: a.metrics.resolve()?,
                 key_metrics: a.key_metric,
             };
-            let (slices, inputs) = a.slices.split();
+            let (slices, inputs) = a.slices.split()?;
             let r = crate::workflow::distributed::merge_aggregate(&c, &slices, &inputs, a.whole_table, a.low_memory)?;
             common::print_warnings(&r.warnings);
             if !common::quiet() {
@@ -120,7 +127,7 @@ pub fn run(a: Args) -> Result<()> {
             say!("Aggregate metrics: {}", r.file.display());
         }
         What::Profile(a) => {
-            let (slices, input_slices) = a.slices.split();
+            let (slices, input_slices) = a.slices.split()?;
             let inputs = InputsGiven::new(a.inputs.as_deref(), &input_slices)?;
             let inputs = match inputs {
                 InputsGiven::File(f) => f.to_path_buf(),

@@ -404,10 +404,13 @@ impl SlicedInputs {
         &self.warnings
     }
 
-    /// Every input row, in line order, as reading the inputs file gives them.
+    /// Every input row, in line order, as reading the inputs file gives them (with its
+    /// read warnings).
     pub fn whole(&self) -> Result<InputTable> {
         let paths: Vec<&PathBuf> = self.buckets.values().flatten().collect();
-        self.read(&paths)
+        let mut t = self.read(&paths)?;
+        t.report.warnings = self.warnings.clone();
+        Ok(t)
     }
 
     fn read(&self, paths: &[&PathBuf]) -> Result<InputTable> {

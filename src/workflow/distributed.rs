@@ -194,8 +194,7 @@ fn partial_inputs(slices: &[PathBuf], out_path: &Path, mut out: OutputSet) -> Re
             ),
         ));
     }
-    let mut t = s.whole()?;
-    t.report.warnings = s.warnings().to_vec();
+    let t = s.whole()?;
     let rows: Vec<usize> = (0..t.len()).collect();
     let mut w = out.create(out_path)?;
     write_input_slice(&t, &rows, (s.task_width, heads[0]), s.size, &mut w)
@@ -307,10 +306,9 @@ pub fn merge_aggregate(
             // The check on the inputs alone (swapped files); the rest needs the rollouts.
             check_runs(&RolloutTable::empty(Default::default()), i)?;
         }
-        if let Some(mut run) = merge_aggregate_streamed(c, slices, inputs.as_ref(), &mut out, &path, low_memory)? {
-            if let Some(MergeInputs::File(i)) = &inputs {
-                report_read_warnings(&i.report.warnings);
-            }
+        let mut pending = inputs.as_ref().map(MergeInputs::read_warnings).unwrap_or_default();
+        let streamed = merge_aggregate_streamed(c, slices, inputs.as_ref(), &mut out, &path, low_memory, &mut pending)?;
+        if let Some(mut run) = streamed {
             run.file = out.commit()?.remove(0);
             return Ok(run);
         }
@@ -328,8 +326,9 @@ pub fn merge_aggregate(
         let t = read_sweep(slices, &c.rollouts[0])?;
         if let Some(i) = &inputs {
             check_runs(&t, i)?;
-            report_read_warnings(&i.report.warnings);
         }
+        // Those the bucket-by-bucket pass did not print already.
+        report_read_warnings(&pending);
         return aggregate_table(c, &t, inputs.as_ref(), out, &path);
     }
     let (inputs, t) = read_both(given, slices, &c.rollouts[0])?;
@@ -338,6 +337,34 @@ pub fn merge_aggregate(
         report_read_warnings(&i.report.warnings);
     }
     aggregate_table(c, &t, inputs.as_ref(), out, &path)
+}
+
+/// The inputs file input slices were sharded from, which `merge profile` re-reads each
+/// task's `sample` row from: refused unless it is there, a regular uncompressed file of
+/// the size it had then.
+fn sample_file(s: &SlicedInputs) -> Result<PathBuf> {
+    let why = "each task entry's `sample` is its input row, which merge profile reads from the inputs file the \
+               input slices were sharded from";
+    let file = s.path.clone();
+    match std::fs::metadata(&file) {
+        Err(e) => Err(Error::bad(
+            Location::file(&file),
+            format!("cannot be read ({e}); {why}: make it readable at this path"),
+        )),
+        Ok(m) if m.is_dir() => Err(Error::bad(Location::file(&file), format!("is a folder; {why}"))),
+        Ok(m) if m.len() != s.size => Err(Error::bad(
+            Location::file(&file),
+            format!(
+                "holds {} bytes, {} when it was sharded: it changed since; {why}, so shard it again",
+                m.len(),
+                s.size
+            ),
+        )),
+        Ok(_) => {
+            check_inputs(&file)?;
+            Ok(file)
+        }
+    }
 }
 
 /// `profile` over slices: the artifacts go to `c.out_dir` (required), named after
@@ -359,23 +386,16 @@ pub fn merge_profile(
             return Err(Error::bad(Location::file(f), "is a folder; give the JSONL file inside it"));
         }
     }
-    if let InputsGiven::Slices(s) = given {
-        let file = SlicedInputs::open(s)?.path;
-        if let Err(e) = std::fs::File::open(&file) {
-            return Err(Error::bad(
-                Location::file(&file),
-                format!(
-                    "cannot be read ({e}); each task entry's `sample` is its input row, which merge profile reads \
-                     from the inputs file the input slices were sharded from: make it readable at this path"
-                ),
-            ));
-        }
-        check_inputs(&file)?;
-    }
+    // With input slices, each task entry's `sample` is still read from the inputs file.
+    let sample_file = match given {
+        InputsGiven::Slices(s) => Some(sample_file(&SlicedInputs::open(s)?)?),
+        _ => None,
+    };
     in_out_dir(&dir, || {
         let paths = profile_paths(&c.rollouts[0], Some(&dir));
         let mut read: Vec<&Path> = slices.iter().map(PathBuf::as_path).collect();
         read.extend(given.files());
+        read.extend(sample_file.as_deref());
         read.extend(c.metrics.files.iter().map(PathBuf::as_path));
         let mut out = OutputSet::new(&read);
         for p in &paths {
@@ -393,10 +413,8 @@ pub fn merge_profile(
             if let MergeInputs::File(i) = &inputs {
                 check_runs(&RolloutTable::empty(Default::default()), i)?;
             }
-            if let Some(r) = merge_profile_streamed(c, slices, &inputs, &mut out, &paths, low_memory)? {
-                if let MergeInputs::File(i) = &inputs {
-                    report_read_warnings(&i.report.warnings);
-                }
+            let mut pending = inputs.read_warnings();
+            if let Some(r) = merge_profile_streamed(c, slices, &inputs, &mut out, &paths, low_memory, &mut pending)? {
                 let files = out.commit()?;
                 return Ok(ProfileRun { files, summary: r.summary, agents: r.agents, warnings: r.warnings });
             }
@@ -412,7 +430,7 @@ pub fn merge_profile(
             };
             let t = read_sweep(slices, &c.rollouts[0])?;
             check_runs(&t, &inputs)?;
-            report_read_warnings(&inputs.report.warnings);
+            report_read_warnings(&pending);
             return profile_table(c, &t, &inputs, out, &paths);
         }
         let (inputs, t) = read_both(given, slices, &c.rollouts[0])?;

@@ -451,8 +451,11 @@ impl Gather {
     }
 
     /// The errors the whole table's profile would stop at, in its order.
-    fn errors(&mut self, inputs: &Path, lines: &LineMap, allow_partial: bool) -> Result<()> {
+    /// The inputs' read warnings (`pending`) are printed where the whole table's run
+    /// prints them: once the run checks pass.
+    fn errors(&mut self, inputs: &Path, lines: &LineMap, allow_partial: bool, pending: &mut Vec<String>) -> Result<()> {
         std::mem::take(&mut self.checks).result(inputs, lines)?;
+        super::report_read_warnings(&std::mem::take(pending));
         if let Some(e) = self.input_dup.take().or(self.result_dup.take()) {
             return Err(e);
         }
@@ -540,6 +543,7 @@ pub(super) fn merge_profile_streamed(
     out: &mut OutputSet,
     paths: &[PathBuf; 3],
     lean: bool,
+    pending: &mut Vec<String>,
 ) -> Result<Option<Profiled3>> {
     if !c.metrics.is_empty() {
         return Ok(None);
@@ -563,7 +567,7 @@ pub(super) fn merge_profile_streamed(
         return Ok(None);
     }
     trace("merge: gather", t0);
-    g.errors(inputs.path(), &all_lines, c.allow_partial)?;
+    g.errors(inputs.path(), &all_lines, c.allow_partial, pending)?;
     let mut summary = std::mem::take(&mut g.summary);
     let (exp, done) = (summary.expected_rollout_rows, summary.completed_rollout_rows);
     summary.reward_profile_completion_pct = if exp == 0 { 100.0 } else { 100.0 * done as f64 / exp as f64 };

@@ -335,6 +335,14 @@ impl MergeInputs {
         }
     }
 
+    /// The inputs file's read warnings (a cut-off last line).
+    pub(super) fn read_warnings(&self) -> Vec<String> {
+        match self {
+            MergeInputs::File(t) => t.report.warnings.clone(),
+            MergeInputs::Sliced(s) => s.warnings().to_vec(),
+        }
+    }
+
     /// Run labels, settled over every input row.
     fn labels(&self) -> HashMap<String, String> {
         match self {
@@ -400,6 +408,7 @@ pub(super) fn merge_aggregate_streamed(
     out: &mut OutputSet,
     path: &Path,
     lean: bool,
+    pending: &mut Vec<String>,
 ) -> Result<Option<AggregateRun>> {
     if !c.metrics.builtin().is_empty() || !c.metrics.sql().is_empty() {
         return Ok(None);
@@ -504,6 +513,8 @@ pub(super) fn merge_aggregate_streamed(
     if let Some(inp) = inputs {
         checks.result(inp.path(), &all_lines)?;
     }
+    // The inputs' read warnings, where the whole table's run prints them.
+    super::report_read_warnings(&std::mem::take(pending));
     if let Some(e) = unnamed {
         return Err(e);
     }

@@ -1001,3 +1001,81 @@ fn late_fields_and_late_floats_profile_bucket_by_bucket() {
         }
     }
 }
+
+/// An inputs file whose last line is cut off mid-write: the merges print its warning
+/// where the single-machine commands do (before a refusal that comes after the run
+/// checks), from the file or from its input slices, in every mode.
+#[test]
+fn a_cut_off_inputs_line_warns_as_on_one_machine() {
+    let d = TempDir::new("dist-cutoff");
+    let row = |task: i64, rollout: i64| {
+        format!("{{\"_ng_task_index\": {task}, \"_ng_rollout_index\": {rollout}, \"agent_ref\": {{\"name\": \"a\"}}, \"reward\": {}, \"response\": {{}}}}\n", (task + rollout) % 2)
+    };
+    let input = |task: i64, rollout: i64| {
+        format!(
+            "{{\"_ng_task_index\": {task}, \"_ng_rollout_index\": {rollout}, \"agent_ref\": {{\"name\": \"a\"}}}}\n"
+        )
+    };
+    let mut inputs: String = (0..10).flat_map(|t| [input(t, 0), input(t, 1)]).collect();
+    inputs.push_str("{\"_ng_task_index\": 10, \"_ng_rollout_in");
+    let inp = d.write("inputs.jsonl", &inputs);
+    let islices = shard_inputs(&d, &inp, 2, 3, "i", true);
+    let complete: String = (0..10).flat_map(|t| [row(t, 0), row(t, 1)]).collect();
+    for (name, rows) in [("ok", complete.clone()), ("missing", complete.replace(&row(4, 1), ""))] {
+        let f = d.write(&format!("{name}.jsonl"), &rows);
+        let slices = shard_and_join(&d, std::slice::from_ref(&f), 4, name);
+        let single = run(&[
+            "profile",
+            "--rollouts",
+            s(&f),
+            "--inputs",
+            s(&inp),
+            "--out-dir",
+            s(&d.join(&format!("{name}-p"))),
+            "-q",
+        ]);
+        let single_agg =
+            run(&["aggregate", s(&f), "--inputs", s(&inp), "--out", s(&d.join(&format!("{name}-a.json"))), "-q"]);
+        assert!(stderr(&single).contains("cut off"), "{}", stderr(&single));
+        for mode in MODES {
+            for sliced in [false, true] {
+                let inputs_args: Vec<&str> =
+                    if sliced { islices.iter().map(|p| s(p)).collect() } else { vec!["--inputs", s(&inp)] };
+                let out = d.join(&format!("{name}-{mode:?}-{sliced}"));
+                let mut args = vec!["merge", "profile", "--name", "x.jsonl", "--out-dir", s(&out), "-q"];
+                args.extend(&inputs_args);
+                args.extend(slices.iter().map(|p| s(p)));
+                args.extend(mode);
+                let o = run(&args);
+                assert_eq!(o.status.code(), single.status.code(), "{name} {mode:?} {sliced}: {}", stderr(&o));
+                assert_eq!(stderr(&o), stderr(&single), "{name}, profile, {mode:?}, input slices {sliced}");
+                let out = d.join(&format!("{name}-{mode:?}-{sliced}.json"));
+                let mut args = vec!["merge", "aggregate", "--out", s(&out), "-q"];
+                args.extend(&inputs_args);
+                args.extend(slices.iter().map(|p| s(p)));
+                args.extend(mode);
+                let o = run(&args);
+                assert_eq!(o.status.code(), single_agg.status.code(), "{name} {mode:?} {sliced}: {}", stderr(&o));
+                assert_eq!(stderr(&o), stderr(&single_agg), "{name}, aggregate, {mode:?}, input slices {sliced}");
+            }
+        }
+    }
+    // Only input slices: nothing to merge.
+    let out = d.join("only.json");
+    let mut args = vec!["merge", "aggregate", "--out", s(&out)];
+    args.extend(islices.iter().map(|p| s(p)));
+    let o = run(&args);
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    assert!(stderr(&o).contains("give the rollouts' slices too"), "{}", stderr(&o));
+    // The inputs file grew since it was sharded: profile's samples would be wrong bytes.
+    let f = d.join("ok.jsonl");
+    let slices = shard_and_join(&d, std::slice::from_ref(&f), 4, "grown");
+    std::fs::write(&inp, format!("{inputs}\n")).unwrap();
+    let out = d.join("grown");
+    let mut args = vec!["merge", "profile", "--out-dir", s(&out)];
+    args.extend(islices.iter().chain(&slices).map(|p| s(p)));
+    let o = run(&args);
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    assert!(stderr(&o).contains("changed since"), "{}", stderr(&o));
+    assert!(!out.exists());
+}
