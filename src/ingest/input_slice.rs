@@ -19,7 +19,8 @@ use super::rollouts::NONE;
 use super::InputTable;
 use crate::error::{Error, Location, Result};
 
-const MAGIC: &[u8; 16] = b"rollstat-inputs\x01";
+/// The format's name and version (the last byte).
+const MAGIC: &[u8; 16] = b"rollstat-inputs\x02";
 
 /// Bytes per row in the rows frame.
 const ROW: usize = 8 + 8 + 8 + 4 + 4 + 8 + 4;
@@ -45,7 +46,8 @@ pub struct Head {
 /// them later reports why).
 pub fn is_input_slice(path: &Path) -> bool {
     let mut magic = [0u8; 16];
-    std::fs::File::open(path).and_then(|mut f| f.read_exact(&mut magic)).is_ok() && &magic == MAGIC
+    // Any version: one this build cannot read is refused by name when read.
+    std::fs::File::open(path).and_then(|mut f| f.read_exact(&mut magic)).is_ok() && magic[..15] == MAGIC[..15]
 }
 
 /// Writes rows `rows` of `t` (in line order, all of bucket `bucket` of width
@@ -123,6 +125,9 @@ pub fn read_head(path: &Path) -> Result<Head> {
 fn head_of(path: &Path, f: &mut impl Read, limit: usize) -> Result<(Head, usize)> {
     let mut fixed = [0u8; 24];
     f.read_exact(&mut fixed).map_err(|_| not_a_slice(path, "cut short"))?;
+    if fixed[..15] == MAGIC[..15] && fixed[15] != MAGIC[15] {
+        return Err(not_a_slice(path, "written by another version of rollstat; shard the inputs again"));
+    }
     if &fixed[..16] != MAGIC {
         return Err(not_a_slice(path, "no input slice header"));
     }
