@@ -11,7 +11,9 @@
 //!   columns with the single-machine code, and a second pass writes each bucket's task
 //!   entries with its own input rows as samples.
 //!
-//! Custom metrics and slices whose task ranges overlap go to the whole-table merge.
+//! With `--low-memory` each run keeps the low-memory aggregate's state ([`LeanRun`])
+//! instead of columns, and passes of their own settle the statistics before the writing
+//! pass. Custom metrics and slices whose task ranges overlap go to the whole-table merge.
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::path::{Path, PathBuf};
@@ -38,7 +40,7 @@ use crate::metrics::warnings::Warnings;
 use crate::trace::trace;
 
 /// What the merge hands back for the run's summary.
-pub(super) struct Profiled3 {
+pub(super) struct MergedProfile {
     pub summary: CompletionSummary,
     pub agents: Vec<Json>,
     pub warnings: Warnings,
@@ -544,7 +546,7 @@ pub(super) fn merge_profile_streamed(
     paths: &[PathBuf; 3],
     lean: bool,
     pending: &mut Vec<String>,
-) -> Result<Option<Profiled3>> {
+) -> Result<Option<MergedProfile>> {
     if !c.metrics.is_empty() {
         return Ok(None);
     }
@@ -578,7 +580,7 @@ pub(super) fn merge_profile_streamed(
         out.add(&paths[0], b"")?;
         out.add(&paths[1], &compact_array(&agents))?;
         out.add(&paths[2], &compact_array(&[]))?;
-        return Ok(Some(Profiled3 { summary, agents, warnings }));
+        return Ok(Some(MergedProfile { summary, agents, warnings }));
     }
     // Labels, settled over the whole sweep, and each run key's.
     let labels = labels_for(g.label_pairs.iter().map(|(s, a)| (s.as_deref(), a.as_deref())));
@@ -687,7 +689,7 @@ pub(super) fn merge_profile_streamed(
     trace("merge: task entries + write", t0);
     out.add(&paths[1], &compact_array(&agents))?;
     out.add(&paths[2], &compact_array(&repeats))?;
-    Ok(Some(Profiled3 { summary, agents, warnings }))
+    Ok(Some(MergedProfile { summary, agents, warnings }))
 }
 
 /// The passes of `--low-memory` after the first: each reads every bucket and hands each
