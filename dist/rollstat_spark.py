@@ -1,0 +1,177 @@
+#!/usr/bin/env python3
+"""Run `rollstat aggregate` or `rollstat profile` over a sweep split into many files, on
+Spark: the same three stages as dist/rollstat_ray.py (`rollstat shard` per file or
+byte range, of the rollouts and of the materialized inputs; `rollstat partial` per
+bucket of tasks; one `rollstat merge`), each a Spark job whose tasks call the rollstat
+binary. The output is byte-identical to the single-machine command on the files
+concatenated: Spark only moves file names and schedules; rollstat computes every number.
+
+    python dist/rollstat_spark.py aggregate --rollouts 'runs/*.jsonl' --out agg.json
+    python dist/rollstat_spark.py profile --rollouts a.jsonl b.jsonl --inputs in.jsonl --out-dir prof/
+
+Every task runs the rollstat binary (--rollstat) on files in a work folder every
+executor can read (--work-dir). Flags this driver does not know go to `rollstat merge`.
+It shares its helpers with rollstat_ray.py, shipped to the executors beside it.
+"""
+
+import argparse
+import json
+import os
+import shutil
+import sys
+import tempfile
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+
+from rollstat_ray import (  # noqa: E402  (the shared helpers live beside this file)
+    BAD_INPUT,
+    BadInput,
+    byte_ranges,
+    expand_inputs,
+    find_rollstat,
+    max_task_hint,
+    run_rollstat,
+    stage_line,
+)
+
+
+def task(job):
+    """One Spark task: (command, failure marker, measure). A refusal (exit status 2)
+    comes back as a value, so Spark does not retry it; any other failure raises, and
+    Spark retries the task."""
+    cmd, marker, measure = job
+    try:
+        return ("ok", run_rollstat(cmd, marker, measure))
+    except BadInput as e:
+        return ("bad", str(e))
+
+
+def run_stage(sc, jobs):
+    """Runs the jobs as one Spark job, a task each; their reports, or BadInput."""
+    if not jobs:
+        return []
+    results = sc.parallelize(jobs, len(jobs)).map(task).collect()
+    for kind, value in results:
+        if kind == "bad":
+            raise BadInput(value)
+    return [value for _, value in results]
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("command", choices=["aggregate", "profile"])
+    ap.add_argument("--rollouts", nargs="+", required=True, help="rollouts files, globs or file:// URIs, in order")
+    ap.add_argument("--inputs", default=None, help="materialized inputs file; sharded by bucket like the rollouts")
+    ap.add_argument("--out", help="aggregate: output file")
+    ap.add_argument("--out-dir", help="profile: folder for the three artifacts")
+    ap.add_argument("--name", default=None, help="the sweep's file name (profile names its artifacts after it)")
+    ap.add_argument("--buckets", type=int, default=None, help="buckets of tasks (default: 4 per core of the master)")
+    ap.add_argument("--task-width", type=int, default=None, help="tasks per bucket (default: from --buckets)")
+    ap.add_argument("--master", default=None, help="Spark master (default: local, every core)")
+    ap.add_argument("--rollstat", default=None, help="the rollstat binary (every executor runs it)")
+    ap.add_argument("--work-dir", default=None, help="folder every executor can read and write (default: a temp folder)")
+    ap.add_argument("--max-retries", type=int, default=3, help="retries of a failed task")
+    ap.add_argument("--split-bytes", type=int, default=1 << 30,
+                    help="shard a file larger than this in byte ranges, one task each (default 1 GiB; 0: never)")
+    ap.add_argument("--stats", action="store_true", help="print each stage's tasks, wall time and peak task memory")
+    a, passthrough = ap.parse_known_args(argv)
+    if a.command == "aggregate" and not a.out:
+        ap.error("aggregate needs --out FILE")
+    if a.command == "profile" and not a.out_dir:
+        ap.error("profile needs --out-dir DIR")
+    for spec in [*a.rollouts, a.inputs or ""]:
+        if "://" in spec and not spec.startswith("file://"):
+            ap.error(f"{spec}: this driver reads local paths and file:// URIs (copy other storage in first)")
+
+    begun = time.monotonic()
+    from pyspark import SparkConf, SparkContext
+
+    rollstat = find_rollstat(a.rollstat)
+    files = expand_inputs(a.rollouts)
+    inputs = expand_inputs([a.inputs])[0] if a.inputs else None
+    cores = os.cpu_count() or 1
+    # local[N,F]: N threads, a task tried up to F times (plain local[N] never retries).
+    master = a.master or f"local[{cores},{a.max_retries + 1}]"
+    conf = (SparkConf().setMaster(master).setAppName("rollstat")
+            .set("spark.task.maxFailures", str(a.max_retries + 1))
+            .set("spark.ui.enabled", "false")
+            .set("spark.ui.showConsoleProgress", "false"))
+    sc = SparkContext.getOrCreate(conf)
+    sc.setLogLevel("ERROR")
+    sc.addPyFile(os.path.join(HERE, "rollstat_ray.py"))
+    work = a.work_dir or tempfile.mkdtemp(prefix="rollstat-spark-", dir=os.environ.get("ROLLSTAT_SPARK_TMP"))
+    os.makedirs(work, exist_ok=True)
+    # ROLLSTAT_SPARK_FAIL_ONCE=partial:K (or shard:K, merge:0): that task's first attempt fails.
+    fail = os.environ.get("ROLLSTAT_SPARK_FAIL_ONCE", "")
+
+    def marker(stage, k):
+        return os.path.join(work, f"failed-once-{stage}-{k}") if fail == f"{stage}:{k}" else None
+
+    try:
+        width = a.task_width
+        if width is None:
+            buckets = a.buckets or 4 * int(sc.defaultParallelism)
+            hints = [h for h in (max_task_hint(f) for f in files) if h is not None]
+            top = max(hints) if hints else buckets
+            width = max(1, -(-(top + 1) // buckets))
+        jobs = [(f, r, False) for f in files for r in byte_ranges(f, a.split_bytes)]
+        if inputs:
+            jobs += [(inputs, r, True) for r in byte_ranges(inputs, a.split_bytes)]
+        shard_dirs = [os.path.join(work, f"shard-{k}") for k in range(len(jobs))]
+        stats = []
+        cmds = []
+        for k, ((f, r, is_inputs), d) in enumerate(zip(jobs, shard_dirs)):
+            cmd = [rollstat, "-q", "shard", f, "--out-dir", d, "--task-width", str(width)]
+            if is_inputs:
+                cmd.append("--inputs")
+            if r is not None:
+                cmd += ["--range", r]
+            cmds.append((cmd, marker("shard", k), a.stats))
+        started = time.monotonic()
+        stats.append(stage_line("shard", started, run_stage(sc, cmds)))
+        by_bucket, inputs_by_bucket = {}, {}
+        for d, (_f, _r, is_inputs) in zip(shard_dirs, jobs):
+            with open(os.path.join(d, "manifest.json")) as m:
+                for b, _rows in json.load(m)["buckets"]:
+                    into, stem = (inputs_by_bucket, "i") if is_inputs else (by_bucket, "b")
+                    into.setdefault(b, []).append(os.path.join(d, f"{stem}{b}.slice"))
+        parts, input_parts = [], []
+        joins = [(os.path.join(work, f"part-b{b}.slice"), by_bucket[b], parts) for b in sorted(by_bucket)]
+        joins += [(os.path.join(work, f"part-i{b}.slice"), inputs_by_bucket[b], input_parts)
+                  for b in sorted(inputs_by_bucket)]
+        cmds = []
+        for k, (out, slices, into) in enumerate(joins):
+            into.append(out)
+            cmds.append(([rollstat, "-q", "partial", *slices, "--out", out], marker("partial", k), a.stats))
+        started = time.monotonic()
+        stats.append(stage_line("partial", started, run_stage(sc, cmds)))
+        name = a.name or (os.path.basename(files[0]) if len(files) == 1 else "rollouts.jsonl")
+        dest = ["--out", os.path.abspath(a.out)] if a.command == "aggregate" else ["--out-dir", os.path.abspath(a.out_dir)]
+        cmd = [rollstat, "merge", a.command, "--name", name, *dest, *passthrough, "--", *parts, *input_parts]
+        started = time.monotonic()
+        report = run_stage(sc, [(cmd, marker("merge", 0), a.stats)])[0]
+        stats.append(stage_line("merge", started, [report]))
+        sys.stderr.write(report[0])
+        if a.stats:
+            stats.append(f"rollstat_spark: total {time.monotonic() - begun:.2f} s\n")
+            sys.stderr.write("".join(s.replace("rollstat_ray:", "rollstat_spark:") for s in stats))
+    except BadInput as e:
+        sys.stderr.write(f"{e}\n")
+        return BAD_INPUT
+    except Exception as e:  # a task that failed every retry, or Spark itself
+        text = str(e)
+        # Spark wraps a task's Python exception in its own: name the task's failure.
+        cause = next((ln.strip() for ln in text.splitlines() if "TaskFailed:" in ln), None)
+        sys.stderr.write(f"rollstat_spark: {cause or (text.splitlines() or [type(e).__name__])[0]}\n")
+        return 1
+    finally:
+        sc.stop()
+        if not a.work_dir:
+            shutil.rmtree(work, ignore_errors=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
