@@ -25,6 +25,16 @@ const MAGIC: &[u8; 16] = b"rollstat-inputs\x02";
 /// Bytes per row in the rows frame.
 const ROW: usize = 8 + 8 + 8 + 4 + 4 + 8 + 4;
 
+/// One shard run's part in a slice: the bytes of the inputs file it read (`start..end`),
+/// how many input rows it found there in all, and how many of them the slice holds.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ShardPart {
+    pub start: u64,
+    pub end: u64,
+    pub rows: u64,
+    pub here: u64,
+}
+
 /// What an input slice says of itself before its rows.
 #[derive(Debug, Clone)]
 pub struct Head {
@@ -34,6 +44,8 @@ pub struct Head {
     pub size: u64,
     /// The file's read warnings (a cut-off last line), repeated by the merge.
     pub warnings: Vec<String>,
+    /// The shard runs its rows came from, by byte range.
+    pub parts: Vec<ShardPart>,
     pub task_width: i64,
     pub bucket: i64,
     pub rows: u64,
@@ -57,6 +69,7 @@ pub fn write_input_slice(
     rows: &[usize],
     (task_width, bucket): (i64, i64),
     size: u64,
+    parts: &[ShardPart],
     w: &mut impl Write,
 ) -> std::io::Result<()> {
     let mut pairs: Vec<(u32, u32, u64)> = Vec::new();
@@ -72,6 +85,12 @@ pub fn write_input_slice(
     h.u64(t.report.warnings.len() as u64);
     for m in &t.report.warnings {
         h.str(m);
+    }
+    h.u64(parts.len() as u64);
+    for p in parts {
+        for v in [p.start, p.end, p.rows, p.here] {
+            h.u64(v);
+        }
     }
     h.u64(task_width as u64);
     h.u64(bucket as u64);
@@ -147,6 +166,11 @@ fn parse_head(data: &[u8]) -> Option<Head> {
     let inputs = PathBuf::from(d.str()?);
     let size = d.u64()?;
     let warnings = (0..d.len(8)?).map(|_| d.str()).collect::<Option<Vec<_>>>()?;
+    let mut parts = Vec::new();
+    for _ in 0..d.len(32)? {
+        let (start, end, rows, here) = (d.u64()?, d.u64()?, d.u64()?, d.u64()?);
+        parts.push(ShardPart { start, end, rows, here });
+    }
     let (task_width, bucket, rows) = (d.u64()? as i64, d.u64()? as i64, d.u64()?);
     let names = (0..d.len(8)?).map(|_| d.str()).collect::<Option<Vec<_>>>()?;
     let ok = |v: u32| v == NONE || (v as usize) < names.len();
@@ -158,7 +182,7 @@ fn parse_head(data: &[u8]) -> Option<Head> {
         }
         pairs.push((s, a, l));
     }
-    let head = Head { inputs, size, warnings, task_width, bucket, rows, names, pairs };
+    let head = Head { inputs, size, warnings, parts, task_width, bucket, rows, names, pairs };
     (d.at == data.len() && task_width >= 1).then_some(head)
 }
 
@@ -285,6 +309,9 @@ pub struct SlicedInputs {
     /// Every (server, agent) pair of the file with its first line, in line order.
     pairs: Vec<(Option<String>, Option<String>)>,
     warnings: Vec<String>,
+    /// Per shard run (byte range): the rows it found, the rows the slices given hold of
+    /// them, and the buckets they hold (a bucket twice: a slice given twice).
+    shards: BTreeMap<(u64, u64), (u64, u64, Vec<i64>)>,
 }
 
 impl SlicedInputs {
@@ -302,7 +329,13 @@ impl SlicedInputs {
                 buckets: BTreeMap::new(),
                 pairs: Vec::new(),
                 warnings: Vec::new(),
+                shards: BTreeMap::new(),
             });
+            for part in &h.parts {
+                let e = s.shards.entry((part.start, part.end)).or_insert((part.rows, 0, Vec::new()));
+                e.1 += part.here;
+                e.2.push(h.bucket);
+            }
             for m in &h.warnings {
                 if !s.warnings.contains(m) {
                     s.warnings.push(m.clone());
@@ -402,6 +435,53 @@ impl SlicedInputs {
             })
             .filter(|r| !matches!(*r, (Some(a), Some(z)) if a >= z))
             .collect()
+    }
+
+    /// Whether the slices given hold every row of the shards they come from, and those
+    /// shards read the whole file: a bucket's slice left out is refused (its rollouts
+    /// would lose their input rows); bytes of the file no given slice came from are a
+    /// warning (a range with no input row writes no slice). A slice given twice is left
+    /// to the reading, which names its rows' line.
+    pub fn check_complete(&self) -> Result<Vec<String>> {
+        if self.shards.values().any(|(_, _, b)| (1..b.len()).any(|i| b[..i].contains(&b[i]))) {
+            return Ok(Vec::new());
+        }
+        for (&(start, end), &(rows, given, _)) in &self.shards {
+            if given < rows {
+                return Err(Error::bad(
+                    Location::file(&self.path),
+                    format!(
+                        "the input slices given hold {given} of the {rows} input rows that `shard --inputs` found in \
+                         bytes {start}..{end}: give every input slice of the shard (or the partials of every bucket)"
+                    ),
+                ));
+            }
+        }
+        let mut at = 0;
+        let mut gaps = Vec::new();
+        for &(start, end) in self.shards.keys() {
+            if start > at {
+                gaps.push(format!("{at}..{start}"));
+            }
+            at = at.max(end);
+        }
+        if at < self.size {
+            gaps.push(format!("{at}..{}", self.size));
+        }
+        Ok(match gaps.is_empty() {
+            true => Vec::new(),
+            false => vec![format!(
+                "{}: no input slice given comes from bytes {} of the file; unless their shards found no input row, \
+                 give their input slices too",
+                self.path.display(),
+                gaps.join(", ")
+            )],
+        })
+    }
+
+    /// The shard runs the slices come from, with how many rows the slices hold of each.
+    pub fn parts(&self) -> Vec<ShardPart> {
+        self.shards.iter().map(|(&(start, end), &(rows, here, _))| ShardPart { start, end, rows, here }).collect()
     }
 
     /// The inputs file's read warnings, as the slices repeat them (each once).
@@ -513,12 +593,17 @@ mod tests {
             let p = dir.join(format!("i{k}.slice"));
             let mut f = std::fs::File::create(&p).unwrap();
             let bucket = t.task[rows[0]].div_euclid(2);
-            write_input_slice(&t, &rows, (2, bucket), 100, &mut f).unwrap();
+            let part = ShardPart { start: 0, end: 100, rows: 6, here: rows.len() as u64 };
+            write_input_slice(&t, &rows, (2, bucket), 100, &[part], &mut f).unwrap();
             paths.push(p);
         }
         assert!(is_input_slice(&paths[0]));
         let s = SlicedInputs::open(&paths).unwrap();
         same(&s.whole().unwrap(), &t);
+        assert_eq!(s.check_complete().unwrap(), Vec::<String>::new());
+        // A bucket left out is refused; bytes no slice came from are a warning.
+        let e = SlicedInputs::open(&paths[..2]).unwrap().check_complete().unwrap_err().to_string();
+        assert!(e.contains("hold 5 of the 6 input rows"), "{e}");
         let first = s.for_tasks(0, 1).unwrap();
         assert_eq!(first.task, vec![0, 0, 1, 1]);
         assert_eq!(s.for_tasks(2, 2).unwrap().line, vec![6, 7]);
@@ -557,7 +642,8 @@ mod tests {
     fn damaged_slices_are_refused_or_read_never_a_panic() {
         let t = table();
         let mut good = Vec::new();
-        write_input_slice(&t, &[0, 1, 2, 3, 4, 5], (2, 0), 100, &mut good).unwrap();
+        let part = ShardPart { start: 0, end: 100, rows: 6, here: 6 };
+        write_input_slice(&t, &[0, 1, 2, 3, 4, 5], (2, 0), 100, &[part], &mut good).unwrap();
         let n = u64::from_le_bytes(good[16..24].try_into().unwrap()) as usize;
         let head = zstd::decode_all(&good[24..24 + n]).unwrap();
         let rows = zstd::decode_all(&good[24 + n..]).unwrap();

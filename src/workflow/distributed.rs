@@ -14,7 +14,7 @@ use super::profile::{check_inputs, profile_paths, profile_table, ProfileConfig, 
 use super::{check_runs, report_read_warnings};
 use crate::error::{Error, Location, Result};
 use crate::export::atomic::{in_out_dir, OutputSet};
-use crate::ingest::input_slice::{is_input_slice, read_head, write_input_slice, SlicedInputs};
+use crate::ingest::input_slice::{is_input_slice, read_head, write_input_slice, ShardPart, SlicedInputs};
 use crate::ingest::inputs::read_inputs_range;
 use crate::ingest::rollouts::read_rollouts_range;
 use crate::ingest::slice::{read_slices, write_slice};
@@ -131,6 +131,8 @@ fn shard_inputs(c: &ShardConfig) -> Result<ShardRun> {
     // The slices name the file absolutely, for merges run from another folder, and with
     // its size, to tell whether it changed before profile re-reads rows from it.
     let size = std::fs::metadata(&c.rollouts).map_err(|e| Error::read(&c.rollouts, e))?.len();
+    let (start, end) = c.range.map_or((0, size), |(a, b)| (a.min(size), b.min(size)));
+    let found = t.len() as u64;
     t.path = std::path::absolute(&c.rollouts).map_err(|e| Error::read(&c.rollouts, e))?;
     trace("read", t0);
     // Rows by bucket, each bucket's in line order.
@@ -144,7 +146,8 @@ fn shard_inputs(c: &ShardConfig) -> Result<ShardRun> {
         for (&b, rows) in &by {
             let path = input_slice_path(&c.out_dir, b);
             let mut w = out.create(&path)?;
-            write_input_slice(&t, rows, (c.task_width, b), size, &mut w)
+            let part = ShardPart { start, end, rows: found, here: rows.len() as u64 };
+            write_input_slice(&t, rows, (c.task_width, b), size, &[part], &mut w)
                 .and_then(|()| w.finish())
                 .map_err(|e| Error::write(&path, e))?;
             buckets.push((b, rows.len()));
@@ -197,7 +200,7 @@ fn partial_inputs(slices: &[PathBuf], out_path: &Path, mut out: OutputSet) -> Re
     let t = s.whole()?;
     let rows: Vec<usize> = (0..t.len()).collect();
     let mut w = out.create(out_path)?;
-    write_input_slice(&t, &rows, (s.task_width, heads[0]), s.size, &mut w)
+    write_input_slice(&t, &rows, (s.task_width, heads[0]), s.size, &s.parts(), &mut w)
         .and_then(|()| w.finish())
         .map_err(|e| Error::write(out_path, e))?;
     drop(w);
@@ -245,14 +248,26 @@ impl<'a> InputsGiven<'a> {
         }
     }
 
-    /// The whole inputs table: the file read, or every input slice joined in line order.
-    fn read_whole(&self) -> Result<Option<InputTable>> {
-        match *self {
-            InputsGiven::None => Ok(None),
-            InputsGiven::File(f) => read_inputs(f).map(Some),
-            InputsGiven::Slices(s) => SlicedInputs::open(s)?.whole().map(Some),
+    /// The whole inputs table: the file read, or every input slice joined in line order
+    /// (`opened`, when they were opened already).
+    fn read_whole(&self, opened: Option<&SlicedInputs>) -> Result<Option<InputTable>> {
+        match (*self, opened) {
+            (InputsGiven::None, _) => Ok(None),
+            (InputsGiven::File(f), _) => read_inputs(f).map(Some),
+            (InputsGiven::Slices(_), Some(s)) => s.whole().map(Some),
+            (InputsGiven::Slices(s), None) => open_slices(s)?.whole().map(Some),
         }
     }
+}
+
+/// Opens a merge's input slices: refused when a bucket's slice of a shard is left out,
+/// with a warning for bytes of the inputs file no slice given comes from.
+fn open_slices(paths: &[PathBuf]) -> Result<SlicedInputs> {
+    let s = SlicedInputs::open(paths)?;
+    for w in s.check_complete()? {
+        eprintln!("warning: {w}");
+    }
+    Ok(s)
 }
 
 /// Reads the inputs (when given) on a thread of their own while the slices are read:
@@ -261,11 +276,12 @@ impl<'a> InputsGiven<'a> {
 /// in the inputs is reported before one in the slices, as when they were read in turn.
 fn read_both(
     inputs: InputsGiven<'_>,
+    opened: Option<&SlicedInputs>,
     slices: &[PathBuf],
     rollouts: &Path,
 ) -> Result<(Option<InputTable>, RolloutTable)> {
     std::thread::scope(|s| {
-        let reading = s.spawn(move || inputs.read_whole());
+        let reading = s.spawn(move || inputs.read_whole(opened));
         let t = read_sweep(slices, rollouts);
         let inputs = reading.join().unwrap_or_else(|e| std::panic::resume_unwind(e))?;
         Ok((inputs, t?))
@@ -297,7 +313,7 @@ pub fn merge_aggregate(
         let inputs = match given {
             InputsGiven::None => None,
             InputsGiven::File(f) => Some(MergeInputs::File(read_inputs(f)?)),
-            InputsGiven::Slices(s) => Some(MergeInputs::Sliced(SlicedInputs::open(s)?)),
+            InputsGiven::Slices(s) => Some(MergeInputs::Sliced(open_slices(s)?)),
         };
         // Reading freed its per-piece tables; the merge holds the inputs for its whole run.
         crate::ingest::release_free_memory();
@@ -331,7 +347,7 @@ pub fn merge_aggregate(
         report_read_warnings(&pending);
         return aggregate_table(c, &t, inputs.as_ref(), out, &path);
     }
-    let (inputs, t) = read_both(given, slices, &c.rollouts[0])?;
+    let (inputs, t) = read_both(given, None, slices, &c.rollouts[0])?;
     if let Some(i) = &inputs {
         check_runs(&t, i)?;
         report_read_warnings(&i.report.warnings);
@@ -387,10 +403,11 @@ pub fn merge_profile(
         }
     }
     // With input slices, each task entry's `sample` is still read from the inputs file.
-    let sample_file = match given {
-        InputsGiven::Slices(s) => Some(sample_file(&SlicedInputs::open(s)?)?),
+    let mut opened = match given {
+        InputsGiven::Slices(s) => Some(open_slices(s)?),
         _ => None,
     };
+    let sample_file = opened.as_ref().map(sample_file).transpose()?;
     in_out_dir(&dir, || {
         let paths = profile_paths(&c.rollouts[0], Some(&dir));
         let mut read: Vec<&Path> = slices.iter().map(PathBuf::as_path).collect();
@@ -405,9 +422,9 @@ pub fn merge_profile(
             check_inputs(f)?;
         }
         if !whole_table {
-            let inputs = match given {
-                InputsGiven::Slices(s) => MergeInputs::Sliced(SlicedInputs::open(s)?),
-                _ => MergeInputs::File(read_inputs(&c.inputs)?),
+            let inputs = match opened.take() {
+                Some(s) => MergeInputs::Sliced(s),
+                None => MergeInputs::File(read_inputs(&c.inputs)?),
             };
             crate::ingest::release_free_memory();
             if let MergeInputs::File(i) = &inputs {
@@ -433,7 +450,7 @@ pub fn merge_profile(
             report_read_warnings(&pending);
             return profile_table(c, &t, &inputs, out, &paths);
         }
-        let (inputs, t) = read_both(given, slices, &c.rollouts[0])?;
+        let (inputs, t) = read_both(given, opened.as_ref(), slices, &c.rollouts[0])?;
         let inputs = inputs.expect("read_both reads the inputs it is given");
         check_runs(&t, &inputs)?;
         report_read_warnings(&inputs.report.warnings);

@@ -789,6 +789,19 @@ fn input_slices_that_do_not_make_one_inputs_file_are_refused() {
         let more: Vec<&str> = [mode].into_iter().filter(|m| !m.is_empty()).collect();
         call(merge(&[&by5[0], &by5[0]], &more), "is in two input slices");
     }
+    // A bucket's slice left out: its rollouts would lose their input rows.
+    call(merge(&by5[..by5.len() - 1].iter().collect::<Vec<_>>(), &[]), "input rows that `shard --inputs` found");
+    // A whole shard's slices left out (it may have found no row): a warning, and the
+    // rollouts without input rows are left out as usual.
+    let halves = shard_inputs(&d, &inputs, 2, 5, "halves", false);
+    let first: Vec<&PathBuf> = halves.iter().filter(|p| !s(p).contains("ishard1")).collect();
+    assert!(first.len() < halves.len());
+    let args = merge(&first, &[]);
+    let o = run(&args.iter().map(String::as_str).collect::<Vec<_>>());
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(stderr(&o).contains("no input slice given comes from bytes"), "{}", stderr(&o));
+    assert!(stderr(&o).contains("have no materialized input row"), "{}", stderr(&o));
+    std::fs::remove_file(&out).unwrap();
     let part = d.join("mixed.slice");
     refused(&["partial", "--out", s(&part), s(&by5[0]), s(&slices[0])], "not an input slice", &part);
     refused(&["partial", "--out", s(&part), s(&by5[0]), s(&by5[1])], "join one bucket at a time", &part);
