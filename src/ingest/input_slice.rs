@@ -20,7 +20,7 @@ use super::InputTable;
 use crate::error::{Error, Location, Result};
 
 /// The format's name and version (the last byte).
-const MAGIC: &[u8; 16] = b"rollstat-inputs\x02";
+const MAGIC: &[u8; 16] = b"rollstat-inputs\x03";
 
 /// Bytes per row in the rows frame.
 const ROW: usize = 8 + 8 + 8 + 4 + 4 + 8 + 4;
