@@ -1092,3 +1092,51 @@ fn a_cut_off_inputs_line_warns_as_on_one_machine() {
     assert!(stderr(&o).contains("changed since"), "{}", stderr(&o));
     assert!(!out.exists());
 }
+
+/// Negative task indexes (buckets below zero, `⌊task / width⌋` rounding down), inputs
+/// shuffled and sharded with another width than the rollouts: every mode of both merges
+/// gives the single-machine bytes, bucket by bucket.
+#[test]
+fn negative_tasks_merge_bucket_by_bucket_with_input_slices() {
+    let d = TempDir::new("dist-negative");
+    let mut rng = Rng(0x7F4A_7C15_9E37_79B9);
+    let (mut rows, mut inputs) = (String::new(), Vec::new());
+    for task in -7..8i64 {
+        for rollout in 0..3 {
+            let agent = if rollout < 2 { "a" } else { "b" };
+            inputs.push(format!("{{\"_ng_task_index\": {task}, \"_ng_rollout_index\": {rollout}, \"agent_ref\": {{\"name\": \"{agent}\"}}}}\n"));
+            if [-6, 0, 7].contains(&task) && rollout == 1 {
+                continue;
+            }
+            let reward = rng.pick(1000) as f64 / 1000.0;
+            rows.push_str(&format!(
+                "{{\"_ng_task_index\": {task}, \"_ng_rollout_index\": {rollout}, \"agent_ref\": {{\"name\": \"{agent}\"}}, \"reward\": {reward}, \"response\": {{}}}}\n"
+            ));
+        }
+    }
+    for i in (1..inputs.len()).rev() {
+        inputs.swap(i, rng.pick(i + 1));
+    }
+    let f = d.write("all.jsonl", &rows);
+    let inp = d.write("inputs.jsonl", &inputs.concat());
+    let want = d.join("want.json");
+    ok(&["aggregate", s(&f), "--inputs", s(&inp), "--out", s(&want), "-q"]);
+    let want_prof = d.join("want-prof");
+    ok(&["profile", "--rollouts", s(&f), "--inputs", s(&inp), "--out-dir", s(&want_prof), "--allow-partial", "-q"]);
+    let slices = shard_and_join(&d, std::slice::from_ref(&f), 4, "r");
+    let islices = shard_inputs(&d, &inp, 2, 3, "i", false);
+    for mode in MODES {
+        let got = d.join(&format!("got-{mode:?}.json"));
+        let mut args = vec!["--out", s(&got), "-q"];
+        args.extend(slices.iter().chain(&islices).map(|p| s(p)));
+        assert_eq!(merge_aggregate(&args, mode), mode != Some("--whole-table"));
+        assert!(bytes(&got) == bytes(&want), "aggregate, {mode:?}");
+        let got = d.join(&format!("got-prof-{mode:?}"));
+        let mut args = vec!["--name", "all.jsonl", "--out-dir", s(&got), "--allow-partial", "-q"];
+        args.extend(slices.iter().chain(&islices).map(|p| s(p)));
+        assert_eq!(merge_profile(&args, mode), mode != Some("--whole-table"));
+        for name in PROFILE_FILES {
+            assert!(bytes(&got.join(name)) == bytes(&want_prof.join(name)), "{name}, {mode:?}");
+        }
+    }
+}
