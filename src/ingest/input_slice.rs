@@ -16,6 +16,7 @@ use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
 
 use super::rollouts::NONE;
+use super::slice::{Dec, Enc};
 use super::InputTable;
 use crate::error::{Error, Location, Result};
 
@@ -206,13 +207,7 @@ pub fn read_input_slice(path: &Path) -> Result<(Head, InputTable)> {
     }
     let rows = head.rows as usize;
     let mut t = InputTable { path: head.inputs.clone(), names: head.names.clone(), ..Default::default() };
-    t.task.reserve_exact(rows);
-    t.rollout.reserve_exact(rows);
-    t.line.reserve_exact(rows);
-    t.agent.reserve_exact(rows);
-    t.server.reserve_exact(rows);
-    t.offset.reserve_exact(rows);
-    t.len.reserve_exact(rows);
+    t.reserve_exact(rows);
     let ok = |v: u32| v == NONE || (v as usize) < head.names.len();
     for r in data.chunks_exact(ROW) {
         let u64_at = |i: usize| u64::from_le_bytes(r[i..i + 8].try_into().expect("8 bytes"));
@@ -240,11 +235,10 @@ pub fn read_input_slice(path: &Path) -> Result<(Head, InputTable)> {
 pub fn join_tables(inputs: &Path, parts: Vec<(PathBuf, InputTable)>) -> Result<InputTable> {
     let mut t = InputTable { path: inputs.to_path_buf(), ..Default::default() };
     let n: usize = parts.iter().map(|(_, p)| p.len()).sum();
+    t.reserve_exact(n);
     // Where each line came from, to name both slices of a line given twice.
     let mut from: Vec<u32> = Vec::with_capacity(n);
     let mut ids: HashMap<String, u32> = HashMap::new();
-    let mut columns = (Vec::with_capacity(n), Vec::with_capacity(n), Vec::with_capacity(n));
-    let mut place = (Vec::with_capacity(n), Vec::with_capacity(n), Vec::with_capacity(n), Vec::with_capacity(n));
     for (k, (_, p)) in parts.iter().enumerate() {
         let map: Vec<u32> = p
             .names
@@ -258,27 +252,24 @@ pub fn join_tables(inputs: &Path, parts: Vec<(PathBuf, InputTable)>) -> Result<I
             })
             .collect();
         let re = |v: u32| if v == NONE { NONE } else { map[v as usize] };
-        columns.0.extend_from_slice(&p.task);
-        columns.1.extend_from_slice(&p.rollout);
-        columns.2.extend_from_slice(&p.line);
-        place.0.extend(p.agent.iter().map(|&v| re(v)));
-        place.1.extend(p.server.iter().map(|&v| re(v)));
-        place.2.extend_from_slice(&p.offset);
-        place.3.extend_from_slice(&p.len);
+        t.task.extend_from_slice(&p.task);
+        t.rollout.extend_from_slice(&p.rollout);
+        t.line.extend_from_slice(&p.line);
+        t.agent.extend(p.agent.iter().map(|&v| re(v)));
+        t.server.extend(p.server.iter().map(|&v| re(v)));
+        t.offset.extend_from_slice(&p.offset);
+        t.len.extend_from_slice(&p.len);
         from.extend(std::iter::repeat_n(k as u32, p.len()));
     }
-    let sorted = columns.2.windows(2).all(|w| w[0] < w[1]);
-    let order: Vec<usize> = if sorted {
-        (0..n).collect()
-    } else {
-        let mut o: Vec<usize> = (0..n).collect();
-        o.sort_by_key(|&i| columns.2[i]);
-        o
-    };
-    if let Some(w) = order.windows(2).find(|w| columns.2[w[0]] == columns.2[w[1]]) {
+    if t.line.windows(2).all(|w| w[0] < w[1]) {
+        return Ok(t);
+    }
+    let mut order: Vec<usize> = (0..n).collect();
+    order.sort_by_key(|&i| t.line[i]);
+    if let Some(w) = order.windows(2).find(|w| t.line[w[0]] == t.line[w[1]]) {
         let (a, b) = (&parts[from[w[0]] as usize].0, &parts[from[w[1]] as usize].0);
         return Err(Error::bad(
-            Location::line(inputs, columns.2[w[0]]),
+            Location::line(inputs, t.line[w[0]]),
             format!(
                 "this input row is in two input slices ({} and {}); give each slice once, sharded from byte ranges that do not overlap",
                 a.display(),
@@ -286,14 +277,7 @@ pub fn join_tables(inputs: &Path, parts: Vec<(PathBuf, InputTable)>) -> Result<I
             ),
         ));
     }
-    t.task = order.iter().map(|&i| columns.0[i]).collect();
-    t.rollout = order.iter().map(|&i| columns.1[i]).collect();
-    t.line = order.iter().map(|&i| columns.2[i]).collect();
-    t.agent = order.iter().map(|&i| place.0[i]).collect();
-    t.server = order.iter().map(|&i| place.1[i]).collect();
-    t.offset = order.iter().map(|&i| place.2[i]).collect();
-    t.len = order.iter().map(|&i| place.3[i]).collect();
-    Ok(t)
+    Ok(t.subset(&order))
 }
 
 /// A sweep's inputs as slices: the headers of every slice, read up front, and the
@@ -508,49 +492,6 @@ impl SlicedInputs {
         }
         // No part (a bucket of tasks the inputs do not hold) joins to an empty table.
         join_tables(&self.path, parts)
-    }
-}
-
-struct Enc(Vec<u8>);
-
-impl Enc {
-    fn u32(&mut self, v: u32) {
-        self.0.extend_from_slice(&v.to_le_bytes());
-    }
-    fn u64(&mut self, v: u64) {
-        self.0.extend_from_slice(&v.to_le_bytes());
-    }
-    fn str(&mut self, s: &str) {
-        self.u64(s.len() as u64);
-        self.0.extend_from_slice(s.as_bytes());
-    }
-}
-
-/// A bounds-checked reader over a decompressed header.
-struct Dec<'a> {
-    b: &'a [u8],
-    at: usize,
-}
-
-impl Dec<'_> {
-    fn take(&mut self, n: usize) -> Option<&[u8]> {
-        let s = self.b.get(self.at..self.at.checked_add(n)?)?;
-        self.at += n;
-        Some(s)
-    }
-    fn u32(&mut self) -> Option<u32> {
-        self.take(4).map(|s| u32::from_le_bytes(s.try_into().expect("4 bytes")))
-    }
-    fn u64(&mut self) -> Option<u64> {
-        self.take(8).map(|s| u64::from_le_bytes(s.try_into().expect("8 bytes")))
-    }
-    fn len(&mut self, size: usize) -> Option<usize> {
-        let n = usize::try_from(self.u64()?).ok()?;
-        (n.checked_mul(size)? <= self.b.len() - self.at).then_some(n)
-    }
-    fn str(&mut self) -> Option<String> {
-        let n = self.len(1)?;
-        String::from_utf8(self.take(n)?.to_vec()).ok()
     }
 }
 

@@ -55,6 +55,18 @@ impl InputTable {
             Some(&self.names[id as usize])
         }
     }
+    /// Room for `rows` more rows in every column, sized once: columns grown row by row
+    /// (or piece by piece) would keep up to twice the room.
+    pub fn reserve_exact(&mut self, rows: usize) {
+        self.task.reserve_exact(rows);
+        self.rollout.reserve_exact(rows);
+        self.line.reserve_exact(rows);
+        self.agent.reserve_exact(rows);
+        self.server.reserve_exact(rows);
+        self.offset.reserve_exact(rows);
+        self.len.reserve_exact(rows);
+    }
+
     /// Rows `rows` of this table (in that order), with its names and file.
     pub fn subset(&self, rows: &[usize]) -> InputTable {
         InputTable {
@@ -260,15 +272,7 @@ fn parse_piece(path: &Path, lines: &mut PieceLines<'_>) -> Result<Piece> {
 /// warnings; also the file's cut-off last line, if any.
 fn join_pieces(path: &Path, pieces: Vec<(Piece, u64)>, mut report: ReadReport) -> (InputTable, Option<(u64, String)>) {
     let mut t = InputTable { path: path.to_path_buf(), ..Default::default() };
-    // Columns sized once: grown piece by piece they would keep up to twice the room.
-    let rows: usize = pieces.iter().map(|(p, _)| p.t.task.len()).sum();
-    t.task.reserve_exact(rows);
-    t.rollout.reserve_exact(rows);
-    t.line.reserve_exact(rows);
-    t.agent.reserve_exact(rows);
-    t.server.reserve_exact(rows);
-    t.offset.reserve_exact(rows);
-    t.len.reserve_exact(rows);
+    t.reserve_exact(pieces.iter().map(|(p, _)| p.t.task.len()).sum());
     let mut names: HashMap<String, u32> = HashMap::new();
     let mut cut: Option<(u64, String)> = None;
     for (k, (p, base)) in pieces.into_iter().enumerate() {

@@ -193,19 +193,20 @@ pub fn read_slices(paths: &[PathBuf], name: &Path) -> Result<RolloutTable> {
     Ok(t)
 }
 
-struct Enc(Vec<u8>);
+/// Little-endian lengths and values, as the slice formats (rollouts and inputs) write them.
+pub(super) struct Enc(pub(super) Vec<u8>);
 
 impl Enc {
-    fn u8(&mut self, v: u8) {
+    pub(super) fn u8(&mut self, v: u8) {
         self.0.push(v);
     }
-    fn u32(&mut self, v: u32) {
+    pub(super) fn u32(&mut self, v: u32) {
         self.0.extend_from_slice(&v.to_le_bytes());
     }
-    fn u64(&mut self, v: u64) {
+    pub(super) fn u64(&mut self, v: u64) {
         self.0.extend_from_slice(&v.to_le_bytes());
     }
-    fn str(&mut self, s: &str) {
+    pub(super) fn str(&mut self, s: &str) {
         self.u64(s.len() as u64);
         self.0.extend_from_slice(s.as_bytes());
     }
@@ -234,32 +235,32 @@ struct Slice {
 }
 
 /// A reader over a decompressed slice; every read is bounds-checked.
-struct Dec<'a> {
-    b: &'a [u8],
-    at: usize,
+pub(super) struct Dec<'a> {
+    pub(super) b: &'a [u8],
+    pub(super) at: usize,
 }
 
 impl Dec<'_> {
-    fn take(&mut self, n: usize) -> Option<&[u8]> {
+    pub(super) fn take(&mut self, n: usize) -> Option<&[u8]> {
         let s = self.b.get(self.at..self.at.checked_add(n)?)?;
         self.at += n;
         Some(s)
     }
-    fn u8(&mut self) -> Option<u8> {
+    pub(super) fn u8(&mut self) -> Option<u8> {
         self.take(1).map(|s| s[0])
     }
-    fn u32(&mut self) -> Option<u32> {
+    pub(super) fn u32(&mut self) -> Option<u32> {
         self.take(4).map(|s| u32::from_le_bytes(s.try_into().expect("4 bytes")))
     }
-    fn u64(&mut self) -> Option<u64> {
+    pub(super) fn u64(&mut self) -> Option<u64> {
         self.take(8).map(|s| u64::from_le_bytes(s.try_into().expect("8 bytes")))
     }
     /// A count of items of at least `size` bytes each, checked against what is left.
-    fn len(&mut self, size: usize) -> Option<usize> {
+    pub(super) fn len(&mut self, size: usize) -> Option<usize> {
         let n = usize::try_from(self.u64()?).ok()?;
         (n.checked_mul(size)? <= self.b.len() - self.at).then_some(n)
     }
-    fn str(&mut self) -> Option<String> {
+    pub(super) fn str(&mut self) -> Option<String> {
         let n = self.len(1)?;
         String::from_utf8(self.take(n)?.to_vec()).ok()
     }
