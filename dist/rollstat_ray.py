@@ -100,6 +100,77 @@ def byte_ranges(path, split):
     return [f"{s}:{s + split}" for s in starts[:-1]] + [f"{starts[-1]}:"]
 
 
+class Stages:
+    """The rollstat commands of a sweep's three stages, for any scheduler: shard tasks
+    (each rollouts file, or byte range of a large one, in order; then the inputs file
+    the same way), partial tasks (one per bucket of rollouts, then per bucket of input
+    rows, read from the shards' small manifests only), one merge. `fail` names a task
+    whose first attempt fails (STAGE:K), for tests of the retries."""
+
+    def __init__(self, rollstat, work, files, inputs, width, split_bytes, fail=""):
+        self.rollstat, self.work, self.width, self.fail = rollstat, work, width, fail
+        # In file order, then range order: the order partial joins a bucket's slices in.
+        self.jobs = [(f, r, False) for f in files for r in byte_ranges(f, split_bytes)]
+        if inputs:
+            self.jobs += [(inputs, r, True) for r in byte_ranges(inputs, split_bytes)]
+        self.shard_dirs = [os.path.join(work, f"shard-{k}") for k in range(len(self.jobs))]
+        self.parts, self.input_parts = [], []
+
+    def marker(self, stage, k):
+        """The file marking that task's injected failure as done, or None."""
+        return os.path.join(self.work, f"failed-once-{stage}-{k}") if self.fail == f"{stage}:{k}" else None
+
+    def shards(self):
+        """(command, failure marker) of each shard task."""
+        out = []
+        for k, ((f, r, is_inputs), d) in enumerate(zip(self.jobs, self.shard_dirs)):
+            cmd = [self.rollstat, "-q", "shard", f, "--out-dir", d, "--task-width", str(self.width)]
+            if is_inputs:
+                cmd.append("--inputs")
+            if r is not None:
+                cmd += ["--range", r]
+            out.append((cmd, self.marker("shard", k)))
+        return out
+
+    def partials(self):
+        """(command, failure marker) of each partial task, once the shards are done."""
+        by_bucket, inputs_by_bucket = {}, {}
+        for d, (_f, _r, is_inputs) in zip(self.shard_dirs, self.jobs):
+            with open(os.path.join(d, "manifest.json")) as m:
+                for b, _rows in json.load(m)["buckets"]:
+                    into, stem = (inputs_by_bucket, "i") if is_inputs else (by_bucket, "b")
+                    into.setdefault(b, []).append(os.path.join(d, f"{stem}{b}.slice"))
+        joins = [(os.path.join(self.work, f"part-b{b}.slice"), by_bucket[b], self.parts) for b in sorted(by_bucket)]
+        joins += [(os.path.join(self.work, f"part-i{b}.slice"), inputs_by_bucket[b], self.input_parts)
+                  for b in sorted(inputs_by_bucket)]
+        out = []
+        for k, (path, slices, into) in enumerate(joins):
+            into.append(path)
+            out.append(([self.rollstat, "-q", "partial", *slices, "--out", path], self.marker("partial", k)))
+        return out
+
+    def merge(self, command, name, dest, passthrough):
+        """(command, failure marker) of the merge, once the partials are done."""
+        cmd = [self.rollstat, "merge", command, "--name", name, *dest, *passthrough, "--", *self.parts,
+               *self.input_parts]
+        return cmd, self.marker("merge", 0)
+
+
+def bucket_width(files, task_width, buckets):
+    """--task-width, or the width giving about `buckets` buckets over the largest task
+    index seen near the files' ends."""
+    if task_width is not None:
+        return task_width
+    hints = [h for h in (max_task_hint(f) for f in files) if h is not None]
+    top = max(hints) if hints else buckets
+    return max(1, -(-(top + 1) // buckets))
+
+
+def merge_destination(a):
+    """The merge's output flags for `aggregate` (--out) or `profile` (--out-dir)."""
+    return ["--out", os.path.abspath(a.out)] if a.command == "aggregate" else ["--out-dir", os.path.abspath(a.out_dir)]
+
+
 def run_rollstat(args, fail_marker=None, measure=False):
     """Runs one rollstat command; raises TaskFailed (retried) or BadInput (not).
 
@@ -192,10 +263,6 @@ def main(argv=None):
     os.makedirs(work, exist_ok=True)
     # ROLLSTAT_RAY_FAIL_ONCE=partial:K (or shard:K, merge:0): that task's first attempt fails.
     fail = os.environ.get("ROLLSTAT_RAY_FAIL_ONCE", "")
-
-    def marker(stage, k):
-        return os.path.join(work, f"failed-once-{stage}-{k}") if fail == f"{stage}:{k}" else None
-
     task = ray.remote(max_retries=a.max_retries, retry_exceptions=[TaskFailed])(run_rollstat)
     fetch_task = ray.remote(max_retries=a.max_retries, retry_exceptions=True)(fetch)
     try:
@@ -213,60 +280,20 @@ def main(argv=None):
             inputs = ray.get(fetch_task.remote(inputs, d))
         elif inputs:
             inputs = os.path.abspath(inputs)
-        width = a.task_width
-        if width is None:
-            buckets = a.buckets or max(1, 4 * int(ray.cluster_resources().get("CPU", 1)))
-            hints = [h for h in (max_task_hint(f) for f in local) if h is not None]
-            top = max(hints) if hints else buckets
-            width = max(1, -(-(top + 1) // buckets))
-        # One shard task per file, or per byte range of a large file; in file order, then
-        # range order, which is the order partial joins a bucket's slices in.
-        jobs = [(f, r, False) for f in local for r in byte_ranges(f, a.split_bytes)]
-        # The inputs file the same way, after the rollouts: its input slices go to the merge
-        # bucket by bucket instead of the whole file.
-        if inputs:
-            jobs += [(inputs, r, True) for r in byte_ranges(inputs, a.split_bytes)]
-        shard_dirs = [os.path.join(work, f"shard-{k}") for k in range(len(jobs))]
+        buckets = a.buckets or max(1, 4 * int(ray.cluster_resources().get("CPU", 1)))
+        width = bucket_width(local, a.task_width, buckets)
+        plan = Stages(rollstat, work, local, inputs, width, a.split_bytes, fail)
         stats = []
         started = time.monotonic()
-        refs = []
-        for k, ((f, r, is_inputs), d) in enumerate(zip(jobs, shard_dirs)):
-            cmd = [rollstat, "-q", "shard", f, "--out-dir", d, "--task-width", str(width)]
-            if is_inputs:
-                cmd.append("--inputs")
-            if r is not None:
-                cmd += ["--range", r]
-            refs.append(task.remote(cmd, marker("shard", k), a.stats))
+        refs = [task.remote(cmd, m, a.stats) for cmd, m in plan.shards()]
         stats.append(stage_line("shard", started, ray.get(refs)))
-        # Which file holds which bucket: from the small manifests only.
-        by_bucket = {}
-        inputs_by_bucket = {}
-        for d, (_f, _r, is_inputs) in zip(shard_dirs, jobs):
-            with open(os.path.join(d, "manifest.json")) as m:
-                for b, _rows in json.load(m)["buckets"]:
-                    if is_inputs:
-                        inputs_by_bucket.setdefault(b, []).append(os.path.join(d, f"i{b}.slice"))
-                    else:
-                        by_bucket.setdefault(b, []).append(os.path.join(d, f"b{b}.slice"))
-        parts = []
-        input_parts = []
         started = time.monotonic()
-        joins = [(os.path.join(work, f"part-b{b}.slice"), by_bucket[b], parts) for b in sorted(by_bucket)]
-        joins += [(os.path.join(work, f"part-i{b}.slice"), inputs_by_bucket[b], input_parts)
-                  for b in sorted(inputs_by_bucket)]
-        refs = []
-        for k, (out, slices, into) in enumerate(joins):
-            into.append(out)
-            refs.append(task.remote([rollstat, "-q", "partial", *slices, "--out", out], marker("partial", k), a.stats))
+        refs = [task.remote(cmd, m, a.stats) for cmd, m in plan.partials()]
         stats.append(stage_line("partial", started, ray.get(refs)))
         name = a.name or (os.path.basename(local[0]) if len(local) == 1 else "rollouts.jsonl")
-        if a.command == "aggregate":
-            dest = ["--out", os.path.abspath(a.out)]
-        else:
-            dest = ["--out-dir", os.path.abspath(a.out_dir)]
-        cmd = [rollstat, "merge", a.command, "--name", name, *dest, *passthrough, "--", *parts, *input_parts]
+        cmd, m = plan.merge(a.command, name, merge_destination(a), passthrough)
         started = time.monotonic()
-        report = ray.get(task.remote(cmd, marker("merge", 0), a.stats))
+        report = ray.get(task.remote(cmd, m, a.stats))
         stats.append(stage_line("merge", started, [report]))
         sys.stderr.write(report[0])
         if a.stats:

@@ -15,7 +15,6 @@ It shares its helpers with rollstat_ray.py, shipped to the executors beside it.
 """
 
 import argparse
-import json
 import os
 import shutil
 import sys
@@ -28,10 +27,11 @@ sys.path.insert(0, HERE)
 from rollstat_ray import (  # noqa: E402  (the shared helpers live beside this file)
     BAD_INPUT,
     BadInput,
-    byte_ranges,
+    Stages,
+    bucket_width,
     expand_inputs,
     find_rollstat,
-    max_task_hint,
+    merge_destination,
     run_rollstat,
     stage_line,
 )
@@ -106,52 +106,18 @@ def main(argv=None):
     # ROLLSTAT_SPARK_FAIL_ONCE=partial:K (or shard:K, merge:0): that task's first attempt fails.
     fail = os.environ.get("ROLLSTAT_SPARK_FAIL_ONCE", "")
 
-    def marker(stage, k):
-        return os.path.join(work, f"failed-once-{stage}-{k}") if fail == f"{stage}:{k}" else None
-
     try:
-        width = a.task_width
-        if width is None:
-            buckets = a.buckets or 4 * int(sc.defaultParallelism)
-            hints = [h for h in (max_task_hint(f) for f in files) if h is not None]
-            top = max(hints) if hints else buckets
-            width = max(1, -(-(top + 1) // buckets))
-        jobs = [(f, r, False) for f in files for r in byte_ranges(f, a.split_bytes)]
-        if inputs:
-            jobs += [(inputs, r, True) for r in byte_ranges(inputs, a.split_bytes)]
-        shard_dirs = [os.path.join(work, f"shard-{k}") for k in range(len(jobs))]
+        width = bucket_width(files, a.task_width, a.buckets or 4 * int(sc.defaultParallelism))
+        plan = Stages(rollstat, work, files, inputs, width, a.split_bytes, fail)
         stats = []
-        cmds = []
-        for k, ((f, r, is_inputs), d) in enumerate(zip(jobs, shard_dirs)):
-            cmd = [rollstat, "-q", "shard", f, "--out-dir", d, "--task-width", str(width)]
-            if is_inputs:
-                cmd.append("--inputs")
-            if r is not None:
-                cmd += ["--range", r]
-            cmds.append((cmd, marker("shard", k), a.stats))
         started = time.monotonic()
-        stats.append(stage_line("shard", started, run_stage(sc, cmds)))
-        by_bucket, inputs_by_bucket = {}, {}
-        for d, (_f, _r, is_inputs) in zip(shard_dirs, jobs):
-            with open(os.path.join(d, "manifest.json")) as m:
-                for b, _rows in json.load(m)["buckets"]:
-                    into, stem = (inputs_by_bucket, "i") if is_inputs else (by_bucket, "b")
-                    into.setdefault(b, []).append(os.path.join(d, f"{stem}{b}.slice"))
-        parts, input_parts = [], []
-        joins = [(os.path.join(work, f"part-b{b}.slice"), by_bucket[b], parts) for b in sorted(by_bucket)]
-        joins += [(os.path.join(work, f"part-i{b}.slice"), inputs_by_bucket[b], input_parts)
-                  for b in sorted(inputs_by_bucket)]
-        cmds = []
-        for k, (out, slices, into) in enumerate(joins):
-            into.append(out)
-            cmds.append(([rollstat, "-q", "partial", *slices, "--out", out], marker("partial", k), a.stats))
+        stats.append(stage_line("shard", started, run_stage(sc, [(c, m, a.stats) for c, m in plan.shards()])))
         started = time.monotonic()
-        stats.append(stage_line("partial", started, run_stage(sc, cmds)))
+        stats.append(stage_line("partial", started, run_stage(sc, [(c, m, a.stats) for c, m in plan.partials()])))
         name = a.name or (os.path.basename(files[0]) if len(files) == 1 else "rollouts.jsonl")
-        dest = ["--out", os.path.abspath(a.out)] if a.command == "aggregate" else ["--out-dir", os.path.abspath(a.out_dir)]
-        cmd = [rollstat, "merge", a.command, "--name", name, *dest, *passthrough, "--", *parts, *input_parts]
+        cmd, m = plan.merge(a.command, name, merge_destination(a), passthrough)
         started = time.monotonic()
-        report = run_stage(sc, [(cmd, marker("merge", 0), a.stats)])[0]
+        report = run_stage(sc, [(cmd, m, a.stats)])[0]
         stats.append(stage_line("merge", started, [report]))
         sys.stderr.write(report[0])
         if a.stats:
