@@ -31,6 +31,34 @@ def same(a, b, what):
     print(f"ok: {what}: identical bytes")
 
 
+def make_sweep(binary, work, generate_args, files, seed):
+    """Generates a sweep into `work`, shuffles its rollouts and cuts them into `files`
+    files at random points; the single-machine artifacts of the files concatenated are the
+    reference. Returns (inputs, files, reference aggregate, reference profile folder)."""
+    gen = os.path.join(work, "gen")
+    run(binary, "generate", *generate_args, "--out-dir", gen, "-q")
+    inputs = os.path.join(gen, "materialized_inputs.jsonl")
+    with open(os.path.join(gen, "rollouts.jsonl")) as f:
+        lines = f.readlines()
+    rng = random.Random(seed)
+    rng.shuffle(lines)
+    cuts = sorted(rng.sample(range(1, len(lines)), files - 1))
+    parts = []
+    for k, (a, b) in enumerate(zip([0] + cuts, cuts + [len(lines)])):
+        parts.append(os.path.join(work, f"part{k}.jsonl"))
+        with open(parts[-1], "w") as f:
+            f.writelines(lines[a:b])
+    everything = os.path.join(work, "all.jsonl")
+    with open(everything, "w") as f:
+        f.writelines(lines)
+    del lines
+    want_agg = os.path.join(work, "want.json")
+    run(binary, "aggregate", everything, "--inputs", inputs, "--out", want_agg, "-q")
+    want_prof = os.path.join(work, "want-prof")
+    run(binary, "profile", "--rollouts", everything, "--inputs", inputs, "--out-dir", want_prof, "--allow-partial", "-q")
+    return inputs, parts, want_agg, want_prof
+
+
 def check_stats(stderr, shards, max_buckets):
     """--stats names each stage with its task count, times and a real peak memory."""
     got = {}
@@ -57,30 +85,9 @@ def main():
     from ray.cluster_utils import Cluster
 
     work = tempfile.mkdtemp(prefix="rollstat-check-ray-")
-    gen = os.path.join(work, "gen")
-    tasks = rollouts // 4
-    run(binary, "generate", "--tasks", str(tasks), "--repeats", "4", "--agents", "2", "--seed", "17",
-        "--masked-frac", "0.02", "--missing-frac", "0.02", "--ng-perf-frac", "0.2", "--text-bytes", "200",
-        "--out-dir", gen, "-q")
-    inputs = os.path.join(gen, "materialized_inputs.jsonl")
-    with open(os.path.join(gen, "rollouts.jsonl")) as f:
-        lines = f.readlines()
-    rng = random.Random(5)
-    rng.shuffle(lines)
-    cuts = sorted(rng.sample(range(1, len(lines)), 4))
-    files = []
-    for k, (a, b) in enumerate(zip([0] + cuts, cuts + [len(lines)])):
-        files.append(os.path.join(work, f"part{k}.jsonl"))
-        with open(files[-1], "w") as f:
-            f.writelines(lines[a:b])
-    everything = os.path.join(work, "all.jsonl")
-    with open(everything, "w") as f:
-        f.writelines(lines)
-    del lines
-    want_agg = os.path.join(work, "want.json")
-    run(binary, "aggregate", everything, "--inputs", inputs, "--out", want_agg, "-q")
-    want_prof = os.path.join(work, "want-prof")
-    run(binary, "profile", "--rollouts", everything, "--inputs", inputs, "--out-dir", want_prof, "--allow-partial", "-q")
+    generate = ["--tasks", str(rollouts // 4), "--repeats", "4", "--agents", "2", "--seed", "17", "--masked-frac",
+                "0.02", "--missing-frac", "0.02", "--ng-perf-frac", "0.2", "--text-bytes", "200"]
+    inputs, files, want_agg, want_prof = make_sweep(binary, work, generate, 5, seed=5)
 
     cluster = Cluster(initialize_head=True, head_node_args={"num_cpus": 1})
     for _ in range(2):

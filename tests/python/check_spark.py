@@ -7,55 +7,24 @@ concatenated, also when one task's first attempt fails; bad input is refused.
 """
 
 import os
-import random
 import subprocess
 import sys
 import tempfile
 
 HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
 DRIVER = os.path.join(HERE, "..", "..", "dist", "rollstat_spark.py")
 
-
-def run(*args, env=None):
-    p = subprocess.run(list(args), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
-    if p.returncode != 0:
-        sys.exit(f"FAILED ({p.returncode}): {' '.join(args)}\n{p.stderr}")
-    return p
-
-
-def same(a, b, what):
-    with open(a, "rb") as x, open(b, "rb") as y:
-        if x.read() != y.read():
-            sys.exit(f"FAILED: {what}: {a} and {b} differ")
-    print(f"ok: {what}: identical bytes")
+from check_ray import make_sweep, run, same  # noqa: E402  (the shared checks live beside this file)
 
 
 def main():
     binary = os.path.abspath(sys.argv[1])
     rollouts = int(sys.argv[2]) if len(sys.argv) > 2 else 20000
     work = tempfile.mkdtemp(prefix="rollstat-check-spark-")
-    gen = os.path.join(work, "gen")
-    run(binary, "generate", "--tasks", str(rollouts // 4), "--repeats", "4", "--agents", "2", "--seed", "23",
-        "--masked-frac", "0.02", "--missing-frac", "0.02", "--text-bytes", "100", "--out-dir", gen, "-q")
-    inputs = os.path.join(gen, "materialized_inputs.jsonl")
-    with open(os.path.join(gen, "rollouts.jsonl")) as f:
-        lines = f.readlines()
-    rng = random.Random(9)
-    rng.shuffle(lines)
-    cuts = sorted(rng.sample(range(1, len(lines)), 3))
-    files = []
-    for k, (a, b) in enumerate(zip([0] + cuts, cuts + [len(lines)])):
-        files.append(os.path.join(work, f"part{k}.jsonl"))
-        with open(files[-1], "w") as f:
-            f.writelines(lines[a:b])
-    everything = os.path.join(work, "all.jsonl")
-    with open(everything, "w") as f:
-        f.writelines(lines)
-    del lines
-    want_agg = os.path.join(work, "want.json")
-    run(binary, "aggregate", everything, "--inputs", inputs, "--out", want_agg, "-q")
-    want_prof = os.path.join(work, "want-prof")
-    run(binary, "profile", "--rollouts", everything, "--inputs", inputs, "--out-dir", want_prof, "--allow-partial", "-q")
+    generate = ["--tasks", str(rollouts // 4), "--repeats", "4", "--agents", "2", "--seed", "23", "--masked-frac",
+                "0.02", "--missing-frac", "0.02", "--text-bytes", "100"]
+    inputs, files, want_agg, want_prof = make_sweep(binary, work, generate, 4, seed=9)
     common = ["--rollstat", binary, "--master", "local[2,4]"]
     try:
         got = os.path.join(work, "got.json")
