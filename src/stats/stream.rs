@@ -13,13 +13,18 @@
 
 use super::sum::PW_BLOCKSIZE;
 
-/// numpy's pairwise sum fed one value at a time; see [`super::pairwise_sum`].
+/// numpy's pairwise sum fed one value at a time; see [`super::pairwise_sum`]. Whole
+/// nodes of the tree summed elsewhere can be fed as their sums ([`Self::push_piece`]).
 pub struct PairwiseStream {
-    /// Open nodes from the root down: (length, split, finished left half).
-    stack: Vec<(u64, u64, Option<f64>)>,
+    /// Open nodes from the root down: (length, split, finished left half, first position).
+    stack: Vec<(u64, u64, Option<f64>, u64)>,
     leaf: Vec<f64>,
     leaf_len: u64,
+    /// Values taken so far (whole nodes count their length).
+    pos: u64,
     result: Option<f64>,
+    /// More values than announced, or a piece that is no node of this tree.
+    broken: bool,
 }
 
 /// numpy's split of a node of `n > 128` values: half, rounded down to a multiple of 8.
@@ -31,7 +36,8 @@ fn split(n: u64) -> u64 {
 impl PairwiseStream {
     /// A sum of exactly `n` values.
     pub fn new(n: u64) -> PairwiseStream {
-        let mut s = PairwiseStream { stack: Vec::new(), leaf: Vec::new(), leaf_len: 0, result: None };
+        let mut s =
+            PairwiseStream { stack: Vec::new(), leaf: Vec::new(), leaf_len: 0, pos: 0, result: None, broken: false };
         s.descend(n);
         if n == 0 {
             s.result = Some(-0.0);
@@ -43,7 +49,7 @@ impl PairwiseStream {
     fn descend(&mut self, mut n: u64) {
         while n > PW_BLOCKSIZE as u64 {
             let h = split(n);
-            self.stack.push((n, h, None));
+            self.stack.push((n, h, None, self.pos));
             n = h;
         }
         self.leaf_len = n;
@@ -51,43 +57,171 @@ impl PairwiseStream {
     }
 
     pub fn push(&mut self, x: f64) {
-        if self.result.is_some() {
+        if self.result.is_some() || self.broken {
             // More values than announced: `numpy_sum` reports it.
-            self.leaf_len = u64::MAX;
+            self.broken = true;
             return;
         }
         self.leaf.push(x);
+        self.pos += 1;
         if self.leaf.len() as u64 == self.leaf_len {
-            let mut s = super::pairwise_sum(&self.leaf);
-            loop {
-                match self.stack.last_mut() {
-                    None => {
-                        self.result = Some(s);
-                        return;
-                    }
-                    Some((n, h, left @ None)) => {
-                        *left = Some(s);
-                        let right = *n - *h;
-                        self.descend(right);
-                        return;
-                    }
-                    Some((_, _, Some(l))) => {
-                        // left + right (IEEE addition commutes exactly).
-                        s += *l;
-                        self.stack.pop();
-                    }
+            self.up(super::pairwise_sum(&self.leaf));
+        }
+    }
+
+    /// Takes `s`, the sum of the node just finished, up the open nodes: as the left half
+    /// of the first node that has none yet (then down its right half), or added to it.
+    fn up(&mut self, mut s: f64) {
+        loop {
+            match self.stack.last_mut() {
+                None => {
+                    self.result = Some(s);
+                    return;
+                }
+                Some((n, h, left @ None, _)) => {
+                    *left = Some(s);
+                    let right = *n - *h;
+                    self.descend(right);
+                    return;
+                }
+                Some((_, _, Some(l), _)) => {
+                    // left + right (IEEE addition commutes exactly).
+                    s += *l;
+                    self.stack.pop();
                 }
             }
         }
     }
 
+    /// Takes the next piece of a share of the values ([`TreeCut`]): a value, or the sum
+    /// of a whole node of `len` values starting here. False (and the sum is lost) when
+    /// no node of that length starts here: the shares did not cut this tree.
+    pub fn push_piece(&mut self, p: Piece) -> bool {
+        let (len, sum) = match p {
+            Piece::Value(x) => {
+                self.push(x);
+                return true;
+            }
+            Piece::Node(len, sum) => (len, sum),
+        };
+        if self.result.is_some() || self.broken || !self.leaf.is_empty() {
+            self.broken = true;
+            return false;
+        }
+        if len == self.leaf_len {
+            self.pos += len;
+            self.up(sum);
+            return true;
+        }
+        // The open nodes starting here were opened by one descent: at most one has `len`.
+        match self.stack.iter().rposition(|&(n, _, left, start)| start == self.pos && left.is_none() && n == len) {
+            Some(i) => {
+                self.stack.truncate(i);
+                self.pos += len;
+                self.up(sum);
+                true
+            }
+            None => {
+                self.broken = true;
+                false
+            }
+        }
+    }
+
+    /// The pairwise sum itself (not `0.0 +` it, as [`Self::numpy_sum`]): the sum of a
+    /// node inside a larger tree.
+    fn node_sum(&self) -> Option<f64> {
+        self.result.filter(|_| !self.broken)
+    }
+
     /// `np.sum` of the values: `0.0 +` their pairwise sum; `None` unless exactly the
     /// announced number of values was pushed.
     pub fn numpy_sum(&self) -> Option<f64> {
-        match self.result {
-            Some(r) if self.leaf_len != u64::MAX => Some(0.0 + r),
-            _ => None,
+        self.result.filter(|_| !self.broken).map(|r| 0.0 + r)
+    }
+}
+
+/// A piece of one share of a pairwise sum: a value, or the sum of a whole node of the
+/// tree (its length and its pairwise sum).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum Piece {
+    Value(f64),
+    Node(u64, f64),
+}
+
+/// The pieces of numpy's pairwise tree over `n` values that positions `[start, end)`
+/// hold, in order: `(length, whole)`, a whole node (summed by its holder) or that many
+/// values of a leaf block shared with a neighbouring range (passed on as they are).
+fn tree_cut(n: u64, start: u64, end: u64) -> Vec<(u64, bool)> {
+    fn walk(at: u64, len: u64, start: u64, end: u64, out: &mut Vec<(u64, bool)>) {
+        if end <= at || at + len <= start || len == 0 {
+            return;
         }
+        if start <= at && at + len <= end {
+            out.push((len, true));
+        } else if len <= PW_BLOCKSIZE as u64 {
+            out.push((end.min(at + len) - start.max(at), false));
+        } else {
+            let h = split(len);
+            walk(at, h, start, end, out);
+            walk(at + h, len - h, start, end, out);
+        }
+    }
+    let mut out = Vec::new();
+    if start < end.min(n) {
+        walk(0, n, start, end.min(n), &mut out);
+    }
+    out
+}
+
+/// One share of a pairwise sum: the values at positions `[start, start + len)` of a sum
+/// of `n`, summed as far as the share can (each whole node of the tree inside it), so
+/// that feeding every share's pieces in order to a [`PairwiseStream`] of `n` gives
+/// numpy's sum bit for bit. A share holds at most two pieces per level of the tree
+/// plus at most 254 values (of the two leaf blocks it shares with its neighbours).
+pub struct TreeCut {
+    plan: std::vec::IntoIter<(u64, bool)>,
+    /// The piece being filled: values still wanted, and the node's sum so far.
+    current: Option<(u64, Option<PairwiseStream>)>,
+    out: Vec<Piece>,
+    /// More values came than the share holds.
+    over: bool,
+}
+
+impl TreeCut {
+    pub fn new(n: u64, start: u64, len: u64) -> TreeCut {
+        let plan = tree_cut(n, start, start.saturating_add(len));
+        let fits = start.checked_add(len).is_some_and(|e| e <= n);
+        let mut c = TreeCut { plan: plan.into_iter(), current: None, out: Vec::new(), over: !fits };
+        c.next_piece();
+        c
+    }
+
+    fn next_piece(&mut self) {
+        self.current = self.plan.next().map(|(len, whole)| (len, whole.then(|| PairwiseStream::new(len))));
+    }
+
+    pub fn push(&mut self, x: f64) {
+        let Some((left, node)) = &mut self.current else {
+            self.over = true;
+            return;
+        };
+        match node {
+            Some(s) => s.push(x),
+            None => self.out.push(Piece::Value(x)),
+        }
+        *left -= 1;
+        if *left == 0 {
+            if let Some((_, Some(s))) = self.current.take() {
+                self.out.push(Piece::Node(s.pos, s.node_sum().expect("a node of the values pushed")));
+            }
+            self.next_piece();
+        }
+    }
+
+    /// The share's pieces, or `None` unless exactly its values were pushed.
+    pub fn finish(self) -> Option<Vec<Piece>> {
+        (!self.over && self.current.is_none()).then_some(self.out)
     }
 }
 
@@ -335,6 +469,72 @@ mod tests {
             s.push(1.0);
             assert_eq!(s.numpy_sum(), None, "a value more than announced");
         }
+    }
+
+    #[test]
+    fn shares_cut_anywhere_give_numpy_sums_bit_for_bit() {
+        let mut seed = 5u64;
+        let mut lens: Vec<u64> = (0..260).collect();
+        lens.extend([1000, 1024, 1031, 4099, 65_536, 100_003]);
+        for n in lens {
+            let xs: Vec<f64> = (0..n)
+                .map(|_| {
+                    let r = lcg(&mut seed);
+                    let mag = [1e-3, 1.0, 1e9, 1e16][(r % 4) as usize];
+                    (r % 1_000_003) as f64 * mag * if r & 16 == 0 { 1.0 } else { -1.0 }
+                })
+                .collect();
+            let want = super::super::numpy_sum(&xs).to_bits();
+            for shares in [1usize, 2, 3, 7, 40] {
+                // Random cuts, some shares empty.
+                let mut cuts: Vec<u64> =
+                    (0..shares - 1).map(|_| if n == 0 { 0 } else { lcg(&mut seed) % (n + 1) }).collect();
+                cuts.push(0);
+                cuts.push(n);
+                cuts.sort_unstable();
+                let mut total = PairwiseStream::new(n);
+                let mut pieces = 0;
+                for w in cuts.windows(2) {
+                    let mut c = TreeCut::new(n, w[0], w[1] - w[0]);
+                    for &x in &xs[w[0] as usize..w[1] as usize] {
+                        c.push(x);
+                    }
+                    let got = c.finish().expect("exactly the share's values");
+                    let values = got.iter().filter(|p| matches!(p, Piece::Value(_))).count();
+                    assert!(values <= 2 * (PW_BLOCKSIZE - 1), "n = {n}: {values} loose values");
+                    pieces += got.len();
+                    for p in got {
+                        assert!(total.push_piece(p), "n = {n}, cuts {cuts:?}");
+                    }
+                }
+                assert!(pieces as u64 <= n.max(1), "never more pieces than values");
+                assert_eq!(total.numpy_sum().map(f64::to_bits), Some(want), "n = {n}, cuts {cuts:?}");
+            }
+        }
+    }
+
+    #[test]
+    fn shares_of_another_tree_or_length_are_refused() {
+        let xs: Vec<f64> = (0..1000).map(|i| i as f64 * 0.1).collect();
+        let mut c = TreeCut::new(1000, 0, 500);
+        for &x in &xs[..499] {
+            c.push(x);
+        }
+        assert!(c.finish().is_none(), "a value short");
+        let mut c = TreeCut::new(1000, 600, 400);
+        for &x in &xs[..401] {
+            c.push(x);
+        }
+        assert!(c.finish().is_none(), "a value more");
+        assert!(TreeCut::new(10, 5, 6).finish().is_none(), "a share past the end");
+        // The first half of a tree of 1000 fed to a tree of 1200: its node is not one there.
+        let mut c = TreeCut::new(1000, 0, 496);
+        for &x in &xs[..496] {
+            c.push(x);
+        }
+        let mut other = PairwiseStream::new(1200);
+        let ok = c.finish().unwrap().into_iter().all(|p| other.push_piece(p));
+        assert!(!ok && other.numpy_sum().is_none());
     }
 
     fn check_select(xs: &[f64]) {
