@@ -22,6 +22,23 @@ pub enum What {
     Aggregate(AggregateArgs),
     /// NeMo Gym's reward profiling artifacts over the slices.
     Profile(ProfileArgs),
+    /// Adds one round's shares (`merge aggregate --share-out`) to the plan; prints
+    /// `more` (another round is needed) or `done` (give the plan to `merge aggregate
+    /// --plan`).
+    Combine(CombineArgs),
+}
+
+#[derive(ClapArgs, Debug, Clone)]
+pub struct CombineArgs {
+    /// The round's shares, in bucket order.
+    #[arg(value_name = "SHARE", required = true)]
+    pub shares: Vec<PathBuf>,
+    /// The last round's plan (none for the counting round's shares).
+    #[arg(long, value_name = "PLAN")]
+    pub plan: Option<PathBuf>,
+    /// The next plan.
+    #[arg(long, value_name = "FILE")]
+    pub out: PathBuf,
 }
 
 /// The slices and the sweep's name, common to both.
@@ -47,8 +64,8 @@ pub struct AggregateArgs {
     #[arg(long, value_name = "NAME")]
     pub agent: Option<String>,
     /// Output file.
-    #[arg(long, value_name = "FILE")]
-    pub out: PathBuf,
+    #[arg(long, value_name = "FILE", required_unless_present = "share_out")]
+    pub out: Option<PathBuf>,
     #[command(flatten)]
     pub metrics: MetricArgs,
     /// Key metrics to select (as for `aggregate`).
@@ -63,6 +80,15 @@ pub struct AggregateArgs {
     /// instead of twice. The bytes are the same.
     #[arg(long)]
     pub low_memory: bool,
+    /// With --low-memory: the statistics from this finished plan (rounds of
+    /// --share-out and `merge combine`, run on a cluster) instead of from passes over
+    /// the slices, which are then read twice.
+    #[arg(long, value_name = "PLAN", requires = "low_memory")]
+    pub plan: Option<PathBuf>,
+    /// With --low-memory: write these buckets' share of the next round of statistics
+    /// (the counting round without --plan) to FILE instead of merging.
+    #[arg(long, value_name = "FILE", requires = "low_memory", conflicts_with = "out")]
+    pub share_out: Option<PathBuf>,
 }
 
 #[derive(ClapArgs, Debug, Clone)]
@@ -108,18 +134,41 @@ impl Slices {
 
 pub fn run(a: Args) -> Result<()> {
     match a.what {
+        What::Combine(a) => {
+            let plan = crate::workflow::merge_rounds::combine(a.plan.as_deref(), &a.shares, &a.out)?;
+            if !common::quiet() {
+                eprintln!("Combined {} shares: round {} (wrote {})", a.shares.len(), plan.round, a.out.display());
+            }
+            println!("{}", if plan.more() { "more" } else { "done" });
+        }
         What::Aggregate(a) => {
-            common::outputs_to_stdout(&[&a.out]);
+            if let Some(out) = &a.out {
+                common::outputs_to_stdout(&[out]);
+            }
             let c = AggregateConfig {
                 rollouts: vec![a.slices.name.clone()],
                 inputs: a.inputs,
-                out: Some(a.out),
+                out: a.out,
                 agent: a.agent,
                 metrics: a.metrics.resolve()?,
                 key_metrics: a.key_metric,
             };
             let (slices, inputs) = a.slices.split()?;
-            let r = crate::workflow::distributed::merge_aggregate(&c, &slices, &inputs, a.whole_table, a.low_memory)?;
+            if let Some(share) = &a.share_out {
+                let n = crate::workflow::distributed::merge_shares(&c, &slices, &inputs, a.plan.as_deref(), share)?;
+                if !common::quiet() {
+                    eprintln!("Wrote {} ({n} run shares)", share.display());
+                }
+                return Ok(());
+            }
+            let r = crate::workflow::distributed::merge_aggregate(
+                &c,
+                &slices,
+                &inputs,
+                a.whole_table,
+                a.low_memory,
+                a.plan.as_deref(),
+            )?;
             common::print_warnings(&r.warnings);
             if !common::quiet() {
                 super::aggregate::print_key_metrics(&r.key_metrics);

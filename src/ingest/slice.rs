@@ -193,20 +193,27 @@ pub fn read_slices(paths: &[PathBuf], name: &Path) -> Result<RolloutTable> {
     Ok(t)
 }
 
-/// Little-endian lengths and values, as the slice formats (rollouts and inputs) write them.
-pub(super) struct Enc(pub(super) Vec<u8>);
+/// Little-endian lengths and values, as rollstat's private formats (slices, input
+/// slices, level states) write them.
+pub(crate) struct Enc(pub(crate) Vec<u8>);
 
 impl Enc {
-    pub(super) fn u8(&mut self, v: u8) {
+    pub(crate) fn u8(&mut self, v: u8) {
         self.0.push(v);
     }
-    pub(super) fn u32(&mut self, v: u32) {
+    pub(crate) fn u32(&mut self, v: u32) {
         self.0.extend_from_slice(&v.to_le_bytes());
     }
-    pub(super) fn u64(&mut self, v: u64) {
+    pub(crate) fn u64(&mut self, v: u64) {
         self.0.extend_from_slice(&v.to_le_bytes());
     }
-    pub(super) fn str(&mut self, s: &str) {
+    pub(crate) fn i64(&mut self, v: i64) {
+        self.u64(v as u64);
+    }
+    pub(crate) fn f64(&mut self, v: f64) {
+        self.u64(v.to_bits());
+    }
+    pub(crate) fn str(&mut self, s: &str) {
         self.u64(s.len() as u64);
         self.0.extend_from_slice(s.as_bytes());
     }
@@ -235,32 +242,38 @@ struct Slice {
 }
 
 /// A reader over a decompressed slice; every read is bounds-checked.
-pub(super) struct Dec<'a> {
-    pub(super) b: &'a [u8],
-    pub(super) at: usize,
+pub(crate) struct Dec<'a> {
+    pub(crate) b: &'a [u8],
+    pub(crate) at: usize,
 }
 
 impl Dec<'_> {
-    pub(super) fn take(&mut self, n: usize) -> Option<&[u8]> {
+    pub(crate) fn i64(&mut self) -> Option<i64> {
+        self.u64().map(|v| v as i64)
+    }
+    pub(crate) fn f64(&mut self) -> Option<f64> {
+        self.u64().map(f64::from_bits)
+    }
+    pub(crate) fn take(&mut self, n: usize) -> Option<&[u8]> {
         let s = self.b.get(self.at..self.at.checked_add(n)?)?;
         self.at += n;
         Some(s)
     }
-    pub(super) fn u8(&mut self) -> Option<u8> {
+    pub(crate) fn u8(&mut self) -> Option<u8> {
         self.take(1).map(|s| s[0])
     }
-    pub(super) fn u32(&mut self) -> Option<u32> {
+    pub(crate) fn u32(&mut self) -> Option<u32> {
         self.take(4).map(|s| u32::from_le_bytes(s.try_into().expect("4 bytes")))
     }
-    pub(super) fn u64(&mut self) -> Option<u64> {
+    pub(crate) fn u64(&mut self) -> Option<u64> {
         self.take(8).map(|s| u64::from_le_bytes(s.try_into().expect("8 bytes")))
     }
     /// A count of items of at least `size` bytes each, checked against what is left.
-    pub(super) fn len(&mut self, size: usize) -> Option<usize> {
+    pub(crate) fn len(&mut self, size: usize) -> Option<usize> {
         let n = usize::try_from(self.u64()?).ok()?;
         (n.checked_mul(size)? <= self.b.len() - self.at).then_some(n)
     }
-    pub(super) fn str(&mut self) -> Option<String> {
+    pub(crate) fn str(&mut self) -> Option<String> {
         let n = self.len(1)?;
         String::from_utf8(self.take(n)?.to_vec()).ok()
     }

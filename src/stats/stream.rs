@@ -12,6 +12,7 @@
 //! bins, whatever the length of the column.
 
 use super::sum::PW_BLOCKSIZE;
+use crate::ingest::slice::{Dec, Enc};
 
 /// numpy's pairwise sum fed one value at a time; see [`super::pairwise_sum`]. Whole
 /// nodes of the tree summed elsewhere can be fed as their sums ([`Self::push_piece`]).
@@ -307,25 +308,29 @@ impl Select {
         self.kept.is_some() || !self.targets.is_empty()
     }
 
+    /// Stops keeping the first pass's values: counts them, and every value after them.
+    fn count_kept(&mut self) {
+        let first = Target {
+            prefix: 0,
+            fixed: 0,
+            ranks: Vec::new(),
+            work: Work::Count { bits: FIRST_BITS, counts: vec![0; 1 << FIRST_BITS] },
+            lo: u64::MAX,
+            hi: 0,
+        };
+        self.targets.push(first);
+        for x in self.kept.take().expect("kept values") {
+            self.push(x);
+        }
+    }
+
     pub fn push(&mut self, x: f64) {
         if let Some(kept) = &mut self.kept {
             if kept.len() < FIRST_KEEP {
                 kept.push(x);
                 return;
             }
-            // Too many to keep: count them, and every value after them.
-            let first = Target {
-                prefix: 0,
-                fixed: 0,
-                ranks: Vec::new(),
-                work: Work::Count { bits: FIRST_BITS, counts: vec![0; 1 << FIRST_BITS] },
-                lo: u64::MAX,
-                hi: 0,
-            };
-            self.targets.push(first);
-            for x in self.kept.take().expect("kept values") {
-                self.push(x);
-            }
+            self.count_kept();
         }
         let key = order_key(x);
         for t in &mut self.targets {
@@ -423,6 +428,149 @@ impl Select {
             }
         }
         self.targets = next;
+    }
+
+    /// An empty state for one share of this pass's values (read elsewhere, say one
+    /// bucket of them): the same bins, nothing counted. Its values go back with
+    /// [`Self::absorb`].
+    pub fn share(&self) -> Select {
+        if self.first {
+            return Select::new();
+        }
+        let targets = self
+            .targets
+            .iter()
+            .map(|t| Target {
+                prefix: t.prefix,
+                fixed: t.fixed,
+                ranks: Vec::new(),
+                work: match &t.work {
+                    Work::Count { bits, counts } => Work::Count { bits: *bits, counts: vec![0; counts.len()] },
+                    Work::Gather(_) => Work::Gather(Vec::new()),
+                },
+                lo: u64::MAX,
+                hi: 0,
+            })
+            .collect();
+        Select { targets, found: Vec::new(), first: false, kept: None, changed: false }
+    }
+
+    /// Adds what a [`Self::share`] of this pass counted, as if its values had been
+    /// pushed here. Shares of another pass or column make the column [`Self::changed`].
+    pub fn absorb(&mut self, other: Select) {
+        self.changed |= other.changed;
+        if let Some(kept) = other.kept {
+            for x in kept {
+                self.push(x);
+            }
+            return;
+        }
+        if other.targets.is_empty() {
+            return;
+        }
+        if self.kept.is_some() {
+            self.count_kept();
+        }
+        if other.targets.len() != self.targets.len() {
+            self.changed = true;
+            return;
+        }
+        for (t, o) in self.targets.iter_mut().zip(other.targets) {
+            if o.lo > o.hi {
+                continue;
+            }
+            t.lo = t.lo.min(o.lo);
+            t.hi = t.hi.max(o.hi);
+            match (&mut t.work, o.work) {
+                (Work::Count { counts, .. }, Work::Count { counts: more, .. }) if counts.len() == more.len() => {
+                    for (a, b) in counts.iter_mut().zip(more) {
+                        *a += b;
+                    }
+                }
+                (Work::Gather(v), Work::Gather(more)) => v.extend(more),
+                _ => self.changed = true,
+            }
+        }
+    }
+
+    /// Writes the state (between passes, or a share after its pass) for [`Self::decode`].
+    pub(crate) fn encode(&self, e: &mut Enc) {
+        e.u8(self.first as u8 | (self.changed as u8) << 1 | (self.kept.is_some() as u8) << 2);
+        if let Some(k) = &self.kept {
+            e.u64(k.len() as u64);
+            k.iter().for_each(|&x| e.f64(x));
+        }
+        e.u64(self.found.len() as u64);
+        for &(k, x) in &self.found {
+            e.u64(k);
+            e.f64(x);
+        }
+        e.u64(self.targets.len() as u64);
+        for t in &self.targets {
+            e.u64(t.prefix);
+            e.u32(t.fixed);
+            e.u64(t.lo);
+            e.u64(t.hi);
+            e.u64(t.ranks.len() as u64);
+            for &(a, b) in &t.ranks {
+                e.u64(a);
+                e.u64(b);
+            }
+            match &t.work {
+                Work::Count { bits, counts } => {
+                    e.u8(0);
+                    e.u32(*bits);
+                    // Few bins hold values: only those are written.
+                    let used: Vec<(usize, u64)> = counts.iter().copied().enumerate().filter(|c| c.1 > 0).collect();
+                    e.u64(used.len() as u64);
+                    for (i, c) in used {
+                        e.u32(i as u32);
+                        e.u64(c);
+                    }
+                }
+                Work::Gather(v) => {
+                    e.u8(1);
+                    e.u64(v.len() as u64);
+                    v.iter().for_each(|&x| e.f64(x));
+                }
+            }
+        }
+    }
+
+    /// Reads what [`Self::encode`] wrote; `None` for damaged data.
+    pub(crate) fn decode(d: &mut Dec<'_>) -> Option<Select> {
+        let flags = d.u8()?;
+        let kept = match flags & 4 {
+            0 => None,
+            _ => Some((0..d.len(8)?).map(|_| d.f64()).collect::<Option<Vec<f64>>>()?),
+        };
+        let found = (0..d.len(16)?).map(|_| Some((d.u64()?, d.f64()?))).collect::<Option<Vec<_>>>()?;
+        let mut targets = Vec::new();
+        for _ in 0..d.len(29)? {
+            let (prefix, fixed, lo, hi) = (d.u64()?, d.u32()?, d.u64()?, d.u64()?);
+            let ranks = (0..d.len(16)?).map(|_| Some((d.u64()?, d.u64()?))).collect::<Option<Vec<_>>>()?;
+            let work = match d.u8()? {
+                0 => {
+                    let bits = d.u32()?;
+                    if bits == 0 || bits > FIRST_BITS.max(ROUND_BITS) || fixed.checked_add(bits)? > 64 {
+                        return None;
+                    }
+                    let mut counts = vec![0u64; 1 << bits];
+                    for _ in 0..d.len(12)? {
+                        let i = d.u32()? as usize;
+                        *counts.get_mut(i)? = d.u64()?;
+                    }
+                    Work::Count { bits, counts }
+                }
+                1 => Work::Gather((0..d.len(8)?).map(|_| d.f64()).collect::<Option<Vec<f64>>>()?),
+                _ => return None,
+            };
+            if fixed > 64 || (fixed == 0 && prefix != 0) {
+                return None;
+            }
+            targets.push(Target { prefix, fixed, ranks, work, lo, hi });
+        }
+        Some(Select { targets, found, first: flags & 1 == 1, kept, changed: flags & 2 == 2 })
     }
 
     /// Whether some pass saw fewer values than the ranks named need: the column was not

@@ -9,6 +9,7 @@ use std::path::{Path, PathBuf};
 
 use super::aggregate::{aggregate_table, AggregateConfig, AggregateRun};
 use super::merge_profile::merge_profile_streamed;
+use super::merge_rounds::Plan;
 use super::merge_stream::{merge_aggregate_streamed, MergeInputs};
 use super::profile::{check_inputs, profile_paths, profile_table, ProfileConfig, ProfileRun};
 use super::{check_runs, report_read_warnings};
@@ -298,12 +299,15 @@ pub fn merge_aggregate(
     input_slices: &[PathBuf],
     whole_table: bool,
     low_memory: bool,
+    plan: Option<&Path>,
 ) -> Result<AggregateRun> {
     let path = c.out.clone().ok_or_else(|| Error::Usage("merge aggregate needs --out FILE".into()))?;
     let given = InputsGiven::new(c.inputs.as_deref(), input_slices)?;
     let mut read: Vec<&Path> = slices.iter().map(PathBuf::as_path).collect();
     read.extend(given.files());
     read.extend(c.metrics.files.iter().map(PathBuf::as_path));
+    read.extend(plan);
+    let plan = plan.map(Plan::read).transpose()?;
     let mut out = OutputSet::new(&read);
     out.check(&path)?;
     if !whole_table {
@@ -323,7 +327,9 @@ pub fn merge_aggregate(
             check_runs(&RolloutTable::empty(Default::default()), i)?;
         }
         let mut pending = inputs.as_ref().map(MergeInputs::read_warnings).unwrap_or_default();
-        let streamed = merge_aggregate_streamed(c, slices, inputs.as_ref(), &mut out, &path, low_memory, &mut pending)?;
+        let planned = plan.is_some();
+        let streamed =
+            merge_aggregate_streamed(c, slices, inputs.as_ref(), &mut out, &path, low_memory, plan, &mut pending)?;
         if let Some(mut run) = streamed {
             run.file = out.commit()?.remove(0);
             return Ok(run);
@@ -331,7 +337,8 @@ pub fn merge_aggregate(
         if low_memory {
             eprintln!(
                 "warning: --low-memory: this merge needs the whole table (custom metrics, slices out of task order, \
-                 or rollouts without an agent merged into a named run); reading every slice into one table"
+                 or rollouts without an agent merged into a named run); reading every slice into one table{}",
+                if planned { " (the plan is not used)" } else { "" }
             );
         }
         let inputs = match inputs {
@@ -353,6 +360,32 @@ pub fn merge_aggregate(
         report_read_warnings(&i.report.warnings);
     }
     aggregate_table(c, &t, inputs.as_ref(), out, &path)
+}
+
+/// One round of the statistics of `merge aggregate --low-memory`, for a cluster: the
+/// shares of the buckets `slices` (with their input rows: `c.inputs` or
+/// `input_slices`, which need not be complete) written to `out`; `plan` is the last
+/// round's combined plan (none for the counting round). Returns the shares written.
+pub fn merge_shares(
+    c: &AggregateConfig,
+    slices: &[PathBuf],
+    input_slices: &[PathBuf],
+    plan: Option<&Path>,
+    out: &Path,
+) -> Result<usize> {
+    let given = InputsGiven::new(c.inputs.as_deref(), input_slices)?;
+    let mut read: Vec<&Path> = slices.iter().map(PathBuf::as_path).collect();
+    read.extend(given.files());
+    read.extend(plan);
+    OutputSet::new(&read).check(out)?;
+    let plan = plan.map(Plan::read).transpose()?;
+    let inputs = match given {
+        InputsGiven::None => None,
+        InputsGiven::File(f) => Some(MergeInputs::File(read_inputs(f)?)),
+        // One bucket's input slices: the merge checks that the whole set is complete.
+        InputsGiven::Slices(s) => Some(MergeInputs::Sliced(SlicedInputs::open(s)?)),
+    };
+    super::merge_rounds::write_shares(c, slices, inputs.as_ref(), plan.as_ref(), out, &read)
 }
 
 /// The inputs file input slices were sharded from, which `merge profile` re-reads each

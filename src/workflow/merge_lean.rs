@@ -18,7 +18,8 @@ use crate::metrics::levels::{
     StatKeys,
 };
 use crate::metrics::warnings::Warnings;
-use crate::stats::stream::{PairwiseStream, Select};
+use crate::ingest::slice::{Dec, Enc};
+use crate::stats::stream::{PairwiseStream, Piece, Select, TreeCut};
 use crate::stats::{median_at, positions_for};
 
 /// Where the passes are.
@@ -45,6 +46,17 @@ struct Column {
     var: Option<f64>,
     /// Values taken in this pass (missing ones too where they are zero-filled).
     seen: u64,
+    /// The length of the column's sums (the run's rows where missing values are
+    /// zero-filled, else the values present), once counted.
+    len: u64,
+    /// In a share: where its values lie in the column, and their pieces of the sum.
+    cut: Option<TreeCut>,
+    pieces: Option<Vec<Piece>>,
+    /// A share held other values than the column's (or none of them): the column changed.
+    broken: bool,
+    /// Per bucket holding present values (by the first task of the run's rows there):
+    /// the values before it and its own, for a column of present values only.
+    starts: Vec<(i64, u64, u64)>,
 }
 
 impl Column {
@@ -61,7 +73,75 @@ impl Column {
             mean: f64::NAN,
             var: None,
             seen: 0,
+            len: 0,
+            cut: None,
+            pieces: None,
+            broken: false,
+            starts: Vec::new(),
         }
+    }
+
+    /// An empty column for one bucket's share of the next pass, whose values of this
+    /// column are at `at` (first position, count) when it has any.
+    fn share(&self, pass: Pass, at: Option<(u64, u64)>) -> Column {
+        let mut c = Column::new();
+        c.mean = self.mean;
+        c.len = self.len;
+        c.select = self.select.share();
+        let summed = match pass {
+            Pass::Sum => self.sum.is_some(),
+            Pass::Square => self.square.is_some(),
+            Pass::Count | Pass::Select => false,
+        };
+        if summed {
+            let (start, n) = at.unwrap_or((0, 0));
+            c.cut = Some(TreeCut::new(self.len, start, n));
+        }
+        c
+    }
+
+    /// Ends a share: its pieces of the sum are settled.
+    fn close_share(&mut self) {
+        if let Some(c) = self.cut.take() {
+            match c.finish() {
+                Some(p) => self.pieces = Some(p),
+                None => self.broken = true,
+            }
+        }
+    }
+
+    /// Adds a share of this pass, as if its values had been visited here.
+    fn absorb(&mut self, pass: Pass, o: Column) {
+        self.seen += o.seen;
+        self.broken |= o.broken;
+        match pass {
+            Pass::Count => {
+                if o.present > 0 {
+                    if self.present == 0 || o.lo.total_cmp(&self.lo).is_lt() {
+                        self.lo = o.lo;
+                    }
+                    if self.present == 0 || o.hi.total_cmp(&self.hi).is_gt() {
+                        self.hi = o.hi;
+                    }
+                    self.ilo = self.ilo.min(o.ilo);
+                    self.ihi = self.ihi.max(o.ihi);
+                }
+                self.present += o.present;
+            }
+            Pass::Sum | Pass::Square => {
+                let stream = if pass == Pass::Sum { &mut self.sum } else { &mut self.square };
+                if let (Some(s), Some(pieces)) = (stream, o.pieces) {
+                    for p in pieces {
+                        if !s.push_piece(p) {
+                            self.broken = true;
+                            break;
+                        }
+                    }
+                }
+            }
+            Pass::Select => {}
+        }
+        self.select.absorb(o.select);
     }
 
     /// Takes the next value of the column (NaN: missing).
@@ -88,19 +168,20 @@ impl Column {
                 }
                 self.present += 1;
             }
-            Pass::Sum => {
-                if let Some(s) = &mut self.sum {
-                    s.push(if missing { 0.0 } else { x });
-                }
-            }
-            Pass::Square => {
-                if let Some(s) = &mut self.square {
-                    s.push(if missing {
-                        0.0
-                    } else {
+            Pass::Sum | Pass::Square => {
+                let v = match missing {
+                    true => 0.0,
+                    false if pass == Pass::Sum => x,
+                    false => {
                         let d = self.mean - x;
                         d * d
-                    });
+                    }
+                };
+                let stream = if pass == Pass::Sum { &mut self.sum } else { &mut self.square };
+                match (&mut self.cut, stream) {
+                    (Some(c), _) => c.push(v),
+                    (None, Some(s)) => s.push(v),
+                    (None, None) => {}
                 }
             }
             Pass::Select => {}
@@ -115,7 +196,7 @@ impl Column {
     fn end(&mut self, pass: Pass, len: u64) -> bool {
         let n = self.present;
         let seen = std::mem::take(&mut self.seen);
-        let same = pass == Pass::Count || seen == len;
+        let same = (pass == Pass::Count || seen == len) && !std::mem::take(&mut self.broken);
         match pass {
             Pass::Count => {
                 // The first and last ranks are the extremes, known already.
@@ -128,6 +209,7 @@ impl Column {
                         .collect(),
                 };
                 self.select.end_pass(&ranks);
+                self.len = len;
                 if n > 0 {
                     self.sum = Some(PairwiseStream::new(len));
                 }
@@ -154,6 +236,76 @@ impl Column {
         same && !self.select.changed()
     }
 
+    fn encode(&self, e: &mut Enc) {
+        e.u64(self.present);
+        e.f64(self.lo);
+        e.f64(self.hi);
+        e.i64(self.ilo);
+        e.i64(self.ihi);
+        e.f64(self.mean);
+        e.u8(self.var.is_some() as u8);
+        e.f64(self.var.unwrap_or(0.0));
+        e.u64(self.seen);
+        e.u64(self.len);
+        // Between passes a sum is fresh (nothing added yet): its length says it all.
+        e.u8(self.sum.is_some() as u8 | (self.square.is_some() as u8) << 1 | (self.broken as u8) << 2);
+        match &self.pieces {
+            None => e.u8(0),
+            Some(p) => {
+                e.u8(1);
+                e.u64(p.len() as u64);
+                for &piece in p {
+                    match piece {
+                        Piece::Value(x) => {
+                            e.u8(0);
+                            e.f64(x);
+                        }
+                        Piece::Node(n, x) => {
+                            e.u8(1);
+                            e.u64(n);
+                            e.f64(x);
+                        }
+                    }
+                }
+            }
+        }
+        encode_starts(&self.starts, e);
+        self.select.encode(e);
+    }
+
+    fn decode(d: &mut Dec<'_>) -> Option<Column> {
+        let mut c = Column::new();
+        c.present = d.u64()?;
+        c.lo = d.f64()?;
+        c.hi = d.f64()?;
+        c.ilo = d.i64()?;
+        c.ihi = d.i64()?;
+        c.mean = d.f64()?;
+        let has_var = d.u8()? == 1;
+        let var = d.f64()?;
+        c.var = has_var.then_some(var);
+        c.seen = d.u64()?;
+        c.len = d.u64()?;
+        let flags = d.u8()?;
+        c.sum = (flags & 1 == 1).then(|| PairwiseStream::new(c.len));
+        c.square = (flags & 2 == 2).then(|| PairwiseStream::new(c.len));
+        c.broken = flags & 4 == 4;
+        if d.u8()? == 1 {
+            let mut p = Vec::new();
+            for _ in 0..d.len(9)? {
+                p.push(match d.u8()? {
+                    0 => Piece::Value(d.f64()?),
+                    1 => Piece::Node(d.u64()?, d.f64()?),
+                    _ => return None,
+                });
+            }
+            c.pieces = Some(p);
+        }
+        c.starts = decode_starts(d)?;
+        c.select = Select::decode(d)?;
+        Some(c)
+    }
+
     /// The k-th smallest present value.
     fn at(&self, k: usize) -> f64 {
         if k == 0 {
@@ -172,6 +324,12 @@ struct Repeat {
     fields: Vec<Column>,
 }
 
+impl Repeat {
+    fn new() -> Repeat {
+        Repeat { last_task: None, tasks: 0, fields: Vec::new() }
+    }
+}
+
 /// What one run keeps of its scored rollouts for the agent and repeat levels.
 pub struct LeanRun {
     /// Scored rollouts seen (the length of the agent's columns).
@@ -180,11 +338,14 @@ pub struct LeanRun {
     fields: Vec<Column>,
     repeats: BTreeMap<i64, Repeat>,
     pass: Pass,
+    /// Per bucket holding rows (by the first task of the run's rows there): the rows
+    /// before it and its own.
+    bucket_rows: Vec<(i64, u64, u64)>,
 }
 
 impl Default for LeanRun {
     fn default() -> Self {
-        LeanRun { rows: 0, fields: Vec::new(), repeats: BTreeMap::new(), pass: Pass::Count }
+        LeanRun { rows: 0, fields: Vec::new(), repeats: BTreeMap::new(), pass: Pass::Count, bucket_rows: Vec::new() }
     }
 }
 
@@ -206,8 +367,7 @@ impl LeanRun {
         }
         for pos in 0..p.rows.len() {
             let r = p.rollout(pos);
-            let repeat =
-                self.repeats.entry(r).or_insert_with(|| Repeat { last_task: None, tasks: 0, fields: Vec::new() });
+            let repeat = self.repeats.entry(r).or_insert_with(Repeat::new);
             if pass == Pass::Count {
                 self.rows += 1;
                 let task = p.task(pos);
@@ -262,6 +422,147 @@ impl LeanRun {
             Pass::Square | Pass::Select => Pass::Select,
         };
         Ok(self.pass != Pass::Select || self.columns().any(|c| c.select.wants_pass()))
+    }
+
+    /// An empty state for one bucket's share of this pass: the bucket whose rows of the
+    /// run start at task `first_task`. Its rows go to [`Self::visit`] (every field of the
+    /// run, in order) and it comes back with [`Self::absorb`], wherever it was read. The
+    /// counting pass needs no state: its share is a fresh [`LeanRun`].
+    pub fn share(&self, first_task: i64) -> LeanRun {
+        let at = |starts: &[(i64, u64, u64)]| starts.iter().find(|s| s.0 == first_task).map(|s| (s.1, s.2));
+        let rows = at(&self.bucket_rows);
+        LeanRun {
+            rows: 0,
+            fields: self.fields.iter().map(|c| c.share(self.pass, rows)).collect(),
+            repeats: self
+                .repeats
+                .iter()
+                .map(|(&r, rep)| {
+                    let fields = rep.fields.iter().map(|c| c.share(self.pass, at(&c.starts))).collect();
+                    (r, Repeat { fields, ..Repeat::new() })
+                })
+                .collect(),
+            pass: self.pass,
+            bucket_rows: Vec::new(),
+        }
+    }
+
+    /// Takes one bucket's scored rollouts of the run, `p`, whose field `f` is the run's
+    /// field `global[f]` (in the counting pass; later passes give every field of the
+    /// run in order), as a worker would: its share of the pass visited apart, then
+    /// absorbed.
+    pub fn add_bucket(&mut self, p: &Profiled<'_>, global: &[usize]) {
+        if p.rows.is_empty() {
+            return;
+        }
+        let first = p.task(0);
+        let (mut share, local) = match self.pass {
+            Pass::Count => (LeanRun::default(), (0..global.len()).collect()),
+            _ => (self.share(first), global.to_vec()),
+        };
+        share.visit(p, &local);
+        share.close_share();
+        self.absorb(first, share, global);
+    }
+
+    /// Ends a share: its pieces of the sums are settled (and what it holds can be
+    /// written and read elsewhere).
+    pub fn close_share(&mut self) {
+        for c in self.fields.iter_mut().chain(self.repeats.values_mut().flat_map(|r| r.fields.iter_mut())) {
+            c.close_share();
+        }
+    }
+
+    /// Adds one bucket's closed share of this pass (the bucket whose rows of the run
+    /// start at task `first_task`), in bucket order, as if its rows had been visited
+    /// here; the share's field `f` is the run's field `global[f]`.
+    pub fn absorb(&mut self, first_task: i64, share: LeanRun, global: &[usize]) {
+        let pass = self.pass;
+        if pass == Pass::Count {
+            self.bucket_rows.push((first_task, self.rows, share.rows));
+            self.rows += share.rows;
+            let need = global.iter().map(|&g| g + 1).max().unwrap_or(0);
+            while self.fields.len() < need {
+                self.fields.push(Column::new());
+            }
+        }
+        for (c, &g) in share.fields.into_iter().zip(global) {
+            self.fields[g].absorb(pass, c);
+        }
+        let width = self.fields.len();
+        for (r, rep) in share.repeats {
+            let mine = match pass {
+                Pass::Count => self.repeats.entry(r).or_insert_with(Repeat::new),
+                _ => match self.repeats.get_mut(&r) {
+                    Some(m) => m,
+                    None => {
+                        // A repeat the counting pass did not see: the column changed.
+                        self.fields.iter_mut().for_each(|c| c.broken = true);
+                        continue;
+                    }
+                },
+            };
+            if pass == Pass::Count {
+                mine.tasks += rep.tasks;
+                if mine.fields.len() < width {
+                    mine.fields.resize_with(width, Column::new);
+                }
+            }
+            for (c, &g) in rep.fields.into_iter().zip(global) {
+                let Some(col) = mine.fields.get_mut(g) else { continue };
+                if pass == Pass::Count && c.present > 0 {
+                    col.starts.push((first_task, col.present, c.present));
+                }
+                col.absorb(pass, c);
+            }
+        }
+    }
+
+    /// Writes the state (between passes, or a closed share) for [`Self::decode`].
+    pub(crate) fn encode(&self, e: &mut Enc) {
+        e.u8(self.pass as u8);
+        e.u64(self.rows);
+        encode_starts(&self.bucket_rows, e);
+        e.u64(self.fields.len() as u64);
+        self.fields.iter().for_each(|c| c.encode(e));
+        e.u64(self.repeats.len() as u64);
+        for (&r, rep) in &self.repeats {
+            e.i64(r);
+            e.u64(rep.tasks as u64);
+            e.u64(rep.fields.len() as u64);
+            rep.fields.iter().for_each(|c| c.encode(e));
+        }
+    }
+
+    /// Reads what [`Self::encode`] wrote; `None` for damaged data.
+    pub(crate) fn decode(d: &mut Dec<'_>) -> Option<LeanRun> {
+        let pass = match d.u8()? {
+            0 => Pass::Count,
+            1 => Pass::Sum,
+            2 => Pass::Square,
+            3 => Pass::Select,
+            _ => return None,
+        };
+        let rows = d.u64()?;
+        let bucket_rows = decode_starts(d)?;
+        let fields = (0..d.len(8)?).map(|_| Column::decode(d)).collect::<Option<Vec<_>>>()?;
+        let mut repeats = BTreeMap::new();
+        for _ in 0..d.len(24)? {
+            let r = d.i64()?;
+            let tasks = usize::try_from(d.u64()?).ok()?;
+            let cols = (0..d.len(8)?).map(|_| Column::decode(d)).collect::<Option<Vec<_>>>()?;
+            if cols.len() > fields.len() {
+                return None;
+            }
+            repeats.insert(r, Repeat { last_task: None, tasks, fields: cols });
+        }
+        Some(LeanRun { rows, fields, repeats, pass, bucket_rows })
+    }
+
+    /// The run's rows and each field's count of present values, to check a state
+    /// against the rows it should describe.
+    pub fn counts(&self) -> (u64, Vec<u64>) {
+        (self.rows, self.fields.iter().map(|c| c.present).collect())
     }
 
     fn columns(&self) -> impl Iterator<Item = &Column> {
@@ -342,4 +643,17 @@ impl LeanRun {
             .collect();
         entries
     }
+}
+
+fn encode_starts(s: &[(i64, u64, u64)], e: &mut Enc) {
+    e.u64(s.len() as u64);
+    for &(t, a, n) in s {
+        e.i64(t);
+        e.u64(a);
+        e.u64(n);
+    }
+}
+
+fn decode_starts(d: &mut Dec<'_>) -> Option<Vec<(i64, u64, u64)>> {
+    (0..d.len(24)?).map(|_| Some((d.i64()?, d.u64()?, d.u64()?))).collect()
 }

@@ -430,7 +430,7 @@ impl Gather {
                 let k = ids[l] as usize;
                 self.run_tasks[k] += distinct(positions.iter().map(|&pos| p.task(pos)));
                 let one = Profiled::with_fields(p.t, &rows, &vec![""; rows.len()], p.fields.clone(), p.all_int);
-                runs[k].visit(&one, &global);
+                runs[k].add_bucket(&one, &global);
             }
             return;
         }
@@ -734,7 +734,7 @@ fn lean_passes(
             for (k, rows) in by {
                 let fields_here = resolve_fields(t, fields.iter().cloned());
                 let one = Profiled::with_fields(t, &rows, &vec![""; rows.len()], fields_here, false);
-                runs[k].visit(&one, &all);
+                runs[k].add_bucket(&one, &all);
             }
             Ok(())
         })?;

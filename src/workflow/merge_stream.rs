@@ -21,6 +21,7 @@ use std::sync::Arc;
 
 use super::aggregate::{AggregateConfig, AggregateRun};
 use super::merge_lean::LeanRun;
+use super::merge_rounds::Plan;
 use crate::error::{Error, Location, Result};
 use crate::export::atomic::OutputSet;
 use crate::export::tasks::{close_array, write_aggregate_with, write_task_entries, StreamError};
@@ -139,7 +140,7 @@ impl Run {
         }
         if let Some(lean) = &mut self.lean {
             let global: Vec<usize> = p.fields.iter().map(|f| self.field_index[&f.name]).collect();
-            lean.visit(&p, &global);
+            lean.add_bucket(&p, &global);
             return;
         }
         let local: HashMap<&str, usize> = p.fields.iter().enumerate().map(|(i, f)| (f.name.as_str(), i)).collect();
@@ -163,7 +164,7 @@ impl Run {
 /// The runs of one bucket table: its run keys (with whether each is a server stamp;
 /// `None` for the rollouts nothing names, always last) and each row's index into them,
 /// or [`ORPHAN`] for a rollout without an input row when inputs are given.
-struct BucketRuns {
+pub(super) struct BucketRuns {
     keys: Vec<(Option<String>, bool)>,
     row: Vec<u32>,
 }
@@ -187,9 +188,14 @@ fn bucket_runs(t: &RolloutTable, inputs: Option<&InputTable>) -> BucketRuns {
 }
 
 impl BucketRuns {
+    /// The bucket's run keys, in order.
+    pub(super) fn keys(&self) -> Vec<Option<String>> {
+        self.keys.iter().map(|(k, _)| k.clone()).collect()
+    }
+
     /// The scored (unmasked) rows of `t` by the index `index` gives their run key (rows
     /// of runs it gives none for are left out), each in table order.
-    fn scored_by(
+    pub(super) fn scored_by(
         &self,
         t: &RolloutTable,
         index: impl Fn(&Option<String>) -> Option<usize>,
@@ -374,7 +380,7 @@ pub(super) struct Bucket<'a> {
 }
 
 impl Bucket<'_> {
-    fn runs(&self) -> BucketRuns {
+    pub(super) fn runs(&self) -> BucketRuns {
         bucket_runs(&self.t, self.inputs.as_deref())
     }
 }
@@ -408,6 +414,7 @@ pub(super) fn merge_aggregate_streamed(
     out: &mut OutputSet,
     path: &Path,
     lean: bool,
+    plan: Option<Plan>,
     pending: &mut Vec<String>,
 ) -> Result<Option<AggregateRun>> {
     if !c.metrics.builtin().is_empty() || !c.metrics.sql().is_empty() {
@@ -546,8 +553,19 @@ pub(super) fn merge_aggregate_streamed(
     if let Some(e) = order.iter().find_map(|(_, i)| list[*i].duplicate.take()) {
         return Err(e);
     }
-    if lean {
-        lean_passes(slices, name, inputs, &all_lines, &mut list)?;
+    match plan {
+        // The statistics rounds ran elsewhere: the plan holds their results.
+        Some(mut plan) if lean => {
+            let counted: Vec<&Run> = list.iter().filter(|r| r.scored > 0).collect();
+            plan.check_no_other_runs(&counted.iter().map(|r| r.key.clone()).collect::<Vec<_>>())?;
+            for run in list.iter_mut().filter(|r| r.scored > 0) {
+                let mine = run.lean.as_ref().expect("a lean run");
+                let done = plan.take_finished(&run.key, &run.fields, mine)?;
+                run.lean = Some(done);
+            }
+        }
+        _ if lean => lean_passes(slices, name, inputs, &all_lines, &mut list)?,
+        _ => {}
     }
     let opts = AggregateOptions {
         default_agent: c.agent.clone(),
@@ -774,7 +792,7 @@ fn lean_passes(
                     let fields = resolve_fields(t, run.fields.iter().cloned());
                     let p = Profiled::with_fields(t, &scored, &label, fields, false);
                     let global: Vec<usize> = (0..run.fields.len()).collect();
-                    run.lean.as_mut().expect("a lean run").visit(&p, &global);
+                    run.lean.as_mut().expect("a lean run").add_bucket(&p, &global);
                 }
                 Ok(true)
             },

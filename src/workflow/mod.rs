@@ -14,6 +14,7 @@ pub mod export;
 pub mod ingest;
 mod merge_lean;
 mod merge_profile;
+pub mod merge_rounds;
 mod merge_stream;
 pub mod profile;
 pub mod report;

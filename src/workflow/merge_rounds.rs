@@ -1,0 +1,402 @@
+//! The statistics passes of `merge aggregate --low-memory`, run as rounds of tasks on
+//! a cluster instead of by the merge.
+//!
+//! Each pass of the low-memory merge is split by bucket. In a round, one task per
+//! bucket reads its slice and writes its *share* of the pass (`merge aggregate
+//! --share-out`): in the counting round each run's counts, extremes and first
+//! histograms; in the summing rounds, for each column, the sums of the nodes of
+//! numpy's pairwise tree that lie wholly in the bucket's positions plus the values of
+//! the (at most two) leaf blocks it shares with its neighbours; in the selecting rounds
+//! the counts of its values in the bins still searched. One small task then adds the
+//! shares, in bucket order, to the *plan* (`merge combine`): the counts fix every
+//! column's length and where each bucket's values start in it, the pieces complete
+//! the sums exactly as numpy adds them, the deviations take a round of their own after
+//! the means (pandas' two passes), and the plan says whether another round is needed.
+//! The final merge (`merge aggregate --low-memory --plan`) checks the plan against the
+//! rows it counts and reads the slices only to write the task entries.
+//!
+//! Shares and plans are files of rollstat's own (a magic, then zstd-compressed
+//! little-endian data), small beside the slices: a share holds a few numbers per
+//! column and level of the tree, at most 254 loose values per column, and the bins a
+//! selection still counts.
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+
+use super::aggregate::AggregateConfig;
+use super::merge_lean::LeanRun;
+use super::merge_stream::{read_bucket, MergeInputs};
+use crate::error::{Error, Location, Result};
+use crate::export::atomic::OutputSet;
+use crate::ingest::fields::resolve_fields;
+use crate::ingest::slice::{Dec, Enc};
+use crate::ingest::LineMap;
+use crate::metrics::levels::Profiled;
+
+const MAGIC: &[u8; 16] = b"rollstat-levels\x01";
+const PLAN: u8 = 1;
+const SHARES: u8 = 2;
+/// Decompressed bytes per compressed byte trusted before a state is read (histograms
+/// of zeros compress far better than slices).
+const MAX_RATIO: usize = 4096;
+
+/// Where the rounds are: each run's statistics state after the rounds so far.
+pub struct Plan {
+    /// Rounds combined so far (1 after the counting round).
+    pub round: u32,
+    runs: Vec<PlanRun>,
+}
+
+struct PlanRun {
+    /// Run key (`None`: the rollouts nothing names, labelled by `--agent`).
+    key: Option<String>,
+    /// Fields in the run's order of first appearance.
+    names: Vec<String>,
+    /// Whether another round is needed.
+    more: bool,
+    lean: LeanRun,
+}
+
+/// One bucket's share of a round for one run.
+struct Share {
+    key: Option<String>,
+    /// The first task of the run's rows in the bucket: names the bucket in the plan.
+    first_task: i64,
+    /// Counting round: the bucket's fields, in its order (later rounds: the plan's).
+    names: Vec<String>,
+    lean: LeanRun,
+}
+
+fn bad(path: &Path, why: &str) -> Error {
+    Error::bad(
+        Location::file(path),
+        format!(
+            "not a rollstat level state ({why}); give the files `merge aggregate --share-out` or `merge combine` wrote"
+        ),
+    )
+}
+
+fn encode_key(k: &Option<String>, e: &mut Enc) {
+    match k {
+        None => e.u8(0),
+        Some(s) => {
+            e.u8(1);
+            e.str(s);
+        }
+    }
+}
+
+fn decode_key(d: &mut Dec<'_>) -> Option<Option<String>> {
+    match d.u8()? {
+        0 => Some(None),
+        1 => Some(Some(d.str()?)),
+        _ => None,
+    }
+}
+
+fn encode_names(names: &[String], e: &mut Enc) {
+    e.u64(names.len() as u64);
+    names.iter().for_each(|n| e.str(n));
+}
+
+fn decode_names(d: &mut Dec<'_>) -> Option<Vec<String>> {
+    (0..d.len(8)?).map(|_| d.str()).collect()
+}
+
+/// Writes a state file atomically, never over one of `read`.
+fn write_state(path: &Path, kind: u8, round: u32, body: Enc, read: &[&Path]) -> Result<()> {
+    let mut e = Enc(Vec::with_capacity(body.0.len() + 5));
+    e.u8(kind);
+    e.u32(round);
+    e.0.extend_from_slice(&body.0);
+    let mut bytes = MAGIC.to_vec();
+    bytes.extend_from_slice(&zstd::bulk::compress(&e.0, 3).map_err(|e| Error::write(path, e))?);
+    let mut out = OutputSet::new(read);
+    out.add(path, &bytes)?;
+    out.commit()?;
+    Ok(())
+}
+
+/// Reads a state file of `kind`: its round and data.
+fn read_state(path: &Path, kind: u8) -> Result<(u32, Vec<u8>)> {
+    use std::io::Read;
+    let bytes = std::fs::read(path).map_err(|e| Error::read(path, e))?;
+    let body = bytes.strip_prefix(MAGIC.as_slice()).ok_or_else(|| bad(path, "no level state header"))?;
+    let limit = body.len().saturating_mul(MAX_RATIO).saturating_add(1 << 20);
+    let mut data = Vec::new();
+    zstd::stream::read::Decoder::new(body)
+        .and_then(|d| d.take(limit as u64 + 1).read_to_end(&mut data))
+        .map_err(|_| bad(path, "its data does not decompress"))?;
+    if data.len() > limit {
+        return Err(bad(path, "its data does not decompress"));
+    }
+    let mut d = Dec { b: &data, at: 0 };
+    let (k, round) = (d.u8(), d.u32());
+    match (k, round) {
+        (Some(k), Some(r)) if k == kind => Ok((r, data[5..].to_vec())),
+        (Some(PLAN), _) => Err(bad(path, "a plan where a share was expected")),
+        (Some(SHARES), _) => Err(bad(path, "a share where a plan was expected")),
+        _ => Err(bad(path, "cut short or damaged")),
+    }
+}
+
+impl Plan {
+    /// Reads a plan `merge combine` wrote.
+    pub fn read(path: &Path) -> Result<Plan> {
+        let (round, data) = read_state(path, PLAN)?;
+        let mut d = Dec { b: &data, at: 0 };
+        let runs = (|| {
+            let n = d.len(4)?;
+            let mut runs = Vec::with_capacity(n);
+            for _ in 0..n {
+                let key = decode_key(&mut d)?;
+                let names = decode_names(&mut d)?;
+                let more = d.u8()? == 1;
+                let lean = LeanRun::decode(&mut d)?;
+                if lean.counts().1.len() != names.len() {
+                    return None;
+                }
+                runs.push(PlanRun { key, names, more, lean });
+            }
+            (d.at == d.b.len()).then_some(runs)
+        })()
+        .ok_or_else(|| bad(path, "cut short or damaged"))?;
+        Ok(Plan { round, runs })
+    }
+
+    fn write(&self, path: &Path, read: &[&Path]) -> Result<()> {
+        let mut e = Enc(Vec::new());
+        e.u64(self.runs.len() as u64);
+        for r in &self.runs {
+            encode_key(&r.key, &mut e);
+            encode_names(&r.names, &mut e);
+            e.u8(r.more as u8);
+            r.lean.encode(&mut e);
+        }
+        write_state(path, PLAN, self.round, e, read)
+    }
+
+    /// Whether another round is needed.
+    pub fn more(&self) -> bool {
+        self.round == 0 || self.runs.iter().any(|r| r.more)
+    }
+
+    fn run(&self, key: &Option<String>) -> Option<&PlanRun> {
+        self.runs.iter().find(|r| &r.key == key)
+    }
+
+    /// The finished state of run `key` for the final merge, checked against the rows it
+    /// counted: its rows and each field's name and present values must be the plan's.
+    pub fn take_finished(&mut self, key: &Option<String>, names: &[String], counted: &LeanRun) -> Result<LeanRun> {
+        let which = key.as_deref().unwrap_or("(unnamed)");
+        let i = self.runs.iter().position(|r| &r.key == key).ok_or_else(|| {
+            Error::Mismatch(format!(
+                "the plan has no run {which}, which these slices hold: give the plan combined from these slices' shares"
+            ))
+        })?;
+        let r = &self.runs[i];
+        if r.more {
+            return Err(Error::Mismatch(format!(
+                "the plan is not finished (run {which} needs another round): run `merge aggregate --share-out` \
+                 and `merge combine` until combine prints `done`"
+            )));
+        }
+        if r.names != names || r.lean.counts() != counted.counts() {
+            return Err(Error::Mismatch(format!(
+                "the plan's run {which} counts other rows or fields than these slices hold: give the plan \
+                 combined from these slices' shares"
+            )));
+        }
+        Ok(std::mem::take(&mut self.runs[i].lean))
+    }
+
+    /// Runs the final merge counted that the plan does not have.
+    pub fn check_no_other_runs(&self, keys: &[Option<String>]) -> Result<()> {
+        match self.runs.iter().find(|r| !keys.contains(&r.key)) {
+            Some(r) => Err(Error::Mismatch(format!(
+                "the plan has a run {} that these slices do not hold: give the plan combined from these slices' shares",
+                r.key.as_deref().unwrap_or("(unnamed)")
+            ))),
+            None => Ok(()),
+        }
+    }
+}
+
+/// One round's shares of the buckets `slices` (in bucket order), written to `out`: the
+/// counting round without a plan, later rounds with the plan the last round's combine
+/// wrote. `inputs` give each rollout its run as the merge does (rollouts without an
+/// input row are left out, as there).
+pub(super) fn write_shares(
+    c: &AggregateConfig,
+    slices: &[PathBuf],
+    inputs: Option<&MergeInputs>,
+    plan: Option<&Plan>,
+    out: &Path,
+    read: &[&Path],
+) -> Result<usize> {
+    let name = &c.rollouts[0];
+    let mut shares: Vec<Share> = Vec::new();
+    for slice in slices {
+        let b = read_bucket(slice, name, &mut LineMap::default(), inputs)?;
+        let t = &b.t;
+        let runs = b.runs();
+        let keys = runs.keys();
+        let by = runs.scored_by(t, |k| keys.iter().position(|x| x == k));
+        for (i, rows) in by {
+            let key = keys[i].clone();
+            if key.is_none() && c.agent.is_none() {
+                // The merge refuses these rollouts; nothing to count.
+                continue;
+            }
+            let label = vec![""; rows.len()];
+            let (mut lean, names, p) = match plan {
+                None => {
+                    let p = Profiled::new(t, &rows, &label);
+                    let names = p.fields.iter().map(|f| f.name.clone()).collect();
+                    (LeanRun::default(), names, p)
+                }
+                Some(plan) => {
+                    let Some(r) = plan.run(&key) else {
+                        return Err(Error::Mismatch(format!(
+                            "{}: run {} is not in the plan: give the plan combined from the shares of these \
+                             slices",
+                            slice.display(),
+                            key.as_deref().unwrap_or("(unnamed)")
+                        )));
+                    };
+                    if !r.more {
+                        continue;
+                    }
+                    let fields = resolve_fields(t, r.names.iter().cloned());
+                    let p = Profiled::with_fields(t, &rows, &label, fields, false);
+                    (r.lean.share(p.task(0)), Vec::new(), p)
+                }
+            };
+            let local: Vec<usize> = (0..p.fields.len()).collect();
+            lean.visit(&p, &local);
+            lean.close_share();
+            shares.push(Share { key, first_task: p.task(0), names, lean });
+        }
+    }
+    let mut e = Enc(Vec::new());
+    e.u64(shares.len() as u64);
+    for s in &shares {
+        encode_key(&s.key, &mut e);
+        e.i64(s.first_task);
+        encode_names(&s.names, &mut e);
+        s.lean.encode(&mut e);
+    }
+    write_state(out, SHARES, plan.map_or(0, |p| p.round), e, read)?;
+    Ok(shares.len())
+}
+
+fn read_shares(path: &Path) -> Result<(u32, Vec<Share>)> {
+    let (round, data) = read_state(path, SHARES)?;
+    let mut d = Dec { b: &data, at: 0 };
+    let shares = (|| {
+        let n = d.len(4)?;
+        let mut out = Vec::with_capacity(n);
+        for _ in 0..n {
+            let key = decode_key(&mut d)?;
+            let first_task = d.i64()?;
+            let names = decode_names(&mut d)?;
+            let lean = LeanRun::decode(&mut d)?;
+            out.push(Share { key, first_task, names, lean });
+        }
+        (d.at == d.b.len()).then_some(out)
+    })()
+    .ok_or_else(|| bad(path, "cut short or damaged"))?;
+    Ok((round, shares))
+}
+
+/// Adds the shares of one round (`shares`, files in bucket order) to `plan` (none for
+/// the counting round) and writes the next plan to `out`; returns it.
+pub fn combine(plan_path: Option<&Path>, shares: &[PathBuf], out: &Path) -> Result<Plan> {
+    let mut plan = match plan_path {
+        Some(p) => Plan::read(p)?,
+        None => Plan { round: 0, runs: Vec::new() },
+    };
+    if plan_path.is_some() && !plan.more() {
+        return Err(Error::Usage("the plan is finished: give it to `merge aggregate --plan`".into()));
+    }
+    let counting = plan.round == 0;
+    let mut index: HashMap<Option<String>, usize> =
+        plan.runs.iter().enumerate().map(|(i, r)| (r.key.clone(), i)).collect();
+    let mut last: HashMap<usize, i64> = HashMap::new();
+    for path in shares {
+        let (round, list) = read_shares(path)?;
+        if round != plan.round {
+            return Err(Error::bad(
+                Location::file(path),
+                format!(
+                    "a share of round {} where the plan is at round {}: give this round's shares, written with the \
+                     plan given here",
+                    round + 1,
+                    plan.round + 1
+                ),
+            ));
+        }
+        for s in list {
+            let i = match index.get(&s.key) {
+                Some(&i) => i,
+                None if counting => {
+                    plan.runs.push(PlanRun { key: s.key.clone(), names: Vec::new(), more: true, lean: LeanRun::default() });
+                    index.insert(s.key.clone(), plan.runs.len() - 1);
+                    plan.runs.len() - 1
+                }
+                None => {
+                    return Err(Error::bad(
+                        Location::file(path),
+                        "a share of a run the plan does not have: give the shares written with the plan given here",
+                    ))
+                }
+            };
+            if last.get(&i).is_some_and(|&l| s.first_task <= l) {
+                return Err(Error::bad(
+                    Location::file(path),
+                    format!(
+                        "shares out of bucket order (task {} after task {}): give the shares in the buckets' order",
+                        s.first_task, last[&i]
+                    ),
+                ));
+            }
+            last.insert(i, s.first_task);
+            let run = &mut plan.runs[i];
+            let global: Vec<usize> = if counting {
+                s.names
+                    .iter()
+                    .map(|n| match run.names.iter().position(|m| m == n) {
+                        Some(g) => g,
+                        None => {
+                            run.names.push(n.clone());
+                            run.names.len() - 1
+                        }
+                    })
+                    .collect()
+            } else {
+                (0..run.names.len()).collect()
+            };
+            if !run.more || s.lean.counts().1.len() != global.len() {
+                return Err(Error::bad(
+                    Location::file(path),
+                    "a share that does not fit the plan: give the shares written with the plan given here",
+                ));
+            }
+            run.lean.absorb(s.first_task, s.lean, &global);
+        }
+    }
+    for r in plan.runs.iter_mut().filter(|r| r.more) {
+        r.more = r.lean.end_pass().map_err(|_| {
+            Error::Mismatch(format!(
+                "the shares do not hold the rows the plan counted for run {}: give one share of every bucket, \
+                 all written with the plan given here",
+                r.key.as_deref().unwrap_or("(unnamed)")
+            ))
+        })?;
+    }
+    plan.round += 1;
+    let mut read: Vec<&Path> = shares.iter().map(PathBuf::as_path).collect();
+    read.extend(plan_path);
+    plan.write(out, &read)?;
+    Ok(plan)
+}
