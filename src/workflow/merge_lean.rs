@@ -12,13 +12,13 @@
 
 use std::collections::BTreeMap;
 
+use crate::ingest::slice::{Dec, Enc};
 use crate::json::Members;
 use crate::metrics::levels::{
     describe_members, finish_repeats, one_rollout_rule, repeat_field_members, repeat_head, Profiled, RepeatEntry,
     StatKeys,
 };
 use crate::metrics::warnings::Warnings;
-use crate::ingest::slice::{Dec, Enc};
 use crate::stats::stream::{PairwiseStream, Piece, Select, TreeCut};
 use crate::stats::{median_at, positions_for};
 

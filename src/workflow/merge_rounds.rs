@@ -340,7 +340,12 @@ pub fn combine(plan_path: Option<&Path>, shares: &[PathBuf], out: &Path) -> Resu
             let i = match index.get(&s.key) {
                 Some(&i) => i,
                 None if counting => {
-                    plan.runs.push(PlanRun { key: s.key.clone(), names: Vec::new(), more: true, lean: LeanRun::default() });
+                    plan.runs.push(PlanRun {
+                        key: s.key.clone(),
+                        names: Vec::new(),
+                        more: true,
+                        lean: LeanRun::default(),
+                    });
                     index.insert(s.key.clone(), plan.runs.len() - 1);
                     plan.runs.len() - 1
                 }

@@ -138,6 +138,60 @@ fn merge_profile(args: &[&str], mode: Option<&str>) -> bool {
     streamed
 }
 
+/// The low-memory statistics as a cluster runs them: rounds of `merge aggregate
+/// --share-out` (each worker given one or two buckets, with `extra`: the inputs, flags)
+/// and `merge combine`, until combine says `done`; the finished plan and the rounds.
+fn rounds(d: &TempDir, slices: &[PathBuf], extra: &[&str], tag: &str, rng: &mut Rng) -> (PathBuf, usize) {
+    let mut plan: Option<PathBuf> = None;
+    for round in 0..8 {
+        let mut shares = Vec::new();
+        let mut k = 0;
+        while k < slices.len() {
+            let take = (1 + rng.pick(2)).min(slices.len() - k);
+            let out = d.join(&format!("{tag}-r{round}-{k}.share"));
+            let mut args = vec!["merge", "aggregate", "--low-memory", "--share-out", s(&out), "-q"];
+            args.extend(extra);
+            if let Some(p) = &plan {
+                args.extend(["--plan", s(p)]);
+            }
+            args.extend(slices[k..k + take].iter().map(|p| s(p)));
+            ok(&args);
+            shares.push(out);
+            k += take;
+        }
+        let next = d.join(&format!("{tag}-plan{round}"));
+        let mut args = vec!["merge", "combine", "--out", s(&next), "-q"];
+        if let Some(p) = &plan {
+            args.extend(["--plan", s(p)]);
+        }
+        args.extend(shares.iter().map(|p| s(p)));
+        let o = run(&args);
+        assert!(o.status.success(), "{args:?}: {}", stderr(&o));
+        let said = stdout(&o);
+        if said.trim() == "done" {
+            return (next, round + 1);
+        }
+        assert_eq!(said.trim(), "more", "{args:?}");
+        plan = Some(next);
+    }
+    panic!("{tag}: no plan finished in 8 rounds");
+}
+
+/// `merge aggregate --low-memory --plan` on `slices` with `extra`: the bytes written.
+fn merge_with_plan(d: &TempDir, slices: &[PathBuf], extra: &[&str], plan: &Path, tag: &str) -> Vec<u8> {
+    let got = d.join(&format!("{tag}-planned.json"));
+    let mut cmd = std::process::Command::new(bin());
+    cmd.args(["merge", "aggregate", "--low-memory", "--plan", s(plan), "--out", s(&got), "-q"])
+        .args(extra)
+        .args(slices.iter().map(|p| s(p)))
+        .env("ROLLSTAT_TRACE", "1");
+    let o = cmd.output().unwrap();
+    assert!(o.status.success(), "{tag}: {}", stderr(&o));
+    // The plan holds the statistics: no pass of the merge's own.
+    assert!(!stderr(&o).contains("merge: pass 2"), "{tag}: {}", stderr(&o));
+    bytes(&got)
+}
+
 fn bytes(p: &Path) -> Vec<u8> {
     std::fs::read(p).unwrap_or_else(|e| panic!("{}: {e}", p.display()))
 }
@@ -194,6 +248,15 @@ fn check_sweep(generate_args: &[&str], files: usize, seed: u64) {
             args.extend(&slice_args);
             assert_eq!(merge_aggregate(&args, mode), !whole, "path taken, width {width}");
             assert!(bytes(&got) == bytes(&want_plain), "aggregate, width {width}, {mode:?}");
+        }
+        // The statistics as rounds of shares, with the inputs file, input slices or none.
+        let file_args = ["--inputs", s(&inputs)];
+        for (k, (extra, want)) in
+            [(&file_args[..], &want_agg), (&islice_args[..], &want_agg), (&[][..], &want_plain)].into_iter().enumerate()
+        {
+            let rtag = format!("{tag}-rounds{k}");
+            let (plan, _) = rounds(&d, &slices, extra, &rtag, &mut rng);
+            assert!(merge_with_plan(&d, &slices, extra, &plan, &rtag) == bytes(want), "rounds {k}, width {width}");
         }
         for (m, mode) in MODES.into_iter().enumerate() {
             let whole = mode == Some("--whole-table");
@@ -1139,4 +1202,96 @@ fn negative_tasks_merge_bucket_by_bucket_with_input_slices() {
             assert!(bytes(&got.join(name)) == bytes(&want_prof.join(name)), "{name}, {mode:?}");
         }
     }
+}
+
+/// Columns long enough that whole nodes of numpy's tree lie inside buckets, leaf blocks
+/// straddle bucket edges, and the first selection pass counts instead of keeping:
+/// the rounds of shares give the single machine's bytes, and refuse what does not fit.
+#[test]
+fn rounds_of_shares_give_the_single_machine_bytes_and_refuse_what_does_not_fit() {
+    let d = TempDir::new("rounds");
+    let g = d.join("gen");
+    generate(
+        &g,
+        &[
+            "--tasks",
+            "2600",
+            "--repeats",
+            "3",
+            "--agents",
+            "2",
+            "--seed",
+            "21",
+            "--missing-frac",
+            "0.1",
+            "--masked-frac",
+            "0.02",
+        ],
+    );
+    let mut rng = Rng(0x51_7CC1_B727_220A);
+    let (parts, all) = cut_shuffled(&d, &g.join("rollouts.jsonl"), 3, "part", &mut rng);
+    let want = d.join("want.json");
+    ok(&["aggregate", s(&all), "--out", s(&want), "-q"]);
+    let slices = shard_and_join(&d, &parts, 37, "w37");
+    let (plan, n) = rounds(&d, &slices, &[], "long", &mut rng);
+    assert!(n >= 3, "counting, sums and deviations take a round each ({n})");
+    assert!(merge_with_plan(&d, &slices, &[], &plan, "long") == bytes(&want));
+
+    let refused = |args: &[&str], out: &Path, what: &str| -> String {
+        let o = run(args);
+        assert_eq!(o.status.code(), Some(2), "{what}: {}", stderr(&o));
+        assert!(!out.exists(), "{what}: no output");
+        stderr(&o)
+    };
+    // The merge with a plan of other slices (one bucket left out of the rounds).
+    let (short, _) = rounds(&d, &slices[1..], &[], "short", &mut rng);
+    let out = d.join("x.json");
+    let mut args = vec!["merge", "aggregate", "--low-memory", "--plan", s(&short), "--out", s(&out)];
+    args.extend(slices.iter().map(|p| s(p)));
+    assert!(refused(&args, &out, "plan of other slices").contains("other rows"));
+    // A plan not finished.
+    let counted = d.join("long-plan0");
+    args[4] = s(&counted);
+    assert!(refused(&args, &out, "unfinished plan").contains("not finished"));
+    // A summing round that leaves out a bucket's share.
+    let mut shares = Vec::new();
+    for (k, sl) in slices.iter().enumerate().skip(1) {
+        let o = d.join(&format!("miss-{k}.share"));
+        ok(&["merge", "aggregate", "--low-memory", "--plan", s(&counted), "--share-out", s(&o), s(sl), "-q"]);
+        shares.push(o);
+    }
+    let next = d.join("miss-plan");
+    let mut cargs = vec!["merge", "combine", "--plan", s(&counted), "--out", s(&next)];
+    cargs.extend(shares.iter().map(|p| s(p)));
+    assert!(refused(&cargs, &next, "a share missing").contains("do not hold the rows"));
+    // Shares out of bucket order, and a share of the wrong round.
+    let first = d.join("first.share");
+    ok(&["merge", "aggregate", "--low-memory", "--plan", s(&counted), "--share-out", s(&first), s(&slices[0]), "-q"]);
+    let mut cargs = vec!["merge", "combine", "--plan", s(&counted), "--out", s(&next), s(&shares[0]), s(&first)];
+    assert!(refused(&cargs, &next, "out of order").contains("bucket order"));
+    cargs[3] = s(&plan);
+    assert!(refused(&cargs, &next, "finished plan").contains("finished"));
+    let zero = d.join("zero.share");
+    ok(&["merge", "aggregate", "--low-memory", "--share-out", s(&zero), s(&slices[0]), "-q"]);
+    let cargs = vec!["merge", "combine", "--plan", s(&counted), "--out", s(&next), s(&zero)];
+    assert!(refused(&cargs, &next, "wrong round").contains("round 1 where the plan is at round 2"));
+    // Damaged shares and plans; a plan given as a share.
+    let good = std::fs::read(&first).unwrap();
+    for cut in [0, 10, 16, good.len() / 2, good.len() - 1] {
+        let bad = d.join("bad.share");
+        let mut b = good[..cut].to_vec();
+        if cut == 16 {
+            b.extend_from_slice(&[0xff; 40]);
+        }
+        std::fs::write(&bad, &b).unwrap();
+        let cargs = vec!["merge", "combine", "--plan", s(&counted), "--out", s(&next), s(&bad)];
+        let said = refused(&cargs, &next, "damaged share");
+        assert!(said.contains("bad.share") && said.contains("not a rollstat level state"), "{said}");
+    }
+    let cargs = vec!["merge", "combine", "--plan", s(&counted), "--out", s(&next), s(&counted)];
+    assert!(refused(&cargs, &next, "a plan as a share").contains("a plan where a share was expected"));
+    // --plan and --share-out need --low-memory; --share-out does not merge.
+    let o = run(&["merge", "aggregate", "--share-out", s(&next), s(&slices[0])]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(!next.exists());
 }
