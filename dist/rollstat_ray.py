@@ -155,6 +155,40 @@ class Stages:
                *self.input_parts]
         return cmd, self.marker("merge", 0)
 
+    def statistics_rounds(self, passthrough, run_stage, stats):
+        """With `aggregate --low-memory`: the merge's statistics passes as rounds on the
+        cluster, a share task per bucket then one combine task, until the plan is done.
+        `run_stage` runs a list of (command, failure marker) as tasks and returns their
+        reports; a line per round goes to `stats`. The flags that make the merge take
+        the finished plan."""
+        inputs_of = {}
+        for p in self.input_parts:
+            inputs_of[int(re.search(r"part-i(-?\d+)\.slice$", p).group(1))] = p
+        plan = None
+        for r in range(16):
+            jobs, shares = [], []
+            for k, part in enumerate(self.parts):
+                b = int(re.search(r"part-b(-?\d+)\.slice$", part).group(1))
+                # A bucket's input rows are in the input bucket of the same number (one
+                # width); a bucket with none still gets an input slice, so that its
+                # rollouts count as having no input row, as in the merge.
+                ins = [inputs_of.get(b, self.input_parts[0])] if self.input_parts else []
+                share = os.path.join(self.work, f"share-{r}-{k}")
+                shares.append(share)
+                cmd = [self.rollstat, "-q", "merge", "aggregate", "--share-out", share, *passthrough]
+                cmd += ["--plan", plan] if plan else []
+                jobs.append(([*cmd, "--", part, *ins], self.marker(f"share{r}", k)))
+            started = time.monotonic()
+            reports = run_stage(jobs)
+            nxt = os.path.join(self.work, f"plan-{r}")
+            cmd = [self.rollstat, "-q", "merge", "combine", "--out", nxt, *(["--plan", plan] if plan else []), *shares]
+            report = run_stage([(cmd, self.marker(f"combine{r}", 0))])[0]
+            stats.append(stage_line(f"round{r}", started, reports + [report]))
+            plan = nxt
+            if report[3].strip() == "done":
+                return ["--plan", plan]
+        raise TaskFailed("the statistics rounds did not finish in 16 rounds")
+
 
 def bucket_width(files, task_width, buckets):
     """--task-width, or the width giving about `buckets` buckets over the largest task
@@ -174,8 +208,8 @@ def merge_destination(a):
 def run_rollstat(args, fail_marker=None, measure=False):
     """Runs one rollstat command; raises TaskFailed (retried) or BadInput (not).
 
-    Returns rollstat's stderr, the task's wall time (s) and the peak resident memory of
-    the rollstat process (bytes; with `measure`, else 0)."""
+    Returns rollstat's stderr, the task's wall time (s), the peak resident memory of
+    the rollstat process (bytes; with `measure`, else 0) and its stdout."""
     if fail_marker and not os.path.exists(fail_marker):
         # A failure injected for tests: the first attempt dies, the retry runs.
         open(fail_marker, "w").close()
@@ -203,7 +237,7 @@ def run_rollstat(args, fail_marker=None, measure=False):
         raise BadInput(stderr.strip())
     if p.returncode != 0:
         raise TaskFailed(f"{' '.join(args)}: exit status {p.returncode}: {stderr.strip()}")
-    return stderr, wall, peak
+    return stderr, wall, peak, p.stdout
 
 
 def stage_line(stage, started, results):
@@ -291,7 +325,11 @@ def main(argv=None):
         refs = [task.remote(cmd, m, a.stats) for cmd, m in plan.partials()]
         stats.append(stage_line("partial", started, ray.get(refs)))
         name = a.name or (os.path.basename(local[0]) if len(local) == 1 else "rollouts.jsonl")
-        cmd, m = plan.merge(a.command, name, merge_destination(a), passthrough)
+        merge_flags = passthrough
+        if a.command == "aggregate" and "--low-memory" in passthrough:
+            run_stage = lambda jobs: ray.get([task.remote(c, m, a.stats) for c, m in jobs])  # noqa: E731
+            merge_flags = passthrough + plan.statistics_rounds(passthrough, run_stage, stats)
+        cmd, m = plan.merge(a.command, name, merge_destination(a), merge_flags)
         started = time.monotonic()
         report = ray.get(task.remote(cmd, m, a.stats))
         stats.append(stage_line("merge", started, [report]))

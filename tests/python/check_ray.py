@@ -102,15 +102,19 @@ def main():
         same(got_agg, want_agg, "aggregate over 5 files, 3 nodes")
         # Five rollouts files and the inputs file; each bucket's rollouts and inputs joined.
         check_stats(p.stderr, shards=6, max_buckets=14)
-        # The first attempt of one partial task fails: the retry gives the same bytes
-        # (the merge holding no column, as `--low-memory` passed to it asks).
-        env["ROLLSTAT_RAY_FAIL_ONCE"] = "partial:2"
-        got_retry = os.path.join(work, "got-retry.json")
-        run(sys.executable, DRIVER, "aggregate", "--rollouts", os.path.join(work, "part*.jsonl"), "--inputs",
-            "file://" + inputs,
-            "--out", got_retry, "--address", cluster.address, "--rollstat", binary, "--buckets", "5", "--low-memory",
-            env=env)
-        same(got_retry, want_agg, "aggregate with a failed partial task retried, merged with --low-memory")
+        # With `--low-memory` the statistics run as rounds of share tasks on the cluster
+        # and the merge takes the finished plan. The first attempt of one partial task
+        # and of one summing share task fail: the retries give the same bytes.
+        for fail in ["partial:2", "share1:2"]:
+            env["ROLLSTAT_RAY_FAIL_ONCE"] = fail
+            got_retry = os.path.join(work, f"got-retry-{fail[:5]}.json")
+            p = run(sys.executable, DRIVER, "aggregate", "--rollouts", os.path.join(work, "part*.jsonl"), "--inputs",
+                    "file://" + inputs, "--out", got_retry, "--address", cluster.address, "--rollstat", binary,
+                    "--buckets", "5", "--low-memory", "--stats", env=env)
+            same(got_retry, want_agg, f"aggregate --low-memory in rounds, {fail} failed once and retried")
+            rounds = re.findall(r"rollstat_ray: round(\d+)", p.stderr)
+            if len(rounds) < 3:
+                sys.exit(f"FAILED: expected counting, summing and deviation rounds, got {p.stderr!r}")
         del env["ROLLSTAT_RAY_FAIL_ONCE"]
         got_prof = os.path.join(work, "got-prof")
         # Files larger than --split-bytes: the profile run shards them (and the inputs) as
