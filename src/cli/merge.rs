@@ -22,7 +22,7 @@ pub enum What {
     Aggregate(AggregateArgs),
     /// NeMo Gym's reward profiling artifacts over the slices.
     Profile(ProfileArgs),
-    /// Adds one round's shares (`merge aggregate --share-out`) to the plan; prints
+    /// Adds one round's shares (`merge aggregate|profile --share-out`) to the plan; prints
     /// `more` (another round is needed) or `done` (give the plan to `merge aggregate
     /// --plan`).
     Combine(CombineArgs),
@@ -112,10 +112,19 @@ pub struct ProfileArgs {
     #[arg(long)]
     pub low_memory: bool,
     /// Folder for the three artifacts (created if missing).
-    #[arg(long, value_name = "DIR")]
-    pub out_dir: PathBuf,
+    #[arg(long, value_name = "DIR", required_unless_present = "share_out")]
+    pub out_dir: Option<PathBuf>,
     #[command(flatten)]
     pub metrics: MetricArgs,
+    /// With --low-memory: the statistics from this finished plan (rounds of
+    /// --share-out and `merge combine`, run on a cluster) instead of from passes over
+    /// the slices, which are then read twice.
+    #[arg(long, value_name = "PLAN", requires = "low_memory")]
+    pub plan: Option<PathBuf>,
+    /// With --low-memory: write these buckets' share of the next round of statistics
+    /// (the counting round without --plan) to FILE instead of merging.
+    #[arg(long, value_name = "FILE", requires = "low_memory", conflicts_with = "out_dir")]
+    pub share_out: Option<PathBuf>,
 }
 
 impl Slices {
@@ -191,11 +200,30 @@ pub fn run(a: Args) -> Result<()> {
                 inputs,
                 rollouts: vec![a.slices.name.clone()],
                 allow_partial: a.allow_partial,
-                out_dir: Some(a.out_dir),
+                out_dir: a.out_dir,
                 metrics: a.metrics.resolve()?,
             };
-            let r =
-                crate::workflow::distributed::merge_profile(&c, &slices, &input_slices, a.whole_table, a.low_memory)?;
+            if let Some(share) = &a.share_out {
+                let n = crate::workflow::distributed::merge_profile_shares(
+                    &c,
+                    &slices,
+                    &input_slices,
+                    a.plan.as_deref(),
+                    share,
+                )?;
+                if !common::quiet() {
+                    eprintln!("Wrote {} ({n} run shares)", share.display());
+                }
+                return Ok(());
+            }
+            let r = crate::workflow::distributed::merge_profile(
+                &c,
+                &slices,
+                &input_slices,
+                a.whole_table,
+                a.low_memory,
+                a.plan.as_deref(),
+            )?;
             let warnings = common::print_warnings(&r.warnings);
             super::profile::print_summary(&r, warnings);
         }

@@ -9,7 +9,7 @@ use std::path::{Path, PathBuf};
 
 use super::aggregate::{aggregate_table, AggregateConfig, AggregateRun};
 use super::merge_profile::merge_profile_streamed;
-use super::merge_rounds::Plan;
+use super::merge_rounds::{Command, Plan};
 use super::merge_stream::{merge_aggregate_streamed, MergeInputs};
 use super::profile::{check_inputs, profile_paths, profile_table, ProfileConfig, ProfileRun};
 use super::{check_runs, report_read_warnings};
@@ -307,7 +307,7 @@ pub fn merge_aggregate(
     read.extend(given.files());
     read.extend(c.metrics.files.iter().map(PathBuf::as_path));
     read.extend(plan);
-    let plan = plan.map(Plan::read).transpose()?;
+    let plan = plan.map(|p| Plan::read_for(p, Command::Aggregate)).transpose()?;
     let mut out = OutputSet::new(&read);
     out.check(&path)?;
     if !whole_table {
@@ -378,7 +378,7 @@ pub fn merge_shares(
     read.extend(given.files());
     read.extend(plan);
     OutputSet::new(&read).check(out)?;
-    let plan = plan.map(Plan::read).transpose()?;
+    let plan = plan.map(|p| Plan::read_for(p, Command::Aggregate)).transpose()?;
     let inputs = match given {
         InputsGiven::None => None,
         InputsGiven::File(f) => Some(MergeInputs::File(read_inputs(f)?)),
@@ -386,6 +386,29 @@ pub fn merge_shares(
         InputsGiven::Slices(s) => Some(MergeInputs::Sliced(SlicedInputs::open(s)?)),
     };
     super::merge_rounds::write_shares(c, slices, inputs.as_ref(), plan.as_ref(), out, &read)
+}
+
+/// One round of the statistics of `merge profile --low-memory`, for a cluster: the
+/// shares of the buckets `slices`, joined to their input rows (`c.inputs`, or
+/// `input_slices`, which need not be complete), written to `out`; see [`merge_shares`].
+pub fn merge_profile_shares(
+    c: &ProfileConfig,
+    slices: &[PathBuf],
+    input_slices: &[PathBuf],
+    plan: Option<&Path>,
+    out: &Path,
+) -> Result<usize> {
+    let given = if input_slices.is_empty() { InputsGiven::File(&c.inputs) } else { InputsGiven::Slices(input_slices) };
+    let mut read: Vec<&Path> = slices.iter().map(PathBuf::as_path).collect();
+    read.extend(given.files());
+    read.extend(plan);
+    OutputSet::new(&read).check(out)?;
+    let plan = plan.map(|p| Plan::read_for(p, Command::Profile)).transpose()?;
+    let inputs = match given {
+        InputsGiven::Slices(s) => MergeInputs::Sliced(SlicedInputs::open(s)?),
+        _ => MergeInputs::File(read_inputs(&c.inputs)?),
+    };
+    super::merge_rounds::write_profile_shares(c, slices, &inputs, plan.as_ref(), out, &read)
 }
 
 /// The inputs file input slices were sharded from, which `merge profile` re-reads each
@@ -427,8 +450,11 @@ pub fn merge_profile(
     input_slices: &[PathBuf],
     whole_table: bool,
     low_memory: bool,
+    plan: Option<&Path>,
 ) -> Result<ProfileRun> {
     let dir = c.out_dir.clone().ok_or_else(|| Error::Usage("merge profile needs --out-dir DIR".into()))?;
+    let plan_path = plan;
+    let mut plan = plan.map(|p| Plan::read_for(p, Command::Profile)).transpose()?;
     let given = if input_slices.is_empty() { InputsGiven::File(&c.inputs) } else { InputsGiven::Slices(input_slices) };
     if let InputsGiven::File(f) = given {
         if f.is_dir() {
@@ -447,6 +473,7 @@ pub fn merge_profile(
         read.extend(given.files());
         read.extend(sample_file.as_deref());
         read.extend(c.metrics.files.iter().map(PathBuf::as_path));
+        read.extend(plan_path);
         let mut out = OutputSet::new(&read);
         for p in &paths {
             out.check(p)?;
@@ -464,14 +491,18 @@ pub fn merge_profile(
                 check_runs(&RolloutTable::empty(Default::default()), i)?;
             }
             let mut pending = inputs.read_warnings();
-            if let Some(r) = merge_profile_streamed(c, slices, &inputs, &mut out, &paths, low_memory, &mut pending)? {
+            let planned = plan.is_some();
+            if let Some(r) =
+                merge_profile_streamed(c, slices, &inputs, &mut out, &paths, low_memory, plan.take(), &mut pending)?
+            {
                 let files = out.commit()?;
                 return Ok(ProfileRun { files, summary: r.summary, agents: r.agents, warnings: r.warnings });
             }
             if low_memory {
                 eprintln!(
                     "warning: --low-memory: this merge needs the whole table (custom metrics, or slices out of task \
-                     order); reading every slice into one table"
+                     order); reading every slice into one table{}",
+                    if planned { " (the plan is not used)" } else { "" }
                 );
             }
             let inputs = match inputs {

@@ -20,6 +20,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use super::merge_lean::LeanRun;
+use super::merge_rounds::Plan;
 use super::merge_stream::{prefetched_iter, read_bucket, MergeInputs, RunChecks};
 use super::profile::ProfileConfig;
 use crate::error::{Error, Result};
@@ -489,8 +490,14 @@ fn join_bucket(t: &RolloutTable, inp: &InputTable) -> Result<Joined> {
     Ok(Joined { measured, pairs })
 }
 
+/// The (input row, result row) pairs of a bucket's measured rollouts, in key order: what
+/// the profile's levels read (the first pass refuses a key twice).
+pub(super) fn measured_pairs(t: &RolloutTable, inp: &InputTable) -> Result<Vec<(usize, usize)>> {
+    Ok(join_bucket(t, inp)?.pairs)
+}
+
 /// The run key of input row `i`.
-fn key_of(inp: &InputTable, i: usize) -> Option<&str> {
+pub(super) fn key_of(inp: &InputTable, i: usize) -> Option<&str> {
     run_key(inp.name(inp.server[i]), inp.name(inp.agent[i]))
 }
 
@@ -545,6 +552,7 @@ pub(super) fn merge_profile_streamed(
     out: &mut OutputSet,
     paths: &[PathBuf; 3],
     lean: bool,
+    plan: Option<Plan>,
     pending: &mut Vec<String>,
 ) -> Result<Option<MergedProfile>> {
     if !c.metrics.is_empty() {
@@ -587,7 +595,17 @@ pub(super) fn merge_profile_streamed(
     let label_of_key: Vec<String> =
         g.keys.iter().map(|k| labels.get(k).cloned().unwrap_or_else(|| k.clone())).collect();
     if let Some(runs) = &mut g.lean {
-        lean_passes(slices, name, &ranges, runs, &g.key_ids, &g.fields)?;
+        match plan {
+            // The statistics rounds ran elsewhere: the plan holds their results.
+            Some(mut plan) => {
+                plan.check_no_other_runs(&g.keys.iter().cloned().map(Some).collect::<Vec<_>>())?;
+                for (k, run) in runs.iter_mut().enumerate() {
+                    run.pad_fields(g.fields.len());
+                    *run = plan.take_finished(&Some(g.keys[k].clone()), &g.fields, run)?;
+                }
+            }
+            None => lean_passes(slices, name, &ranges, runs, &g.key_ids, &g.fields)?,
+        }
     }
     let t0 = std::time::Instant::now();
     let mut names: Vec<&str> = label_of_key.iter().map(String::as_str).collect();

@@ -36,6 +36,23 @@ use crate::metrics::levels::Profiled;
 const MAGIC: &[u8; 16] = b"rollstat-levels\x01";
 const PLAN: u8 = 1;
 const SHARES: u8 = 2;
+
+/// Which merge the rounds are for: `aggregate` keeps each run's fields in its own
+/// order, `profile` one order of fields for every run (each padded to all of them).
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub enum Command {
+    Aggregate,
+    Profile,
+}
+
+impl Command {
+    fn name(self) -> &'static str {
+        match self {
+            Command::Aggregate => "aggregate",
+            Command::Profile => "profile",
+        }
+    }
+}
 /// Decompressed bytes per compressed byte trusted before a state is read (histograms
 /// of zeros compress far better than slices).
 const MAX_RATIO: usize = 4096;
@@ -44,6 +61,9 @@ const MAX_RATIO: usize = 4096;
 pub struct Plan {
     /// Rounds combined so far (1 after the counting round).
     pub round: u32,
+    command: Command,
+    /// `profile`: the fields of every run, in the sweep's order of first appearance.
+    fields: Vec<String>,
     runs: Vec<PlanRun>,
 }
 
@@ -70,9 +90,7 @@ struct Share {
 fn bad(path: &Path, why: &str) -> Error {
     Error::bad(
         Location::file(path),
-        format!(
-            "not a rollstat level state ({why}); give the files `merge aggregate --share-out` or `merge combine` wrote"
-        ),
+        format!("not a rollstat level state ({why}); give the files `merge … --share-out` or `merge combine` wrote"),
     )
 }
 
@@ -104,10 +122,11 @@ fn decode_names(d: &mut Dec<'_>) -> Option<Vec<String>> {
 }
 
 /// Writes a state file atomically, never over one of `read`.
-fn write_state(path: &Path, kind: u8, round: u32, body: Enc, read: &[&Path]) -> Result<()> {
+fn write_state(path: &Path, kind: u8, round: u32, command: Command, body: Enc, read: &[&Path]) -> Result<()> {
     let mut e = Enc(Vec::with_capacity(body.0.len() + 5));
     e.u8(kind);
     e.u32(round);
+    e.u8(command as u8);
     e.0.extend_from_slice(&body.0);
     let mut bytes = MAGIC.to_vec();
     bytes.extend_from_slice(&zstd::bulk::compress(&e.0, 3).map_err(|e| Error::write(path, e))?);
@@ -117,8 +136,8 @@ fn write_state(path: &Path, kind: u8, round: u32, body: Enc, read: &[&Path]) -> 
     Ok(())
 }
 
-/// Reads a state file of `kind`: its round and data.
-fn read_state(path: &Path, kind: u8) -> Result<(u32, Vec<u8>)> {
+/// Reads a state file of `kind`: its round, command and data.
+fn read_state(path: &Path, kind: u8) -> Result<(u32, Command, Vec<u8>)> {
     use std::io::Read;
     let bytes = std::fs::read(path).map_err(|e| Error::read(path, e))?;
     let body = bytes.strip_prefix(MAGIC.as_slice()).ok_or_else(|| bad(path, "no level state header"))?;
@@ -131,9 +150,14 @@ fn read_state(path: &Path, kind: u8) -> Result<(u32, Vec<u8>)> {
         return Err(bad(path, "its data does not decompress"));
     }
     let mut d = Dec { b: &data, at: 0 };
-    let (k, round) = (d.u8(), d.u32());
+    let (k, round, command) = (d.u8(), d.u32(), d.u8());
+    let command = match command {
+        Some(0) => Command::Aggregate,
+        Some(1) => Command::Profile,
+        _ => return Err(bad(path, "cut short or damaged")),
+    };
     match (k, round) {
-        (Some(k), Some(r)) if k == kind => Ok((r, data[5..].to_vec())),
+        (Some(k), Some(r)) if k == kind => Ok((r, command, data[6..].to_vec())),
         (Some(PLAN), _) => Err(bad(path, "a plan where a share was expected")),
         (Some(SHARES), _) => Err(bad(path, "a share where a plan was expected")),
         _ => Err(bad(path, "cut short or damaged")),
@@ -143,9 +167,11 @@ fn read_state(path: &Path, kind: u8) -> Result<(u32, Vec<u8>)> {
 impl Plan {
     /// Reads a plan `merge combine` wrote.
     pub fn read(path: &Path) -> Result<Plan> {
-        let (round, data) = read_state(path, PLAN)?;
+        let (round, command, data) = read_state(path, PLAN)?;
         let mut d = Dec { b: &data, at: 0 };
+        let mut fields = Vec::new();
         let runs = (|| {
+            fields = decode_names(&mut d)?;
             let n = d.len(4)?;
             let mut runs = Vec::with_capacity(n);
             for _ in 0..n {
@@ -161,11 +187,28 @@ impl Plan {
             (d.at == d.b.len()).then_some(runs)
         })()
         .ok_or_else(|| bad(path, "cut short or damaged"))?;
-        Ok(Plan { round, runs })
+        Ok(Plan { round, command, fields, runs })
+    }
+
+    /// Reads a plan for `command`'s merge; a plan of the other command is refused.
+    pub fn read_for(path: &Path, command: Command) -> Result<Plan> {
+        let plan = Plan::read(path)?;
+        if plan.command != command {
+            return Err(Error::bad(
+                Location::file(path),
+                format!(
+                    "a plan of `merge {}` given to `merge {}`: give the plan of this command's rounds",
+                    plan.command.name(),
+                    command.name()
+                ),
+            ));
+        }
+        Ok(plan)
     }
 
     fn write(&self, path: &Path, read: &[&Path]) -> Result<()> {
         let mut e = Enc(Vec::new());
+        encode_names(&self.fields, &mut e);
         e.u64(self.runs.len() as u64);
         for r in &self.runs {
             encode_key(&r.key, &mut e);
@@ -173,7 +216,7 @@ impl Plan {
             e.u8(r.more as u8);
             r.lean.encode(&mut e);
         }
-        write_state(path, PLAN, self.round, e, read)
+        write_state(path, PLAN, self.round, self.command, e, read)
     }
 
     /// Whether another round is needed.
@@ -183,6 +226,11 @@ impl Plan {
 
     fn run(&self, key: &Option<String>) -> Option<&PlanRun> {
         self.runs.iter().find(|r| &r.key == key)
+    }
+
+    /// `profile`: every run's fields.
+    pub fn fields(&self) -> &[String] {
+        &self.fields
     }
 
     /// The finished state of run `key` for the final merge, checked against the rows it
@@ -197,7 +245,7 @@ impl Plan {
         let r = &self.runs[i];
         if r.more {
             return Err(Error::Mismatch(format!(
-                "the plan is not finished (run {which} needs another round): run `merge aggregate --share-out` \
+                "the plan is not finished (run {which} needs another round): run the rounds of `--share-out` \
                  and `merge combine` until combine prints `done`"
             )));
         }
@@ -278,20 +326,97 @@ pub(super) fn write_shares(
             shares.push(Share { key, first_task: p.task(0), names, lean });
         }
     }
+    write_share_file(&shares, plan.map_or(0, |p| p.round), Command::Aggregate, out, read)?;
+    Ok(shares.len())
+}
+
+fn write_share_file(shares: &[Share], round: u32, command: Command, out: &Path, read: &[&Path]) -> Result<()> {
     let mut e = Enc(Vec::new());
     e.u64(shares.len() as u64);
-    for s in &shares {
+    for s in shares {
         encode_key(&s.key, &mut e);
         e.i64(s.first_task);
         encode_names(&s.names, &mut e);
         s.lean.encode(&mut e);
     }
-    write_state(out, SHARES, plan.map_or(0, |p| p.round), e, read)?;
+    write_state(out, SHARES, round, command, e, read)
+}
+
+/// `merge profile`'s shares of one round for the buckets `slices` (in bucket order),
+/// each joined to its input rows as the profile joins them (a run is the run key of
+/// its rollouts' input rows); see [`write_shares`].
+pub(super) fn write_profile_shares(
+    c: &super::profile::ProfileConfig,
+    slices: &[PathBuf],
+    inputs: &MergeInputs,
+    plan: Option<&Plan>,
+    out: &Path,
+    read: &[&Path],
+) -> Result<usize> {
+    let name = &c.rollouts[0];
+    let mut shares: Vec<Share> = Vec::new();
+    for slice in slices {
+        let b = read_bucket(slice, name, &mut LineMap::default(), Some(inputs))?;
+        let t = &b.t;
+        let Some(inp) = b.inputs.as_deref() else { continue };
+        // A bucket the merge refuses (a key twice) has no share; the merge says why.
+        let Ok(pairs) = super::merge_profile::measured_pairs(t, inp) else { continue };
+        let keyed: Vec<(usize, &str)> =
+            pairs.iter().filter_map(|&(i, r)| super::merge_profile::key_of(inp, i).map(|k| (r, k))).collect();
+        if keyed.is_empty() {
+            continue;
+        }
+        match plan {
+            None => {
+                let rows: Vec<usize> = keyed.iter().map(|&(r, _)| r).collect();
+                let keys: Vec<&str> = keyed.iter().map(|&(_, k)| k).collect();
+                let p = Profiled::new(t, &rows, &keys);
+                let names: Vec<String> = p.fields.iter().map(|f| f.name.clone()).collect();
+                let local: Vec<usize> = (0..p.fields.len()).collect();
+                for (l, positions) in p.label_positions().into_iter().enumerate() {
+                    let run_rows: Vec<usize> = positions.iter().map(|&pos| p.rows[pos]).collect();
+                    let one =
+                        Profiled::with_fields(t, &run_rows, &vec![""; run_rows.len()], p.fields.clone(), p.all_int);
+                    let mut lean = LeanRun::default();
+                    lean.visit(&one, &local);
+                    lean.close_share();
+                    let key = Some(p.labels[l].clone());
+                    shares.push(Share { key, first_task: one.task(0), names: names.clone(), lean });
+                }
+            }
+            Some(plan) => {
+                let mut by: std::collections::BTreeMap<&str, Vec<usize>> = Default::default();
+                for &(r, k) in &keyed {
+                    by.entry(k).or_default().push(r);
+                }
+                let all: Vec<usize> = (0..plan.fields.len()).collect();
+                for (k, rows) in by {
+                    let key = Some(k.to_string());
+                    let Some(run) = plan.run(&key) else {
+                        return Err(Error::Mismatch(format!(
+                            "{}: run {k} is not in the plan: give the plan combined from the shares of these slices",
+                            slice.display()
+                        )));
+                    };
+                    if !run.more {
+                        continue;
+                    }
+                    let fields = resolve_fields(t, plan.fields.iter().cloned());
+                    let one = Profiled::with_fields(t, &rows, &vec![""; rows.len()], fields, false);
+                    let mut lean = run.lean.share(one.task(0));
+                    lean.visit(&one, &all);
+                    lean.close_share();
+                    shares.push(Share { key, first_task: one.task(0), names: Vec::new(), lean });
+                }
+            }
+        }
+    }
+    write_share_file(&shares, plan.map_or(0, |p| p.round), Command::Profile, out, read)?;
     Ok(shares.len())
 }
 
-fn read_shares(path: &Path) -> Result<(u32, Vec<Share>)> {
-    let (round, data) = read_state(path, SHARES)?;
+fn read_shares(path: &Path) -> Result<(u32, Command, Vec<Share>)> {
+    let (round, command, data) = read_state(path, SHARES)?;
     let mut d = Dec { b: &data, at: 0 };
     let shares = (|| {
         let n = d.len(4)?;
@@ -306,7 +431,7 @@ fn read_shares(path: &Path) -> Result<(u32, Vec<Share>)> {
         (d.at == d.b.len()).then_some(out)
     })()
     .ok_or_else(|| bad(path, "cut short or damaged"))?;
-    Ok((round, shares))
+    Ok((round, command, shares))
 }
 
 /// Adds the shares of one round (`shares`, files in bucket order) to `plan` (none for
@@ -314,7 +439,7 @@ fn read_shares(path: &Path) -> Result<(u32, Vec<Share>)> {
 pub fn combine(plan_path: Option<&Path>, shares: &[PathBuf], out: &Path) -> Result<Plan> {
     let mut plan = match plan_path {
         Some(p) => Plan::read(p)?,
-        None => Plan { round: 0, runs: Vec::new() },
+        None => Plan { round: 0, command: Command::Aggregate, fields: Vec::new(), runs: Vec::new() },
     };
     if plan_path.is_some() && !plan.more() {
         return Err(Error::Usage("the plan is finished: give it to `merge aggregate --plan`".into()));
@@ -323,8 +448,21 @@ pub fn combine(plan_path: Option<&Path>, shares: &[PathBuf], out: &Path) -> Resu
     let mut index: HashMap<Option<String>, usize> =
         plan.runs.iter().enumerate().map(|(i, r)| (r.key.clone(), i)).collect();
     let mut last: HashMap<usize, i64> = HashMap::new();
-    for path in shares {
-        let (round, list) = read_shares(path)?;
+    for (n, path) in shares.iter().enumerate() {
+        let (round, command, list) = read_shares(path)?;
+        if counting && n == 0 {
+            plan.command = command;
+        }
+        if command != plan.command {
+            return Err(Error::bad(
+                Location::file(path),
+                format!(
+                    "a share of `merge {}` among those of `merge {}`: give one command's shares",
+                    command.name(),
+                    plan.command.name()
+                ),
+            ));
+        }
         if round != plan.round {
             return Err(Error::bad(
                 Location::file(path),
@@ -366,20 +504,23 @@ pub fn combine(plan_path: Option<&Path>, shares: &[PathBuf], out: &Path) -> Resu
                 ));
             }
             last.insert(i, s.first_task);
+            let profile = plan.command == Command::Profile;
             let run = &mut plan.runs[i];
+            // Profile: one order of fields for all runs, in the sweep's order.
+            let names = if profile { &mut plan.fields } else { &mut run.names };
             let global: Vec<usize> = if counting {
                 s.names
                     .iter()
-                    .map(|n| match run.names.iter().position(|m| m == n) {
+                    .map(|n| match names.iter().position(|m| m == n) {
                         Some(g) => g,
                         None => {
-                            run.names.push(n.clone());
-                            run.names.len() - 1
+                            names.push(n.clone());
+                            names.len() - 1
                         }
                     })
                     .collect()
             } else {
-                (0..run.names.len()).collect()
+                (0..names.len()).collect()
             };
             if !run.more || s.lean.counts().1.len() != global.len() {
                 return Err(Error::bad(
@@ -390,7 +531,13 @@ pub fn combine(plan_path: Option<&Path>, shares: &[PathBuf], out: &Path) -> Resu
             run.lean.absorb(s.first_task, s.lean, &global);
         }
     }
+    let width = plan.fields.len();
     for r in plan.runs.iter_mut().filter(|r| r.more) {
+        if counting && plan.command == Command::Profile {
+            // Every label has every field of the profile.
+            r.lean.pad_fields(width);
+            r.names = plan.fields.clone();
+        }
         r.more = r.lean.end_pass().map_err(|_| {
             Error::Mismatch(format!(
                 "the shares do not hold the rows the plan counted for run {}: give one share of every bucket, \

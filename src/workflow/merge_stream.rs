@@ -376,7 +376,7 @@ impl MergeInputs {
 /// One bucket of rollouts with the input rows it may join to.
 pub(super) struct Bucket<'a> {
     pub(super) t: RolloutTable,
-    inputs: Option<Cow<'a, InputTable>>,
+    pub(super) inputs: Option<Cow<'a, InputTable>>,
 }
 
 impl Bucket<'_> {

@@ -142,6 +142,18 @@ fn merge_profile(args: &[&str], mode: Option<&str>) -> bool {
 /// --share-out` (each worker given one or two buckets, with `extra`: the inputs, flags)
 /// and `merge combine`, until combine says `done`; the finished plan and the rounds.
 fn rounds(d: &TempDir, slices: &[PathBuf], extra: &[&str], tag: &str, rng: &mut Rng) -> (PathBuf, usize) {
+    rounds_of("aggregate", d, slices, extra, tag, rng)
+}
+
+/// [`rounds`] for `merge aggregate` or `merge profile`.
+fn rounds_of(
+    command: &str,
+    d: &TempDir,
+    slices: &[PathBuf],
+    extra: &[&str],
+    tag: &str,
+    rng: &mut Rng,
+) -> (PathBuf, usize) {
     let mut plan: Option<PathBuf> = None;
     for round in 0..8 {
         let mut shares = Vec::new();
@@ -149,7 +161,7 @@ fn rounds(d: &TempDir, slices: &[PathBuf], extra: &[&str], tag: &str, rng: &mut 
         while k < slices.len() {
             let take = (1 + rng.pick(2)).min(slices.len() - k);
             let out = d.join(&format!("{tag}-r{round}-{k}.share"));
-            let mut args = vec!["merge", "aggregate", "--low-memory", "--share-out", s(&out), "-q"];
+            let mut args = vec!["merge", command, "--low-memory", "--share-out", s(&out), "-q"];
             args.extend(extra);
             if let Some(p) = &plan {
                 args.extend(["--plan", s(p)]);
@@ -273,6 +285,26 @@ fn check_sweep(generate_args: &[&str], files: usize, seed: u64) {
                 for f in PROFILE_FILES {
                     let (a, b) = (bytes(&got.join(f)), bytes(&want_prof.join(f)));
                     assert!(a == b, "profile {f}, width {width}, {mode:?}, input slices {sliced}");
+                }
+                if mode != Some("--low-memory") {
+                    continue;
+                }
+                // The statistics as rounds of shares, then the merge with the plan.
+                let rtag = format!("{tag}-prof-rounds-{sliced}");
+                let extra: Vec<&str> = if sliced { islice_args.clone() } else { vec!["--inputs", s(&inputs)] };
+                let (plan, _) = rounds_of("profile", &d, &slices, &extra, &rtag, &mut rng);
+                let got = d.join(&format!("{rtag}-out"));
+                let mut cmd = std::process::Command::new(bin());
+                cmd.args(["merge", "profile", "--low-memory", "--plan", s(&plan), "--out-dir", s(&got), "-q"])
+                    .args(["--name", "all.jsonl", "--allow-partial"])
+                    .args(&extra)
+                    .args(&slice_args)
+                    .env("ROLLSTAT_TRACE", "1");
+                let o = cmd.output().unwrap();
+                assert!(o.status.success(), "{rtag}: {}", stderr(&o));
+                assert!(!stderr(&o).contains("merge: pass 2"), "{rtag}: the plan holds the statistics");
+                for f in PROFILE_FILES {
+                    assert!(bytes(&got.join(f)) == bytes(&want_prof.join(f)), "profile {f} from rounds, width {width}");
                 }
             }
         }
@@ -1290,6 +1322,16 @@ fn rounds_of_shares_give_the_single_machine_bytes_and_refuse_what_does_not_fit()
     }
     let cargs = vec!["merge", "combine", "--plan", s(&counted), "--out", s(&next), s(&counted)];
     assert!(refused(&cargs, &next, "a plan as a share").contains("a plan where a share was expected"));
+    // A plan of the other command, and shares of both commands together.
+    let inputs = g.join("materialized_inputs.jsonl");
+    let (pplan, _) = rounds_of("profile", &d, &slices, &["--inputs", s(&inputs)], "prof", &mut rng);
+    let mut args = vec!["merge", "aggregate", "--low-memory", "--plan", s(&pplan), "--out", s(&out)];
+    args.extend(slices.iter().map(|p| s(p)));
+    assert!(refused(&args, &out, "profile plan").contains("a plan of `merge profile` given to `merge aggregate`"));
+    let pshare = d.join("p.share");
+    ok(&["merge", "profile", "--low-memory", "--inputs", s(&inputs), "--share-out", s(&pshare), s(&slices[1]), "-q"]);
+    let cargs = vec!["merge", "combine", "--out", s(&next), s(&zero), s(&pshare)];
+    assert!(refused(&cargs, &next, "mixed commands").contains("a share of `merge profile` among those of"));
     // --plan and --share-out need --low-memory; --share-out does not merge.
     let o = run(&["merge", "aggregate", "--share-out", s(&next), s(&slices[0])]);
     assert_eq!(o.status.code(), Some(2));
