@@ -155,8 +155,8 @@ class Stages:
                *self.input_parts]
         return cmd, self.marker("merge", 0)
 
-    def statistics_rounds(self, passthrough, run_stage, stats):
-        """With `aggregate --low-memory`: the merge's statistics passes as rounds on the
+    def statistics_rounds(self, command, passthrough, run_stage, stats):
+        """With `--low-memory`: the merge's statistics passes as rounds on the
         cluster, a share task per bucket then one combine task, until the plan is done.
         `run_stage` runs a list of (command, failure marker) as tasks and returns their
         reports; a line per round goes to `stats`. The flags that make the merge take
@@ -175,7 +175,7 @@ class Stages:
                 ins = [inputs_of.get(b, self.input_parts[0])] if self.input_parts else []
                 share = os.path.join(self.work, f"share-{r}-{k}")
                 shares.append(share)
-                cmd = [self.rollstat, "-q", "merge", "aggregate", "--share-out", share, *passthrough]
+                cmd = [self.rollstat, "-q", "merge", command, "--share-out", share, *passthrough]
                 cmd += ["--plan", plan] if plan else []
                 jobs.append(([*cmd, "--", part, *ins], self.marker(f"share{r}", k)))
             started = time.monotonic()
@@ -326,9 +326,9 @@ def main(argv=None):
         stats.append(stage_line("partial", started, ray.get(refs)))
         name = a.name or (os.path.basename(local[0]) if len(local) == 1 else "rollouts.jsonl")
         merge_flags = passthrough
-        if a.command == "aggregate" and "--low-memory" in passthrough:
+        if "--low-memory" in passthrough:
             run_stage = lambda jobs: ray.get([task.remote(c, m, a.stats) for c, m in jobs])  # noqa: E731
-            merge_flags = passthrough + plan.statistics_rounds(passthrough, run_stage, stats)
+            merge_flags = passthrough + plan.statistics_rounds(a.command, passthrough, run_stage, stats)
         cmd, m = plan.merge(a.command, name, merge_destination(a), merge_flags)
         started = time.monotonic()
         report = ray.get(task.remote(cmd, m, a.stats))

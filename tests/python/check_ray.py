@@ -118,11 +118,13 @@ def main():
         del env["ROLLSTAT_RAY_FAIL_ONCE"]
         got_prof = os.path.join(work, "got-prof")
         # Files larger than --split-bytes: the profile run shards them (and the inputs) as
-        # byte ranges; its merge keeps no column.
+        # byte ranges; its statistics run as rounds on the cluster.
         assert sum(os.path.getsize(f) > 8_000_000 for f in files) >= 2, [os.path.getsize(f) for f in files]
-        run(sys.executable, DRIVER, "profile", "--rollouts", *files, "--name", "all.jsonl", "--inputs", inputs, "--allow-partial",
-            "--out-dir", got_prof, "--address", cluster.address, "--rollstat", binary, "--buckets", "6",
-            "--split-bytes", "4000000", "--low-memory", env=env)
+        p = run(sys.executable, DRIVER, "profile", "--rollouts", *files, "--name", "all.jsonl", "--inputs", inputs,
+                "--allow-partial", "--out-dir", got_prof, "--address", cluster.address, "--rollstat", binary,
+                "--buckets", "6", "--split-bytes", "4000000", "--low-memory", "--stats", env=env)
+        if len(re.findall(r"rollstat_ray: round(\d+)", p.stderr)) < 3:
+            sys.exit(f"FAILED: profile --low-memory ran no statistics rounds: {p.stderr!r}")
         for f in ["all_reward_profiling.jsonl", "all_agent_metrics.json", "all_repeat_level_metrics.json"]:
             same(os.path.join(got_prof, f), os.path.join(want_prof, f), f"profile {f}")
         # Bad input: exit status 2, the file and line named, no output.

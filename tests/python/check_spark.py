@@ -41,7 +41,8 @@ def main():
         same(got_retry, want_agg, "aggregate --low-memory in rounds, a failed share task retried")
         got_prof = os.path.join(work, "got-prof")
         run(sys.executable, DRIVER, "profile", "--rollouts", *files, "--name", "all.jsonl", "--inputs", inputs,
-            "--allow-partial", "--out-dir", got_prof, "--buckets", "3", "--split-bytes", "2000000", *common)
+            "--allow-partial", "--out-dir", got_prof, "--buckets", "3", "--split-bytes", "2000000", "--low-memory",
+            *common)
         for f in ["all_reward_profiling.jsonl", "all_agent_metrics.json", "all_repeat_level_metrics.json"]:
             same(os.path.join(got_prof, f), os.path.join(want_prof, f), f"profile {f}")
         bad = os.path.join(work, "bad.jsonl")
