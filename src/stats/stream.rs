@@ -546,7 +546,12 @@ impl Select {
         };
         let found = (0..d.len(16)?).map(|_| Some((d.u64()?, d.f64()?))).collect::<Option<Vec<_>>>()?;
         let mut targets = Vec::new();
-        for _ in 0..d.len(29)? {
+        let n = d.len(29)?;
+        // A column searches a few ranks: more bins than that is damage, not a state.
+        if n > 64 {
+            return None;
+        }
+        for _ in 0..n {
             let (prefix, fixed, lo, hi) = (d.u64()?, d.u32()?, d.u64()?, d.u64()?);
             let ranks = (0..d.len(16)?).map(|_| Some((d.u64()?, d.u64()?))).collect::<Option<Vec<_>>>()?;
             let work = match d.u8()? {

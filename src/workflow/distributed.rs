@@ -9,7 +9,7 @@ use std::path::{Path, PathBuf};
 
 use super::aggregate::{aggregate_table, AggregateConfig, AggregateRun};
 use super::merge_profile::merge_profile_streamed;
-use super::merge_rounds::{Command, Plan};
+use super::merge_rounds::{Command, LevelsFrom, Plan};
 use super::merge_stream::{merge_aggregate_streamed, MergeInputs};
 use super::profile::{check_inputs, profile_paths, profile_table, ProfileConfig, ProfileRun};
 use super::{check_runs, report_read_warnings};
@@ -328,8 +328,8 @@ pub fn merge_aggregate(
         }
         let mut pending = inputs.as_ref().map(MergeInputs::read_warnings).unwrap_or_default();
         let planned = plan.is_some();
-        let streamed =
-            merge_aggregate_streamed(c, slices, inputs.as_ref(), &mut out, &path, low_memory, plan, &mut pending)?;
+        let levels = levels_from(low_memory, plan);
+        let streamed = merge_aggregate_streamed(c, slices, inputs.as_ref(), &mut out, &path, levels, &mut pending)?;
         if let Some(mut run) = streamed {
             run.file = out.commit()?.remove(0);
             return Ok(run);
@@ -362,6 +362,15 @@ pub fn merge_aggregate(
     aggregate_table(c, &t, inputs.as_ref(), out, &path)
 }
 
+/// How a merge asked for `low_memory`, with or without a finished `plan`, gets its levels.
+fn levels_from(low_memory: bool, plan: Option<Plan>) -> LevelsFrom {
+    match (plan, low_memory) {
+        (Some(p), _) => LevelsFrom::Plan(p),
+        (None, true) => LevelsFrom::Passes,
+        (None, false) => LevelsFrom::Columns,
+    }
+}
+
 /// One round of the statistics of `merge aggregate --low-memory`, for a cluster: the
 /// shares of the buckets `slices` (with their input rows: `c.inputs` or
 /// `input_slices`, which need not be complete) written to `out`; `plan` is the last
@@ -385,7 +394,7 @@ pub fn merge_shares(
         // One bucket's input slices: the merge checks that the whole set is complete.
         InputsGiven::Slices(s) => Some(MergeInputs::Sliced(SlicedInputs::open(s)?)),
     };
-    super::merge_rounds::write_shares(c, slices, inputs.as_ref(), plan.as_ref(), out, &read)
+    super::merge_stream::write_aggregate_shares(c, slices, inputs.as_ref(), plan.as_ref(), out, &read)
 }
 
 /// One round of the statistics of `merge profile --low-memory`, for a cluster: the
@@ -408,7 +417,7 @@ pub fn merge_profile_shares(
         InputsGiven::Slices(s) => MergeInputs::Sliced(SlicedInputs::open(s)?),
         _ => MergeInputs::File(read_inputs(&c.inputs)?),
     };
-    super::merge_rounds::write_profile_shares(c, slices, &inputs, plan.as_ref(), out, &read)
+    super::merge_profile::write_profile_shares(c, slices, &inputs, plan.as_ref(), out, &read)
 }
 
 /// The inputs file input slices were sharded from, which `merge profile` re-reads each
@@ -492,9 +501,8 @@ pub fn merge_profile(
             }
             let mut pending = inputs.read_warnings();
             let planned = plan.is_some();
-            if let Some(r) =
-                merge_profile_streamed(c, slices, &inputs, &mut out, &paths, low_memory, plan.take(), &mut pending)?
-            {
+            let levels = levels_from(low_memory, plan.take());
+            if let Some(r) = merge_profile_streamed(c, slices, &inputs, &mut out, &paths, levels, &mut pending)? {
                 let files = out.commit()?;
                 return Ok(ProfileRun { files, summary: r.summary, agents: r.agents, warnings: r.warnings });
             }

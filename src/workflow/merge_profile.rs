@@ -20,7 +20,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use super::merge_lean::LeanRun;
-use super::merge_rounds::Plan;
+use super::merge_rounds::{write_share_file, Command, LevelsFrom, Plan, Share};
 use super::merge_stream::{prefetched_iter, read_bucket, MergeInputs, RunChecks};
 use super::profile::ProfileConfig;
 use crate::error::{Error, Result};
@@ -490,14 +490,81 @@ fn join_bucket(t: &RolloutTable, inp: &InputTable) -> Result<Joined> {
     Ok(Joined { measured, pairs })
 }
 
+/// `merge profile`'s shares of one round for the buckets `slices` (in bucket order),
+/// each joined to its input rows as the profile joins them (a run is the run key of
+/// its rollouts' input rows); see `merge_stream::write_aggregate_shares`.
+pub(super) fn write_profile_shares(
+    c: &super::profile::ProfileConfig,
+    slices: &[PathBuf],
+    inputs: &MergeInputs,
+    plan: Option<&Plan>,
+    out: &Path,
+    read: &[&Path],
+) -> Result<usize> {
+    let name = &c.rollouts[0];
+    let mut shares: Vec<Share> = Vec::new();
+    for slice in slices {
+        let b = read_bucket(slice, name, &mut LineMap::default(), Some(inputs))?;
+        let t = &b.t;
+        let Some(inp) = b.inputs.as_deref() else { continue };
+        // A bucket the merge refuses (a key twice) has no share; the merge says why.
+        let Ok(pairs) = measured_pairs(t, inp) else { continue };
+        let keyed: Vec<(usize, &str)> = pairs.iter().filter_map(|&(i, r)| key_of(inp, i).map(|k| (r, k))).collect();
+        if keyed.is_empty() {
+            continue;
+        }
+        match plan {
+            None => {
+                let rows: Vec<usize> = keyed.iter().map(|&(r, _)| r).collect();
+                let keys: Vec<&str> = keyed.iter().map(|&(_, k)| k).collect();
+                let p = Profiled::new(t, &rows, &keys);
+                let names: Vec<String> = p.fields.iter().map(|f| f.name.clone()).collect();
+                let local: Vec<usize> = (0..p.fields.len()).collect();
+                for (l, positions) in p.label_positions().into_iter().enumerate() {
+                    let run_rows: Vec<usize> = positions.iter().map(|&pos| p.rows[pos]).collect();
+                    let one =
+                        Profiled::with_fields(t, &run_rows, &vec![""; run_rows.len()], p.fields.clone(), p.all_int);
+                    let mut lean = LeanRun::default();
+                    lean.visit(&one, &local);
+                    lean.close_share();
+                    let key = Some(p.labels[l].clone());
+                    shares.push(Share { key, first_task: one.task(0), names: names.clone(), lean });
+                }
+            }
+            Some(plan) => {
+                let mut by: std::collections::BTreeMap<&str, Vec<usize>> = Default::default();
+                for &(r, k) in &keyed {
+                    by.entry(k).or_default().push(r);
+                }
+                let all: Vec<usize> = (0..plan.fields().len()).collect();
+                for (k, rows) in by {
+                    let key = Some(k.to_string());
+                    let run = plan.run_in(&key, slice)?;
+                    if !run.more {
+                        continue;
+                    }
+                    let fields = resolve_fields(t, plan.fields().iter().cloned());
+                    let one = Profiled::with_fields(t, &rows, &vec![""; rows.len()], fields, false);
+                    let mut lean = run.lean.share(one.task(0));
+                    lean.visit(&one, &all);
+                    lean.close_share();
+                    shares.push(Share { key, first_task: one.task(0), names: Vec::new(), lean });
+                }
+            }
+        }
+    }
+    write_share_file(&shares, Plan::share_round(plan), Command::Profile, out, read)?;
+    Ok(shares.len())
+}
+
 /// The (input row, result row) pairs of a bucket's measured rollouts, in key order: what
 /// the profile's levels read (the first pass refuses a key twice).
-pub(super) fn measured_pairs(t: &RolloutTable, inp: &InputTable) -> Result<Vec<(usize, usize)>> {
+fn measured_pairs(t: &RolloutTable, inp: &InputTable) -> Result<Vec<(usize, usize)>> {
     Ok(join_bucket(t, inp)?.pairs)
 }
 
 /// The run key of input row `i`.
-pub(super) fn key_of(inp: &InputTable, i: usize) -> Option<&str> {
+fn key_of(inp: &InputTable, i: usize) -> Option<&str> {
     run_key(inp.name(inp.server[i]), inp.name(inp.agent[i]))
 }
 
@@ -551,10 +618,10 @@ pub(super) fn merge_profile_streamed(
     inputs: &MergeInputs,
     out: &mut OutputSet,
     paths: &[PathBuf; 3],
-    lean: bool,
-    plan: Option<Plan>,
+    levels: LevelsFrom,
     pending: &mut Vec<String>,
 ) -> Result<Option<MergedProfile>> {
+    let lean = levels.lean();
     if !c.metrics.is_empty() {
         return Ok(None);
     }
@@ -595,16 +662,18 @@ pub(super) fn merge_profile_streamed(
     let label_of_key: Vec<String> =
         g.keys.iter().map(|k| labels.get(k).cloned().unwrap_or_else(|| k.clone())).collect();
     if let Some(runs) = &mut g.lean {
-        match plan {
+        match levels {
             // The statistics rounds ran elsewhere: the plan holds their results.
-            Some(mut plan) => {
+            LevelsFrom::Plan(mut plan) => {
                 plan.check_no_other_runs(&g.keys.iter().cloned().map(Some).collect::<Vec<_>>())?;
                 for (k, run) in runs.iter_mut().enumerate() {
                     run.pad_fields(g.fields.len());
                     *run = plan.take_finished(&Some(g.keys[k].clone()), &g.fields, run)?;
                 }
             }
-            None => lean_passes(slices, name, &ranges, runs, &g.key_ids, &g.fields)?,
+            LevelsFrom::Passes | LevelsFrom::Columns => {
+                lean_passes(slices, name, &ranges, runs, &g.key_ids, &g.fields)?
+            }
         }
     }
     let t0 = std::time::Instant::now();

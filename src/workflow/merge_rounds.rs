@@ -1,37 +1,32 @@
-//! The statistics passes of `merge aggregate --low-memory`, run as rounds of tasks on
-//! a cluster instead of by the merge.
+//! The statistics passes of `merge aggregate|profile --low-memory`, run as rounds of
+//! tasks on a cluster instead of by the merge.
 //!
 //! Each pass of the low-memory merge is split by bucket. In a round, one task per
-//! bucket reads its slice and writes its *share* of the pass (`merge aggregate
-//! --share-out`): in the counting round each run's counts, extremes and first
-//! histograms; in the summing rounds, for each column, the sums of the nodes of
-//! numpy's pairwise tree that lie wholly in the bucket's positions plus the values of
-//! the (at most two) leaf blocks it shares with its neighbours; in the selecting rounds
-//! the counts of its values in the bins still searched. One small task then adds the
-//! shares, in bucket order, to the *plan* (`merge combine`): the counts fix every
-//! column's length and where each bucket's values start in it, the pieces complete
-//! the sums exactly as numpy adds them, the deviations take a round of their own after
-//! the means (pandas' two passes), and the plan says whether another round is needed.
-//! The final merge (`merge aggregate --low-memory --plan`) checks the plan against the
-//! rows it counts and reads the slices only to write the task entries.
+//! bucket reads its slice and writes its *share* of the pass (`merge … --share-out`,
+//! written by the bucket-by-bucket merges' own code): in the counting round each run's
+//! counts, extremes and first histograms; in the summing rounds, for each column, the
+//! sums of the nodes of numpy's pairwise tree that lie wholly in the bucket's positions
+//! plus the values of the (at most two) leaf blocks it shares with its neighbours; in
+//! the selecting rounds the counts of its values in the bins still searched. One small
+//! task then adds the shares, in bucket order, to the *plan* (`merge combine`): the
+//! counts fix every column's length and where each bucket's values start in it, the
+//! pieces complete the sums exactly as numpy adds them, the deviations take a round of
+//! their own after the means (pandas' two passes), and the plan says whether another
+//! round is needed. The final merge (`--low-memory --plan`) checks the plan against the
+//! rows it counts and reads the slices only to count and to write the task entries.
 //!
 //! Shares and plans are files of rollstat's own (a magic, then zstd-compressed
-//! little-endian data), small beside the slices: a share holds a few numbers per
-//! column and level of the tree, at most 254 loose values per column, and the bins a
-//! selection still counts.
+//! little-endian data with a checksum), small beside the slices: a share holds a few
+//! numbers per column and level of the tree, at most 254 loose values per column, and
+//! the bins a selection still counts.
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 
-use super::aggregate::AggregateConfig;
 use super::merge_lean::LeanRun;
-use super::merge_stream::{read_bucket, MergeInputs};
 use crate::error::{Error, Location, Result};
 use crate::export::atomic::OutputSet;
-use crate::ingest::fields::resolve_fields;
 use crate::ingest::slice::{Dec, Enc};
-use crate::ingest::LineMap;
-use crate::metrics::levels::Profiled;
 
 const MAGIC: &[u8; 16] = b"rollstat-levels\x01";
 const PLAN: u8 = 1;
@@ -57,6 +52,23 @@ impl Command {
 /// of zeros compress far better than slices).
 const MAX_RATIO: usize = 4096;
 
+/// How a bucket-by-bucket merge gets the agent and repeat levels.
+pub enum LevelsFrom {
+    /// Each run's value columns, kept by the first pass.
+    Columns,
+    /// Passes of the merge's own over the slices (`--low-memory`).
+    Passes,
+    /// A finished plan of rounds run elsewhere (`--low-memory --plan`).
+    Plan(Plan),
+}
+
+impl LevelsFrom {
+    /// Whether no column is kept.
+    pub fn lean(&self) -> bool {
+        !matches!(self, LevelsFrom::Columns)
+    }
+}
+
 /// Where the rounds are: each run's statistics state after the rounds so far.
 pub struct Plan {
     /// Rounds combined so far (1 after the counting round).
@@ -67,24 +79,24 @@ pub struct Plan {
     runs: Vec<PlanRun>,
 }
 
-struct PlanRun {
+pub(super) struct PlanRun {
     /// Run key (`None`: the rollouts nothing names, labelled by `--agent`).
     key: Option<String>,
     /// Fields in the run's order of first appearance.
-    names: Vec<String>,
+    pub(super) names: Vec<String>,
     /// Whether another round is needed.
-    more: bool,
-    lean: LeanRun,
+    pub(super) more: bool,
+    pub(super) lean: LeanRun,
 }
 
 /// One bucket's share of a round for one run.
-struct Share {
-    key: Option<String>,
+pub(super) struct Share {
+    pub(super) key: Option<String>,
     /// The first task of the run's rows in the bucket: names the bucket in the plan.
-    first_task: i64,
+    pub(super) first_task: i64,
     /// Counting round: the bucket's fields, in its order (later rounds: the plan's).
-    names: Vec<String>,
-    lean: LeanRun,
+    pub(super) names: Vec<String>,
+    pub(super) lean: LeanRun,
 }
 
 fn bad(path: &Path, why: &str) -> Error {
@@ -129,7 +141,15 @@ fn write_state(path: &Path, kind: u8, round: u32, command: Command, body: Enc, r
     e.u8(command as u8);
     e.0.extend_from_slice(&body.0);
     let mut bytes = MAGIC.to_vec();
-    bytes.extend_from_slice(&zstd::bulk::compress(&e.0, 3).map_err(|e| Error::write(path, e))?);
+    // With a checksum of the data: a share or plan damaged on its way between machines
+    // is refused, not read as other numbers.
+    let packed = zstd::bulk::Compressor::new(3)
+        .and_then(|mut c| {
+            c.include_checksum(true)?;
+            c.compress(&e.0)
+        })
+        .map_err(|e| Error::write(path, e))?;
+    bytes.extend_from_slice(&packed);
     let mut out = OutputSet::new(read);
     out.add(path, &bytes)?;
     out.commit()?;
@@ -228,9 +248,26 @@ impl Plan {
         self.runs.iter().find(|r| &r.key == key)
     }
 
+    /// The state of run `key`, found in bucket `slice`: refused when the plan has none
+    /// (it was combined from other slices).
+    pub(super) fn run_in(&self, key: &Option<String>, slice: &Path) -> Result<&PlanRun> {
+        self.run(key).ok_or_else(|| {
+            Error::Mismatch(format!(
+                "{}: run {} is not in the plan: give the plan combined from the shares of these slices",
+                slice.display(),
+                key.as_deref().unwrap_or("(unnamed)")
+            ))
+        })
+    }
+
     /// `profile`: every run's fields.
-    pub fn fields(&self) -> &[String] {
+    pub(super) fn fields(&self) -> &[String] {
         &self.fields
+    }
+
+    /// The round the next shares are of.
+    pub(super) fn share_round(plan: Option<&Plan>) -> u32 {
+        plan.map_or(0, |p| p.round)
     }
 
     /// The finished state of run `key` for the final merge, checked against the rows it
@@ -270,67 +307,14 @@ impl Plan {
     }
 }
 
-/// One round's shares of the buckets `slices` (in bucket order), written to `out`: the
-/// counting round without a plan, later rounds with the plan the last round's combine
-/// wrote. `inputs` give each rollout its run as the merge does (rollouts without an
-/// input row are left out, as there).
-pub(super) fn write_shares(
-    c: &AggregateConfig,
-    slices: &[PathBuf],
-    inputs: Option<&MergeInputs>,
-    plan: Option<&Plan>,
+/// Writes one round's shares (in bucket order) for `command`'s merge.
+pub(super) fn write_share_file(
+    shares: &[Share],
+    round: u32,
+    command: Command,
     out: &Path,
     read: &[&Path],
-) -> Result<usize> {
-    let name = &c.rollouts[0];
-    let mut shares: Vec<Share> = Vec::new();
-    for slice in slices {
-        let b = read_bucket(slice, name, &mut LineMap::default(), inputs)?;
-        let t = &b.t;
-        let runs = b.runs();
-        let keys = runs.keys();
-        let by = runs.scored_by(t, |k| keys.iter().position(|x| x == k));
-        for (i, rows) in by {
-            let key = keys[i].clone();
-            if key.is_none() && c.agent.is_none() {
-                // The merge refuses these rollouts; nothing to count.
-                continue;
-            }
-            let label = vec![""; rows.len()];
-            let (mut lean, names, p) = match plan {
-                None => {
-                    let p = Profiled::new(t, &rows, &label);
-                    let names = p.fields.iter().map(|f| f.name.clone()).collect();
-                    (LeanRun::default(), names, p)
-                }
-                Some(plan) => {
-                    let Some(r) = plan.run(&key) else {
-                        return Err(Error::Mismatch(format!(
-                            "{}: run {} is not in the plan: give the plan combined from the shares of these \
-                             slices",
-                            slice.display(),
-                            key.as_deref().unwrap_or("(unnamed)")
-                        )));
-                    };
-                    if !r.more {
-                        continue;
-                    }
-                    let fields = resolve_fields(t, r.names.iter().cloned());
-                    let p = Profiled::with_fields(t, &rows, &label, fields, false);
-                    (r.lean.share(p.task(0)), Vec::new(), p)
-                }
-            };
-            let local: Vec<usize> = (0..p.fields.len()).collect();
-            lean.visit(&p, &local);
-            lean.close_share();
-            shares.push(Share { key, first_task: p.task(0), names, lean });
-        }
-    }
-    write_share_file(&shares, plan.map_or(0, |p| p.round), Command::Aggregate, out, read)?;
-    Ok(shares.len())
-}
-
-fn write_share_file(shares: &[Share], round: u32, command: Command, out: &Path, read: &[&Path]) -> Result<()> {
+) -> Result<()> {
     let mut e = Enc(Vec::new());
     e.u64(shares.len() as u64);
     for s in shares {
@@ -340,79 +324,6 @@ fn write_share_file(shares: &[Share], round: u32, command: Command, out: &Path, 
         s.lean.encode(&mut e);
     }
     write_state(out, SHARES, round, command, e, read)
-}
-
-/// `merge profile`'s shares of one round for the buckets `slices` (in bucket order),
-/// each joined to its input rows as the profile joins them (a run is the run key of
-/// its rollouts' input rows); see [`write_shares`].
-pub(super) fn write_profile_shares(
-    c: &super::profile::ProfileConfig,
-    slices: &[PathBuf],
-    inputs: &MergeInputs,
-    plan: Option<&Plan>,
-    out: &Path,
-    read: &[&Path],
-) -> Result<usize> {
-    let name = &c.rollouts[0];
-    let mut shares: Vec<Share> = Vec::new();
-    for slice in slices {
-        let b = read_bucket(slice, name, &mut LineMap::default(), Some(inputs))?;
-        let t = &b.t;
-        let Some(inp) = b.inputs.as_deref() else { continue };
-        // A bucket the merge refuses (a key twice) has no share; the merge says why.
-        let Ok(pairs) = super::merge_profile::measured_pairs(t, inp) else { continue };
-        let keyed: Vec<(usize, &str)> =
-            pairs.iter().filter_map(|&(i, r)| super::merge_profile::key_of(inp, i).map(|k| (r, k))).collect();
-        if keyed.is_empty() {
-            continue;
-        }
-        match plan {
-            None => {
-                let rows: Vec<usize> = keyed.iter().map(|&(r, _)| r).collect();
-                let keys: Vec<&str> = keyed.iter().map(|&(_, k)| k).collect();
-                let p = Profiled::new(t, &rows, &keys);
-                let names: Vec<String> = p.fields.iter().map(|f| f.name.clone()).collect();
-                let local: Vec<usize> = (0..p.fields.len()).collect();
-                for (l, positions) in p.label_positions().into_iter().enumerate() {
-                    let run_rows: Vec<usize> = positions.iter().map(|&pos| p.rows[pos]).collect();
-                    let one =
-                        Profiled::with_fields(t, &run_rows, &vec![""; run_rows.len()], p.fields.clone(), p.all_int);
-                    let mut lean = LeanRun::default();
-                    lean.visit(&one, &local);
-                    lean.close_share();
-                    let key = Some(p.labels[l].clone());
-                    shares.push(Share { key, first_task: one.task(0), names: names.clone(), lean });
-                }
-            }
-            Some(plan) => {
-                let mut by: std::collections::BTreeMap<&str, Vec<usize>> = Default::default();
-                for &(r, k) in &keyed {
-                    by.entry(k).or_default().push(r);
-                }
-                let all: Vec<usize> = (0..plan.fields.len()).collect();
-                for (k, rows) in by {
-                    let key = Some(k.to_string());
-                    let Some(run) = plan.run(&key) else {
-                        return Err(Error::Mismatch(format!(
-                            "{}: run {k} is not in the plan: give the plan combined from the shares of these slices",
-                            slice.display()
-                        )));
-                    };
-                    if !run.more {
-                        continue;
-                    }
-                    let fields = resolve_fields(t, plan.fields.iter().cloned());
-                    let one = Profiled::with_fields(t, &rows, &vec![""; rows.len()], fields, false);
-                    let mut lean = run.lean.share(one.task(0));
-                    lean.visit(&one, &all);
-                    lean.close_share();
-                    shares.push(Share { key, first_task: one.task(0), names: Vec::new(), lean });
-                }
-            }
-        }
-    }
-    write_share_file(&shares, plan.map_or(0, |p| p.round), Command::Profile, out, read)?;
-    Ok(shares.len())
 }
 
 fn read_shares(path: &Path) -> Result<(u32, Command, Vec<Share>)> {

@@ -21,7 +21,7 @@ use std::sync::Arc;
 
 use super::aggregate::{AggregateConfig, AggregateRun};
 use super::merge_lean::LeanRun;
-use super::merge_rounds::Plan;
+use super::merge_rounds::{write_share_file, Command, LevelsFrom, Plan, Share};
 use crate::error::{Error, Location, Result};
 use crate::export::atomic::OutputSet;
 use crate::export::tasks::{close_array, write_aggregate_with, write_task_entries, StreamError};
@@ -413,10 +413,10 @@ pub(super) fn merge_aggregate_streamed(
     inputs: Option<&MergeInputs>,
     out: &mut OutputSet,
     path: &Path,
-    lean: bool,
-    plan: Option<Plan>,
+    levels: LevelsFrom,
     pending: &mut Vec<String>,
 ) -> Result<Option<AggregateRun>> {
+    let lean = levels.lean();
     if !c.metrics.builtin().is_empty() || !c.metrics.sql().is_empty() {
         return Ok(None);
     }
@@ -553,9 +553,9 @@ pub(super) fn merge_aggregate_streamed(
     if let Some(e) = order.iter().find_map(|(_, i)| list[*i].duplicate.take()) {
         return Err(e);
     }
-    match plan {
+    match levels {
         // The statistics rounds ran elsewhere: the plan holds their results.
-        Some(mut plan) if lean => {
+        LevelsFrom::Plan(mut plan) => {
             let counted: Vec<&Run> = list.iter().filter(|r| r.scored > 0).collect();
             plan.check_no_other_runs(&counted.iter().map(|r| r.key.clone()).collect::<Vec<_>>())?;
             for run in list.iter_mut().filter(|r| r.scored > 0) {
@@ -564,8 +564,8 @@ pub(super) fn merge_aggregate_streamed(
                 run.lean = Some(done);
             }
         }
-        _ if lean => lean_passes(slices, name, inputs, &all_lines, &mut list)?,
-        _ => {}
+        LevelsFrom::Passes => lean_passes(slices, name, inputs, &all_lines, &mut list)?,
+        LevelsFrom::Columns => {}
     }
     let opts = AggregateOptions {
         default_agent: c.agent.clone(),
@@ -701,6 +701,59 @@ pub(super) fn merge_aggregate_streamed(
         })
         .collect();
     Ok(Some(AggregateRun { file: path.to_path_buf(), key_metrics, warnings: warn }))
+}
+
+/// One round's shares of the buckets `slices` (in bucket order), written to `out`: the
+/// counting round without a plan, later rounds with the plan the last round's combine
+/// wrote. `inputs` give each rollout its run as the merge does (rollouts without an
+/// input row are left out, as there).
+pub(super) fn write_aggregate_shares(
+    c: &AggregateConfig,
+    slices: &[PathBuf],
+    inputs: Option<&MergeInputs>,
+    plan: Option<&Plan>,
+    out: &Path,
+    read: &[&Path],
+) -> Result<usize> {
+    let name = &c.rollouts[0];
+    let mut shares: Vec<Share> = Vec::new();
+    for slice in slices {
+        let b = read_bucket(slice, name, &mut LineMap::default(), inputs)?;
+        let t = &b.t;
+        let runs = b.runs();
+        let keys = runs.keys();
+        let by = runs.scored_by(t, |k| keys.iter().position(|x| x == k));
+        for (i, rows) in by {
+            let key = keys[i].clone();
+            if key.is_none() && c.agent.is_none() {
+                // The merge refuses these rollouts; nothing to count.
+                continue;
+            }
+            let label = vec![""; rows.len()];
+            let (mut lean, names, p) = match plan {
+                None => {
+                    let p = Profiled::new(t, &rows, &label);
+                    let names = p.fields.iter().map(|f| f.name.clone()).collect();
+                    (LeanRun::default(), names, p)
+                }
+                Some(plan) => {
+                    let r = plan.run_in(&key, slice)?;
+                    if !r.more {
+                        continue;
+                    }
+                    let fields = resolve_fields(t, r.names.iter().cloned());
+                    let p = Profiled::with_fields(t, &rows, &label, fields, false);
+                    (r.lean.share(p.task(0)), Vec::new(), p)
+                }
+            };
+            let local: Vec<usize> = (0..p.fields.len()).collect();
+            lean.visit(&p, &local);
+            lean.close_share();
+            shares.push(Share { key, first_task: p.task(0), names, lean });
+        }
+    }
+    write_share_file(&shares, Plan::share_round(plan), Command::Aggregate, out, read)?;
+    Ok(shares.len())
 }
 
 /// The buckets holding scored rollouts of any run, in order.

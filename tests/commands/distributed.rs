@@ -1332,6 +1332,62 @@ fn rounds_of_shares_give_the_single_machine_bytes_and_refuse_what_does_not_fit()
     ok(&["merge", "profile", "--low-memory", "--inputs", s(&inputs), "--share-out", s(&pshare), s(&slices[1]), "-q"]);
     let cargs = vec!["merge", "combine", "--out", s(&next), s(&zero), s(&pshare)];
     assert!(refused(&cargs, &next, "mixed commands").contains("a share of `merge profile` among those of"));
+    // A byte of a share changed on its way (its data's checksum fails): refused.
+    let mut flipped = std::fs::read(&first).unwrap();
+    let at = 16 + (flipped.len() - 16) / 2;
+    flipped[at] ^= 0x10;
+    let bad = d.join("flipped.share");
+    std::fs::write(&bad, &flipped).unwrap();
+    let cargs = vec!["merge", "combine", "--plan", s(&counted), "--out", s(&next), s(&bad)];
+    assert!(refused(&cargs, &next, "flipped byte").contains("does not decompress"));
+    // Seeded damage inside the compressed data of a share and of a plan: each is refused
+    // (exit status 2) or read, never a crash.
+    let mut seed = Rng(0x0DA3_A6E5);
+    for (kind, good, as_share) in [("share", &first, true), ("plan", &counted, false)] {
+        let raw = std::fs::read(good).unwrap();
+        let data = zstd::decode_all(&raw[16..]).unwrap();
+        for k in 0..150 {
+            let mut v = data.clone();
+            match seed.pick(3) {
+                0 => v.truncate(seed.pick(v.len())),
+                1 => {
+                    for _ in 0..1 + seed.pick(4) {
+                        let at = seed.pick(v.len());
+                        v[at] ^= 1 << seed.pick(8);
+                    }
+                }
+                _ => {
+                    let at = seed.pick(v.len());
+                    v[at..].iter_mut().take(8).for_each(|b| *b = 0xff);
+                }
+            }
+            let mut bytes = raw[..16].to_vec();
+            bytes.extend(zstd::encode_all(&v[..], 1).unwrap());
+            let bad = d.join(&format!("dmg.{kind}"));
+            std::fs::write(&bad, &bytes).unwrap();
+            let _ = std::fs::remove_file(&next);
+            let o = if as_share {
+                run(&["merge", "combine", "--plan", s(&counted), "--out", s(&next), s(&bad), "-q"])
+            } else {
+                run(&[
+                    "merge",
+                    "aggregate",
+                    "--low-memory",
+                    "--plan",
+                    s(&bad),
+                    "--share-out",
+                    s(&next),
+                    s(&slices[0]),
+                    "-q",
+                ])
+            };
+            let code = o.status.code();
+            assert!(code == Some(0) || code == Some(2), "{kind} damage {k}: {code:?} {}", stderr(&o));
+            if code == Some(2) {
+                assert!(!next.exists(), "{kind} damage {k}: no output");
+            }
+        }
+    }
     // --plan and --share-out need --low-memory; --share-out does not merge.
     let o = run(&["merge", "aggregate", "--share-out", s(&next), s(&slices[0])]);
     assert_eq!(o.status.code(), Some(2));
