@@ -89,6 +89,14 @@ pub struct AggregateArgs {
     /// (the counting round without --plan) to FILE instead of merging.
     #[arg(long, value_name = "FILE", requires = "low_memory", conflicts_with = "out")]
     pub share_out: Option<PathBuf>,
+    /// With --share-out and --plan: also write these buckets' task entries to FILE, for
+    /// the merge's --tasks (so it copies them instead of writing them).
+    #[arg(long, value_name = "FILE", requires_all = ["share_out", "plan"])]
+    pub tasks_out: Option<PathBuf>,
+    /// With --plan: the task entries the round tasks wrote (--tasks-out), every
+    /// bucket's, copied into the output instead of written from the slices.
+    #[arg(long, value_name = "FILE", num_args = 1.., requires = "plan", conflicts_with = "share_out")]
+    pub tasks: Vec<PathBuf>,
 }
 
 #[derive(ClapArgs, Debug, Clone)]
@@ -164,7 +172,14 @@ pub fn run(a: Args) -> Result<()> {
             };
             let (slices, inputs) = a.slices.split()?;
             if let Some(share) = &a.share_out {
-                let n = crate::workflow::distributed::merge_shares(&c, &slices, &inputs, a.plan.as_deref(), share)?;
+                let n = crate::workflow::distributed::merge_shares(
+                    &c,
+                    &slices,
+                    &inputs,
+                    a.plan.as_deref(),
+                    share,
+                    a.tasks_out.as_deref(),
+                )?;
                 if !common::quiet() {
                     eprintln!("Wrote {} ({n} run shares)", share.display());
                 }
@@ -177,6 +192,7 @@ pub fn run(a: Args) -> Result<()> {
                 a.whole_table,
                 a.low_memory,
                 a.plan.as_deref(),
+                &a.tasks,
             )?;
             common::print_warnings(&r.warnings);
             if !common::quiet() {

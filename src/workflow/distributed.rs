@@ -9,7 +9,7 @@ use std::path::{Path, PathBuf};
 
 use super::aggregate::{aggregate_table, AggregateConfig, AggregateRun};
 use super::merge_profile::merge_profile_streamed;
-use super::merge_rounds::{Command, LevelsFrom, Plan};
+use super::merge_rounds::{Command, LevelsFrom, Plan, TaskPieces};
 use super::merge_stream::{merge_aggregate_streamed, MergeInputs};
 use super::profile::{check_inputs, profile_paths, profile_table, ProfileConfig, ProfileRun};
 use super::{check_runs, report_read_warnings};
@@ -300,6 +300,7 @@ pub fn merge_aggregate(
     whole_table: bool,
     low_memory: bool,
     plan: Option<&Path>,
+    tasks: &[PathBuf],
 ) -> Result<AggregateRun> {
     let path = c.out.clone().ok_or_else(|| Error::Usage("merge aggregate needs --out FILE".into()))?;
     let given = InputsGiven::new(c.inputs.as_deref(), input_slices)?;
@@ -307,7 +308,13 @@ pub fn merge_aggregate(
     read.extend(given.files());
     read.extend(c.metrics.files.iter().map(PathBuf::as_path));
     read.extend(plan);
-    let plan = plan.map(|p| Plan::read_for(p, Command::Aggregate)).transpose()?;
+    read.extend(tasks.iter().map(PathBuf::as_path));
+    let mut plan = plan.map(|p| Plan::read_for(p, Command::Aggregate)).transpose()?;
+    if let Some(p) = &mut plan {
+        if !tasks.is_empty() {
+            p.tasks = Some(TaskPieces::open(tasks)?);
+        }
+    }
     let mut out = OutputSet::new(&read);
     out.check(&path)?;
     if !whole_table {
@@ -381,12 +388,19 @@ pub fn merge_shares(
     input_slices: &[PathBuf],
     plan: Option<&Path>,
     out: &Path,
+    tasks_out: Option<&Path>,
 ) -> Result<usize> {
     let given = InputsGiven::new(c.inputs.as_deref(), input_slices)?;
     let mut read: Vec<&Path> = slices.iter().map(PathBuf::as_path).collect();
     read.extend(given.files());
     read.extend(plan);
     OutputSet::new(&read).check(out)?;
+    if let Some(t) = tasks_out {
+        OutputSet::new(&read).check(t)?;
+        if crate::export::atomic::same_file(t, out) || t == out {
+            return Err(Error::Usage("--tasks-out and --share-out name the same file".into()));
+        }
+    }
     let plan = plan.map(|p| Plan::read_for(p, Command::Aggregate)).transpose()?;
     let inputs = match given {
         InputsGiven::None => None,
@@ -394,7 +408,7 @@ pub fn merge_shares(
         // One bucket's input slices: the merge checks that the whole set is complete.
         InputsGiven::Slices(s) => Some(MergeInputs::Sliced(SlicedInputs::open(s)?)),
     };
-    super::merge_stream::write_aggregate_shares(c, slices, inputs.as_ref(), plan.as_ref(), out, &read)
+    super::merge_stream::write_aggregate_shares(c, slices, inputs.as_ref(), plan.as_ref(), out, tasks_out, &read)
 }
 
 /// One round of the statistics of `merge profile --low-memory`, for a cluster: the

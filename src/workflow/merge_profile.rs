@@ -528,7 +528,7 @@ pub(super) fn write_profile_shares(
                     lean.visit(&one, &local);
                     lean.close_share();
                     let key = Some(p.labels[l].clone());
-                    shares.push(Share { key, first_task: one.task(0), names: names.clone(), lean });
+                    shares.push(Share { key, first_task: one.task(0), names: names.clone(), all_int: p.all_int, lean });
                 }
             }
             Some(plan) => {
@@ -548,7 +548,7 @@ pub(super) fn write_profile_shares(
                     let mut lean = run.lean.share(one.task(0));
                     lean.visit(&one, &all);
                     lean.close_share();
-                    shares.push(Share { key, first_task: one.task(0), names: Vec::new(), lean });
+                    shares.push(Share { key, first_task: one.task(0), names: Vec::new(), all_int: false, lean });
                 }
             }
         }

@@ -73,6 +73,8 @@ impl LevelsFrom {
 pub struct Plan {
     /// Rounds combined so far (1 after the counting round).
     pub round: u32,
+    /// Task entries rendered by the round tasks (`--tasks-out`), for the final merge.
+    pub(super) tasks: Option<TaskPieces>,
     command: Command,
     /// `profile`: the fields of every run, in the sweep's order of first appearance.
     fields: Vec<String>,
@@ -86,6 +88,9 @@ pub(super) struct PlanRun {
     pub(super) names: Vec<String>,
     /// Whether another round is needed.
     pub(super) more: bool,
+    /// Aggregate: whether every value of every field of the run is an integer or a
+    /// bool (which writes the extremes as integers), settled as the merge settles it.
+    pub(super) all_int: bool,
     pub(super) lean: LeanRun,
 }
 
@@ -96,6 +101,8 @@ pub(super) struct Share {
     pub(super) first_task: i64,
     /// Counting round: the bucket's fields, in its order (later rounds: the plan's).
     pub(super) names: Vec<String>,
+    /// Counting round: whether every value of the bucket's rows is an integer or a bool.
+    pub(super) all_int: bool,
     pub(super) lean: LeanRun,
 }
 
@@ -197,17 +204,17 @@ impl Plan {
             for _ in 0..n {
                 let key = decode_key(&mut d)?;
                 let names = decode_names(&mut d)?;
-                let more = d.u8()? == 1;
+                let flags = d.u8()?;
                 let lean = LeanRun::decode(&mut d)?;
                 if lean.counts().1.len() != names.len() {
                     return None;
                 }
-                runs.push(PlanRun { key, names, more, lean });
+                runs.push(PlanRun { key, names, more: flags & 1 == 1, all_int: flags & 2 == 2, lean });
             }
             (d.at == d.b.len()).then_some(runs)
         })()
         .ok_or_else(|| bad(path, "cut short or damaged"))?;
-        Ok(Plan { round, command, fields, runs })
+        Ok(Plan { round, tasks: None, command, fields, runs })
     }
 
     /// Reads a plan for `command`'s merge; a plan of the other command is refused.
@@ -233,7 +240,7 @@ impl Plan {
         for r in &self.runs {
             encode_key(&r.key, &mut e);
             encode_names(&r.names, &mut e);
-            e.u8(r.more as u8);
+            e.u8(r.more as u8 | (r.all_int as u8) << 1);
             r.lean.encode(&mut e);
         }
         write_state(path, PLAN, self.round, self.command, e, read)
@@ -321,6 +328,7 @@ pub(super) fn write_share_file(
         encode_key(&s.key, &mut e);
         e.i64(s.first_task);
         encode_names(&s.names, &mut e);
+        e.u8(s.all_int as u8);
         s.lean.encode(&mut e);
     }
     write_state(out, SHARES, round, command, e, read)
@@ -336,8 +344,9 @@ fn read_shares(path: &Path) -> Result<(u32, Command, Vec<Share>)> {
             let key = decode_key(&mut d)?;
             let first_task = d.i64()?;
             let names = decode_names(&mut d)?;
+            let all_int = d.u8()? == 1;
             let lean = LeanRun::decode(&mut d)?;
-            out.push(Share { key, first_task, names, lean });
+            out.push(Share { key, first_task, names, all_int, lean });
         }
         (d.at == d.b.len()).then_some(out)
     })()
@@ -350,7 +359,7 @@ fn read_shares(path: &Path) -> Result<(u32, Command, Vec<Share>)> {
 pub fn combine(plan_path: Option<&Path>, shares: &[PathBuf], out: &Path) -> Result<Plan> {
     let mut plan = match plan_path {
         Some(p) => Plan::read(p)?,
-        None => Plan { round: 0, command: Command::Aggregate, fields: Vec::new(), runs: Vec::new() },
+        None => Plan { round: 0, tasks: None, command: Command::Aggregate, fields: Vec::new(), runs: Vec::new() },
     };
     if plan_path.is_some() && !plan.more() {
         return Err(Error::Usage("the plan is finished: give it to `merge aggregate --plan`".into()));
@@ -393,6 +402,7 @@ pub fn combine(plan_path: Option<&Path>, shares: &[PathBuf], out: &Path) -> Resu
                         key: s.key.clone(),
                         names: Vec::new(),
                         more: true,
+                        all_int: true,
                         lean: LeanRun::default(),
                     });
                     index.insert(s.key.clone(), plan.runs.len() - 1);
@@ -419,6 +429,7 @@ pub fn combine(plan_path: Option<&Path>, shares: &[PathBuf], out: &Path) -> Resu
             let run = &mut plan.runs[i];
             // Profile: one order of fields for all runs, in the sweep's order.
             let names = if profile { &mut plan.fields } else { &mut run.names };
+            let known = names.len();
             let global: Vec<usize> = if counting {
                 s.names
                     .iter()
@@ -438,6 +449,15 @@ pub fn combine(plan_path: Option<&Path>, shares: &[PathBuf], out: &Path) -> Resu
                     Location::file(path),
                     "a share that does not fit the plan: give the shares written with the plan given here",
                 ));
+            }
+            if counting && !profile {
+                // As the merge settles it: a value missing anywhere (a field not in every
+                // bucket's rows, or one that appears after the first bucket) or not an
+                // integer makes the run not all-int.
+                let new_field = run.names.len() > known;
+                if !s.all_int || s.names.len() < run.names.len() || (new_field && run.lean.counts().0 > 0) {
+                    run.all_int = false;
+                }
             }
             run.lean.absorb(s.first_task, s.lean, &global);
         }
@@ -462,4 +482,166 @@ pub fn combine(plan_path: Option<&Path>, shares: &[PathBuf], out: &Path) -> Resu
     read.extend(plan_path);
     plan.write(out, &read)?;
     Ok(plan)
+}
+
+const TASKS_MAGIC: &[u8; 16] = b"rollstat-tasks\x00\x01";
+
+/// One run's task entries of one bucket, rendered by a round task: the run key, the
+/// first task of the run's rows in the bucket, the depth of the array they go in, and
+/// the entries (each after a comma, as entries after the first are written).
+pub(super) struct TaskPiece {
+    pub(super) key: Option<String>,
+    pub(super) first_task: i64,
+    pub(super) depth: u32,
+    pub(super) bytes: Vec<u8>,
+}
+
+/// Writes rendered task entries (`--tasks-out`): the magic, each piece zstd-compressed
+/// with a checksum, then their index (compressed) and its length.
+pub(super) fn write_task_pieces(pieces: &[TaskPiece], out: &Path, read: &[&Path]) -> Result<()> {
+    let compress = |data: &[u8]| {
+        zstd::bulk::Compressor::new(1)
+            .and_then(|mut c| {
+                c.include_checksum(true)?;
+                c.compress(data)
+            })
+            .map_err(|e| Error::write(out, e))
+    };
+    let mut bytes = TASKS_MAGIC.to_vec();
+    let mut index = Enc(Vec::new());
+    index.u64(pieces.len() as u64);
+    for p in pieces {
+        let packed = compress(&p.bytes)?;
+        encode_key(&p.key, &mut index);
+        index.i64(p.first_task);
+        index.u32(p.depth);
+        index.u64(bytes.len() as u64);
+        index.u64(packed.len() as u64);
+        index.u64(p.bytes.len() as u64);
+        bytes.extend_from_slice(&packed);
+    }
+    let packed = compress(&index.0)?;
+    bytes.extend_from_slice(&packed);
+    bytes.extend_from_slice(&(packed.len() as u64).to_le_bytes());
+    let mut set = OutputSet::new(read);
+    set.add(out, &bytes)?;
+    set.commit()?;
+    Ok(())
+}
+
+/// The task entries round tasks rendered, from their files, by (run key, first task).
+pub(super) struct TaskPieces {
+    files: Vec<PathBuf>,
+    /// (file, offset, compressed length, length, depth) by (run key, first task).
+    index: HashMap<(Option<String>, i64), (usize, u64, u64, u64, u32)>,
+}
+
+impl TaskPieces {
+    pub(super) fn open(paths: &[PathBuf]) -> Result<TaskPieces> {
+        use std::io::{Read, Seek, SeekFrom};
+        let bad = |p: &Path, why: &str| {
+            Error::bad(
+                Location::file(p),
+                format!("not rollstat task entries ({why}); give the files `merge aggregate --tasks-out` wrote"),
+            )
+        };
+        let mut index = HashMap::new();
+        for (k, path) in paths.iter().enumerate() {
+            let mut f = std::fs::File::open(path).map_err(|e| Error::read(path, e))?;
+            let size = f.metadata().map_err(|e| Error::read(path, e))?.len();
+            let mut magic = [0u8; 16];
+            let mut tail = [0u8; 8];
+            let head = f.read_exact(&mut magic).is_ok()
+                && f.seek(SeekFrom::End(-8)).is_ok()
+                && f.read_exact(&mut tail).is_ok();
+            if !head || &magic != TASKS_MAGIC || size < 24 {
+                return Err(bad(path, "no header"));
+            }
+            let len = u64::from_le_bytes(tail);
+            if len > size - 24 {
+                return Err(bad(path, "cut short or damaged"));
+            }
+            let mut packed = vec![0u8; len as usize];
+            f.seek(SeekFrom::Start(size - 8 - len))
+                .and_then(|_| f.read_exact(&mut packed))
+                .map_err(|e| Error::read(path, e))?;
+            let limit = (len as usize).saturating_mul(MAX_RATIO).saturating_add(1 << 20);
+            let mut data = Vec::new();
+            zstd::stream::read::Decoder::new(&packed[..])
+                .and_then(|d| d.take(limit as u64).read_to_end(&mut data))
+                .map_err(|_| bad(path, "its index does not decompress"))?;
+            let mut d = Dec { b: &data, at: 0 };
+            let entries = (|| {
+                let mut out = Vec::new();
+                for _ in 0..d.len(37)? {
+                    let key = decode_key(&mut d)?;
+                    let (first, depth, at, clen, n) = (d.i64()?, d.u32()?, d.u64()?, d.u64()?, d.u64()?);
+                    if at < 16 || at.checked_add(clen)? > size - 8 - len {
+                        return None;
+                    }
+                    out.push(((key, first), (k, at, clen, n, depth)));
+                }
+                (d.at == d.b.len()).then_some(out)
+            })()
+            .ok_or_else(|| bad(path, "cut short or damaged"))?;
+            for (key, v) in entries {
+                if index.insert(key.clone(), v).is_some() {
+                    return Err(Error::bad(
+                        Location::file(path),
+                        format!(
+                            "the task entries of run {} at task {} are in two of the given files: give each \
+                             bucket's once",
+                            key.0.as_deref().unwrap_or("(unnamed)"),
+                            key.1
+                        ),
+                    ));
+                }
+            }
+        }
+        Ok(TaskPieces { files: paths.to_vec(), index })
+    }
+
+    /// Takes the entries of run `key` in the bucket where its rows start at task
+    /// `first_task`, written for an array at `depth`: refused when no file holds them.
+    pub(super) fn take(&mut self, key: &Option<String>, first_task: i64, depth: usize) -> Result<Vec<u8>> {
+        use std::io::{Read, Seek, SeekFrom};
+        let which = key.as_deref().unwrap_or("(unnamed)");
+        let Some((k, at, clen, n, d)) = self.index.remove(&(key.clone(), first_task)) else {
+            return Err(Error::Mismatch(format!(
+                "no task entries of run {which} at task {first_task} in the given --tasks files: give every \
+                 bucket's, from the rounds of these slices"
+            )));
+        };
+        let path = &self.files[k];
+        if d as usize != depth {
+            return Err(Error::Mismatch(format!(
+                "{}: task entries written for another layout (depth {d}, not {depth}); write them with this rollstat",
+                path.display()
+            )));
+        }
+        let mut packed = vec![0u8; clen as usize];
+        let mut f = std::fs::File::open(path).map_err(|e| Error::read(path, e))?;
+        f.seek(SeekFrom::Start(at)).and_then(|_| f.read_exact(&mut packed)).map_err(|e| Error::read(path, e))?;
+        let mut out = Vec::with_capacity(n.min(1 << 32) as usize);
+        zstd::stream::read::Decoder::new(&packed[..])
+            .and_then(|d| d.take(n + 1).read_to_end(&mut out))
+            .ok()
+            .filter(|_| out.len() as u64 == n)
+            .ok_or_else(|| {
+                Error::bad(Location::file(path), "task entries that do not decompress: the file is damaged")
+            })?;
+        Ok(out)
+    }
+
+    /// Refuses entries no bucket of the merge took (of other slices).
+    pub(super) fn check_all_taken(&self) -> Result<()> {
+        match self.index.keys().next() {
+            Some((key, first)) => Err(Error::Mismatch(format!(
+                "the --tasks files hold task entries of run {} at task {first} that these slices do not: give \
+                 the task entries of these slices' rounds",
+                key.as_deref().unwrap_or("(unnamed)")
+            ))),
+            None => Ok(()),
+        }
+    }
 }

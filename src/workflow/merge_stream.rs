@@ -21,7 +21,7 @@ use std::sync::Arc;
 
 use super::aggregate::{AggregateConfig, AggregateRun};
 use super::merge_lean::LeanRun;
-use super::merge_rounds::{write_share_file, Command, LevelsFrom, Plan, Share};
+use super::merge_rounds::{write_share_file, write_task_pieces, Command, LevelsFrom, Plan, Share, TaskPiece};
 use crate::error::{Error, Location, Result};
 use crate::export::atomic::OutputSet;
 use crate::export::tasks::{close_array, write_aggregate_with, write_task_entries, StreamError};
@@ -65,8 +65,10 @@ struct Run {
     ints: Vec<Vec<i64>>,
     /// The run's first repeated rollout key.
     duplicate: Option<Error>,
-    /// Buckets with scored rollouts of this run.
+    /// Buckets with scored rollouts of this run, and the first task of its scored
+    /// rollouts in each.
     buckets: Vec<usize>,
+    firsts: Vec<i64>,
     /// Scored rollouts.
     scored: usize,
     /// With `--low-memory`: the statistics' state instead of the columns.
@@ -93,6 +95,7 @@ impl Run {
             ints: Vec::new(),
             duplicate: None,
             buckets: Vec::new(),
+            firsts: Vec::new(),
             scored: 0,
             lean: lean.then(LeanRun::default),
         }
@@ -117,6 +120,7 @@ impl Run {
             return;
         }
         self.buckets.push(bucket);
+        self.firsts.push(t.task[scored[0]]);
         self.scored += scored.len();
         let label = vec![""; scored.len()];
         let p = Profiled::new(t, &scored, &label);
@@ -417,6 +421,12 @@ pub(super) fn merge_aggregate_streamed(
     pending: &mut Vec<String>,
 ) -> Result<Option<AggregateRun>> {
     let lean = levels.lean();
+    let mut levels = levels;
+    // Task entries rendered by the round tasks, copied in instead of written here.
+    let mut pieces = match &mut levels {
+        LevelsFrom::Plan(p) => p.tasks.take(),
+        _ => None,
+    };
     if !c.metrics.builtin().is_empty() || !c.metrics.sql().is_empty() {
         return Ok(None);
     }
@@ -647,7 +657,7 @@ pub(super) fn merge_aggregate_streamed(
     // file and keeps the others' in a scratch file, copied in when their turn comes.
     let reads: usize = entries.iter().map(|e| list[e.run].buckets.len()).sum();
     let shared = all_buckets(&list);
-    let one_pass = entries.len() >= 2 && reads * 2 > shared.len() * 3;
+    let one_pass = pieces.is_none() && entries.len() >= 2 && reads * 2 > shared.len() * 3;
     let mut spilled: Option<Spilled> = None;
     let written = write_aggregate_with(parts, &mut w, |e, depth, w| {
         if one_pass {
@@ -666,6 +676,22 @@ pub(super) fn merge_aggregate_streamed(
         let Entry { fields, all_int, run: i, .. } = &entries[e];
         let run = &list[*i];
         let mut started = false;
+        if let Some(pieces) = &mut pieces {
+            for &first in &run.firsts {
+                let bytes = pieces.take(&run.key, first, depth).map_err(StreamError::Input)?;
+                // Each piece's entries follow a comma; the array's first takes none.
+                let bytes = if started { &bytes[..] } else { bytes.strip_prefix(b",").unwrap_or(&bytes) };
+                if bytes.is_empty() {
+                    continue;
+                }
+                if !started {
+                    w.write_all(b"[")?;
+                }
+                w.write_all(bytes)?;
+                started = true;
+            }
+            return Ok(end_task_array(depth, started, w)?);
+        }
         // The next bucket is read, and its rows of this run found, while this one is
         // written.
         let read = |k: usize| -> Result<(RolloutTable, Vec<usize>)> {
@@ -686,6 +712,9 @@ pub(super) fn merge_aggregate_streamed(
         Ok(end_task_array(depth, started, w)?)
     });
     written.map_err(|e| e.at(path))?;
+    if let Some(p) = &pieces {
+        p.check_all_taken()?;
+    }
     w.finish().map_err(|e| Error::write(path, e))?;
     drop(w);
     trace("merge: task entries + write", t0);
@@ -713,16 +742,19 @@ pub(super) fn write_aggregate_shares(
     inputs: Option<&MergeInputs>,
     plan: Option<&Plan>,
     out: &Path,
+    tasks_out: Option<&Path>,
     read: &[&Path],
 ) -> Result<usize> {
     let name = &c.rollouts[0];
     let mut shares: Vec<Share> = Vec::new();
+    let mut pieces: Vec<TaskPiece> = Vec::new();
     for slice in slices {
         let b = read_bucket(slice, name, &mut LineMap::default(), inputs)?;
         let t = &b.t;
         let runs = b.runs();
         let keys = runs.keys();
         let by = runs.scored_by(t, |k| keys.iter().position(|x| x == k));
+        let shared: Shared = (Arc::new(info_plans(t)), Arc::new(quoted_names(t)));
         for (i, rows) in by {
             let key = keys[i].clone();
             if key.is_none() && c.agent.is_none() {
@@ -738,6 +770,15 @@ pub(super) fn write_aggregate_shares(
                 }
                 Some(plan) => {
                     let r = plan.run_in(&key, slice)?;
+                    if tasks_out.is_some() {
+                        // The run's task entries of this bucket, as the merge writes them
+                        // after its first bucket's.
+                        let mut bytes = Vec::new();
+                        write_bucket_tasks(t, &rows, &r.names, r.all_int, &shared, TASK_DEPTH, &mut true, &mut bytes)
+                            .map_err(|e| e.at(tasks_out.expect("given")))?;
+                        let first_task = t.task[rows[0]];
+                        pieces.push(TaskPiece { key: key.clone(), first_task, depth: TASK_DEPTH as u32, bytes });
+                    }
                     if !r.more {
                         continue;
                     }
@@ -749,12 +790,23 @@ pub(super) fn write_aggregate_shares(
             let local: Vec<usize> = (0..p.fields.len()).collect();
             lean.visit(&p, &local);
             lean.close_share();
-            shares.push(Share { key, first_task: p.task(0), names, lean });
+            shares.push(Share { key, first_task: p.task(0), names, all_int: p.all_int, lean });
         }
+    }
+    if let Some(path) = tasks_out {
+        if plan.is_none() {
+            return Err(Error::Usage(
+                "--tasks-out needs --plan: the task entries need the fields the counting round settles".into(),
+            ));
+        }
+        write_task_pieces(&pieces, path, read)?;
     }
     write_share_file(&shares, Plan::share_round(plan), Command::Aggregate, out, read)?;
     Ok(shares.len())
 }
+
+/// The depth of each run's `group_level_metrics` array in the aggregate file.
+const TASK_DEPTH: usize = 2;
 
 /// The buckets holding scored rollouts of any run, in order.
 fn all_buckets(list: &[Run]) -> Vec<usize> {

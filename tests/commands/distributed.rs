@@ -142,7 +142,8 @@ fn merge_profile(args: &[&str], mode: Option<&str>) -> bool {
 /// --share-out` (each worker given one or two buckets, with `extra`: the inputs, flags)
 /// and `merge combine`, until combine says `done`; the finished plan and the rounds.
 fn rounds(d: &TempDir, slices: &[PathBuf], extra: &[&str], tag: &str, rng: &mut Rng) -> (PathBuf, usize) {
-    rounds_of("aggregate", d, slices, extra, tag, rng)
+    let (plan, n, _) = rounds_of("aggregate", d, slices, extra, tag, rng, false);
+    (plan, n)
 }
 
 /// [`rounds`] for `merge aggregate` or `merge profile`.
@@ -153,8 +154,10 @@ fn rounds_of(
     extra: &[&str],
     tag: &str,
     rng: &mut Rng,
-) -> (PathBuf, usize) {
+    with_tasks: bool,
+) -> (PathBuf, usize, Vec<PathBuf>) {
     let mut plan: Option<PathBuf> = None;
+    let mut tasks = Vec::new();
     for round in 0..8 {
         let mut shares = Vec::new();
         let mut k = 0;
@@ -165,6 +168,12 @@ fn rounds_of(
             args.extend(extra);
             if let Some(p) = &plan {
                 args.extend(["--plan", s(p)]);
+            }
+            // The task entries, rendered in the second round by the same tasks.
+            let rendered = d.join(&format!("{tag}-tasks-{k}"));
+            if with_tasks && round == 1 {
+                tasks.push(rendered.clone());
+                args.extend(["--tasks-out", s(&rendered)]);
             }
             args.extend(slices[k..k + take].iter().map(|p| s(p)));
             ok(&args);
@@ -181,7 +190,7 @@ fn rounds_of(
         assert!(o.status.success(), "{args:?}: {}", stderr(&o));
         let said = stdout(&o);
         if said.trim() == "done" {
-            return (next, round + 1);
+            return (next, round + 1, tasks);
         }
         assert_eq!(said.trim(), "more", "{args:?}");
         plan = Some(next);
@@ -189,14 +198,23 @@ fn rounds_of(
     panic!("{tag}: no plan finished in 8 rounds");
 }
 
-/// `merge aggregate --low-memory --plan` on `slices` with `extra`: the bytes written.
-fn merge_with_plan(d: &TempDir, slices: &[PathBuf], extra: &[&str], plan: &Path, tag: &str) -> Vec<u8> {
-    let got = d.join(&format!("{tag}-planned.json"));
+/// `merge aggregate --low-memory --plan` on `slices` with `extra` (and the rounds'
+/// task entries `tasks`, when any): the bytes written.
+fn merge_with_plan(
+    d: &TempDir,
+    slices: &[PathBuf],
+    extra: &[&str],
+    plan: &Path,
+    tasks: &[PathBuf],
+    tag: &str,
+) -> Vec<u8> {
+    let got = d.join(&format!("{tag}-{}-planned.json", tasks.len()));
     let mut cmd = std::process::Command::new(bin());
-    cmd.args(["merge", "aggregate", "--low-memory", "--plan", s(plan), "--out", s(&got), "-q"])
-        .args(extra)
-        .args(slices.iter().map(|p| s(p)))
-        .env("ROLLSTAT_TRACE", "1");
+    cmd.args(["merge", "aggregate", "--low-memory", "--plan", s(plan), "--out", s(&got), "-q"]).args(extra);
+    if !tasks.is_empty() {
+        cmd.arg("--tasks").args(tasks.iter().map(|p| s(p))).arg("--");
+    }
+    cmd.args(slices.iter().map(|p| s(p))).env("ROLLSTAT_TRACE", "1");
     let o = cmd.output().unwrap();
     assert!(o.status.success(), "{tag}: {}", stderr(&o));
     // The plan holds the statistics: no pass of the merge's own.
@@ -267,8 +285,10 @@ fn check_sweep(generate_args: &[&str], files: usize, seed: u64) {
             [(&file_args[..], &want_agg), (&islice_args[..], &want_agg), (&[][..], &want_plain)].into_iter().enumerate()
         {
             let rtag = format!("{tag}-rounds{k}");
-            let (plan, _) = rounds(&d, &slices, extra, &rtag, &mut rng);
-            assert!(merge_with_plan(&d, &slices, extra, &plan, &rtag) == bytes(want), "rounds {k}, width {width}");
+            let (plan, _, tasks) = rounds_of("aggregate", &d, &slices, extra, &rtag, &mut rng, true);
+            assert!(merge_with_plan(&d, &slices, extra, &plan, &[], &rtag) == bytes(want), "rounds {k}, width {width}");
+            let with = merge_with_plan(&d, &slices, extra, &plan, &tasks, &rtag);
+            assert!(with == bytes(want), "rounds {k} with their task entries, width {width}");
         }
         for (m, mode) in MODES.into_iter().enumerate() {
             let whole = mode == Some("--whole-table");
@@ -292,7 +312,7 @@ fn check_sweep(generate_args: &[&str], files: usize, seed: u64) {
                 // The statistics as rounds of shares, then the merge with the plan.
                 let rtag = format!("{tag}-prof-rounds-{sliced}");
                 let extra: Vec<&str> = if sliced { islice_args.clone() } else { vec!["--inputs", s(&inputs)] };
-                let (plan, _) = rounds_of("profile", &d, &slices, &extra, &rtag, &mut rng);
+                let (plan, _, _) = rounds_of("profile", &d, &slices, &extra, &rtag, &mut rng, false);
                 let got = d.join(&format!("{rtag}-out"));
                 let mut cmd = std::process::Command::new(bin());
                 cmd.args(["merge", "profile", "--low-memory", "--plan", s(&plan), "--out-dir", s(&got), "-q"])
@@ -1265,9 +1285,10 @@ fn rounds_of_shares_give_the_single_machine_bytes_and_refuse_what_does_not_fit()
     let want = d.join("want.json");
     ok(&["aggregate", s(&all), "--out", s(&want), "-q"]);
     let slices = shard_and_join(&d, &parts, 37, "w37");
-    let (plan, n) = rounds(&d, &slices, &[], "long", &mut rng);
+    let (plan, n, tasks) = rounds_of("aggregate", &d, &slices, &[], "long", &mut rng, true);
     assert!(n >= 3, "counting, sums and deviations take a round each ({n})");
-    assert!(merge_with_plan(&d, &slices, &[], &plan, "long") == bytes(&want));
+    assert!(merge_with_plan(&d, &slices, &[], &plan, &[], "long") == bytes(&want));
+    assert!(merge_with_plan(&d, &slices, &[], &plan, &tasks, "long") == bytes(&want));
 
     let refused = |args: &[&str], out: &Path, what: &str| -> String {
         let o = run(args);
@@ -1281,6 +1302,32 @@ fn rounds_of_shares_give_the_single_machine_bytes_and_refuse_what_does_not_fit()
     let mut args = vec!["merge", "aggregate", "--low-memory", "--plan", s(&short), "--out", s(&out)];
     args.extend(slices.iter().map(|p| s(p)));
     assert!(refused(&args, &out, "plan of other slices").contains("other rows"));
+    // Task entries that leave out a bucket, of other slices, or given twice; damaged.
+    let with_tasks = |plan: &Path, files: &[&PathBuf], from: usize| -> Vec<String> {
+        let mut a = vec!["merge", "aggregate", "--low-memory", "--plan", s(plan), "--out", s(&out), "--tasks"];
+        a.extend(files.iter().map(|p| s(p)));
+        a.push("--");
+        a.extend(slices[from..].iter().map(|p| s(p)));
+        a.into_iter().map(str::to_string).collect()
+    };
+    let refused_with = |targs: Vec<String>, what: &str| {
+        let targs: Vec<&str> = targs.iter().map(String::as_str).collect();
+        refused(&targs, &out, what)
+    };
+    let all: Vec<&PathBuf> = tasks.iter().collect();
+    assert!(refused_with(with_tasks(&plan, &all[1..], 0), "a bucket left out").contains("no task entries of run"));
+    let mut twice = all.clone();
+    twice.push(all[0]);
+    assert!(refused_with(with_tasks(&plan, &twice, 0), "given twice").contains("in two of the given files"));
+    let said = refused_with(with_tasks(&short, &all, 1), "tasks of other slices");
+    assert!(said.contains("that these slices do not"), "{said}");
+    let mut cut = std::fs::read(&tasks[0]).unwrap();
+    cut.truncate(cut.len() / 2);
+    let damaged = d.join("damaged.tasks");
+    std::fs::write(&damaged, &cut).unwrap();
+    let mut dm = all.clone();
+    dm[0] = &damaged;
+    assert!(refused_with(with_tasks(&plan, &dm, 0), "damaged").contains("not rollstat task entries"));
     // A plan not finished.
     let counted = d.join("long-plan0");
     args[4] = s(&counted);
@@ -1324,7 +1371,7 @@ fn rounds_of_shares_give_the_single_machine_bytes_and_refuse_what_does_not_fit()
     assert!(refused(&cargs, &next, "a plan as a share").contains("a plan where a share was expected"));
     // A plan of the other command, and shares of both commands together.
     let inputs = g.join("materialized_inputs.jsonl");
-    let (pplan, _) = rounds_of("profile", &d, &slices, &["--inputs", s(&inputs)], "prof", &mut rng);
+    let (pplan, _, _) = rounds_of("profile", &d, &slices, &["--inputs", s(&inputs)], "prof", &mut rng, false);
     let mut args = vec!["merge", "aggregate", "--low-memory", "--plan", s(&pplan), "--out", s(&out)];
     args.extend(slices.iter().map(|p| s(p)));
     assert!(refused(&args, &out, "profile plan").contains("a plan of `merge profile` given to `merge aggregate`"));
