@@ -159,12 +159,14 @@ class Stages:
         """With `--low-memory`: the merge's statistics passes as rounds on the
         cluster, a share task per bucket then one combine task, until the plan is done.
         `run_stage` runs a list of (command, failure marker) as tasks and returns their
-        reports; a line per round goes to `stats`. The flags that make the merge take
-        the finished plan."""
+        reports; a line per round goes to `stats`. For `aggregate` the second round's
+        tasks also render their buckets' task entries, which the merge copies in. The
+        flags that make the merge take the finished plan (and those entries)."""
         inputs_of = {}
         for p in self.input_parts:
             inputs_of[int(re.search(r"part-i(-?\d+)\.slice$", p).group(1))] = p
         plan = None
+        tasks = []
         for r in range(16):
             jobs, shares = [], []
             for k, part in enumerate(self.parts):
@@ -177,6 +179,9 @@ class Stages:
                 shares.append(share)
                 cmd = [self.rollstat, "-q", "merge", command, "--share-out", share, *passthrough]
                 cmd += ["--plan", plan] if plan else []
+                if command == "aggregate" and r == 1:
+                    tasks.append(os.path.join(self.work, f"tasks-{k}"))
+                    cmd += ["--tasks-out", tasks[-1]]
                 jobs.append(([*cmd, "--", part, *ins], self.marker(f"share{r}", k)))
             started = time.monotonic()
             reports = run_stage(jobs)
@@ -186,7 +191,7 @@ class Stages:
             stats.append(stage_line(f"round{r}", started, reports + [report]))
             plan = nxt
             if report[3].strip() == "done":
-                return ["--plan", plan]
+                return ["--plan", plan, *(["--tasks", *tasks] if tasks else [])]
         raise TaskFailed("the statistics rounds did not finish in 16 rounds")
 
 

@@ -26,6 +26,7 @@ use std::path::{Path, PathBuf};
 use super::merge_lean::LeanRun;
 use crate::error::{Error, Location, Result};
 use crate::export::atomic::OutputSet;
+use crate::export::tasks::StreamError;
 use crate::ingest::slice::{Dec, Enc};
 
 const MAGIC: &[u8; 16] = b"rollstat-levels\x01";
@@ -601,36 +602,89 @@ impl TaskPieces {
         Ok(TaskPieces { files: paths.to_vec(), index })
     }
 
-    /// Takes the entries of run `key` in the bucket where its rows start at task
-    /// `first_task`, written for an array at `depth`: refused when no file holds them.
-    pub(super) fn take(&mut self, key: &Option<String>, first_task: i64, depth: usize) -> Result<Vec<u8>> {
+    /// Copies the entries of run `key` in the bucket where its rows start at task
+    /// `first_task`, written for an array at `depth`, to `w`: after the array's opening
+    /// bracket and without the first entry's comma unless entries were `started`.
+    /// Whether any were written; refused when no file holds them.
+    pub(super) fn copy<W: std::io::Write>(
+        &mut self,
+        key: &Option<String>,
+        first_task: i64,
+        depth: usize,
+        started: bool,
+        w: &mut W,
+    ) -> std::result::Result<bool, StreamError> {
         use std::io::{Read, Seek, SeekFrom};
         let which = key.as_deref().unwrap_or("(unnamed)");
         let Some((k, at, clen, n, d)) = self.index.remove(&(key.clone(), first_task)) else {
-            return Err(Error::Mismatch(format!(
+            return Err(StreamError::Input(Error::Mismatch(format!(
                 "no task entries of run {which} at task {first_task} in the given --tasks files: give every \
                  bucket's, from the rounds of these slices"
-            )));
+            ))));
         };
         let path = &self.files[k];
         if d as usize != depth {
-            return Err(Error::Mismatch(format!(
+            return Err(StreamError::Input(Error::Mismatch(format!(
                 "{}: task entries written for another layout (depth {d}, not {depth}); write them with this rollstat",
                 path.display()
-            )));
+            ))));
         }
-        let mut packed = vec![0u8; clen as usize];
-        let mut f = std::fs::File::open(path).map_err(|e| Error::read(path, e))?;
-        f.seek(SeekFrom::Start(at)).and_then(|_| f.read_exact(&mut packed)).map_err(|e| Error::read(path, e))?;
-        let mut out = Vec::with_capacity(n.min(1 << 32) as usize);
-        zstd::stream::read::Decoder::new(&packed[..])
-            .and_then(|d| d.take(n + 1).read_to_end(&mut out))
-            .ok()
-            .filter(|_| out.len() as u64 == n)
-            .ok_or_else(|| {
-                Error::bad(Location::file(path), "task entries that do not decompress: the file is damaged")
-            })?;
-        Ok(out)
+        if n == 0 {
+            return Ok(false);
+        }
+        let damaged = || {
+            StreamError::Input(Error::bad(
+                Location::file(path),
+                "task entries that do not decompress: the file is damaged",
+            ))
+        };
+        let mut f = std::fs::File::open(path).map_err(|e| StreamError::Input(Error::read(path, e)))?;
+        f.seek(SeekFrom::Start(at)).map_err(|e| StreamError::Input(Error::read(path, e)))?;
+        let mut dec = zstd::stream::read::Decoder::new(f.take(clen)).map_err(|_| damaged())?.take(n);
+        // A piece is as large as a bucket's entries: decompressed on a thread of its own
+        // into a few buffers that go round, while this one writes them.
+        let (full_tx, full_rx) = std::sync::mpsc::sync_channel::<(Vec<u8>, usize)>(2);
+        let (empty_tx, empty_rx) = std::sync::mpsc::channel::<Vec<u8>>();
+        for _ in 0..3 {
+            let _ = empty_tx.send(vec![0u8; 1 << 20]);
+        }
+        let ok = std::thread::scope(|scope| -> std::result::Result<bool, StreamError> {
+            let reader = scope.spawn(move || -> bool {
+                let mut left = n;
+                while left > 0 {
+                    let Ok(mut buf) = empty_rx.recv() else { return true };
+                    match dec.read(&mut buf) {
+                        Ok(got) if got > 0 => {
+                            left -= got as u64;
+                            if full_tx.send((buf, got)).is_err() {
+                                return true;
+                            }
+                        }
+                        _ => return false,
+                    }
+                }
+                // The frame's end (and its checksum) must follow the announced bytes.
+                let mut one = [0u8; 1];
+                matches!(dec.into_inner().read(&mut one), Ok(0))
+            });
+            // Owned here, so that a failed write drops them and the reader stops.
+            let (full_rx, empty_tx) = (full_rx, empty_tx);
+            let mut first = !started;
+            for (buf, got) in full_rx.iter() {
+                let mut chunk = &buf[..got];
+                if std::mem::take(&mut first) {
+                    w.write_all(b"[")?;
+                    chunk = chunk.strip_prefix(b",").unwrap_or(chunk);
+                }
+                w.write_all(chunk)?;
+                let _ = empty_tx.send(buf);
+            }
+            Ok(reader.join().unwrap_or_else(|e| std::panic::resume_unwind(e)))
+        })?;
+        if !ok {
+            return Err(damaged());
+        }
+        Ok(true)
     }
 
     /// Refuses entries no bucket of the merge took (of other slices).

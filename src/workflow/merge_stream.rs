@@ -678,17 +678,7 @@ pub(super) fn merge_aggregate_streamed(
         let mut started = false;
         if let Some(pieces) = &mut pieces {
             for &first in &run.firsts {
-                let bytes = pieces.take(&run.key, first, depth).map_err(StreamError::Input)?;
-                // Each piece's entries follow a comma; the array's first takes none.
-                let bytes = if started { &bytes[..] } else { bytes.strip_prefix(b",").unwrap_or(&bytes) };
-                if bytes.is_empty() {
-                    continue;
-                }
-                if !started {
-                    w.write_all(b"[")?;
-                }
-                w.write_all(bytes)?;
-                started = true;
+                started |= pieces.copy(&run.key, first, depth, started, w)?;
             }
             return Ok(end_task_array(depth, started, w)?);
         }
