@@ -530,11 +530,14 @@ pub(super) fn write_task_pieces(pieces: &[TaskPiece], out: &Path, read: &[&Path]
     Ok(())
 }
 
+/// Where one piece of task entries is: its file, offset, compressed length, length and
+/// the depth it was written for.
+type PieceAt = (usize, u64, u64, u64, u32);
+
 /// The task entries round tasks rendered, from their files, by (run key, first task).
 pub(super) struct TaskPieces {
     files: Vec<PathBuf>,
-    /// (file, offset, compressed length, length, depth) by (run key, first task).
-    index: HashMap<(Option<String>, i64), (usize, u64, u64, u64, u32)>,
+    index: HashMap<(Option<String>, i64), PieceAt>,
 }
 
 impl TaskPieces {
