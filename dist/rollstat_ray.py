@@ -190,9 +190,19 @@ class Stages:
             report = run_stage([(cmd, self.marker(f"combine{r}", 0))])[0]
             stats.append(stage_line(f"round{r}", started, reports + [report]))
             plan = nxt
-            if report[3].strip() == "done":
+            said = report[3].strip()
+            if said == "done":
                 return ["--plan", plan, *(["--tasks", *tasks] if tasks else [])]
+            if said != "more":
+                raise TaskFailed(f"merge combine said {said!r}, not `more` or `done`")
         raise TaskFailed("the statistics rounds did not finish in 16 rounds")
+
+    def wants_rounds(self, passthrough):
+        """Whether the merge would use statistics rounds: `--low-memory`, some buckets,
+        and nothing that makes it read the whole table (custom metrics)."""
+        whole = {"--whole-table", "--metric", "--metric-dir"}
+        return ("--low-memory" in passthrough and bool(self.parts)
+                and not any(f.split("=")[0] in whole for f in passthrough))
 
 
 def bucket_width(files, task_width, buckets):
@@ -331,7 +341,7 @@ def main(argv=None):
         stats.append(stage_line("partial", started, ray.get(refs)))
         name = a.name or (os.path.basename(local[0]) if len(local) == 1 else "rollouts.jsonl")
         merge_flags = passthrough
-        if "--low-memory" in passthrough:
+        if plan.wants_rounds(passthrough):
             run_stage = lambda jobs: ray.get([task.remote(c, m, a.stats) for c, m in jobs])  # noqa: E731
             merge_flags = passthrough + plan.statistics_rounds(a.command, passthrough, run_stage, stats)
         cmd, m = plan.merge(a.command, name, merge_destination(a), merge_flags)

@@ -116,7 +116,7 @@ def main(argv=None):
         stats.append(stage_line("partial", started, run_stage(sc, [(c, m, a.stats) for c, m in plan.partials()])))
         name = a.name or (os.path.basename(files[0]) if len(files) == 1 else "rollouts.jsonl")
         merge_flags = passthrough
-        if "--low-memory" in passthrough:
+        if plan.wants_rounds(passthrough):
             stage = lambda jobs: run_stage(sc, [(c, m, a.stats) for c, m in jobs])  # noqa: E731
             merge_flags = passthrough + plan.statistics_rounds(a.command, passthrough, stage, stats)
         cmd, m = plan.merge(a.command, name, merge_destination(a), merge_flags)

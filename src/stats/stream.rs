@@ -538,7 +538,9 @@ impl Select {
     }
 
     /// Reads what [`Self::encode`] wrote; `None` for damaged data.
-    pub(crate) fn decode(d: &mut Dec<'_>) -> Option<Select> {
+    /// `budget`: the histogram bins still allowed (each takes 8 bytes), so that a small
+    /// state cannot ask for more memory than real ones use.
+    pub(crate) fn decode(d: &mut Dec<'_>, budget: &mut usize) -> Option<Select> {
         let flags = d.u8()?;
         let kept = match flags & 4 {
             0 => None,
@@ -548,7 +550,7 @@ impl Select {
         let mut targets = Vec::new();
         let n = d.len(29)?;
         // A column searches a few ranks: more bins than that is damage, not a state.
-        if n > 64 {
+        if n > 16 {
             return None;
         }
         for _ in 0..n {
@@ -560,6 +562,7 @@ impl Select {
                     if bits == 0 || bits > FIRST_BITS.max(ROUND_BITS) || fixed.checked_add(bits)? > 64 {
                         return None;
                     }
+                    *budget = budget.checked_sub(1 << bits)?;
                     let mut counts = vec![0u64; 1 << bits];
                     for _ in 0..d.len(12)? {
                         let i = d.u32()? as usize;
@@ -588,6 +591,11 @@ impl Select {
     /// not named.
     pub fn at(&self, rank: u64) -> f64 {
         self.found.iter().find(|f| f.0 == rank).expect("a rank named after the first pass").1
+    }
+
+    /// Whether the value at `rank` was found (a state read back may lack it).
+    pub fn has(&self, rank: u64) -> bool {
+        self.found.iter().any(|f| f.0 == rank)
     }
 }
 

@@ -312,7 +312,7 @@ pub fn merge_aggregate(
     let mut plan = plan.map(|p| Plan::read_for(p, Command::Aggregate)).transpose()?;
     if let Some(p) = &mut plan {
         if !tasks.is_empty() {
-            p.tasks = Some(TaskPieces::open(tasks)?);
+            p.tasks = Some(TaskPieces::open(tasks, p)?);
         }
     }
     let mut out = OutputSet::new(&read);

@@ -57,6 +57,9 @@ struct Column {
     /// Per bucket holding present values (by the first task of the run's rows there):
     /// the values before it and its own, for a column of present values only.
     starts: Vec<(i64, u64, u64)>,
+    /// A digest of the values counted, bucket by bucket: tells a plan of other values
+    /// (a sweep scored again) from the one counted, not a checksum against malice.
+    digest: u64,
 }
 
 impl Column {
@@ -78,6 +81,7 @@ impl Column {
             pieces: None,
             broken: false,
             starts: Vec::new(),
+            digest: 0,
         }
     }
 
@@ -127,6 +131,7 @@ impl Column {
                     self.ihi = self.ihi.max(o.ihi);
                 }
                 self.present += o.present;
+                self.digest = mix(self.digest, o.digest);
             }
             Pass::Sum | Pass::Square => {
                 let stream = if pass == Pass::Sum { &mut self.sum } else { &mut self.square };
@@ -153,6 +158,7 @@ impl Column {
         self.seen += 1;
         match pass {
             Pass::Count => {
+                self.digest = mix(self.digest, x.to_bits());
                 if missing {
                     return;
                 }
@@ -270,10 +276,11 @@ impl Column {
             }
         }
         encode_starts(&self.starts, e);
+        e.u64(self.digest);
         self.select.encode(e);
     }
 
-    fn decode(d: &mut Dec<'_>) -> Option<Column> {
+    fn decode(d: &mut Dec<'_>, budget: &mut usize) -> Option<Column> {
         let mut c = Column::new();
         c.present = d.u64()?;
         c.lo = d.f64()?;
@@ -302,8 +309,26 @@ impl Column {
             c.pieces = Some(p);
         }
         c.starts = decode_starts(d)?;
-        c.select = Select::decode(d)?;
+        c.digest = d.u64()?;
+        c.select = Select::decode(d, budget)?;
+        // Sums are opened only for columns with values, deviations with two or more.
+        if (c.sum.is_some() && c.present == 0) || (c.square.is_some() && c.present < 2) {
+            return None;
+        }
         Some(c)
+    }
+
+    /// Whether the column's statistics are all known (see [`LeanRun::finished`]).
+    fn settled(&self) -> bool {
+        let n = self.present;
+        let ranks = match n {
+            0 => Vec::new(),
+            _ => positions_for(n as usize, &[0.25, 0.75]),
+        };
+        !self.select.wants_pass()
+            && !self.select.changed()
+            && (n < 2 || self.var.is_some())
+            && ranks.into_iter().all(|k| k == 0 || k as u64 == n - 1 || self.select.has(k as u64))
     }
 
     /// The k-th smallest present value.
@@ -429,7 +454,10 @@ impl LeanRun {
     /// run, in order) and it comes back with [`Self::absorb`], wherever it was read. The
     /// counting pass needs no state: its share is a fresh [`LeanRun`].
     pub fn share(&self, first_task: i64) -> LeanRun {
-        let at = |starts: &[(i64, u64, u64)]| starts.iter().find(|s| s.0 == first_task).map(|s| (s.1, s.2));
+        // Starts are kept in bucket order, so by increasing first task.
+        let at = |starts: &[(i64, u64, u64)]| {
+            starts.binary_search_by_key(&first_task, |s| s.0).ok().map(|i| (starts[i].1, starts[i].2))
+        };
         let rows = at(&self.bucket_rows);
         LeanRun {
             rows: 0,
@@ -535,7 +563,7 @@ impl LeanRun {
     }
 
     /// Reads what [`Self::encode`] wrote; `None` for damaged data.
-    pub(crate) fn decode(d: &mut Dec<'_>) -> Option<LeanRun> {
+    pub(crate) fn decode(d: &mut Dec<'_>, budget: &mut usize) -> Option<LeanRun> {
         let pass = match d.u8()? {
             0 => Pass::Count,
             1 => Pass::Sum,
@@ -545,13 +573,14 @@ impl LeanRun {
         };
         let rows = d.u64()?;
         let bucket_rows = decode_starts(d)?;
-        let fields = (0..d.len(8)?).map(|_| Column::decode(d)).collect::<Option<Vec<_>>>()?;
+        let fields = (0..d.len(8)?).map(|_| Column::decode(d, budget)).collect::<Option<Vec<_>>>()?;
         let mut repeats = BTreeMap::new();
         for _ in 0..d.len(24)? {
             let r = d.i64()?;
             let tasks = usize::try_from(d.u64()?).ok()?;
-            let cols = (0..d.len(8)?).map(|_| Column::decode(d)).collect::<Option<Vec<_>>>()?;
-            if cols.len() > fields.len() {
+            let cols = (0..d.len(8)?).map(|_| Column::decode(d, budget)).collect::<Option<Vec<_>>>()?;
+            // A repeat has every field of its run, or none (a run of one repeat).
+            if !cols.is_empty() && cols.len() != fields.len() {
                 return None;
             }
             repeats.insert(r, Repeat { last_task: None, tasks, fields: cols });
@@ -559,10 +588,41 @@ impl LeanRun {
         Some(LeanRun { rows, fields, repeats, pass, bucket_rows })
     }
 
-    /// The run's rows and each field's count of present values, to check a state
-    /// against the rows it should describe.
+    /// The run's rows and each field's count of present values.
     pub fn counts(&self) -> (u64, Vec<u64>) {
         (self.rows, self.fields.iter().map(|c| c.present).collect())
+    }
+
+    /// What the counting pass found, to tell the rows a state was counted from: rows
+    /// and buckets, and per column its counts, extremes, bucket starts and the digest
+    /// of its values.
+    pub fn fingerprint(&self) -> Vec<u64> {
+        let mut f = vec![self.rows];
+        for &(t, a, n) in &self.bucket_rows {
+            f.extend([t as u64, a, n]);
+        }
+        let column = |c: &Column, f: &mut Vec<u64>| {
+            f.extend([c.present, c.lo.to_bits(), c.hi.to_bits(), c.ilo as u64, c.ihi as u64, c.digest]);
+            for &(t, a, n) in &c.starts {
+                f.extend([t as u64, a, n]);
+            }
+        };
+        for c in &self.fields {
+            column(c, &mut f);
+        }
+        for (&r, rep) in &self.repeats {
+            f.extend([r as u64, rep.tasks as u64, rep.fields.len() as u64]);
+            for c in &rep.fields {
+                column(c, &mut f);
+            }
+        }
+        f
+    }
+
+    /// Whether every statistic is settled: no column wants another pass, and each has
+    /// the values at the ranks its median and quartiles read.
+    pub fn finished(&self) -> bool {
+        self.pass != Pass::Count && self.columns().all(Column::settled)
     }
 
     fn columns(&self) -> impl Iterator<Item = &Column> {
@@ -656,4 +716,9 @@ fn encode_starts(s: &[(i64, u64, u64)], e: &mut Enc) {
 
 fn decode_starts(d: &mut Dec<'_>) -> Option<Vec<(i64, u64, u64)>> {
     (0..d.len(24)?).map(|_| Some((d.i64()?, d.u64()?, d.u64()?))).collect()
+}
+
+/// Mixes `x` into the digest `h` (FNV-1a over 64-bit words).
+pub(super) fn mix(h: u64, x: u64) -> u64 {
+    (h ^ x).wrapping_mul(0x0000_0100_0000_01B3)
 }

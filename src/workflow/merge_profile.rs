@@ -553,7 +553,7 @@ pub(super) fn write_profile_shares(
             }
         }
     }
-    write_share_file(&shares, Plan::share_round(plan), Command::Profile, out, read)?;
+    write_share_file(&shares, plan, Command::Profile, out, read)?;
     Ok(shares.len())
 }
 
@@ -668,7 +668,7 @@ pub(super) fn merge_profile_streamed(
                 plan.check_no_other_runs(&g.keys.iter().cloned().map(Some).collect::<Vec<_>>())?;
                 for (k, run) in runs.iter_mut().enumerate() {
                     run.pad_fields(g.fields.len());
-                    *run = plan.take_finished(&Some(g.keys[k].clone()), &g.fields, run)?;
+                    *run = plan.take_finished(&Some(g.keys[k].clone()), &g.fields, std::mem::take(run))?;
                 }
             }
             LevelsFrom::Passes | LevelsFrom::Columns => {

@@ -16,14 +16,18 @@
 //! rows it counts and reads the slices only to count and to write the task entries.
 //!
 //! Shares and plans are files of rollstat's own (a magic, then zstd-compressed
-//! little-endian data with a checksum), small beside the slices: a share holds a few
-//! numbers per column and level of the tree, at most 254 loose values per column, and
-//! the bins a selection still counts.
+//! little-endian data with a checksum). A summing share holds a few numbers per column
+//! and level of the tree and at most 254 loose values per column; a counting share
+//! keeps up to 4,096 values per column before it counts them in bins, and a selecting
+//! one the values of the bins it gathers (at most 65,536 per bin searched). Every share,
+//! plan and file of task entries after the counting round carries a digest of what that
+//! round counted, so pieces of different rounds of rows never mix, and the final merge
+//! checks the plan against what its own counting finds.
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 
-use super::merge_lean::LeanRun;
+use super::merge_lean::{mix, LeanRun};
 use crate::error::{Error, Location, Result};
 use crate::export::atomic::OutputSet;
 use crate::export::tasks::StreamError;
@@ -49,6 +53,9 @@ impl Command {
         }
     }
 }
+/// Selection bins a state read back may hold in all (8 bytes each): what a sweep of
+/// thousands of columns needs, far less than a small damaged file could ask for.
+const BINS: usize = 1 << 27;
 /// Decompressed bytes per compressed byte trusted before a state is read (histograms
 /// of zeros compress far better than slices).
 const MAX_RATIO: usize = 4096;
@@ -74,6 +81,8 @@ impl LevelsFrom {
 pub struct Plan {
     /// Rounds combined so far (1 after the counting round).
     pub round: u32,
+    /// A digest of what the counting round counted (see [`Header`]).
+    sweep: u64,
     /// Task entries rendered by the round tasks (`--tasks-out`), for the final merge.
     pub(super) tasks: Option<TaskPieces>,
     command: Command,
@@ -141,12 +150,23 @@ fn decode_names(d: &mut Dec<'_>) -> Option<Vec<String>> {
     (0..d.len(8)?).map(|_| d.str()).collect()
 }
 
+/// What a state file says of itself: the round its data is of (or follows, for a
+/// plan), the command, and the sweep: a digest of what the counting round counted, the
+/// same in every later plan and share (0 before it).
+#[derive(Clone, Copy)]
+struct Header {
+    round: u32,
+    command: Command,
+    sweep: u64,
+}
+
 /// Writes a state file atomically, never over one of `read`.
-fn write_state(path: &Path, kind: u8, round: u32, command: Command, body: Enc, read: &[&Path]) -> Result<()> {
-    let mut e = Enc(Vec::with_capacity(body.0.len() + 5));
+fn write_state(path: &Path, kind: u8, h: Header, body: Enc, read: &[&Path]) -> Result<()> {
+    let mut e = Enc(Vec::with_capacity(body.0.len() + 14));
     e.u8(kind);
-    e.u32(round);
-    e.u8(command as u8);
+    e.u32(h.round);
+    e.u8(h.command as u8);
+    e.u64(h.sweep);
     e.0.extend_from_slice(&body.0);
     let mut bytes = MAGIC.to_vec();
     // With a checksum of the data: a share or plan damaged on its way between machines
@@ -164,8 +184,8 @@ fn write_state(path: &Path, kind: u8, round: u32, command: Command, body: Enc, r
     Ok(())
 }
 
-/// Reads a state file of `kind`: its round, command and data.
-fn read_state(path: &Path, kind: u8) -> Result<(u32, Command, Vec<u8>)> {
+/// Reads a state file of `kind`: its header and data.
+fn read_state(path: &Path, kind: u8) -> Result<(Header, Vec<u8>)> {
     use std::io::Read;
     let bytes = std::fs::read(path).map_err(|e| Error::read(path, e))?;
     let body = bytes.strip_prefix(MAGIC.as_slice()).ok_or_else(|| bad(path, "no level state header"))?;
@@ -178,16 +198,16 @@ fn read_state(path: &Path, kind: u8) -> Result<(u32, Command, Vec<u8>)> {
         return Err(bad(path, "its data does not decompress"));
     }
     let mut d = Dec { b: &data, at: 0 };
-    let (k, round, command) = (d.u8(), d.u32(), d.u8());
+    let (k, round, command, sweep) = (d.u8(), d.u32(), d.u8(), d.u64());
     let command = match command {
         Some(0) => Command::Aggregate,
         Some(1) => Command::Profile,
         _ => return Err(bad(path, "cut short or damaged")),
     };
-    match (k, round) {
-        (Some(k), Some(r)) if k == kind => Ok((r, command, data[6..].to_vec())),
-        (Some(PLAN), _) => Err(bad(path, "a plan where a share was expected")),
-        (Some(SHARES), _) => Err(bad(path, "a share where a plan was expected")),
+    match (k, round, sweep) {
+        (Some(k), Some(round), Some(sweep)) if k == kind => Ok((Header { round, command, sweep }, data[14..].to_vec())),
+        (Some(PLAN), _, _) => Err(bad(path, "a plan where a share was expected")),
+        (Some(SHARES), _, _) => Err(bad(path, "a share where a plan was expected")),
         _ => Err(bad(path, "cut short or damaged")),
     }
 }
@@ -195,9 +215,10 @@ fn read_state(path: &Path, kind: u8) -> Result<(u32, Command, Vec<u8>)> {
 impl Plan {
     /// Reads a plan `merge combine` wrote.
     pub fn read(path: &Path) -> Result<Plan> {
-        let (round, command, data) = read_state(path, PLAN)?;
+        let (Header { round, command, sweep }, data) = read_state(path, PLAN)?;
         let mut d = Dec { b: &data, at: 0 };
         let mut fields = Vec::new();
+        let mut budget = BINS;
         let runs = (|| {
             fields = decode_names(&mut d)?;
             let n = d.len(4)?;
@@ -206,8 +227,12 @@ impl Plan {
                 let key = decode_key(&mut d)?;
                 let names = decode_names(&mut d)?;
                 let flags = d.u8()?;
-                let lean = LeanRun::decode(&mut d)?;
+                let lean = LeanRun::decode(&mut d, &mut budget)?;
                 if lean.counts().1.len() != names.len() {
+                    return None;
+                }
+                // A profile's runs have every field of the profile.
+                if command == Command::Profile && round > 0 && names != fields {
                     return None;
                 }
                 runs.push(PlanRun { key, names, more: flags & 1 == 1, all_int: flags & 2 == 2, lean });
@@ -215,7 +240,7 @@ impl Plan {
             (d.at == d.b.len()).then_some(runs)
         })()
         .ok_or_else(|| bad(path, "cut short or damaged"))?;
-        Ok(Plan { round, tasks: None, command, fields, runs })
+        Ok(Plan { round, sweep, tasks: None, command, fields, runs })
     }
 
     /// Reads a plan for `command`'s merge; a plan of the other command is refused.
@@ -244,7 +269,11 @@ impl Plan {
             e.u8(r.more as u8 | (r.all_int as u8) << 1);
             r.lean.encode(&mut e);
         }
-        write_state(path, PLAN, self.round, self.command, e, read)
+        write_state(path, PLAN, self.header(), e, read)
+    }
+
+    fn header(&self) -> Header {
+        Header { round: self.round, command: self.command, sweep: self.sweep }
     }
 
     /// Whether another round is needed.
@@ -273,14 +302,10 @@ impl Plan {
         &self.fields
     }
 
-    /// The round the next shares are of.
-    pub(super) fn share_round(plan: Option<&Plan>) -> u32 {
-        plan.map_or(0, |p| p.round)
-    }
-
-    /// The finished state of run `key` for the final merge, checked against the rows it
-    /// counted: its rows and each field's name and present values must be the plan's.
-    pub fn take_finished(&mut self, key: &Option<String>, names: &[String], counted: &LeanRun) -> Result<LeanRun> {
+    /// The finished state of run `key` for the final merge, checked against what the
+    /// merge's own counting pass found (`counted`, not yet ended): the fields, rows,
+    /// buckets, counts, extremes and digests of the values must be the plan's.
+    pub fn take_finished(&mut self, key: &Option<String>, names: &[String], counted: LeanRun) -> Result<LeanRun> {
         let which = key.as_deref().unwrap_or("(unnamed)");
         let i = self.runs.iter().position(|r| &r.key == key).ok_or_else(|| {
             Error::Mismatch(format!(
@@ -288,13 +313,17 @@ impl Plan {
             ))
         })?;
         let r = &self.runs[i];
-        if r.more {
+        if r.more || !r.lean.finished() {
             return Err(Error::Mismatch(format!(
                 "the plan is not finished (run {which} needs another round): run the rounds of `--share-out` \
                  and `merge combine` until combine prints `done`"
             )));
         }
-        if r.names != names || r.lean.counts() != counted.counts() {
+        // Ending the counting pass shapes the state as the plan's was shaped then (a run
+        // of one repeat drops its repeat columns, repeats get every field).
+        let mut counted = counted;
+        let ended = counted.end_pass().is_ok();
+        if r.names != names || !ended || r.lean.fingerprint() != counted.fingerprint() {
             return Err(Error::Mismatch(format!(
                 "the plan's run {which} counts other rows or fields than these slices hold: give the plan \
                  combined from these slices' shares"
@@ -318,7 +347,7 @@ impl Plan {
 /// Writes one round's shares (in bucket order) for `command`'s merge.
 pub(super) fn write_share_file(
     shares: &[Share],
-    round: u32,
+    plan: Option<&Plan>,
     command: Command,
     out: &Path,
     read: &[&Path],
@@ -332,12 +361,14 @@ pub(super) fn write_share_file(
         e.u8(s.all_int as u8);
         s.lean.encode(&mut e);
     }
-    write_state(out, SHARES, round, command, e, read)
+    let h = plan.map_or(Header { round: 0, command, sweep: 0 }, |p| Header { command, ..p.header() });
+    write_state(out, SHARES, h, e, read)
 }
 
-fn read_shares(path: &Path) -> Result<(u32, Command, Vec<Share>)> {
-    let (round, command, data) = read_state(path, SHARES)?;
+fn read_shares(path: &Path) -> Result<(Header, Vec<Share>)> {
+    let (h, data) = read_state(path, SHARES)?;
     let mut d = Dec { b: &data, at: 0 };
+    let mut budget = BINS;
     let shares = (|| {
         let n = d.len(4)?;
         let mut out = Vec::with_capacity(n);
@@ -346,13 +377,13 @@ fn read_shares(path: &Path) -> Result<(u32, Command, Vec<Share>)> {
             let first_task = d.i64()?;
             let names = decode_names(&mut d)?;
             let all_int = d.u8()? == 1;
-            let lean = LeanRun::decode(&mut d)?;
+            let lean = LeanRun::decode(&mut d, &mut budget)?;
             out.push(Share { key, first_task, names, all_int, lean });
         }
         (d.at == d.b.len()).then_some(out)
     })()
     .ok_or_else(|| bad(path, "cut short or damaged"))?;
-    Ok((round, command, shares))
+    Ok((h, shares))
 }
 
 /// Adds the shares of one round (`shares`, files in bucket order) to `plan` (none for
@@ -360,7 +391,9 @@ fn read_shares(path: &Path) -> Result<(u32, Command, Vec<Share>)> {
 pub fn combine(plan_path: Option<&Path>, shares: &[PathBuf], out: &Path) -> Result<Plan> {
     let mut plan = match plan_path {
         Some(p) => Plan::read(p)?,
-        None => Plan { round: 0, tasks: None, command: Command::Aggregate, fields: Vec::new(), runs: Vec::new() },
+        None => {
+            Plan { round: 0, sweep: 0, tasks: None, command: Command::Aggregate, fields: Vec::new(), runs: Vec::new() }
+        }
     };
     if plan_path.is_some() && !plan.more() {
         return Err(Error::Usage("the plan is finished: give it to `merge aggregate --plan`".into()));
@@ -370,7 +403,7 @@ pub fn combine(plan_path: Option<&Path>, shares: &[PathBuf], out: &Path) -> Resu
         plan.runs.iter().enumerate().map(|(i, r)| (r.key.clone(), i)).collect();
     let mut last: HashMap<usize, i64> = HashMap::new();
     for (n, path) in shares.iter().enumerate() {
-        let (round, command, list) = read_shares(path)?;
+        let (Header { round, command, sweep }, list) = read_shares(path)?;
         if counting && n == 0 {
             plan.command = command;
         }
@@ -393,6 +426,13 @@ pub fn combine(plan_path: Option<&Path>, shares: &[PathBuf], out: &Path) -> Resu
                     round + 1,
                     plan.round + 1
                 ),
+            ));
+        }
+        if !counting && sweep != plan.sweep {
+            return Err(Error::bad(
+                Location::file(path),
+                "a share written with another plan (of other rows): give this round's shares, written with the plan \
+                 given here",
             ));
         }
         for s in list {
@@ -478,6 +518,19 @@ pub fn combine(plan_path: Option<&Path>, shares: &[PathBuf], out: &Path) -> Resu
             ))
         })?;
     }
+    if counting {
+        // What was counted names the sweep for every later share, plan and task entry.
+        let mut h = 0x5EED_u64;
+        for r in &plan.runs {
+            for b in r.key.iter().chain(&r.names).flat_map(|s| s.bytes().chain([0])) {
+                h = mix(h, b as u64);
+            }
+            for x in r.lean.fingerprint() {
+                h = mix(h, x);
+            }
+        }
+        plan.sweep = h;
+    }
     plan.round += 1;
     let mut read: Vec<&Path> = shares.iter().map(PathBuf::as_path).collect();
     read.extend(plan_path);
@@ -499,7 +552,7 @@ pub(super) struct TaskPiece {
 
 /// Writes rendered task entries (`--tasks-out`): the magic, each piece zstd-compressed
 /// with a checksum, then their index (compressed) and its length.
-pub(super) fn write_task_pieces(pieces: &[TaskPiece], out: &Path, read: &[&Path]) -> Result<()> {
+pub(super) fn write_task_pieces(pieces: &[TaskPiece], plan: &Plan, out: &Path, read: &[&Path]) -> Result<()> {
     let compress = |data: &[u8]| {
         zstd::bulk::Compressor::new(1)
             .and_then(|mut c| {
@@ -510,6 +563,7 @@ pub(super) fn write_task_pieces(pieces: &[TaskPiece], out: &Path, read: &[&Path]
     };
     let mut bytes = TASKS_MAGIC.to_vec();
     let mut index = Enc(Vec::new());
+    index.u64(plan.sweep);
     index.u64(pieces.len() as u64);
     for p in pieces {
         let packed = compress(&p.bytes)?;
@@ -541,7 +595,8 @@ pub(super) struct TaskPieces {
 }
 
 impl TaskPieces {
-    pub(super) fn open(paths: &[PathBuf]) -> Result<TaskPieces> {
+    /// Opens the files of rendered task entries for `plan`'s merge.
+    pub(super) fn open(paths: &[PathBuf], plan: &Plan) -> Result<TaskPieces> {
         use std::io::{Read, Seek, SeekFrom};
         let bad = |p: &Path, why: &str| {
             Error::bad(
@@ -575,6 +630,7 @@ impl TaskPieces {
                 .and_then(|d| d.take(limit as u64).read_to_end(&mut data))
                 .map_err(|_| bad(path, "its index does not decompress"))?;
             let mut d = Dec { b: &data, at: 0 };
+            let sweep = d.u64();
             let entries = (|| {
                 let mut out = Vec::new();
                 for _ in 0..d.len(37)? {
@@ -588,6 +644,12 @@ impl TaskPieces {
                 (d.at == d.b.len()).then_some(out)
             })()
             .ok_or_else(|| bad(path, "cut short or damaged"))?;
+            if sweep != Some(plan.sweep) {
+                return Err(Error::bad(
+                    Location::file(path),
+                    "task entries written with another plan (of other rows): give those of these slices' rounds",
+                ));
+            }
             for (key, v) in entries {
                 if index.insert(key.clone(), v).is_some() {
                     return Err(Error::bad(

@@ -569,7 +569,7 @@ pub(super) fn merge_aggregate_streamed(
             let counted: Vec<&Run> = list.iter().filter(|r| r.scored > 0).collect();
             plan.check_no_other_runs(&counted.iter().map(|r| r.key.clone()).collect::<Vec<_>>())?;
             for run in list.iter_mut().filter(|r| r.scored > 0) {
-                let mine = run.lean.as_ref().expect("a lean run");
+                let mine = run.lean.take().expect("a lean run");
                 let done = plan.take_finished(&run.key, &run.fields, mine)?;
                 run.lean = Some(done);
             }
@@ -789,9 +789,9 @@ pub(super) fn write_aggregate_shares(
                 "--tasks-out needs --plan: the task entries need the fields the counting round settles".into(),
             ));
         }
-        write_task_pieces(&pieces, path, read)?;
+        write_task_pieces(&pieces, plan.expect("a plan"), path, read)?;
     }
-    write_share_file(&shares, Plan::share_round(plan), Command::Aggregate, out, read)?;
+    write_share_file(&shares, plan, Command::Aggregate, out, read)?;
     Ok(shares.len())
 }
 

@@ -1319,8 +1319,9 @@ fn rounds_of_shares_give_the_single_machine_bytes_and_refuse_what_does_not_fit()
     let mut twice = all.clone();
     twice.push(all[0]);
     assert!(refused_with(with_tasks(&plan, &twice, 0), "given twice").contains("in two of the given files"));
+    // Entries rendered in other rounds (of other rows) name another sweep.
     let said = refused_with(with_tasks(&short, &all, 1), "tasks of other slices");
-    assert!(said.contains("that these slices do not"), "{said}");
+    assert!(said.contains("written with another plan"), "{said}");
     let mut cut = std::fs::read(&tasks[0]).unwrap();
     cut.truncate(cut.len() / 2);
     let damaged = d.join("damaged.tasks");
@@ -1439,4 +1440,49 @@ fn rounds_of_shares_give_the_single_machine_bytes_and_refuse_what_does_not_fit()
     let o = run(&["merge", "aggregate", "--share-out", s(&next), s(&slices[0])]);
     assert_eq!(o.status.code(), Some(2));
     assert!(!next.exists());
+}
+
+/// A sweep scored again (the same rollouts, rows and fields; other values): its plan,
+/// shares and task entries are refused with the first sweep's slices, since the merge
+/// checks what its own counting finds against what the plan counted.
+#[test]
+fn plans_and_shares_of_other_values_are_refused() {
+    let d = TempDir::new("rescored");
+    let mut rng = Rng(0x2B99_2DDF_A232_49D6);
+    let mut sweeps = Vec::new();
+    for seed in ["3", "4"] {
+        let g = d.join(&format!("gen{seed}"));
+        generate(&g, &["--tasks", "300", "--repeats", "2", "--agents", "1", "--seed", seed, "--text-bytes", "10"]);
+        let slices = shard_and_join(&d, &[g.join("rollouts.jsonl")], 40, &format!("s{seed}"));
+        let (plan, _, tasks) = rounds_of("aggregate", &d, &slices, &[], &format!("r{seed}"), &mut rng, true);
+        sweeps.push((slices, plan, tasks));
+    }
+    let (a, b) = (&sweeps[0], &sweeps[1]);
+    assert_eq!(a.0.len(), b.0.len(), "the same buckets");
+    let out = d.join("x.json");
+    let mut args = vec!["merge", "aggregate", "--low-memory", "--plan", s(&b.1), "--out", s(&out)];
+    args.extend(a.0.iter().map(|p| s(p)));
+    let o = run(&args);
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    assert!(stderr(&o).contains("counts other rows or fields"), "{}", stderr(&o));
+    assert!(!out.exists());
+    // A share of the other sweep's summing round, given with this sweep's counting plan.
+    let counted = d.join("r3-plan0");
+    let other = d.join("other.share");
+    let b_counted = d.join("r4-plan0");
+    ok(&["merge", "aggregate", "--low-memory", "--plan", s(&b_counted), "--share-out", s(&other), s(&b.0[0]), "-q"]);
+    let next = d.join("next");
+    let o = run(&["merge", "combine", "--plan", s(&counted), "--out", s(&next), s(&other)]);
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    assert!(stderr(&o).contains("written with another plan"), "{}", stderr(&o));
+    assert!(!next.exists());
+    // This sweep's plan with the other sweep's task entries.
+    let mut args = vec!["merge", "aggregate", "--low-memory", "--plan", s(&a.1), "--out", s(&out), "--tasks"];
+    args.extend(b.2.iter().map(|p| s(p)));
+    args.push("--");
+    args.extend(a.0.iter().map(|p| s(p)));
+    let o = run(&args);
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    assert!(stderr(&o).contains("written with another plan"), "{}", stderr(&o));
+    assert!(!out.exists());
 }
