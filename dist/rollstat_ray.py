@@ -159,8 +159,8 @@ class Stages:
         """With `--low-memory`: the merge's statistics passes as rounds on the
         cluster, a share task per bucket then one combine task, until the plan is done.
         `run_stage` runs a list of (command, failure marker) as tasks and returns their
-        reports; a line per round goes to `stats`. For `aggregate` the second round's
-        tasks also render their buckets' task entries, which the merge copies in. The
+        reports; a line per round goes to `stats`. The second round's tasks also render
+        their buckets' task entries, which the merge copies in. The
         flags that make the merge take the finished plan (and those entries)."""
         inputs_of = {}
         for p in self.input_parts:
@@ -179,7 +179,7 @@ class Stages:
                 shares.append(share)
                 cmd = [self.rollstat, "-q", "merge", command, "--share-out", share, *passthrough]
                 cmd += ["--plan", plan] if plan else []
-                if command == "aggregate" and r == 1:
+                if r == 1:
                     tasks.append(os.path.join(self.work, f"tasks-{k}"))
                     cmd += ["--tasks-out", tasks[-1]]
                 jobs.append(([*cmd, "--", part, *ins], self.marker(f"share{r}", k)))

@@ -133,6 +133,14 @@ pub struct ProfileArgs {
     /// (the counting round without --plan) to FILE instead of merging.
     #[arg(long, value_name = "FILE", requires = "low_memory", conflicts_with = "out_dir")]
     pub share_out: Option<PathBuf>,
+    /// With --share-out and --plan: also write these buckets' task entries to FILE, for
+    /// the merge's --tasks (so it copies them instead of writing them).
+    #[arg(long, value_name = "FILE", requires_all = ["share_out", "plan"])]
+    pub tasks_out: Option<PathBuf>,
+    /// With --plan: the task entries the round tasks wrote (--tasks-out), every
+    /// bucket's, copied into the reward profile instead of written from the slices.
+    #[arg(long, value_name = "FILE", num_args = 1.., requires = "plan", conflicts_with = "share_out")]
+    pub tasks: Vec<PathBuf>,
 }
 
 impl Slices {
@@ -226,6 +234,7 @@ pub fn run(a: Args) -> Result<()> {
                     &input_slices,
                     a.plan.as_deref(),
                     share,
+                    a.tasks_out.as_deref(),
                 )?;
                 if !common::quiet() {
                     eprintln!("Wrote {} ({n} run shares)", share.display());
@@ -239,6 +248,7 @@ pub fn run(a: Args) -> Result<()> {
                 a.whole_table,
                 a.low_memory,
                 a.plan.as_deref(),
+                &a.tasks,
             )?;
             let warnings = common::print_warnings(&r.warnings);
             super::profile::print_summary(&r, warnings);

@@ -420,18 +420,32 @@ pub fn merge_profile_shares(
     input_slices: &[PathBuf],
     plan: Option<&Path>,
     out: &Path,
+    tasks_out: Option<&Path>,
 ) -> Result<usize> {
     let given = if input_slices.is_empty() { InputsGiven::File(&c.inputs) } else { InputsGiven::Slices(input_slices) };
     let mut read: Vec<&Path> = slices.iter().map(PathBuf::as_path).collect();
     read.extend(given.files());
     read.extend(plan);
     OutputSet::new(&read).check(out)?;
+    if let Some(t) = tasks_out {
+        OutputSet::new(&read).check(t)?;
+        if crate::export::atomic::same_file(t, out) || t == out {
+            return Err(Error::Usage("--tasks-out and --share-out name the same file".into()));
+        }
+    }
     let plan = plan.map(|p| Plan::read_for(p, Command::Profile)).transpose()?;
     let inputs = match given {
-        InputsGiven::Slices(s) => MergeInputs::Sliced(SlicedInputs::open(s)?),
+        InputsGiven::Slices(s) => {
+            let s = SlicedInputs::open(s)?;
+            // The task entries' samples are read from the inputs file the slices name.
+            if tasks_out.is_some() {
+                sample_file(&s)?;
+            }
+            MergeInputs::Sliced(s)
+        }
         _ => MergeInputs::File(read_inputs(&c.inputs)?),
     };
-    super::merge_profile::write_profile_shares(c, slices, &inputs, plan.as_ref(), out, &read)
+    super::merge_profile::write_profile_shares(c, slices, &inputs, plan.as_ref(), out, tasks_out, &read)
 }
 
 /// The inputs file input slices were sharded from, which `merge profile` re-reads each
@@ -474,10 +488,16 @@ pub fn merge_profile(
     whole_table: bool,
     low_memory: bool,
     plan: Option<&Path>,
+    tasks: &[PathBuf],
 ) -> Result<ProfileRun> {
     let dir = c.out_dir.clone().ok_or_else(|| Error::Usage("merge profile needs --out-dir DIR".into()))?;
     let plan_path = plan;
     let mut plan = plan.map(|p| Plan::read_for(p, Command::Profile)).transpose()?;
+    if let Some(p) = &mut plan {
+        if !tasks.is_empty() {
+            p.tasks = Some(TaskPieces::open(tasks, p)?);
+        }
+    }
     let given = if input_slices.is_empty() { InputsGiven::File(&c.inputs) } else { InputsGiven::Slices(input_slices) };
     if let InputsGiven::File(f) = given {
         if f.is_dir() {
@@ -497,6 +517,7 @@ pub fn merge_profile(
         read.extend(sample_file.as_deref());
         read.extend(c.metrics.files.iter().map(PathBuf::as_path));
         read.extend(plan_path);
+        read.extend(tasks.iter().map(PathBuf::as_path));
         let mut out = OutputSet::new(&read);
         for p in &paths {
             out.check(p)?;

@@ -20,7 +20,9 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use super::merge_lean::LeanRun;
-use super::merge_rounds::{write_share_file, Command, LevelsFrom, Plan, Share};
+use super::merge_rounds::{
+    write_share_file, write_task_pieces, BucketInfo, Command, LevelsFrom, Plan, ProfileEntries, Share, TaskPiece,
+};
 use super::merge_stream::{prefetched_iter, read_bucket, MergeInputs, RunChecks};
 use super::profile::ProfileConfig;
 use crate::error::{Error, Result};
@@ -245,6 +247,8 @@ struct Gather {
     summary: CompletionSummary,
     /// Distinct (server, agent) pairs of the measured input rows, in key order.
     label_pairs: Vec<(Option<String>, Option<String>)>,
+    /// The first task of each bucket with measured rollouts, in order.
+    bucket_firsts: Vec<i64>,
     pair_seen: HashSet<(Option<String>, Option<String>)>,
     keys: Vec<String>,
     key_ids: HashMap<String, u32>,
@@ -284,6 +288,7 @@ impl Gather {
             unnamed: None,
             summary: CompletionSummary::default(),
             label_pairs: Vec::new(),
+            bucket_firsts: Vec::new(),
             pair_seen: HashSet::new(),
             keys: Vec::new(),
             key_ids: HashMap::new(),
@@ -390,6 +395,7 @@ impl Gather {
     /// those seen before, its values to the columns or, with `--low-memory`, to each
     /// run's state.
     fn add(&mut self, p: &Profiled<'_>) {
+        self.bucket_firsts.push(p.t.task[0]);
         let before = self.measured;
         let lean = self.lean.is_some();
         let mut new_field = false;
@@ -499,26 +505,54 @@ pub(super) fn write_profile_shares(
     inputs: &MergeInputs,
     plan: Option<&Plan>,
     out: &Path,
+    tasks_out: Option<&Path>,
     read: &[&Path],
 ) -> Result<usize> {
     let name = &c.rollouts[0];
     let mut shares: Vec<Share> = Vec::new();
+    let mut infos: Vec<BucketInfo> = Vec::new();
+    let mut pieces: Vec<TaskPiece> = Vec::new();
+    // The labels and rules the task entries need, settled by the counting round.
+    let labels = plan.map(|p| labels_for(p.entries.pairs.iter().map(|(s, a)| (s.as_deref(), a.as_deref()))));
     for slice in slices {
         let b = read_bucket(slice, name, &mut LineMap::default(), Some(inputs))?;
         let t = &b.t;
         let Some(inp) = b.inputs.as_deref() else { continue };
-        // A bucket the merge refuses (a key twice) has no share; the merge says why.
-        let Ok(pairs) = measured_pairs(t, inp) else { continue };
-        let keyed: Vec<(usize, &str)> = pairs.iter().filter_map(|&(i, r)| key_of(inp, i).map(|k| (r, k))).collect();
-        if keyed.is_empty() {
+        if t.is_empty() {
             continue;
         }
+        // A bucket the merge refuses (a key twice) has no share; the merge says why.
+        let Ok(Joined { measured, pairs }) = join_bucket(t, inp) else { continue };
+        let keyed: Vec<(usize, &str)> = pairs.iter().filter_map(|&(i, r)| key_of(inp, i).map(|k| (r, k))).collect();
         match plan {
             None => {
+                let names = |i: usize| (inp.name(inp.server[i]), inp.name(inp.agent[i]));
+                let mut info = BucketInfo { pairs: Vec::new(), fan_out: false, measured: None };
+                let mut seen = std::collections::HashSet::new();
+                for &i in &measured {
+                    let (s, a) = names(i);
+                    let pair = (s.map(str::to_string), a.map(str::to_string));
+                    if seen.insert(pair.clone()) {
+                        info.pairs.push(pair);
+                    }
+                }
+                info.fan_out = inputs_fan_out(measured.iter().filter_map(|&i| {
+                    let (s, a) = names(i);
+                    run_key(s, a).map(|k| (inp.task[i], k))
+                }));
+                if keyed.is_empty() || keyed.len() < pairs.len() {
+                    // No measured rollout, or one whose input row names no agent (which
+                    // the merge refuses): no share.
+                    infos.push(info);
+                    continue;
+                }
                 let rows: Vec<usize> = keyed.iter().map(|&(r, _)| r).collect();
                 let keys: Vec<&str> = keyed.iter().map(|&(_, k)| k).collect();
                 let p = Profiled::new(t, &rows, &keys);
                 let names: Vec<String> = p.fields.iter().map(|f| f.name.clone()).collect();
+                info.fan_out |= p.fan_out;
+                info.measured = Some((names.clone(), p.all_int, rows.len() as u64));
+                infos.push(info);
                 let local: Vec<usize> = (0..p.fields.len()).collect();
                 for (l, positions) in p.label_positions().into_iter().enumerate() {
                     let run_rows: Vec<usize> = positions.iter().map(|&pos| p.rows[pos]).collect();
@@ -532,6 +566,25 @@ pub(super) fn write_profile_shares(
                 }
             }
             Some(plan) => {
+                if let (Some(path), Some(labels)) = (tasks_out, &labels) {
+                    let e = &plan.entries;
+                    let label_by_key: HashMap<&str, &str> =
+                        labels.iter().map(|(k, l)| (k.as_str(), l.as_str())).collect();
+                    let mut bytes = Vec::new();
+                    let wrote = write_bucket_entries(
+                        t,
+                        inp,
+                        (&measured, &pairs),
+                        (plan.fields(), e.all_int, e.fan_out),
+                        &label_by_key,
+                        true,
+                        &mut bytes,
+                    )
+                    .map_err(|e| e.at(path))?;
+                    if wrote {
+                        pieces.push(TaskPiece { key: None, first_task: t.task[0], depth: 0, bytes });
+                    }
+                }
                 let mut by: std::collections::BTreeMap<&str, Vec<usize>> = Default::default();
                 for &(r, k) in &keyed {
                     by.entry(k).or_default().push(r);
@@ -553,14 +606,60 @@ pub(super) fn write_profile_shares(
             }
         }
     }
-    write_share_file(&shares, plan, Command::Profile, out, read)?;
+    if let Some(path) = tasks_out {
+        let plan = plan.ok_or_else(|| {
+            Error::Usage("--tasks-out needs --plan: the task entries need what the counting round settles".into())
+        })?;
+        write_task_pieces(&pieces, plan, path, read)?;
+    }
+    write_share_file(&shares, &infos, plan, Command::Profile, out, read)?;
     Ok(shares.len())
 }
 
-/// The (input row, result row) pairs of a bucket's measured rollouts, in key order: what
-/// the profile's levels read (the first pass refuses a key twice).
-fn measured_pairs(t: &RolloutTable, inp: &InputTable) -> Result<Vec<(usize, usize)>> {
-    Ok(join_bucket(t, inp)?.pairs)
+/// Writes the task entries of bucket `t` (joined to its input rows `inp`: the measured
+/// input rows and the measured rollouts' pairs) to `w`, each with its input row as the
+/// sample, with the sweep's `fields`, integer rule and fan-out and each run key's label;
+/// false when the bucket has no measured rollout. `started`: entries were written
+/// before (compact entries take no separator either way).
+#[allow(clippy::type_complexity)]
+fn write_bucket_entries<W: std::io::Write + Send>(
+    t: &RolloutTable,
+    inp: &InputTable,
+    (measured, pairs): (&[usize], &[(usize, usize)]),
+    (fields, all_int, fan_out): (&[String], bool, bool),
+    label_by_key: &HashMap<&str, &str>,
+    started: bool,
+    w: &mut W,
+) -> std::result::Result<bool, StreamError> {
+    let label_of = |i: usize| -> Option<&str> { key_of(inp, i).and_then(|k| label_by_key.get(k).copied()) };
+    if pairs.is_empty() {
+        return Ok(false);
+    }
+    let result_rows: Vec<usize> = pairs.iter().map(|&(_, r)| r).collect();
+    let row_labels: Vec<&str> = pairs.iter().map(|&(i, _)| label_of(i).unwrap_or_default()).collect();
+    let mut input_of: HashMap<usize, usize> = HashMap::with_capacity(pairs.len());
+    for &(i, r) in pairs {
+        input_of.insert(r, i);
+    }
+    let resolved = resolve_fields(t, fields.iter().cloned());
+    let mut p = Profiled::with_fields(t, &result_rows, &row_labels, resolved, all_int);
+    p.fan_out = fan_out;
+    let groups = p.task_groups();
+    let expected = expected_per_group(&p, &groups, inp, measured, label_of);
+    let sample_rows: Vec<usize> = groups.iter().map(|&(a, _)| input_of[&p.rows[a]]).collect();
+    let keys = StatKeys::new(&p.fields);
+    let plan = TaskPlan {
+        p,
+        keys,
+        groups,
+        expected: Some(expected),
+        samples: Samples::Inputs { table: inp, rows: sample_rows },
+        with_agent_ref: fan_out,
+        info: Arc::new(info_plans(t)),
+        quoted_names: Arc::new(quoted_names(t)),
+    };
+    write_task_entries(&plan, None, started, w)?;
+    Ok(true)
 }
 
 /// The run key of input row `i`.
@@ -625,6 +724,13 @@ pub(super) fn merge_profile_streamed(
     if !c.metrics.is_empty() {
         return Ok(None);
     }
+    // Task entries rendered by the round tasks, copied in instead of written here, and
+    // the rules the rounds rendered them by.
+    let mut levels = levels;
+    let (mut pieces, entry_rules) = match &mut levels {
+        LevelsFrom::Plan(p) => (p.tasks.take(), p.entries.clone()),
+        _ => (None, ProfileEntries::default()),
+    };
     let name = &c.rollouts[0];
     let t0 = std::time::Instant::now();
     let mut g = Gather::new(lean);
@@ -730,42 +836,34 @@ pub(super) fn merge_profile_streamed(
     let mut w = out.create(&paths[0])?;
     let (fields, all_int, fan_out) = (&g.fields, g.all_int, g.fan_out);
     let mut started = false;
-    let wrote = each_step(slices, name, &ranges, false, |t, inp| {
-        if t.is_empty() {
-            return Ok(());
+    if let Some(pieces) = &mut pieces {
+        // Rendered by the round tasks: copied in, bucket after bucket.
+        if (&g.label_pairs, g.fan_out, g.all_int) != (&entry_rules.pairs, entry_rules.fan_out, entry_rules.all_int) {
+            return Err(Error::Mismatch(
+                "the plan settled other labels or rules for the task entries than these slices give: give the plan \
+                 and task entries of these slices' rounds"
+                    .into(),
+            ));
         }
-        let Joined { measured, pairs } = join_bucket(t, inp)?;
-        let label_of = |i: usize| -> Option<&str> { key_of(inp, i).and_then(|k| label_by_key.get(k).copied()) };
-        if pairs.is_empty() {
-            return Ok(());
+        for &first in &g.bucket_firsts {
+            pieces.copy(&None, first, 0, true, &mut w).map_err(|e| e.at(&paths[0]))?;
         }
-        let result_rows: Vec<usize> = pairs.iter().map(|&(_, r)| r).collect();
-        let row_labels: Vec<&str> = pairs.iter().map(|&(i, _)| label_of(i).unwrap_or_default()).collect();
-        let mut input_of: HashMap<usize, usize> = HashMap::with_capacity(pairs.len());
-        for &(i, r) in &pairs {
-            input_of.insert(r, i);
-        }
-        let resolved = resolve_fields(t, fields.iter().cloned());
-        let mut p = Profiled::with_fields(t, &result_rows, &row_labels, resolved, all_int);
-        p.fan_out = fan_out;
-        let groups = p.task_groups();
-        let expected = expected_per_group(&p, &groups, inp, &measured, label_of);
-        let sample_rows: Vec<usize> = groups.iter().map(|&(a, _)| input_of[&p.rows[a]]).collect();
-        let keys = StatKeys::new(&p.fields);
-        let plan = TaskPlan {
-            p,
-            keys,
-            groups,
-            expected: Some(expected),
-            samples: Samples::Inputs { table: inp, rows: sample_rows },
-            with_agent_ref: fan_out,
-            info: Arc::new(info_plans(t)),
-            quoted_names: Arc::new(quoted_names(t)),
-        };
-        write_task_entries(&plan, None, started, &mut w).map_err(|e: StreamError| e.at(&paths[0]))?;
-        started = true;
-        Ok(())
-    })?;
+        pieces.check_all_taken()?;
+    }
+    let wrote = pieces.is_some()
+        || each_step(slices, name, &ranges, false, |t, inp| {
+            if t.is_empty() {
+                return Ok(());
+            }
+            let Joined { measured, pairs } = join_bucket(t, inp)?;
+            let what = (fields.as_slice(), all_int, fan_out);
+            if write_bucket_entries(t, inp, (&measured, &pairs), what, &label_by_key, started, &mut w)
+                .map_err(|e: StreamError| e.at(&paths[0]))?
+            {
+                started = true;
+            }
+            Ok(())
+        })?;
     if !wrote {
         return Err(Error::Mismatch(
             "the slices changed while the merge read them; merge slices that nothing writes to".into(),

@@ -88,7 +88,30 @@ pub struct Plan {
     command: Command,
     /// `profile`: the fields of every run, in the sweep's order of first appearance.
     fields: Vec<String>,
+    /// `profile`: what its task entries need, settled over the sweep's buckets as the
+    /// merge settles it.
+    pub(super) entries: ProfileEntries,
     runs: Vec<PlanRun>,
+}
+
+/// What a profile's task entries need settled over the whole sweep: the distinct
+/// (server, agent) pairs of the measured input rows in key order (which settle the
+/// labels), whether runs fan out, and whether every value is an integer or a bool.
+#[derive(Default, Clone, PartialEq, Debug)]
+pub(super) struct ProfileEntries {
+    pub(super) pairs: Vec<(Option<String>, Option<String>)>,
+    pub(super) fan_out: bool,
+    pub(super) all_int: bool,
+}
+
+/// What one bucket tells a profile's counting round besides its runs' shares.
+pub(super) struct BucketInfo {
+    /// Its measured input rows' distinct (server, agent) pairs, in key order.
+    pub(super) pairs: Vec<(Option<String>, Option<String>)>,
+    pub(super) fan_out: bool,
+    /// With measured (unmasked) rollouts: their fields in order, whether all are
+    /// integers, and how many.
+    pub(super) measured: Option<(Vec<String>, bool, u64)>,
 }
 
 pub(super) struct PlanRun {
@@ -218,9 +241,14 @@ impl Plan {
         let (Header { round, command, sweep }, data) = read_state(path, PLAN)?;
         let mut d = Dec { b: &data, at: 0 };
         let mut fields = Vec::new();
+        let mut entries = ProfileEntries::default();
         let mut budget = BINS;
         let runs = (|| {
             fields = decode_names(&mut d)?;
+            entries.pairs =
+                (0..d.len(2)?).map(|_| Some((decode_key(&mut d)?, decode_key(&mut d)?))).collect::<Option<_>>()?;
+            let flags = d.u8()?;
+            (entries.fan_out, entries.all_int) = (flags & 1 == 1, flags & 2 == 2);
             let n = d.len(4)?;
             let mut runs = Vec::with_capacity(n);
             for _ in 0..n {
@@ -240,7 +268,7 @@ impl Plan {
             (d.at == d.b.len()).then_some(runs)
         })()
         .ok_or_else(|| bad(path, "cut short or damaged"))?;
-        Ok(Plan { round, sweep, tasks: None, command, fields, runs })
+        Ok(Plan { round, sweep, tasks: None, command, fields, entries, runs })
     }
 
     /// Reads a plan for `command`'s merge; a plan of the other command is refused.
@@ -262,6 +290,12 @@ impl Plan {
     fn write(&self, path: &Path, read: &[&Path]) -> Result<()> {
         let mut e = Enc(Vec::new());
         encode_names(&self.fields, &mut e);
+        e.u64(self.entries.pairs.len() as u64);
+        for (a, b) in &self.entries.pairs {
+            encode_key(a, &mut e);
+            encode_key(b, &mut e);
+        }
+        e.u8(self.entries.fan_out as u8 | (self.entries.all_int as u8) << 1);
         e.u64(self.runs.len() as u64);
         for r in &self.runs {
             encode_key(&r.key, &mut e);
@@ -347,6 +381,7 @@ impl Plan {
 /// Writes one round's shares (in bucket order) for `command`'s merge.
 pub(super) fn write_share_file(
     shares: &[Share],
+    infos: &[BucketInfo],
     plan: Option<&Plan>,
     command: Command,
     out: &Path,
@@ -361,11 +396,25 @@ pub(super) fn write_share_file(
         e.u8(s.all_int as u8);
         s.lean.encode(&mut e);
     }
+    e.u64(infos.len() as u64);
+    for b in infos {
+        e.u64(b.pairs.len() as u64);
+        for (x, y) in &b.pairs {
+            encode_key(x, &mut e);
+            encode_key(y, &mut e);
+        }
+        e.u8(b.fan_out as u8 | (b.measured.is_some() as u8) << 1);
+        if let Some((names, all_int, rows)) = &b.measured {
+            encode_names(names, &mut e);
+            e.u8(*all_int as u8);
+            e.u64(*rows);
+        }
+    }
     let h = plan.map_or(Header { round: 0, command, sweep: 0 }, |p| Header { command, ..p.header() });
     write_state(out, SHARES, h, e, read)
 }
 
-fn read_shares(path: &Path) -> Result<(Header, Vec<Share>)> {
+fn read_shares(path: &Path) -> Result<(Header, Vec<Share>, Vec<BucketInfo>)> {
     let (h, data) = read_state(path, SHARES)?;
     let mut d = Dec { b: &data, at: 0 };
     let mut budget = BINS;
@@ -380,10 +429,57 @@ fn read_shares(path: &Path) -> Result<(Header, Vec<Share>)> {
             let lean = LeanRun::decode(&mut d, &mut budget)?;
             out.push(Share { key, first_task, names, all_int, lean });
         }
-        (d.at == d.b.len()).then_some(out)
+        let mut infos = Vec::new();
+        for _ in 0..d.len(9)? {
+            let pairs =
+                (0..d.len(2)?).map(|_| Some((decode_key(&mut d)?, decode_key(&mut d)?))).collect::<Option<_>>()?;
+            let flags = d.u8()?;
+            let measured = match flags & 2 {
+                0 => None,
+                _ => Some((decode_names(&mut d)?, d.u8()? == 1, d.u64()?)),
+            };
+            infos.push(BucketInfo { pairs, fan_out: flags & 1 == 1, measured });
+        }
+        (d.at == d.b.len()).then_some((out, infos))
     })()
     .ok_or_else(|| bad(path, "cut short or damaged"))?;
-    Ok((h, shares))
+    Ok((h, shares.0, shares.1))
+}
+
+/// The profile's sweep-wide settling, bucket after bucket: the pairs seen, the fields
+/// seen, and the measured rollouts so far.
+#[derive(Default)]
+struct ProfileFold {
+    seen_pairs: std::collections::HashSet<(Option<String>, Option<String>)>,
+    fields: Vec<String>,
+    measured: u64,
+}
+
+/// Adds buckets' infos to what a profile's entries need, as the merge's first pass adds
+/// its buckets.
+fn fold_bucket_infos(e: &mut ProfileEntries, f: &mut ProfileFold, infos: Vec<BucketInfo>) {
+    for b in infos {
+        for p in b.pairs {
+            if f.seen_pairs.insert(p.clone()) {
+                e.pairs.push(p);
+            }
+        }
+        e.fan_out |= b.fan_out;
+        let Some((names, all_int, rows)) = b.measured else { continue };
+        let mut new_field = false;
+        for n in &names {
+            if !f.fields.contains(n) {
+                f.fields.push(n.clone());
+                new_field = true;
+            }
+        }
+        // A value missing anywhere (a field not in every bucket's rows) makes the set
+        // not all-int.
+        if !all_int || names.len() < f.fields.len() || (new_field && f.measured > 0) {
+            e.all_int = false;
+        }
+        f.measured += rows;
+    }
 }
 
 /// Adds the shares of one round (`shares`, files in bucket order) to `plan` (none for
@@ -391,19 +487,29 @@ fn read_shares(path: &Path) -> Result<(Header, Vec<Share>)> {
 pub fn combine(plan_path: Option<&Path>, shares: &[PathBuf], out: &Path) -> Result<Plan> {
     let mut plan = match plan_path {
         Some(p) => Plan::read(p)?,
-        None => {
-            Plan { round: 0, sweep: 0, tasks: None, command: Command::Aggregate, fields: Vec::new(), runs: Vec::new() }
-        }
+        None => Plan {
+            round: 0,
+            sweep: 0,
+            tasks: None,
+            command: Command::Aggregate,
+            fields: Vec::new(),
+            entries: ProfileEntries { all_int: true, ..Default::default() },
+            runs: Vec::new(),
+        },
     };
     if plan_path.is_some() && !plan.more() {
         return Err(Error::Usage("the plan is finished: give it to `merge aggregate --plan`".into()));
     }
     let counting = plan.round == 0;
+    let mut profile_state = ProfileFold::default();
     let mut index: HashMap<Option<String>, usize> =
         plan.runs.iter().enumerate().map(|(i, r)| (r.key.clone(), i)).collect();
     let mut last: HashMap<usize, i64> = HashMap::new();
     for (n, path) in shares.iter().enumerate() {
-        let (Header { round, command, sweep }, list) = read_shares(path)?;
+        let (Header { round, command, sweep }, list, infos) = read_shares(path)?;
+        if counting {
+            fold_bucket_infos(&mut plan.entries, &mut profile_state, infos);
+        }
         if counting && n == 0 {
             plan.command = command;
         }

@@ -791,7 +791,7 @@ pub(super) fn write_aggregate_shares(
         }
         write_task_pieces(&pieces, plan.expect("a plan"), path, read)?;
     }
-    write_share_file(&shares, plan, Command::Aggregate, out, read)?;
+    write_share_file(&shares, &[], plan, Command::Aggregate, out, read)?;
     Ok(shares.len())
 }
 

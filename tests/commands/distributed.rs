@@ -312,19 +312,29 @@ fn check_sweep(generate_args: &[&str], files: usize, seed: u64) {
                 // The statistics as rounds of shares, then the merge with the plan.
                 let rtag = format!("{tag}-prof-rounds-{sliced}");
                 let extra: Vec<&str> = if sliced { islice_args.clone() } else { vec!["--inputs", s(&inputs)] };
-                let (plan, _, _) = rounds_of("profile", &d, &slices, &extra, &rtag, &mut rng, false);
-                let got = d.join(&format!("{rtag}-out"));
-                let mut cmd = std::process::Command::new(bin());
-                cmd.args(["merge", "profile", "--low-memory", "--plan", s(&plan), "--out-dir", s(&got), "-q"])
-                    .args(["--name", "all.jsonl", "--allow-partial"])
-                    .args(&extra)
-                    .args(&slice_args)
-                    .env("ROLLSTAT_TRACE", "1");
-                let o = cmd.output().unwrap();
-                assert!(o.status.success(), "{rtag}: {}", stderr(&o));
-                assert!(!stderr(&o).contains("merge: pass 2"), "{rtag}: the plan holds the statistics");
-                for f in PROFILE_FILES {
-                    assert!(bytes(&got.join(f)) == bytes(&want_prof.join(f)), "profile {f} from rounds, width {width}");
+                let (plan, _, tasks) = rounds_of("profile", &d, &slices, &extra, &rtag, &mut rng, true);
+                // With the slices read again for the task entries, and with those the
+                // second round rendered.
+                for with_tasks in [false, true] {
+                    let got = d.join(&format!("{rtag}-out-{with_tasks}"));
+                    let mut cmd = std::process::Command::new(bin());
+                    cmd.args(["merge", "profile", "--low-memory", "--plan", s(&plan), "--out-dir", s(&got), "-q"])
+                        .args(["--name", "all.jsonl", "--allow-partial"])
+                        .args(&extra);
+                    if with_tasks {
+                        cmd.arg("--tasks").args(tasks.iter().map(|p| s(p))).arg("--");
+                    }
+                    cmd.args(&slice_args).env("ROLLSTAT_TRACE", "1");
+                    let o = cmd.output().unwrap();
+                    assert!(o.status.success(), "{rtag}: {}", stderr(&o));
+                    assert!(!stderr(&o).contains("merge: pass 2"), "{rtag}: the plan holds the statistics");
+                    for f in PROFILE_FILES {
+                        let same = bytes(&got.join(f)) == bytes(&want_prof.join(f));
+                        assert!(
+                            same,
+                            "profile {f} from rounds, task entries rendered there: {with_tasks}, width {width}"
+                        );
+                    }
                 }
             }
         }
