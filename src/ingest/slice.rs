@@ -151,13 +151,16 @@ pub fn read_slices(paths: &[PathBuf], name: &Path) -> Result<RolloutTable> {
                     })
                 })
                 .collect();
+            // Codes once any slice's rows of the column held a kept string; the first
+            // slice to hold one may be the first of all (its codes then start empty).
+            let coded = !out.codes.is_empty() || !c.codes.is_empty();
             if !c.codes.is_empty() && out.codes.is_empty() {
                 out.codes = Vec::with_capacity(total.max(base));
                 out.codes.resize(base, u32::MAX);
             }
             out.tags.extend_from_slice(&c.tags);
             out.nums.extend_from_slice(&c.nums);
-            if !out.codes.is_empty() {
+            if coded {
                 match c.codes.is_empty() {
                     true => out.codes.resize(n, u32::MAX),
                     false => {

@@ -239,6 +239,9 @@ fn check_sweep(generate_args: &[&str], files: usize, seed: u64) {
     ok(&["aggregate", s(&all), "--inputs", s(&inputs), "--out", s(&want_agg), "-q"]);
     let want_plain = d.join("want-plain.json");
     ok(&["aggregate", s(&all), "--out", s(&want_plain), "-q"]);
+    let want_subset = d.join("want-subset.json");
+    let subset = ["--metric", "pass_at_k", "--subset-key", "subset"];
+    ok(&[&["aggregate", s(&all), "--inputs", s(&inputs), "--out", s(&want_subset), "-q"][..], &subset].concat());
     let want_prof = d.join("want-prof");
     ok(&[
         "profile",
@@ -279,6 +282,14 @@ fn check_sweep(generate_args: &[&str], files: usize, seed: u64) {
             assert_eq!(merge_aggregate(&args, mode), !whole, "path taken, width {width}");
             assert!(bytes(&got) == bytes(&want_plain), "aggregate, width {width}, {mode:?}");
         }
+        // A custom metric reading a string field (the subset) takes the whole table, whose
+        // strings must come back from every slice: the same bytes.
+        let got = d.join(&format!("{tag}-subset.json"));
+        let mut args = vec!["--inputs", s(&inputs), "--out", s(&got), "-q", "--metric", "pass_at_k"];
+        args.extend(["--subset-key", "subset"]);
+        args.extend(&slice_args);
+        assert!(!merge_aggregate(&args, None), "custom metrics read the whole table");
+        assert!(bytes(&got) == bytes(&want_subset), "aggregate with a subset key, width {width}");
         // The statistics as rounds of shares, with the inputs file, input slices or none.
         let file_args = ["--inputs", s(&inputs)];
         for (k, (extra, want)) in
