@@ -22,10 +22,28 @@ pub enum What {
     Aggregate(AggregateArgs),
     /// NeMo Gym's reward profiling artifacts over the slices.
     Profile(ProfileArgs),
+    /// `export`'s four Parquet tables over the slices.
+    Export(ExportArgs),
     /// Adds one round's shares (`merge aggregate|profile --share-out`) to the plan; prints
     /// `more` (another round is needed) or `done` (give the plan to `merge aggregate
     /// --plan`).
     Combine(CombineArgs),
+}
+
+#[derive(ClapArgs, Debug, Clone)]
+pub struct ExportArgs {
+    #[command(flatten)]
+    pub slices: Slices,
+    /// Materialized inputs JSONL (labels and expected counts), or their input slices
+    /// among the slices.
+    #[arg(long, value_name = "MATERIALIZED.jsonl")]
+    pub inputs: Option<PathBuf>,
+    /// Label for rollouts that name no agent (without it such rollouts are an error).
+    #[arg(long, value_name = "NAME")]
+    pub agent: Option<String>,
+    /// Output folder (created if missing).
+    #[arg(long, value_name = "DIR")]
+    pub out_dir: PathBuf,
 }
 
 #[derive(ClapArgs, Debug, Clone)]
@@ -159,6 +177,20 @@ impl Slices {
 
 pub fn run(a: Args) -> Result<()> {
     match a.what {
+        What::Export(a) => {
+            let (slices, input_slices) = a.slices.split()?;
+            let c = crate::workflow::ExportConfig {
+                rollouts: vec![a.slices.name.clone()],
+                inputs: a.inputs,
+                agent: a.agent,
+                out_dir: a.out_dir,
+            };
+            let (files, warnings) = crate::workflow::distributed::merge_export(&c, &slices, &input_slices)?;
+            common::print_warnings(&warnings);
+            for f in files {
+                say!("Wrote {}", f.display());
+            }
+        }
         What::Combine(a) => {
             let plan = crate::workflow::merge_rounds::combine(a.plan.as_deref(), &a.shares, &a.out)?;
             if !common::quiet() {

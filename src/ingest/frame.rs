@@ -7,7 +7,8 @@
 //! - `mask_sample` (Boolean)
 //! - every numeric field in field order: Int64 when every present value is an
 //!   int or bool, else Float64; null where the field is missing (or not a number)
-//! - every short top-level string field (no numeric values anywhere): String
+//! - every short top-level string field (no numeric values anywhere): String, in order
+//!   of first appearance over the rows in (task, rollout) order
 
 use polars::prelude::*;
 
@@ -69,10 +70,25 @@ pub fn rollouts_frame(t: &RolloutTable, runs: &Runs, default_agent: Option<&str>
             cols.push(Column::new(f.name.as_str().into(), vals));
         }
     }
-    for c in &t.columns {
-        if c.source != Source::Top || c.has_numbers() || c.codes.is_empty() {
-            continue;
-        }
+    // String fields in order of first appearance over the rows in (task, rollout)
+    // order, as the numeric fields, then in that row's key order: the same for the
+    // files in any order of lines, and for slices read back bucket by bucket.
+    let pos = |r: usize, id: usize| -> usize {
+        t.orders.get(t.order[r] as usize).and_then(|o| o.iter().position(|&c| c as usize == id)).unwrap_or(usize::MAX)
+    };
+    let mut strings: Vec<((usize, usize), &super::table::Column)> = t
+        .columns
+        .iter()
+        .enumerate()
+        .filter(|(_, c)| c.source == Source::Top && !c.has_numbers() && !c.codes.is_empty())
+        .map(|(id, c)| {
+            let first = order.iter().position(|&r| c.tags[r] != tag::ABSENT);
+            let key = first.map_or((usize::MAX, usize::MAX), |k| (k, pos(order[k], id)));
+            (key, c)
+        })
+        .collect();
+    strings.sort_by_key(|&(key, _)| key);
+    for (_, c) in strings {
         if taken.contains(&c.name) {
             clash(&c.name);
             continue;

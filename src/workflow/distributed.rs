@@ -476,6 +476,39 @@ fn sample_file(s: &SlicedInputs) -> Result<PathBuf> {
     }
 }
 
+/// `export` over slices: the four tables of the sweep as Parquet in `c.out_dir`, as
+/// `export` writes them for the files concatenated. The slices are read back as one
+/// table (row for row the table of the concatenated files), with the inputs
+/// (`c.inputs`, or every input slice joined in line order), and the single-machine
+/// code builds the tables from it.
+pub fn merge_export(
+    c: &super::ExportConfig,
+    slices: &[PathBuf],
+    input_slices: &[PathBuf],
+) -> Result<(Vec<PathBuf>, crate::metrics::warnings::Warnings)> {
+    let given = InputsGiven::new(c.inputs.as_deref(), input_slices)?;
+    in_out_dir(&c.out_dir, || {
+        let mut read: Vec<&Path> = slices.iter().map(PathBuf::as_path).collect();
+        read.extend(given.files());
+        let mut out = OutputSet::new(&read);
+        let paths = crate::metrics::tables::NAMES.map(|name| c.out_dir.join(format!("{name}.parquet")));
+        for path in &paths {
+            out.check(path)?;
+        }
+        let (inputs, t) = read_both(given, None, slices, &c.rollouts[0])?;
+        if let Some(i) = &inputs {
+            check_runs(&t, i)?;
+            report_read_warnings(&i.report.warnings);
+        }
+        let (tables, warnings) = crate::metrics::tables::tables(&t, inputs.as_ref(), c.agent.as_deref())?;
+        for ((_, mut df), path) in tables.named().into_iter().zip(&paths) {
+            let mut w = out.create(path)?;
+            crate::export::parquet::write_parquet(&mut df, path, &mut w)?;
+        }
+        Ok((out.commit()?, warnings))
+    })
+}
+
 /// `profile` over slices: the artifacts go to `c.out_dir` (required), named after
 /// `c.rollouts`. The inputs are `c.inputs`, or `input_slices` when given; then each
 /// task's `sample` is still read from the inputs file they were sharded from.

@@ -239,6 +239,8 @@ fn check_sweep(generate_args: &[&str], files: usize, seed: u64) {
     ok(&["aggregate", s(&all), "--inputs", s(&inputs), "--out", s(&want_agg), "-q"]);
     let want_plain = d.join("want-plain.json");
     ok(&["aggregate", s(&all), "--out", s(&want_plain), "-q"]);
+    let want_export = d.join("want-export");
+    ok(&["export", s(&all), "--inputs", s(&inputs), "--out-dir", s(&want_export), "-q"]);
     let want_subset = d.join("want-subset.json");
     let subset = ["--metric", "pass_at_k", "--subset-key", "subset"];
     ok(&[&["aggregate", s(&all), "--inputs", s(&inputs), "--out", s(&want_subset), "-q"][..], &subset].concat());
@@ -290,6 +292,18 @@ fn check_sweep(generate_args: &[&str], files: usize, seed: u64) {
         args.extend(&slice_args);
         assert!(!merge_aggregate(&args, None), "custom metrics read the whole table");
         assert!(bytes(&got) == bytes(&want_subset), "aggregate with a subset key, width {width}");
+        // export's Parquet tables (string columns included), with the inputs file or
+        // input slices: the same bytes.
+        for (k, extra) in [vec!["--inputs", s(&inputs)], islice_args.clone()].into_iter().enumerate() {
+            let got = d.join(&format!("{tag}-export{k}"));
+            let mut args = vec!["merge", "export", "--name", "all.jsonl", "--out-dir", s(&got), "-q"];
+            args.extend(&extra);
+            args.extend(&slice_args);
+            ok(&args);
+            for f in ["rollouts.parquet", "tasks.parquet", "agents.parquet", "repeats.parquet"] {
+                assert!(bytes(&got.join(f)) == bytes(&want_export.join(f)), "merge export {f}, width {width}, {k}");
+            }
+        }
         // The statistics as rounds of shares, with the inputs file, input slices or none.
         let file_args = ["--inputs", s(&inputs)];
         for (k, (extra, want)) in
