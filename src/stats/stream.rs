@@ -608,20 +608,24 @@ mod tests {
         *seed >> 11
     }
 
+    /// `n` values of mixed magnitude and sign, where the order of the additions shows.
+    fn mixed(seed: &mut u64, n: usize) -> Vec<f64> {
+        (0..n)
+            .map(|_| {
+                let r = lcg(seed);
+                let mag = [1e-3, 1.0, 1e9, 1e16][(r % 4) as usize];
+                (r % 1_000_003) as f64 * mag * if r & 16 == 0 { 1.0 } else { -1.0 }
+            })
+            .collect()
+    }
+
     #[test]
     fn streamed_sums_are_numpy_sums_bit_for_bit() {
         let mut seed = 7u64;
         let mut lens: Vec<usize> = (0..300).collect();
         lens.extend([1000, 1023, 1024, 1025, 4096 + 8, 65_537, 200_003]);
         for n in lens {
-            // Values of mixed magnitude, where the order of the additions shows.
-            let xs: Vec<f64> = (0..n)
-                .map(|_| {
-                    let r = lcg(&mut seed);
-                    let mag = [1e-3, 1.0, 1e9, 1e16][(r % 4) as usize];
-                    (r % 1_000_003) as f64 * mag * if r & 16 == 0 { 1.0 } else { -1.0 }
-                })
-                .collect();
+            let xs = mixed(&mut seed, n);
             let mut s = PairwiseStream::new(n as u64);
             for &x in &xs {
                 s.push(x);
@@ -638,13 +642,7 @@ mod tests {
         let mut lens: Vec<u64> = (0..260).collect();
         lens.extend([1000, 1024, 1031, 4099, 65_536, 100_003]);
         for n in lens {
-            let xs: Vec<f64> = (0..n)
-                .map(|_| {
-                    let r = lcg(&mut seed);
-                    let mag = [1e-3, 1.0, 1e9, 1e16][(r % 4) as usize];
-                    (r % 1_000_003) as f64 * mag * if r & 16 == 0 { 1.0 } else { -1.0 }
-                })
-                .collect();
+            let xs = mixed(&mut seed, n as usize);
             let want = super::super::numpy_sum(&xs).to_bits();
             for shares in [1usize, 2, 3, 7, 40] {
                 // Random cuts, some shares empty.

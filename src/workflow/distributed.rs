@@ -378,6 +378,35 @@ fn levels_from(low_memory: bool, plan: Option<Plan>) -> LevelsFrom {
     }
 }
 
+/// The files a round task reads (its slices, inputs and plan), which its outputs — the
+/// share `out` and the task entries `tasks_out` — are checked not to overwrite before
+/// anything is read; task entries need a plan (what the counting round settles).
+fn round_reads<'a>(
+    slices: &'a [PathBuf],
+    given: &InputsGiven<'a>,
+    plan: Option<&'a Path>,
+    out: &Path,
+    tasks_out: Option<&Path>,
+) -> Result<Vec<&'a Path>> {
+    let mut read: Vec<&Path> = slices.iter().map(PathBuf::as_path).collect();
+    read.extend(given.files());
+    read.extend(plan);
+    let set = OutputSet::new(&read);
+    set.check(out)?;
+    if let Some(t) = tasks_out {
+        if plan.is_none() {
+            return Err(Error::Usage(
+                "--tasks-out needs --plan: the task entries need what the counting round settles".into(),
+            ));
+        }
+        set.check(t)?;
+        if crate::export::atomic::same_file(t, out) || t == out {
+            return Err(Error::Usage("--tasks-out and --share-out name the same file".into()));
+        }
+    }
+    Ok(read)
+}
+
 /// One round of the statistics of `merge aggregate --low-memory`, for a cluster: the
 /// shares of the buckets `slices` (with their input rows: `c.inputs` or
 /// `input_slices`, which need not be complete) written to `out`; `plan` is the last
@@ -391,16 +420,7 @@ pub fn merge_shares(
     tasks_out: Option<&Path>,
 ) -> Result<usize> {
     let given = InputsGiven::new(c.inputs.as_deref(), input_slices)?;
-    let mut read: Vec<&Path> = slices.iter().map(PathBuf::as_path).collect();
-    read.extend(given.files());
-    read.extend(plan);
-    OutputSet::new(&read).check(out)?;
-    if let Some(t) = tasks_out {
-        OutputSet::new(&read).check(t)?;
-        if crate::export::atomic::same_file(t, out) || t == out {
-            return Err(Error::Usage("--tasks-out and --share-out name the same file".into()));
-        }
-    }
+    let read = round_reads(slices, &given, plan, out, tasks_out)?;
     let plan = plan.map(|p| Plan::read_for(p, Command::Aggregate)).transpose()?;
     let inputs = match given {
         InputsGiven::None => None,
@@ -423,16 +443,7 @@ pub fn merge_profile_shares(
     tasks_out: Option<&Path>,
 ) -> Result<usize> {
     let given = if input_slices.is_empty() { InputsGiven::File(&c.inputs) } else { InputsGiven::Slices(input_slices) };
-    let mut read: Vec<&Path> = slices.iter().map(PathBuf::as_path).collect();
-    read.extend(given.files());
-    read.extend(plan);
-    OutputSet::new(&read).check(out)?;
-    if let Some(t) = tasks_out {
-        OutputSet::new(&read).check(t)?;
-        if crate::export::atomic::same_file(t, out) || t == out {
-            return Err(Error::Usage("--tasks-out and --share-out name the same file".into()));
-        }
-    }
+    let read = round_reads(slices, &given, plan, out, tasks_out)?;
     let plan = plan.map(|p| Plan::read_for(p, Command::Profile)).transpose()?;
     let inputs = match given {
         InputsGiven::Slices(s) => {

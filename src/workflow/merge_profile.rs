@@ -606,10 +606,8 @@ pub(super) fn write_profile_shares(
             }
         }
     }
-    if let Some(path) = tasks_out {
-        let plan = plan.ok_or_else(|| {
-            Error::Usage("--tasks-out needs --plan: the task entries need what the counting round settles".into())
-        })?;
+    // A round with task entries has a plan (checked before reading).
+    if let (Some(path), Some(plan)) = (tasks_out, plan) {
         write_task_pieces(&pieces, plan, path, read)?;
     }
     write_share_file(&shares, &infos, plan, Command::Profile, out, read)?;

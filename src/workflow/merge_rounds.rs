@@ -183,6 +183,14 @@ struct Header {
     sweep: u64,
 }
 
+/// `data` zstd-compressed at `level` with a checksum of its content: a file damaged on
+/// its way between machines is refused when read, not read as other numbers.
+fn packed(data: &[u8], level: i32) -> std::io::Result<Vec<u8>> {
+    let mut c = zstd::bulk::Compressor::new(level)?;
+    c.include_checksum(true)?;
+    c.compress(data)
+}
+
 /// Writes a state file atomically, never over one of `read`.
 fn write_state(path: &Path, kind: u8, h: Header, body: Enc, read: &[&Path]) -> Result<()> {
     let mut e = Enc(Vec::with_capacity(body.0.len() + 14));
@@ -192,15 +200,7 @@ fn write_state(path: &Path, kind: u8, h: Header, body: Enc, read: &[&Path]) -> R
     e.u64(h.sweep);
     e.0.extend_from_slice(&body.0);
     let mut bytes = MAGIC.to_vec();
-    // With a checksum of the data: a share or plan damaged on its way between machines
-    // is refused, not read as other numbers.
-    let packed = zstd::bulk::Compressor::new(3)
-        .and_then(|mut c| {
-            c.include_checksum(true)?;
-            c.compress(&e.0)
-        })
-        .map_err(|e| Error::write(path, e))?;
-    bytes.extend_from_slice(&packed);
+    bytes.extend_from_slice(&packed(&e.0, 3).map_err(|e| Error::write(path, e))?);
     let mut out = OutputSet::new(read);
     out.add(path, &bytes)?;
     out.commit()?;
@@ -659,14 +659,7 @@ pub(super) struct TaskPiece {
 /// Writes rendered task entries (`--tasks-out`): the magic, each piece zstd-compressed
 /// with a checksum, then their index (compressed) and its length.
 pub(super) fn write_task_pieces(pieces: &[TaskPiece], plan: &Plan, out: &Path, read: &[&Path]) -> Result<()> {
-    let compress = |data: &[u8]| {
-        zstd::bulk::Compressor::new(1)
-            .and_then(|mut c| {
-                c.include_checksum(true)?;
-                c.compress(data)
-            })
-            .map_err(|e| Error::write(out, e))
-    };
+    let compress = |data: &[u8]| packed(data, 1).map_err(|e| Error::write(out, e));
     let mut bytes = TASKS_MAGIC.to_vec();
     let mut index = Enc(Vec::new());
     index.u64(plan.sweep);

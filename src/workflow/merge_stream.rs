@@ -783,13 +783,9 @@ pub(super) fn write_aggregate_shares(
             shares.push(Share { key, first_task: p.task(0), names, all_int: p.all_int, lean });
         }
     }
-    if let Some(path) = tasks_out {
-        if plan.is_none() {
-            return Err(Error::Usage(
-                "--tasks-out needs --plan: the task entries need the fields the counting round settles".into(),
-            ));
-        }
-        write_task_pieces(&pieces, plan.expect("a plan"), path, read)?;
+    // A round with task entries has a plan (checked before reading).
+    if let (Some(path), Some(plan)) = (tasks_out, plan) {
+        write_task_pieces(&pieces, plan, path, read)?;
     }
     write_share_file(&shares, &[], plan, Command::Aggregate, out, read)?;
     Ok(shares.len())

@@ -79,6 +79,26 @@ def check_stats(stderr, shards, max_buckets):
     print(f"ok: --stats: {', '.join(f'{k} {v[0]} tasks, peak {v[3]:.0f} MB' for k, v in got.items())}")
 
 
+def same_profile(got_dir, want_dir):
+    """The three profile artifacts of the sweep `all.jsonl` are identical."""
+    for f in ["all_reward_profiling.jsonl", "all_agent_metrics.json", "all_repeat_level_metrics.json"]:
+        same(os.path.join(got_dir, f), os.path.join(want_dir, f), f"profile {f}")
+
+
+def refuses_bad_input(driver, work, first, flags):
+    """The driver given a rollouts file with a bad line (after `first`) exits 2, names
+    the file and line, and writes no output."""
+    bad = os.path.join(work, "bad.jsonl")
+    with open(bad, "w") as f:
+        f.write('{"_ng_task_index": 0, "_ng_rollout_index": 0, "reward": 1}\n{"_ng_task_index": 1, "reward": }\n')
+    got_bad = os.path.join(work, "bad.json")
+    p = subprocess.run([sys.executable, driver, "aggregate", "--rollouts", first, bad, "--out", got_bad, *flags],
+                       stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    if p.returncode != 2 or "bad.jsonl, line 2" not in p.stderr or os.path.exists(got_bad):
+        sys.exit(f"FAILED: bad input gave exit {p.returncode}, stderr {p.stderr!r}")
+    print("ok: bad input refused (exit 2, file and line named, no output)")
+
+
 def main():
     binary = os.path.abspath(sys.argv[1])
     rollouts = int(sys.argv[2]) if len(sys.argv) > 2 else 60000
@@ -125,19 +145,8 @@ def main():
                 "--buckets", "6", "--split-bytes", "4000000", "--low-memory", "--stats", env=env)
         if len(re.findall(r"rollstat_ray: round(\d+)", p.stderr)) < 3:
             sys.exit(f"FAILED: profile --low-memory ran no statistics rounds: {p.stderr!r}")
-        for f in ["all_reward_profiling.jsonl", "all_agent_metrics.json", "all_repeat_level_metrics.json"]:
-            same(os.path.join(got_prof, f), os.path.join(want_prof, f), f"profile {f}")
-        # Bad input: exit status 2, the file and line named, no output.
-        bad = os.path.join(work, "bad.jsonl")
-        with open(bad, "w") as f:
-            f.write('{"_ng_task_index": 0, "_ng_rollout_index": 0, "reward": 1}\n{"_ng_task_index": 1, "reward": }\n')
-        got_bad = os.path.join(work, "bad.json")
-        p = subprocess.run([sys.executable, DRIVER, "aggregate", "--rollouts", files[0], bad, "--out", got_bad,
-                            "--address", cluster.address, "--rollstat", binary],
-                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-        if p.returncode != 2 or "bad.jsonl, line 2" not in p.stderr or os.path.exists(got_bad):
-            sys.exit(f"FAILED: bad input gave exit {p.returncode}, stderr {p.stderr!r}")
-        print("ok: bad input refused (exit 2, file and line named, no output)")
+        same_profile(got_prof, want_prof)
+        refuses_bad_input(DRIVER, work, files[0], ["--address", cluster.address, "--rollstat", binary])
     finally:
         cluster.shutdown()
         subprocess.run(["rm", "-rf", work])

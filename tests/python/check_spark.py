@@ -15,7 +15,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 DRIVER = os.path.join(HERE, "..", "..", "dist", "rollstat_spark.py")
 
-from check_ray import make_sweep, run, same  # noqa: E402  (the shared checks live beside this file)
+from check_ray import make_sweep, refuses_bad_input, run, same, same_profile  # noqa: E402  (the shared checks live beside this file)
 
 
 def main():
@@ -43,17 +43,8 @@ def main():
         run(sys.executable, DRIVER, "profile", "--rollouts", *files, "--name", "all.jsonl", "--inputs", inputs,
             "--allow-partial", "--out-dir", got_prof, "--buckets", "3", "--split-bytes", "2000000", "--low-memory",
             *common)
-        for f in ["all_reward_profiling.jsonl", "all_agent_metrics.json", "all_repeat_level_metrics.json"]:
-            same(os.path.join(got_prof, f), os.path.join(want_prof, f), f"profile {f}")
-        bad = os.path.join(work, "bad.jsonl")
-        with open(bad, "w") as f:
-            f.write('{"_ng_task_index": 0, "_ng_rollout_index": 0, "reward": 1}\n{"_ng_task_index": 1, "reward": }\n')
-        got_bad = os.path.join(work, "bad.json")
-        p = subprocess.run([sys.executable, DRIVER, "aggregate", "--rollouts", files[0], bad, "--out", got_bad, *common],
-                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-        if p.returncode != 2 or "bad.jsonl, line 2" not in p.stderr or os.path.exists(got_bad):
-            sys.exit(f"FAILED: bad input gave exit {p.returncode}, stderr {p.stderr!r}")
-        print("ok: bad input refused (exit 2, file and line named, no output)")
+        same_profile(got_prof, want_prof)
+        refuses_bad_input(DRIVER, work, files[0], common)
     finally:
         subprocess.run(["rm", "-rf", work])
 
