@@ -72,6 +72,9 @@ pub enum Error {
     /// A SQL query the user gave us failed to plan or run: exit 2.
     #[error("query failed: {0}")]
     Query(String),
+    /// The caller cancelled the run (Ctrl-C in Python); nothing was written.
+    #[error("interrupted; nothing was written")]
+    Interrupted,
 }
 
 impl Error {
@@ -89,7 +92,7 @@ impl Error {
         match self {
             Error::BadInput { .. } | Error::Mismatch(_) | Error::Usage(_) | Error::Query(_) => true,
             Error::Io { input, .. } => *input,
-            Error::Polars(_) => false,
+            Error::Polars(_) | Error::Interrupted => false,
         }
     }
 }

@@ -5,19 +5,5 @@
 use std::process::ExitCode;
 
 fn main() -> ExitCode {
-    match rollstat::cli::main() {
-        Ok(()) => {
-            rollstat::trace::mark("done");
-            ExitCode::SUCCESS
-        }
-        Err(e) => {
-            if let rollstat::Error::Io { source, .. } = &e {
-                if source.kind() == std::io::ErrorKind::BrokenPipe {
-                    return ExitCode::SUCCESS;
-                }
-            }
-            eprintln!("rollstat: error: {e}");
-            ExitCode::from(if e.is_bad_input() { 2 } else { 1 })
-        }
-    }
+    ExitCode::from(rollstat::cli::entry(std::env::args_os()))
 }

@@ -138,6 +138,37 @@ extern "C" fn on_sigbus(_sig: libc::c_int, info: *mut libc::siginfo_t, _ctx: *mu
     }
 }
 
+thread_local! {
+    /// The cancel flag of the call running on this thread, if any (see [`cancellable`]).
+    static CANCEL: std::cell::RefCell<Option<std::sync::Arc<AtomicBool>>> = const { std::cell::RefCell::new(None) };
+}
+
+/// Runs `work` on this thread with `flag` as its cancel flag: once the flag is set, no
+/// output of the run is committed ([`cancelled`] is checked under the registry lock
+/// before any rename) and the run stops at its next check with
+/// [`crate::Error::Interrupted`]. For callers that own the process's signals (a Python
+/// interpreter, which turns Ctrl-C into `KeyboardInterrupt`) rather than [`install`].
+pub fn cancellable<T>(flag: std::sync::Arc<AtomicBool>, work: impl FnOnce() -> T) -> T {
+    CANCEL.with(|c| *c.borrow_mut() = Some(flag));
+    let out = work();
+    CANCEL.with(|c| *c.borrow_mut() = None);
+    out
+}
+
+/// Whether the call running on this thread was cancelled.
+pub fn cancelled() -> bool {
+    CANCEL.with(|c| c.borrow().as_ref().is_some_and(|f| f.load(Ordering::SeqCst)))
+}
+
+/// Stops a cancelled run here: `Err(Interrupted)` once its cancel flag is set.
+pub fn check_cancelled() -> crate::Result<()> {
+    if cancelled() {
+        Err(crate::Error::Interrupted)
+    } else {
+        Ok(())
+    }
+}
+
 /// Installs the cleanup on SIGINT and SIGTERM and the SIGBUS check. Call while the
 /// process has one thread: the signal mask set here is inherited by every thread
 /// started later. Does nothing the second time.

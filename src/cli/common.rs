@@ -18,7 +18,14 @@ pub fn set_quiet(on: bool) {
 
 /// Whether `-q` asked for only the files written.
 pub fn quiet() -> bool {
-    QUIET.load(std::sync::atomic::Ordering::Relaxed)
+    QUIET.load(std::sync::atomic::Ordering::Relaxed) || SILENT.load(std::sync::atomic::Ordering::Relaxed)
+}
+
+/// No closing report at all (a library caller reads the results instead).
+static SILENT: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+pub fn set_silent(on: bool) {
+    SILENT.store(on, std::sync::atomic::Ordering::Relaxed);
 }
 
 /// Whether report lines go to stderr (an output of this command is stdout).
@@ -35,6 +42,9 @@ pub fn outputs_to_stdout(outputs: &[&Path]) {
 /// The body of the `say!` macro.
 pub fn say_line(args: std::fmt::Arguments<'_>) {
     use std::io::Write;
+    if SILENT.load(std::sync::atomic::Ordering::Relaxed) {
+        return;
+    }
     if SAY_ON_STDERR.load(std::sync::atomic::Ordering::Relaxed) {
         let _ = writeln!(std::io::stderr().lock(), "{args}");
     } else {

@@ -81,13 +81,49 @@ pub enum Command {
     Merge(merge::Args),
 }
 
-/// Parses the process arguments and runs the command.
-pub fn main() -> Result<()> {
+/// The binary's whole life on `args` (the program name first): parses them, runs the
+/// command, prints an error as `rollstat: error: …`, and returns the exit status (0
+/// success, 1 our own failure, 2 bad input or usage; a reader that went away is
+/// success). The `rollstat` binary and the Python package's `rollstat` command both
+/// run this.
+pub fn entry<I, T>(args: I) -> u8
+where
+    I: IntoIterator<Item = T>,
+    T: Into<std::ffi::OsString> + Clone,
+{
+    match main_from(args) {
+        Ok(()) => {
+            crate::trace::mark("done");
+            0
+        }
+        Err(e) => {
+            if let Error::Io { source, .. } = &e {
+                if source.kind() == std::io::ErrorKind::BrokenPipe {
+                    return 0;
+                }
+            }
+            eprintln!("rollstat: error: {e}");
+            if e.is_bad_input() {
+                2
+            } else {
+                1
+            }
+        }
+    }
+}
+
+/// Parses `args` (the program name first) and runs the command, owning the process:
+/// it installs the signal cleanup and the worker pool.
+pub fn main_from<I, T>(args: I) -> Result<()>
+where
+    I: IntoIterator<Item = T>,
+    T: Into<std::ffi::OsString> + Clone,
+{
     // First, while this is the only thread: every thread started later inherits the
     // signal mask that routes SIGINT and SIGTERM to the cleanup.
     crate::signals::install();
     crate::trace::start();
-    let cli = Cli::parse();
+    let cli = Cli::parse_from(args);
     common::set_quiet(cli.quiet);
     // Environment settings are made while this is the only thread.
     if let Command::Query(a) = &cli.command {
@@ -105,7 +141,25 @@ pub fn main() -> Result<()> {
         std::env::set_var("POLARS_MAX_THREADS", n.to_string());
     }
     pool.build_global().map_err(|e| Error::Usage(format!("--threads: {e}")))?;
-    match cli.command {
+    dispatch(cli.command)
+}
+
+/// Runs a command inside a process this crate does not own (a Python interpreter):
+/// `args` are parsed as the command line is (the program name first), a bad flag is a
+/// usage error rather than an exit, nothing is printed but warnings, and the signals and
+/// the worker pool are left as the host set them.
+pub fn call<I, T>(args: I) -> Result<()>
+where
+    I: IntoIterator<Item = T>,
+    T: Into<std::ffi::OsString> + Clone,
+{
+    let cli = Cli::try_parse_from(args).map_err(|e| Error::Usage(e.to_string().trim_end().to_string()))?;
+    common::set_silent(true);
+    dispatch(cli.command)
+}
+
+fn dispatch(command: Command) -> Result<()> {
+    match command {
         Command::Demo(a) => demo::run(a),
         Command::Ingest(a) => ingest::run(a),
         Command::Generate(a) => generate::run(a),

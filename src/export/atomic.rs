@@ -232,6 +232,7 @@ impl OutputSet {
     /// [`OutputSet::commit`] (returned with `true`), or the stream it names (see the
     /// module notes).
     fn open(&mut self, path: &Path) -> Result<(fs::File, bool)> {
+        crate::signals::check_cancelled()?;
         self.check(path)?;
         match target(path) {
             Target::Descriptor(fd) => {
@@ -294,6 +295,8 @@ impl OutputSet {
     pub fn commit(mut self) -> Result<Vec<PathBuf>> {
         let mut done = Vec::new();
         let mut reg = crate::signals::registry();
+        // A cancelled run commits nothing: dropping the set removes its temporaries.
+        crate::signals::check_cancelled()?;
         while !self.staged.is_empty() {
             let (tmp, path) = &self.staged[0];
             // On failure the rest stay staged, so dropping the set removes their

@@ -179,7 +179,13 @@ fn json_group(v: Scalar, raw: &[u8]) -> std::result::Result<GroupId, String> {
 /// file has none, `uid`.
 pub fn read_parquet(path: &Path, group_key: &str) -> Result<Vec<Sample>> {
     let df = super::parquet::read_parquet(path)?;
-    let loc = || Location::file(path);
+    samples_from_frame(&df, group_key, &|| Location::file(path))
+}
+
+/// A batch held as a table (a Parquet file read, or Arrow data handed over in memory):
+/// the `group_key` column (else `uid`) and `token_level_scores` (else `reward`).
+/// `loc` names where the table came from.
+pub fn samples_from_frame(df: &DataFrame, group_key: &str, loc: &dyn Fn() -> Location) -> Result<Vec<Sample>> {
     let (key, g) = match (df.column(group_key), df.column("uid")) {
         (Ok(g), _) => (group_key, g),
         (Err(_), Ok(u)) => ("uid", u),

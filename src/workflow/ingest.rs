@@ -35,6 +35,17 @@ pub struct IngestRun {
     pub bytes: u64,
 }
 
+/// The typed rollouts table of a run, in memory: what `ingest` writes, and the
+/// `rollouts` table of `export`.
+pub fn rollouts_table(
+    rollouts: &[PathBuf],
+    inputs: Option<&Path>,
+    agent: Option<&str>,
+) -> Result<polars::prelude::DataFrame> {
+    let (t, inputs) = read_both(rollouts, inputs)?;
+    Ok(rollouts_frame(&t, &runs(&t, inputs.as_ref()), agent)?)
+}
+
 pub fn ingest(c: &IngestConfig) -> Result<IngestRun> {
     let mut read: Vec<&Path> = c.rollouts.iter().map(PathBuf::as_path).collect();
     read.extend(c.inputs.as_deref());

@@ -42,6 +42,7 @@ pub fn read_both(rollouts: &[PathBuf], inputs: Option<&Path>) -> Result<(Rollout
     // Report the input file's problem first when both fail: it is read first by NeMo Gym.
     let i = i.transpose()?;
     let r = r?;
+    crate::signals::check_cancelled()?;
     if let Some(inp) = &i {
         check_runs(&r, inp)?;
     }

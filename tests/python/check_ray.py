@@ -1,9 +1,13 @@
 #!/usr/bin/env python3
-"""End to end on a local multi-node Ray cluster: dist/rollstat_ray.py over a sweep cut
-into 5 files gives the bytes of single-machine `rollstat aggregate` and `profile` on the
-files concatenated, also when one partial task's first attempt fails.
+"""End to end on a local multi-node Ray cluster: `python -m rollstat.ray` (the driver of
+the installed rollstat package, whose tasks run the package's own command: no binary
+path is passed) over a sweep cut into 5 files gives the bytes of single-machine
+`rollstat aggregate` and `profile` on the files concatenated, also when one partial
+task's first attempt fails.
 
     python tests/python/check_ray.py ROLLSTAT_BINARY [ROLLOUTS_PER_SWEEP]
+
+ROLLSTAT_BINARY (the cargo-built binary) makes the sweep and the reference bytes.
 """
 
 import os
@@ -14,7 +18,7 @@ import sys
 import tempfile
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-DRIVER = os.path.join(HERE, "..", "..", "dist", "rollstat_ray.py")
+DRIVER = ["-m", "rollstat.ray"]
 
 
 def run(*args, env=None):
@@ -92,7 +96,7 @@ def refuses_bad_input(driver, work, first, flags):
     with open(bad, "w") as f:
         f.write('{"_ng_task_index": 0, "_ng_rollout_index": 0, "reward": 1}\n{"_ng_task_index": 1, "reward": }\n')
     got_bad = os.path.join(work, "bad.json")
-    p = subprocess.run([sys.executable, driver, "aggregate", "--rollouts", first, bad, "--out", got_bad, *flags],
+    p = subprocess.run([sys.executable, *driver, "aggregate", "--rollouts", first, bad, "--out", got_bad, *flags],
                        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     if p.returncode != 2 or "bad.jsonl, line 2" not in p.stderr or os.path.exists(got_bad):
         sys.exit(f"FAILED: bad input gave exit {p.returncode}, stderr {p.stderr!r}")
@@ -117,8 +121,8 @@ def main():
     try:
         env = dict(os.environ)
         got_agg = os.path.join(work, "got.json")
-        p = run(sys.executable, DRIVER, "aggregate", "--rollouts", *files, "--inputs", inputs, "--out", got_agg,
-                "--address", cluster.address, "--rollstat", binary, "--buckets", "7", "--stats", env=env)
+        p = run(sys.executable, *DRIVER, "aggregate", "--rollouts", *files, "--inputs", inputs, "--out", got_agg,
+                "--address", cluster.address, "--buckets", "7", "--stats", env=env)
         same(got_agg, want_agg, "aggregate over 5 files, 3 nodes")
         # Five rollouts files and the inputs file; each bucket's rollouts and inputs joined.
         check_stats(p.stderr, shards=6, max_buckets=14)
@@ -128,8 +132,8 @@ def main():
         for fail in ["partial:2", "share1:2"]:
             env["ROLLSTAT_RAY_FAIL_ONCE"] = fail
             got_retry = os.path.join(work, f"got-retry-{fail[:5]}.json")
-            p = run(sys.executable, DRIVER, "aggregate", "--rollouts", os.path.join(work, "part*.jsonl"), "--inputs",
-                    "file://" + inputs, "--out", got_retry, "--address", cluster.address, "--rollstat", binary,
+            p = run(sys.executable, *DRIVER, "aggregate", "--rollouts", os.path.join(work, "part*.jsonl"), "--inputs",
+                    "file://" + inputs, "--out", got_retry, "--address", cluster.address,
                     "--buckets", "5", "--low-memory", "--stats", env=env)
             same(got_retry, want_agg, f"aggregate --low-memory in rounds, {fail} failed once and retried")
             rounds = re.findall(r"rollstat_ray: round(\d+)", p.stderr)
@@ -140,13 +144,19 @@ def main():
         # Files larger than --split-bytes: the profile run shards them (and the inputs) as
         # byte ranges; its statistics run as rounds on the cluster.
         assert sum(os.path.getsize(f) > 8_000_000 for f in files) >= 2, [os.path.getsize(f) for f in files]
-        p = run(sys.executable, DRIVER, "profile", "--rollouts", *files, "--name", "all.jsonl", "--inputs", inputs,
-                "--allow-partial", "--out-dir", got_prof, "--address", cluster.address, "--rollstat", binary,
+        p = run(sys.executable, *DRIVER, "profile", "--rollouts", *files, "--name", "all.jsonl", "--inputs", inputs,
+                "--allow-partial", "--out-dir", got_prof, "--address", cluster.address,
                 "--buckets", "6", "--split-bytes", "4000000", "--low-memory", "--stats", env=env)
         if len(re.findall(r"rollstat_ray: round(\d+)", p.stderr)) < 3:
             sys.exit(f"FAILED: profile --low-memory ran no statistics rounds: {p.stderr!r}")
         same_profile(got_prof, want_prof)
-        refuses_bad_input(DRIVER, work, files[0], ["--address", cluster.address, "--rollstat", binary])
+        refuses_bad_input(DRIVER, work, files[0], ["--address", cluster.address])
+        # The Python entry point of the same driver.
+        import rollstat.ray
+
+        got_api = os.path.join(work, "got-api.json")
+        rollstat.ray.aggregate(files, inputs=inputs, out=got_api, address=cluster.address, buckets=4)
+        same(got_api, want_agg, "rollstat.ray.aggregate() from Python")
     finally:
         cluster.shutdown()
         subprocess.run(["rm", "-rf", work])

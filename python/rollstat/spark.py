@@ -1,17 +1,19 @@
-#!/usr/bin/env python3
 """Run `rollstat aggregate` or `rollstat profile` over a sweep split into many files, on
-Spark: the same three stages as dist/rollstat_ray.py (`rollstat shard` per file or
+Spark: the same three stages as `rollstat.ray` (`rollstat shard` per file or
 byte range, of the rollouts and of the materialized inputs; `rollstat partial` per
 bucket of tasks; one `rollstat merge`), each a Spark job whose tasks call the rollstat
 binary. The output is byte-identical to the single-machine command on the files
 concatenated: Spark only moves file names and schedules; rollstat computes every number.
 
-    python dist/rollstat_spark.py aggregate --rollouts 'runs/*.jsonl' --out agg.json
-    python dist/rollstat_spark.py profile --rollouts a.jsonl b.jsonl --inputs in.jsonl --out-dir prof/
+    python -m rollstat.spark aggregate --rollouts 'runs/*.jsonl' --out agg.json
+    python -m rollstat.spark profile --rollouts a.jsonl b.jsonl --inputs in.jsonl --out-dir prof/
 
-Every task runs the rollstat binary (--rollstat) on files in a work folder every
-executor can read (--work-dir). Flags this driver does not know go to `rollstat merge`.
-It shares its helpers with rollstat_ray.py, shipped to the executors beside it.
+or from Python, `rollstat.spark.aggregate(...)` and `rollstat.spark.profile(...)`.
+
+Every task runs the `rollstat` command of the package installed on its executor (the
+one beside the executor's Python, else on PATH; --rollstat PATH names another) on files
+in a work folder every executor can read (--work-dir). Flags this driver does not know
+go to `rollstat merge`. It shares its helpers with `rollstat.ray`.
 """
 
 import argparse
@@ -21,17 +23,15 @@ import sys
 import tempfile
 import time
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, HERE)
-
-from rollstat_ray import (  # noqa: E402  (the shared helpers live beside this file)
+from .ray import (
     BAD_INPUT,
     BadInput,
     Stages,
     bucket_width,
     expand_inputs,
-    find_rollstat,
     merge_destination,
+    _flags,
+    _run,
     run_rollstat,
     stage_line,
 )
@@ -88,7 +88,8 @@ def main(argv=None):
     begun = time.monotonic()
     from pyspark import SparkConf, SparkContext
 
-    rollstat = find_rollstat(a.rollstat)
+    # Without --rollstat each task finds the package's command on its own executor.
+    rollstat = os.path.abspath(a.rollstat) if a.rollstat else "rollstat"
     files = expand_inputs(a.rollouts)
     inputs = expand_inputs([a.inputs])[0] if a.inputs else None
     cores = os.cpu_count() or 1
@@ -100,7 +101,6 @@ def main(argv=None):
             .set("spark.ui.showConsoleProgress", "false"))
     sc = SparkContext.getOrCreate(conf)
     sc.setLogLevel("ERROR")
-    sc.addPyFile(os.path.join(HERE, "rollstat_ray.py"))
     work = a.work_dir or tempfile.mkdtemp(prefix="rollstat-spark-", dir=os.environ.get("ROLLSTAT_SPARK_TMP"))
     os.makedirs(work, exist_ok=True)
     # ROLLSTAT_SPARK_FAIL_ONCE=partial:K (or shard:K, merge:0): that task's first attempt fails.
@@ -141,6 +141,18 @@ def main(argv=None):
         if not a.work_dir:
             shutil.rmtree(work, ignore_errors=True)
     return 0
+
+
+def aggregate(rollouts, *, out, inputs=None, **options):
+    """`rollstat aggregate` over a sweep in many files, on Spark: the bytes of the
+    single-machine command. `options` are the command-line flags by name (`master=`,
+    `buckets=`, `low_memory=True`, …)."""
+    _run(main, _flags("aggregate", rollouts, dict(out=out, inputs=inputs, **options)))
+
+
+def profile(rollouts, *, out_dir, inputs, **options):
+    """`rollstat profile` over a sweep in many files, on Spark (see `aggregate`)."""
+    _run(main, _flags("profile", rollouts, dict(out_dir=out_dir, inputs=inputs, **options)))
 
 
 if __name__ == "__main__":

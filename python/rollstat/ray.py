@@ -1,15 +1,18 @@
-#!/usr/bin/env python3
 """Run `rollstat aggregate` or `rollstat profile` over a sweep split into many files,
 on a Ray cluster: one `rollstat shard` task per file (and per file of materialized
 inputs), one `rollstat partial` task per bucket of tasks, one `rollstat merge` task. The output is byte-identical to the
 single-machine command on the files concatenated.
 
-    python dist/rollstat_ray.py aggregate --rollouts 'runs/*.jsonl' --out agg.json
-    python dist/rollstat_ray.py profile --rollouts a.jsonl b.jsonl --inputs in.jsonl --out-dir prof/
+    python -m rollstat.ray aggregate --rollouts 'runs/*.jsonl' --out agg.json
+    python -m rollstat.ray profile --rollouts a.jsonl b.jsonl --inputs in.jsonl --out-dir prof/
 
-Every task runs the rollstat binary (--rollstat, default: on PATH, else
-target/release/rollstat) on files in a work folder every node can read (--work-dir).
-Flags this driver does not know are passed to `rollstat merge`. See docs/distributed.md.
+or from Python, `rollstat.ray.aggregate(...)` and `rollstat.ray.profile(...)`.
+
+Every task runs the `rollstat` command of the rollstat package installed on its node
+(the one beside the node's Python, else on PATH; --rollstat PATH names another), on
+files in a work folder every node can read (--work-dir). Install the package on every
+node, or give Ray `runtime_env={"pip": ["rollstat"]}` (or the wheel's path). Flags this
+driver does not know are passed to `rollstat merge`. See docs/distributed.md.
 """
 
 import argparse
@@ -37,16 +40,18 @@ class BadInput(Exception):
 
 
 def find_rollstat(given):
+    """The rollstat command a task runs: `given`, else the package's own command beside
+    this Python (a venv's bin/), else the one on PATH. Evaluated where the task runs."""
     if given:
         return os.path.abspath(given)
+    beside = os.path.join(os.path.dirname(sys.executable), "rollstat")
+    if os.access(beside, os.X_OK):
+        return beside
     on_path = shutil.which("rollstat")
     if on_path:
         return on_path
-    here = os.path.dirname(os.path.abspath(__file__))
-    for cand in [os.path.join(here, "..", "target", "release", "rollstat")]:
-        if os.path.exists(cand):
-            return os.path.abspath(cand)
-    sys.exit("rollstat_ray: no rollstat binary (pass --rollstat PATH)")
+    sys.exit("rollstat_ray: no rollstat command beside this Python or on PATH: install the rollstat "
+             "package (pip install rollstat), or pass --rollstat PATH")
 
 
 def expand_inputs(specs):
@@ -235,6 +240,9 @@ def run_rollstat(args, fail_marker=None, measure=False):
         # which, unlike the rusage of a child forked from this Python worker, does not
         # count the worker's memory from before the exec).
         env = dict(os.environ, ROLLSTAT_TRACE="1")
+    if args[0] == "rollstat":
+        # The command of the package installed where this task runs.
+        args = [find_rollstat(None), *args[1:]]
     start = time.monotonic()
     p = subprocess.run(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
     wall = time.monotonic() - start
@@ -288,7 +296,8 @@ def main(argv=None):
     ap.add_argument("--buckets", type=int, default=None, help="buckets of tasks (default: 4 per CPU of the cluster)")
     ap.add_argument("--task-width", type=int, default=None, help="tasks per bucket (default: from --buckets)")
     ap.add_argument("--address", default=None, help="Ray cluster address (default: start a local Ray)")
-    ap.add_argument("--rollstat", default=None, help="the rollstat binary (every node runs it)")
+    ap.add_argument("--rollstat", default=None,
+                    help="a rollstat binary every node can run (default: the package's own command on each node)")
     ap.add_argument("--work-dir", default=None, help="folder every node can read and write (default: a temp folder)")
     ap.add_argument("--max-retries", type=int, default=3, help="retries of a failed task")
     ap.add_argument("--split-bytes", type=int, default=1 << 30,
@@ -305,7 +314,8 @@ def main(argv=None):
     begun = time.monotonic()
     import ray
 
-    rollstat = find_rollstat(a.rollstat)
+    # Without --rollstat each task finds the package's command on its own node.
+    rollstat = os.path.abspath(a.rollstat) if a.rollstat else "rollstat"
     files = expand_inputs(a.rollouts)
     ray.init(address=a.address, log_to_driver=False, include_dashboard=False)
     work = a.work_dir or tempfile.mkdtemp(prefix="rollstat-ray-", dir=os.environ.get("ROLLSTAT_RAY_TMP"))
@@ -369,6 +379,46 @@ def main(argv=None):
         if not a.work_dir and not a.keep_work_dir:
             shutil.rmtree(work, ignore_errors=True)
     return 0
+
+
+def _flags(command, rollouts, kw):
+    """A driver's command line from Python arguments: `name=value` as `--name value`,
+    True as a bare flag, False and None left out, lists repeated after one flag."""
+    argv = [command, "--rollouts", *([rollouts] if isinstance(rollouts, (str, os.PathLike)) else rollouts)]
+    for k, v in kw.items():
+        flag = "--" + k.replace("_", "-")
+        if v is None or v is False:
+            continue
+        if v is True:
+            argv.append(flag)
+        elif isinstance(v, (list, tuple)):
+            argv += [flag, *map(str, v)]
+        else:
+            argv += [flag, str(v)]
+    return [os.fspath(x) for x in argv]
+
+
+def _run(main_fn, argv):
+    from ._errors import InputError, RollstatError
+
+    code = main_fn(argv)
+    if code == BAD_INPUT:
+        raise InputError("the sweep was refused (see the message above)", None, None, None)
+    if code != 0:
+        raise RollstatError(f"the driver failed with exit status {code}")
+
+
+def aggregate(rollouts, *, out, inputs=None, **options):
+    """`rollstat aggregate` over a sweep in many files, on Ray: the bytes of the
+    single-machine command. `options` are the command-line flags by name (`address=`,
+    `buckets=`, `work_dir=`, `low_memory=True`, …). Raises `InputError` when the sweep is
+    refused, `RollstatError` when the driver fails."""
+    _run(main, _flags("aggregate", rollouts, dict(out=out, inputs=inputs, **options)))
+
+
+def profile(rollouts, *, out_dir, inputs, **options):
+    """`rollstat profile` over a sweep in many files, on Ray (see `aggregate`)."""
+    _run(main, _flags("profile", rollouts, dict(out_dir=out_dir, inputs=inputs, **options)))
 
 
 if __name__ == "__main__":

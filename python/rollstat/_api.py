@@ -1,0 +1,584 @@
+"""The Python API: rollstat's commands as functions that return objects.
+
+Each function that produces files runs the command's own code in-process (no second
+implementation): its files are written into a private folder (or where ``out=`` /
+``out_dir=`` says), read back as bytes, and parsed into Python data. ``.write()`` puts
+exactly those bytes on disk, so an API result and the command's file never differ.
+Tables stay in memory and leave through the Arrow C stream interface.
+
+The GIL is released while the engine works; Ctrl-C raises ``KeyboardInterrupt`` after
+the run stopped, with nothing written and its private folder removed.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import html
+import json
+import os
+import shutil
+import tempfile
+import warnings as _warnings
+import weakref
+from typing import Any, Dict, Iterable, Iterator, List, Mapping, Optional, Sequence, Union
+
+from . import _rollstat
+from ._errors import InputError, RollstatWarning
+from ._table import Table, _html_table
+
+PathLike = Union[str, "os.PathLike[str]"]
+Paths = Union[PathLike, Sequence[PathLike]]
+
+
+# ---------------------------------------------------------------------------------------
+# Arguments → the command line the engine parses (one validation, the command's own).
+
+
+def _paths(p: Optional[Paths]) -> List[str]:
+    if p is None:
+        return []
+    if isinstance(p, (str, os.PathLike)):
+        return [os.fspath(p)]
+    return [os.fspath(x) for x in p]
+
+
+def _opt(flag: str, value: Any) -> List[str]:
+    """``--flag value`` (a list repeats the flag; True is a bare flag; None/False: nothing)."""
+    if value is None or value is False:
+        return []
+    if value is True:
+        return [flag]
+    if isinstance(value, (list, tuple)):
+        out: List[str] = []
+        for v in value:
+            out += [flag, os.fspath(v) if isinstance(v, os.PathLike) else str(v)]
+        return out
+    return [flag, os.fspath(value) if isinstance(value, os.PathLike) else str(value)]
+
+
+def _metric_flags(metrics: Iterable[str], metric_dir: Optional[PathLike], answer_key: Optional[str],
+                  subset_key: Optional[str], ddof: int) -> List[str]:
+    if isinstance(metrics, str):
+        metrics = [metrics]
+    return (_opt("--metric", list(metrics)) + _opt("--metric-dir", metric_dir) + _opt("--answer-key", answer_key)
+            + _opt("--subset-key", subset_key) + (["--ddof", str(ddof)] if ddof else []))
+
+
+@contextlib.contextmanager
+def _scratch() -> Iterator[str]:
+    """A private folder for a command's files, removed afterwards (also on Ctrl-C)."""
+    d = tempfile.mkdtemp(prefix="rollstat-")
+    try:
+        yield d
+    finally:
+        shutil.rmtree(d, ignore_errors=True)
+
+
+@contextlib.contextmanager
+def _private() -> Iterator[str]:
+    """A private folder for a command's files: removed if the call fails or is
+    interrupted; on success the result takes it (and removes it when collected)."""
+    d = tempfile.mkdtemp(prefix="rollstat-")
+    try:
+        yield d
+    except BaseException:
+        shutil.rmtree(d, ignore_errors=True)
+        raise
+
+
+def _present(folder: str, names: Sequence[str]) -> List[str]:
+    return [n for n in names if os.path.isfile(os.path.join(folder, n))]
+
+
+def _copy_file(src: str, path: str, protected: Sequence[str]) -> None:
+    """Copies ``src`` to ``path`` beside it first, then renames: a reader never sees half
+    a file, and an input of the run is never overwritten."""
+    for p in protected:
+        with contextlib.suppress(OSError):
+            if os.path.exists(path) and os.path.samefile(p, path):
+                raise InputError(f"{path}: refusing to overwrite an input file with an output; "
+                                 "choose another output path", path, None, None)
+    if os.path.exists(path) and os.path.samefile(src, path):
+        return
+    folder = os.path.dirname(os.path.abspath(path))
+    fd, tmp = tempfile.mkstemp(prefix=".rollstat-", dir=folder)
+    try:
+        with os.fdopen(fd, "wb") as f, open(src, "rb") as g:
+            shutil.copyfileobj(g, f, 1 << 20)
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise
+
+
+# ---------------------------------------------------------------------------------------
+# Results.
+
+
+class Files:
+    """A command's files, by name: read when first asked for (``files``, the parsed
+    properties), so a result costs what the command costs; ``write()`` copies them.
+
+    They live in the result's own private folder, removed with the result (or in the
+    ``out=`` / ``out_dir=`` the call was given, which stays)."""
+
+    def __init__(self, folder: str, names: Sequence[str], inputs: Sequence[str], owned: bool) -> None:
+        self._folder = folder
+        self._names = list(names)
+        self._inputs = list(inputs)
+        self._bytes: Dict[str, bytes] = {}
+        self._parsed: Dict[str, Any] = {}
+        if owned:
+            weakref.finalize(self, shutil.rmtree, folder, True)
+
+    @property
+    def names(self) -> List[str]:
+        """The file names, as the command names them."""
+        return list(self._names)
+
+    def path(self, name: str) -> str:
+        return os.path.join(self._folder, name)
+
+    @property
+    def files(self) -> Dict[str, bytes]:
+        """Every file's bytes, by name."""
+        return {n: self._read(n) for n in self._names}
+
+    def _read(self, name: str) -> bytes:
+        if name not in self._bytes:
+            with open(self.path(name), "rb") as f:
+                self._bytes[name] = f.read()
+        return self._bytes[name]
+
+    def _json(self, suffix: str) -> Any:
+        name = next((n for n in self._names if n.endswith(suffix)), None)
+        if name is None:
+            return None
+        if name not in self._parsed:
+            text = self._read(name).decode("utf-8")
+            if name.endswith(".jsonl"):
+                self._parsed[name] = [json.loads(ln) for ln in text.splitlines() if ln.strip()]
+            else:
+                self._parsed[name] = json.loads(text)
+        return self._parsed[name]
+
+    def _write_one(self, name: str, dest: str) -> str:
+        _copy_file(self.path(name), dest, self._inputs)
+        return dest
+
+    def _write_all(self, out_dir: PathLike) -> List[str]:
+        out_dir = os.fspath(out_dir)
+        os.makedirs(out_dir, exist_ok=True)
+        return [self._write_one(n, os.path.join(out_dir, n)) for n in self._names]
+
+
+class Aggregate(Files):
+    """NeMo Gym's ``_aggregate_metrics.json``: ``metrics`` is its content (one entry per
+    run label), ``key_metrics`` each label's key metrics, ``write(path)`` its bytes."""
+
+    @property
+    def metrics(self) -> List[Dict[str, Any]]:
+        return self._json("aggregate_metrics.json")
+
+    @property
+    def key_metrics(self) -> Dict[str, Dict[str, Any]]:
+        out = {}
+        for entry in self.metrics:
+            label = entry.get("agent_ref", {}).get("name") if isinstance(entry.get("agent_ref"), dict) else None
+            label = label or entry.get("agent_name") or entry.get("label") or str(len(out))
+            out[label] = entry.get("key_metrics", {})
+        return out
+
+    def write(self, path: PathLike) -> str:
+        """Writes the file (the command's bytes) to ``path``; returns the path."""
+        return self._write_one(self._names[0], os.fspath(path))
+
+    def _repr_html_(self) -> str:
+        rows = []
+        for label, km in self.key_metrics.items():
+            rows.append({"run": label, **{k: v for k, v in km.items() if not isinstance(v, (dict, list))}})
+        cols: List[str] = []
+        for r in rows:
+            cols += [c for c in r if c not in cols]
+        return _html_table(cols, [{c: r.get(c) for c in cols} for r in rows], len(rows), "key metrics")
+
+    def __repr__(self) -> str:
+        return f"<rollstat.Aggregate: {len(self.metrics)} run label(s): {', '.join(self.key_metrics)}>"
+
+
+class Profile(Files):
+    """NeMo Gym's ``gym eval profile`` artifacts: the reward profile (one dict per task
+    and agent), the agent, repeat-level and completion metrics; ``write(out_dir)`` writes
+    the files under the command's names."""
+
+    @property
+    def reward_profile(self) -> List[Dict[str, Any]]:
+        return self._json("_reward_profiling.jsonl")
+
+    @property
+    def agent_metrics(self) -> Any:
+        return self._json("_agent_metrics.json")
+
+    @property
+    def repeat_level_metrics(self) -> Any:
+        return self._json("_repeat_level_metrics.json")
+
+    @property
+    def completion_summary(self) -> Any:
+        return self._json("_completion_summary.json")
+
+    def write(self, out_dir: PathLike) -> List[str]:
+        """Writes every file (the command's bytes and names) into ``out_dir``."""
+        return self._write_all(out_dir)
+
+    def __repr__(self) -> str:
+        return f"<rollstat.Profile: {', '.join(self._names)}>"
+
+
+class Report(Files):
+    """The self-contained HTML report; shown inline in a notebook."""
+
+    @property
+    def html(self) -> str:
+        return self._read(self._names[0]).decode("utf-8")
+
+    def write(self, path: PathLike) -> str:
+        """Writes the page (the command's bytes) to ``path``; returns the path."""
+        return self._write_one(self._names[0], os.fspath(path))
+
+    def _repr_html_(self) -> str:
+        return (f'<iframe srcdoc="{html.escape(self.html, quote=True)}" '
+                'style="width:100%;height:720px;border:0" sandbox="allow-scripts"></iframe>')
+
+    def __repr__(self) -> str:
+        return f"<rollstat.Report: {len(self.html)} characters of HTML>"
+
+
+class EvalComparison(Files):
+    """NeMo Gym's ``gym eval compare`` report: ``markdown`` and ``data`` (the JSON)."""
+
+    @property
+    def markdown(self) -> Optional[str]:
+        name = next((n for n in self._names if n.endswith(".md")), None)
+        return self._read(name).decode("utf-8") if name else None
+
+    @property
+    def data(self) -> Any:
+        return self._json(".json")
+
+    def write(self, out_dir: PathLike) -> List[str]:
+        """Writes the report files (the command's bytes and names) into ``out_dir``."""
+        return self._write_all(out_dir)
+
+    def _repr_markdown_(self) -> Optional[str]:
+        return self.markdown
+
+    def __repr__(self) -> str:
+        return f"<rollstat.EvalComparison: {', '.join(self._names)}>"
+
+
+class Tables:
+    """The four level tables of ``export``: ``rollouts``, ``tasks``, ``agents`` and
+    ``repeats`` (also by name, ``t["tasks"]``), with the warnings the command prints."""
+
+    names = ("rollouts", "tasks", "agents", "repeats")
+
+    def __init__(self, tables: Mapping[str, Table], warnings: List[str]) -> None:
+        self._tables = dict(tables)
+        self.warnings = warnings
+
+    def __getitem__(self, name: str) -> Table:
+        return self._tables[name]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._tables)
+
+    @property
+    def rollouts(self) -> Table:
+        return self._tables["rollouts"]
+
+    @property
+    def tasks(self) -> Table:
+        return self._tables["tasks"]
+
+    @property
+    def agents(self) -> Table:
+        return self._tables["agents"]
+
+    @property
+    def repeats(self) -> Table:
+        return self._tables["repeats"]
+
+    def __repr__(self) -> str:
+        return "<rollstat.Tables: " + ", ".join(f"{n} ({len(t)} rows)" for n, t in self._tables.items()) + ">"
+
+
+# ---------------------------------------------------------------------------------------
+# The commands.
+
+
+def _run(argv: List[str]) -> None:
+    _rollstat.call(argv)
+
+
+def profile(rollouts: Paths, inputs: PathLike, *, allow_partial: bool = False, metrics: Iterable[str] = (),
+            metric_dir: Optional[PathLike] = None, answer_key: Optional[str] = None,
+            subset_key: Optional[str] = None, ddof: int = 0, out_dir: Optional[PathLike] = None) -> Profile:
+    """NeMo Gym's ``gym eval profile`` over a run (``rollstat profile``).
+
+    Args:
+        rollouts: the rollouts JSONL (or the files a run was written as).
+        inputs: the run's materialized inputs JSONL.
+        allow_partial: profile a run that has not collected every expected rollout.
+        metrics: extra metrics for agent_metrics: ``"pass_at_k"``, ``"reward_variance"``,
+            or SQL metrics by name (from ``metric_dir``).
+        answer_key, subset_key, ddof: as the command's ``--answer-key``, ``--subset-key``,
+            ``--ddof``.
+        out_dir: also leave the files there (else they are only in the result).
+
+    Returns a :class:`Profile`; ``.write(dir)`` writes the command's exact bytes.
+    Raises :class:`InputError` on bad input.
+    """
+    files = _paths(rollouts)
+    tail = ["--inputs", os.fspath(inputs), *files, *_opt("--allow-partial", allow_partial),
+            *_metric_flags(metrics, metric_dir, answer_key, subset_key, ddof)]
+    if out_dir is not None:
+        _run(["profile", *tail, "--out-dir", os.fspath(out_dir)])
+        out_dir = os.fspath(out_dir)
+        return Profile(out_dir, _present(out_dir, _profile_names(files[0])), files + [os.fspath(inputs)], False)
+    with _private() as d:
+        _run(["profile", *tail, "--out-dir", d])
+        return Profile(d, sorted(os.listdir(d)), files + [os.fspath(inputs)], True)
+
+
+def _profile_names(rollouts: str) -> List[str]:
+    stem = os.path.basename(rollouts)
+    for ext in (".jsonl.gz", ".jsonl.zst", ".jsonl", ".json"):
+        if stem.endswith(ext):
+            stem = stem[: -len(ext)]
+            break
+    return [f"{stem}_{s}" for s in ("reward_profiling.jsonl", "agent_metrics.json", "repeat_level_metrics.json",
+                                   "completion_summary.json", "warnings.json")]
+
+
+def aggregate(rollouts: Paths, *, inputs: Optional[PathLike] = None, agent: Optional[str] = None,
+              metrics: Iterable[str] = (), metric_dir: Optional[PathLike] = None, answer_key: Optional[str] = None,
+              subset_key: Optional[str] = None, ddof: int = 0, key_metrics: Optional[Sequence[str]] = None,
+              out: Optional[PathLike] = None) -> Aggregate:
+    """NeMo Gym's ``_aggregate_metrics.json`` for a run (``rollstat aggregate``).
+
+    Args:
+        rollouts: the rollouts JSONL (or the files a run was written as).
+        inputs: materialized inputs, to label rollouts by agent and server.
+        agent: the label of rollouts that name no agent.
+        metrics, metric_dir, answer_key, subset_key, ddof: extra metrics, as ``profile``.
+        key_metrics: key-metric patterns (default: every ``mean/*`` plus coverage).
+        out: also leave the file there (else it is only in the result).
+
+    Returns an :class:`Aggregate`: ``.metrics`` is the file's content, ``.key_metrics``
+    each run's key metrics, ``.write(path)`` the command's exact bytes.
+    """
+    files = _paths(rollouts)
+    tail = [*files, *_opt("--inputs", inputs), *_opt("--agent", agent),
+            *_metric_flags(metrics, metric_dir, answer_key, subset_key, ddof), *_opt("--key-metric", key_metrics)]
+    protected = files + _paths(inputs)
+    if out is not None:
+        out = os.path.abspath(os.fspath(out))
+        _run(["aggregate", *tail, "--out", out])
+        return Aggregate(os.path.dirname(out), [os.path.basename(out)], protected, False)
+    with _private() as d:
+        _run(["aggregate", *tail, "--out", os.path.join(d, "rollouts_aggregate_metrics.json")])
+        return Aggregate(d, ["rollouts_aggregate_metrics.json"], protected, True)
+
+
+def export(rollouts: Paths, out_dir: PathLike, *, inputs: Optional[PathLike] = None,
+           agent: Optional[str] = None) -> List[str]:
+    """Writes the rollouts, tasks, agents and repeats tables as Parquet into ``out_dir``
+    (``rollstat export``); returns the files written. :func:`tables` gives the same
+    tables in memory."""
+    out_dir = os.fspath(out_dir)
+    _run(["export", *_paths(rollouts), *_opt("--inputs", inputs), *_opt("--agent", agent), "--out-dir", out_dir])
+    return [os.path.join(out_dir, f"{n}.parquet") for n in Tables.names]
+
+
+def tables(rollouts: Paths, *, inputs: Optional[PathLike] = None, agent: Optional[str] = None) -> Tables:
+    """The four tables of ``export`` in memory: rollouts, tasks, agents, repeats. Each is
+    a :class:`Table` that polars, pyarrow, pandas and DuckDB read without a copy. The
+    command's warnings are issued as :class:`RollstatWarning`."""
+    named, warns = _rollstat.tables(_paths(rollouts), _opt_path(inputs), agent)
+    warns = [_unprefixed(w) for w in warns]
+    for w in warns:
+        _warnings.warn(w, RollstatWarning, stacklevel=2)
+    return Tables({n: Table(t, n) for n, t in named}, warns)
+
+
+def _unprefixed(w: str) -> str:
+    return w[len("warning: "):] if w.startswith("warning: ") else w
+
+
+def _opt_path(p: Optional[PathLike]) -> Optional[str]:
+    return None if p is None else os.fspath(p)
+
+
+def read_rollouts(rollouts: Paths, *, inputs: Optional[PathLike] = None, agent: Optional[str] = None) -> Table:
+    """The typed rollouts table of a run (one row per rollout, one column per field;
+    what ``rollstat ingest`` writes), in memory."""
+    return Table(_rollstat.read_rollouts(_paths(rollouts), _opt_path(inputs), agent), "rollouts")
+
+
+def read_parquet(path: PathLike) -> Table:
+    """A Parquet file (a table rollstat wrote, say) as a :class:`Table`."""
+    return Table(_rollstat.read_parquet(os.fspath(path)), os.path.basename(os.fspath(path)))
+
+
+def compare(rollouts: Paths, *, inputs: Paths = (), agent: Optional[str] = None, field: str = "reward",
+            pass_at: Optional[int] = None, baseline: Optional[str] = None, cluster_key: Optional[str] = None,
+            by: Optional[str] = None, mde: bool = False, detect: Optional[float] = None) -> Table:
+    """Runs against a baseline (``rollstat compare``): per run, the paired difference
+    from the baseline over the tasks both measured, its interval and p-value, clustered
+    standard errors, power. Returns the comparison as a :class:`Table` (the columns of
+    ``compare --format parquet``; the task lists of ``--flips`` do not fit one table: use
+    the command with ``--format json`` for them)."""
+    argv = ["compare", *_paths(rollouts), *_opt("--inputs", _paths(inputs)), *_opt("--agent", agent),
+            "--field", field, *_opt("--pass-at", pass_at), *_opt("--baseline", baseline),
+            *_opt("--cluster-key", cluster_key), *_opt("--by", by), *_opt("--mde", mde),
+            *_opt("--detect", detect)]
+    with _scratch() as d:
+        out = os.path.join(d, "compare.parquet")
+        _run([*argv, "--format", "parquet", "--out", out])
+        return Table(_rollstat.read_parquet(out), "comparison")
+
+
+def query(sql: str, rollouts: Optional[Paths] = None, *, inputs: Optional[PathLike] = None,
+          agent: Optional[str] = None, parquet_dir: Optional[PathLike] = None) -> Table:
+    """SQL over the ``rollouts``, ``tasks``, ``agents`` and ``repeats`` tables of a run
+    (``rollstat query``): ``sql`` is a query, a ``.sql`` file, or a bundled query's name.
+    The tables come from ``rollouts`` (and ``inputs``) or from ``parquet_dir`` (an
+    ``export`` folder)."""
+    argv = ["query", sql, *_opt("--rollouts", _paths(rollouts)), *_opt("--inputs", inputs), *_opt("--agent", agent),
+            *_opt("--parquet-dir", parquet_dir)]
+    with _scratch() as d:
+        out = os.path.join(d, "query.parquet")
+        _run([*argv, "--format", "parquet", "--out", out])
+        return Table(_rollstat.read_parquet(out), "query")
+
+
+def report(rollouts: Paths, *, inputs: Paths = (), agent: Optional[str] = None, metric: str = "reward",
+           baseline: Optional[str] = None, cluster_key: Optional[str] = None,
+           out: Optional[PathLike] = None) -> Report:
+    """The one-page HTML report of a sweep (``rollstat report``): leaderboard,
+    comparisons against the baseline, pass@k, difficulty, noise, cost. Shown inline in a
+    notebook; ``.write(path)`` writes the command's bytes."""
+    files = _paths(rollouts)
+    argv = ["report", *files, *_opt("--inputs", _paths(inputs)), *_opt("--agent", agent), "--metric", metric,
+            *_opt("--baseline", baseline), *_opt("--cluster-key", cluster_key)]
+    protected = files + _paths(inputs)
+    if out is not None:
+        out = os.path.abspath(os.fspath(out))
+        _run([*argv, "--out", out])
+        return Report(os.path.dirname(out), [os.path.basename(out)], protected, False)
+    with _private() as d:
+        _run([*argv, "--out", os.path.join(d, "report.html")])
+        return Report(d, ["report.html"], protected, True)
+
+
+def eval_compare(baseline: PathLike, candidates: Paths, *, baseline_agg_metrics: Optional[PathLike] = None,
+                 candidates_agg_metrics: Optional[Paths] = None, agent: Optional[str] = None,
+                 baseline_agent: Optional[str] = None, candidate_agents: Optional[Sequence[str]] = None,
+                 report_format: str = "both", compute_missing: bool = False,
+                 output_dir: Optional[PathLike] = None) -> EvalComparison:
+    """NeMo Gym's ``gym eval compare`` (``rollstat eval-compare``): a baseline run
+    against candidates, from their aggregate metrics files (found beside the rollouts).
+    ``report_format`` is ``"md"``, ``"json"`` or ``"both"``."""
+    cands = _paths(candidates)
+    argv = ["eval-compare", "--baseline", os.fspath(baseline), "--candidates", ",".join(cands),
+            *_opt("--baseline-agg-metrics", baseline_agg_metrics),
+            *(["--candidates-agg-metrics", ",".join(_paths(candidates_agg_metrics))] if candidates_agg_metrics else []),
+            *_opt("--agent", agent), *_opt("--baseline-agent", baseline_agent),
+            *(["--candidate-agents", ",".join(candidate_agents)] if candidate_agents else []),
+            "--report-format", report_format, *_opt("--compute-missing", compute_missing)]
+    protected = [os.fspath(baseline), *cands]
+    if output_dir is not None:
+        output_dir = os.fspath(output_dir)
+        _run([*argv, "--output-dir", output_dir])
+        wanted = {"md": ["compare_report.md"], "json": ["compare_report.json"]}.get(
+            report_format, ["compare_report.md", "compare_report.json"])
+        return EvalComparison(output_dir, _present(output_dir, wanted), protected, False)
+    with _private() as d:
+        _run([*argv, "--output-dir", d])
+        return EvalComparison(d, sorted(os.listdir(d)), protected, True)
+
+
+def batch_metrics(batch: Any, *, metrics: Iterable[str] = (), metric_dir: Optional[PathLike] = None,
+                  group_key: str = "group_idx", prefix: str = "custom_metrics/train",
+                  ddof: int = 0) -> Dict[str, Any]:
+    """VAGEN's custom metrics for one training batch, as the flat ``{prefix}/{name}``
+    dict VAGEN logs to W&B (``rollstat batch-metrics`` on a batch in memory).
+
+    ``batch`` is any of:
+      - Arrow data: an object with ``__arrow_c_stream__`` or ``__arrow_c_array__`` (a
+        polars or pandas-through-pyarrow frame, a pyarrow table or record batch);
+      - a dict of columns: lists or numpy arrays (numeric arrays are read through the
+        buffer protocol, one value at a time never becomes a Python object);
+      - a list of dicts, one per sample.
+    Each sample's group id is its ``group_key`` field, else its ``uid``; samples are
+    grouped by the id's ``str()``, as VAGEN does (``1`` and ``"1"`` are one group; ``1``,
+    ``1.0`` and ``True`` three). Its score is the sum of ``token_level_scores`` (a 2-D
+    array, or one list per sample), else its ``reward``.
+
+    ``metrics``: ``reward_variance``, ``mean_reward``, ``pass_at_k`` (the default: all
+    three) or SQL metrics from ``metric_dir``. NaN stays NaN here (the command writes
+    null). Warnings are issued as :class:`RollstatWarning`.
+    """
+    if isinstance(metrics, str):
+        metrics = [metrics]
+    md = _opt_path(metric_dir)
+    if hasattr(batch, "__arrow_c_stream__") or hasattr(batch, "__arrow_c_array__"):
+        out = _rollstat.batch_metrics(batch, None, False, group_key, list(metrics), md, prefix, ddof)
+    else:
+        groups, scores, tokens = _columns(batch, group_key)
+        out = _rollstat.batch_metrics(groups, scores, tokens, group_key, list(metrics), md, prefix, ddof)
+    flat, warns, _samples, _groups = out
+    for w in warns:
+        _warnings.warn(w, RollstatWarning, stacklevel=2)
+    return dict(flat)
+
+
+def _columns(batch: Any, group_key: str):
+    """The group ids and scores of a dict of columns or a list of row dicts."""
+    if isinstance(batch, Mapping):
+        if group_key in batch:
+            groups = batch[group_key]
+        elif "uid" in batch:
+            groups = batch["uid"]
+        else:
+            raise InputError(f"<batch>: no `{group_key}` or `uid` column; expected a group id", None, None, group_key)
+        if "token_level_scores" in batch:
+            return groups, batch["token_level_scores"], True
+        if "reward" in batch:
+            return groups, batch["reward"], False
+        raise InputError("<batch>: expected a `token_level_scores` or `reward` column", None, None, None)
+    if isinstance(batch, (list, tuple)):
+        groups: List[Any] = []
+        scores: List[Any] = []
+        for i, row in enumerate(batch, 1):
+            if not isinstance(row, Mapping):
+                raise InputError(f"<batch>, row {i}: expected a dict", None, i, None)
+            if group_key in row:
+                groups.append(row[group_key])
+            elif "uid" in row:
+                groups.append(row["uid"])
+            else:
+                raise InputError(f"<batch>, row {i}, key `{group_key}`: no `{group_key}` or `uid`; expected a group id",
+                                 None, i, group_key)
+            # Each row its own: a list of token scores, else a plain reward (a number).
+            if "token_level_scores" in row:
+                scores.append(row["token_level_scores"])
+            elif "reward" in row:
+                scores.append(row["reward"])
+            else:
+                raise InputError(f"<batch>, row {i}: expected `token_level_scores` or `reward`", None, i, None)
+        return groups, scores, True
+    raise InputError(f"<batch>: expected Arrow data, a dict of columns or a list of dicts, "
+                     f"got {type(batch).__name__}", None, None, None)

@@ -1,0 +1,659 @@
+//! `rollstat._rollstat`: the Python binding of rollstat, and nothing more.
+//!
+//! Each function here hands its arguments to the library and its result back, with the
+//! GIL released while the engine works. The friendly surface (signatures, docstrings,
+//! result objects) is the pure-Python package around this module.
+//!
+//! - [`run_cli`] is the `rollstat` command of the wheel: the same code as the binary.
+//! - [`call`] runs a command for the Python API, silently, in-process: its files are
+//!   the command's own bytes because the command's own code writes them.
+//! - [`tables`] and [`read_parquet`] give tables as [`Table`]s, which leave through the
+//!   Arrow C stream interface (`__arrow_c_stream__`) that Polars' Arrow already speaks.
+//! - [`batch_metrics`] takes a training batch already in memory: Arrow data, numpy
+//!   arrays (read in place through `__array_interface__`, no Python object per value)
+//!   or lists.
+//!
+//! Errors map once, in [`to_py`]: bad input becomes `rollstat.InputError` with its
+//! path, line and key; our own failures and panics become `rollstat.RollstatError`.
+//! Ctrl-C while the engine works raises `KeyboardInterrupt` after the run stopped and
+//! committed nothing.
+
+use std::ffi::CString;
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{mpsc, Arc};
+use std::time::Duration;
+
+use polars_arrow::array::{Array, StructArray};
+use polars_arrow::datatypes::{ArrowDataType, Field as ArrowField};
+use polars_arrow::ffi;
+use pyo3::exceptions::PyKeyboardInterrupt;
+use pyo3::prelude::*;
+use pyo3::types::{PyCapsule, PyDict, PyList, PyTuple};
+use rollstat::error::{Error, Location};
+use rollstat::ingest::batch::{samples_from_frame, GroupId, Sample, Scores};
+use rollstat::json::Json;
+use rollstat::polars::prelude::{AnyValue, CompatLevel, DataFrame, PlSmallStr, Series};
+
+/// The wheel's `rollstat` command: the binary's code on `argv` (program name first).
+/// Returns the exit status.
+#[pyfunction]
+fn run_cli(py: Python<'_>, argv: Vec<String>) -> u8 {
+    py.allow_threads(|| rollstat::cli::entry(argv))
+}
+
+/// Runs one command (`argv` without the program name) for the Python API: no closing
+/// report, errors raised.
+#[pyfunction]
+fn call(py: Python<'_>, argv: Vec<String>) -> PyResult<()> {
+    engine(py, move || rollstat::cli::call(std::iter::once("rollstat".to_string()).chain(argv)))
+}
+
+/// Tables by name, in order.
+type NamedTables = Vec<(String, Table)>;
+
+/// The rollouts, tasks, agents and repeats tables of a run, in memory, with the
+/// warnings the command would print.
+#[pyfunction]
+#[pyo3(signature = (rollouts, inputs=None, agent=None))]
+fn tables(
+    py: Python<'_>,
+    rollouts: Vec<PathBuf>,
+    inputs: Option<PathBuf>,
+    agent: Option<String>,
+) -> PyResult<(NamedTables, Vec<String>)> {
+    let (named, warnings) =
+        engine(py, move || rollstat::workflow::tables(&rollouts, inputs.as_deref(), agent.as_deref()))?;
+    let tables = named.into_iter().map(|(n, df)| (n.to_string(), Table { df })).collect();
+    Ok((tables, warnings.lines()))
+}
+
+/// The typed rollouts table of a run (what `ingest` writes), in memory.
+#[pyfunction]
+#[pyo3(signature = (rollouts, inputs=None, agent=None))]
+fn read_rollouts(
+    py: Python<'_>,
+    rollouts: Vec<PathBuf>,
+    inputs: Option<PathBuf>,
+    agent: Option<String>,
+) -> PyResult<Table> {
+    let df =
+        engine(py, move || rollstat::workflow::ingest::rollouts_table(&rollouts, inputs.as_deref(), agent.as_deref()))?;
+    Ok(Table { df })
+}
+
+/// A Parquet file as a table (the command's own reader).
+#[pyfunction]
+fn read_parquet(py: Python<'_>, path: PathBuf) -> PyResult<Table> {
+    let df = engine(py, move || rollstat::ingest::parquet::read_parquet(&path))?;
+    Ok(Table { df })
+}
+
+/// VAGEN's batch metrics over a batch in memory. `batch` is Arrow data (an object with
+/// `__arrow_c_stream__` or `__arrow_c_array__`) when `scores` is None; otherwise
+/// `batch` is the group ids and `scores` the token-level scores (`tokens=True`: a 2-D
+/// array or a sequence of sequences) or the rewards (a 1-D array or sequence).
+/// Returns the flat metrics in order, the warnings, and the sample and group counts.
+#[pyfunction]
+#[pyo3(signature = (batch, scores, tokens, group_key, metrics, metric_dir, prefix, ddof))]
+#[allow(clippy::too_many_arguments, clippy::type_complexity)]
+fn batch_metrics(
+    py: Python<'_>,
+    batch: &Bound<'_, PyAny>,
+    scores: Option<&Bound<'_, PyAny>>,
+    tokens: bool,
+    group_key: String,
+    metrics: Vec<String>,
+    metric_dir: Option<PathBuf>,
+    prefix: String,
+    ddof: usize,
+) -> PyResult<(Vec<(String, PyObject)>, Vec<String>, usize, usize)> {
+    let samples = match scores {
+        None => {
+            let df = arrow_frame(batch)?;
+            engine(py, move || samples_from_frame(&df, &group_key, &|| Location::file("<batch>".as_ref())))?
+        }
+        Some(s) => {
+            let groups = group_ids(batch)?;
+            let scores = if tokens { token_scores(s)? } else { rewards(s)? };
+            if groups.len() != scores.len() {
+                return Err(input_error(
+                    format!(
+                        "<batch>: {} group ids but {} {}; expected one per sample",
+                        groups.len(),
+                        scores.len(),
+                        if tokens { "token_level_scores rows" } else { "rewards" }
+                    ),
+                    None,
+                    None,
+                    None,
+                ));
+            }
+            groups.into_iter().zip(scores).map(|(group, scores)| Sample { group, scores }).collect()
+        }
+    };
+    let (flat, warnings, n, g) = engine(py, move || {
+        let g = rollstat::metrics::batch::group(&samples);
+        let (flat, warnings) =
+            rollstat::cli::batch_metrics::compute(&g, &metrics, metric_dir.as_deref(), &prefix, ddof)?;
+        Ok((flat, warnings, g.rewards.len(), g.keys.len()))
+    })?;
+    let flat = flat.into_iter().map(|(k, v)| Ok((k, json_to_py(py, &v)?))).collect::<PyResult<Vec<_>>>()?;
+    Ok((flat, warnings, n, g))
+}
+
+/// Panics inside the engine's thread: the test of the rule that a panic reaches Python
+/// as `RollstatError` and nothing else.
+#[pyfunction]
+fn _panic_for_tests(py: Python<'_>) -> PyResult<()> {
+    engine(py, || -> rollstat::Result<()> { panic!("a panic raised on purpose by _panic_for_tests") })
+}
+
+/// A table of results, handed to any Arrow consumer without a copy.
+#[pyclass(module = "rollstat._rollstat", frozen)]
+struct Table {
+    df: DataFrame,
+}
+
+#[pymethods]
+impl Table {
+    /// The Arrow C stream interface: a capsule holding an `ArrowArrayStream` of the
+    /// table's record batches (strings as Arrow's string views, Polars' own layout, so
+    /// no column is copied). `requested_schema` is not honoured: the stream has its own.
+    #[pyo3(signature = (requested_schema=None))]
+    fn __arrow_c_stream__<'py>(
+        &self,
+        py: Python<'py>,
+        requested_schema: Option<Bound<'py, PyAny>>,
+    ) -> PyResult<Bound<'py, PyCapsule>> {
+        let _ = requested_schema;
+        let mut df = self.df.clone();
+        df.align_chunks_par();
+        let fields: Vec<ArrowField> = df.columns().iter().map(|c| c.field().to_arrow(CompatLevel::newest())).collect();
+        let dtype = ArrowDataType::Struct(fields);
+        let batches: Vec<Box<dyn Array>> = df
+            .iter_chunks(CompatLevel::newest(), false)
+            .map(|rb| {
+                let len = rb.height();
+                StructArray::new(dtype.clone(), len, rb.into_arrays(), None).boxed()
+            })
+            .collect();
+        let field = ArrowField::new(PlSmallStr::EMPTY, dtype, false);
+        let stream = ffi::export_iterator(Box::new(batches.into_iter().map(Ok)), field);
+        PyCapsule::new(py, stream, Some(CString::new("arrow_array_stream").expect("no NUL")))
+    }
+
+    #[getter]
+    fn num_rows(&self) -> usize {
+        self.df.height()
+    }
+
+    #[getter]
+    fn column_names(&self) -> Vec<String> {
+        self.df.get_column_names().iter().map(|s| s.to_string()).collect()
+    }
+
+    /// Each column's name and type, as Polars names the type.
+    #[getter]
+    fn dtypes(&self) -> Vec<(String, String)> {
+        self.df.columns().iter().map(|c| (c.name().to_string(), c.dtype().to_string())).collect()
+    }
+
+    /// Rows as dicts (column name to value), from row `offset` on, at most `limit` of
+    /// them: for small tables and previews; Arrow consumers read large ones whole.
+    #[pyo3(signature = (offset=0, limit=None))]
+    fn to_pylist(&self, py: Python<'_>, offset: usize, limit: Option<usize>) -> PyResult<Vec<PyObject>> {
+        let end = limit.map_or(self.df.height(), |l| (offset + l).min(self.df.height()));
+        let mut out = Vec::new();
+        for i in offset..end {
+            let d = PyDict::new(py);
+            for c in self.df.columns() {
+                let v = c.get(i).map_err(|e| rollstat_error(e.to_string()))?;
+                d.set_item(c.name().as_str(), any_to_py(py, &v)?)?;
+            }
+            out.push(d.into_any().unbind());
+        }
+        Ok(out)
+    }
+
+    /// The first rows as text (Polars' table layout).
+    #[pyo3(signature = (rows=8))]
+    fn preview(&self, rows: usize) -> String {
+        format!("{}", self.df.head(Some(rows)))
+    }
+}
+
+/// Runs `work` on its own thread with the GIL released, polling for Ctrl-C. On Ctrl-C
+/// the run is cancelled (it commits nothing and stops at its next check), waited for,
+/// and `KeyboardInterrupt` is raised. A panic becomes `RollstatError`.
+fn engine<T: Send + 'static>(
+    py: Python<'_>,
+    work: impl FnOnce() -> rollstat::Result<T> + Send + 'static,
+) -> PyResult<T> {
+    // Worker stacks of 8 MB, as the command has: rows nested 1,024 levels deep are
+    // re-serialized recursively on them. Built at the first call, not at import, so that
+    // the `rollstat` command (which builds its own, with --threads) can run in this
+    // module; another library may have built the pool first.
+    static POOL: std::sync::Once = std::sync::Once::new();
+    POOL.call_once(|| {
+        let _ = rayon::ThreadPoolBuilder::new().stack_size(8 << 20).build_global();
+    });
+    let flag = Arc::new(AtomicBool::new(false));
+    let cancel = flag.clone();
+    let (tx, rx) = mpsc::channel();
+    let worker = std::thread::Builder::new().name("rollstat-call".into()).spawn(move || {
+        let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| rollstat::signals::cancellable(cancel, work)));
+        let _ = tx.send(r);
+    });
+    if let Err(e) = worker {
+        return Err(rollstat_error(format!("could not start a worker thread: {e}")));
+    }
+    let mut rx = rx;
+    loop {
+        // The receiver moves into the GIL-free closure and back (it is Send, not Sync).
+        let (got, back) = py.allow_threads(move || (rx.recv_timeout(Duration::from_millis(50)), rx));
+        rx = back;
+        match got {
+            Ok(Ok(r)) => return r.map_err(to_py),
+            Ok(Err(panic)) => return Err(rollstat_error(format!("internal error: {}", panic_text(&panic)))),
+            Err(mpsc::RecvTimeoutError::Timeout) => {
+                if let Err(interrupt) = py.check_signals() {
+                    flag.store(true, Ordering::SeqCst);
+                    let _ = py.allow_threads(move || rx.recv());
+                    return Err(interrupt);
+                }
+            }
+            Err(mpsc::RecvTimeoutError::Disconnected) => {
+                return Err(rollstat_error("internal error: the worker thread ended without a result".into()))
+            }
+        }
+    }
+}
+
+fn panic_text(p: &Box<dyn std::any::Any + Send>) -> String {
+    if let Some(s) = p.downcast_ref::<&str>() {
+        s.to_string()
+    } else if let Some(s) = p.downcast_ref::<String>() {
+        s.clone()
+    } else {
+        "a panic".into()
+    }
+}
+
+/// The one place library errors become Python exceptions.
+fn to_py(e: Error) -> PyErr {
+    let msg = e.to_string();
+    match &e {
+        Error::Interrupted => PyKeyboardInterrupt::new_err(msg),
+        Error::BadInput { loc, .. } => input_error(msg, Some(loc.file.clone()), loc.line.or(loc.row), loc.key.clone()),
+        Error::Io { path, input: true, .. } => input_error(msg, Some(path.clone()), None, None),
+        _ if e.is_bad_input() => input_error(msg, None, None, None),
+        _ => rollstat_error(msg),
+    }
+}
+
+fn exception(name: &str, args: impl for<'py> FnOnce(Python<'py>) -> PyResult<Bound<'py, PyTuple>>) -> PyErr {
+    Python::with_gil(|py| {
+        let made = py.import("rollstat._errors").and_then(|m| m.getattr(name)).and_then(|cls| cls.call1(args(py)?));
+        match made {
+            Ok(v) => PyErr::from_value(v),
+            Err(e) => e,
+        }
+    })
+}
+
+fn input_error(msg: String, path: Option<PathBuf>, line: Option<u64>, key: Option<String>) -> PyErr {
+    exception("InputError", move |py| {
+        let path = path.map(|p| p.display().to_string());
+        PyTuple::new(
+            py,
+            [
+                msg.into_pyobject(py)?.into_any(),
+                path.into_pyobject(py)?,
+                line.into_pyobject(py)?,
+                key.into_pyobject(py)?,
+            ],
+        )
+    })
+}
+
+fn rollstat_error(msg: String) -> PyErr {
+    exception("RollstatError", move |py| PyTuple::new(py, [msg]))
+}
+
+/// A JSON value as the Python value `json.loads` gives (NaN stays a float).
+fn json_to_py(py: Python<'_>, v: &Json) -> PyResult<PyObject> {
+    Ok(match v {
+        Json::Null => py.None(),
+        Json::Bool(b) => b.into_pyobject(py)?.to_owned().into_any().unbind(),
+        Json::Int(i) => i.into_pyobject(py)?.into_any().unbind(),
+        Json::Float(f) => f.into_pyobject(py)?.into_any().unbind(),
+        Json::Str(s) => s.into_pyobject(py)?.into_any().unbind(),
+        Json::Arr(items) => {
+            let l = PyList::empty(py);
+            for x in items {
+                l.append(json_to_py(py, x)?)?;
+            }
+            l.into_any().unbind()
+        }
+        Json::Obj(items) => {
+            let d = PyDict::new(py);
+            for (k, x) in items {
+                d.set_item(&**k, json_to_py(py, x)?)?;
+            }
+            d.into_any().unbind()
+        }
+    })
+}
+
+/// One cell as a Python value: numbers, text, bools and None as such; lists as lists;
+/// anything else (dates, structs) as Polars prints it.
+fn any_to_py(py: Python<'_>, v: &AnyValue<'_>) -> PyResult<PyObject> {
+    Ok(match v {
+        AnyValue::Null => py.None(),
+        AnyValue::Boolean(b) => b.into_pyobject(py)?.to_owned().into_any().unbind(),
+        AnyValue::String(s) => s.into_pyobject(py)?.into_any().unbind(),
+        AnyValue::StringOwned(s) => s.as_str().into_pyobject(py)?.into_any().unbind(),
+        AnyValue::Int8(x) => x.into_pyobject(py)?.into_any().unbind(),
+        AnyValue::Int16(x) => x.into_pyobject(py)?.into_any().unbind(),
+        AnyValue::Int32(x) => x.into_pyobject(py)?.into_any().unbind(),
+        AnyValue::Int64(x) => x.into_pyobject(py)?.into_any().unbind(),
+        AnyValue::UInt8(x) => x.into_pyobject(py)?.into_any().unbind(),
+        AnyValue::UInt16(x) => x.into_pyobject(py)?.into_any().unbind(),
+        AnyValue::UInt32(x) => x.into_pyobject(py)?.into_any().unbind(),
+        AnyValue::UInt64(x) => x.into_pyobject(py)?.into_any().unbind(),
+        AnyValue::Float32(x) => f64::from(*x).into_pyobject(py)?.into_any().unbind(),
+        AnyValue::Float64(x) => x.into_pyobject(py)?.into_any().unbind(),
+        AnyValue::List(s) => {
+            let l = PyList::empty(py);
+            for x in s.iter() {
+                l.append(any_to_py(py, &x)?)?;
+            }
+            l.into_any().unbind()
+        }
+        other => format!("{other}").into_pyobject(py)?.into_any().unbind(),
+    })
+}
+
+/// Arrow data handed over through the PyCapsule interface, as a table.
+fn arrow_frame(obj: &Bound<'_, PyAny>) -> PyResult<DataFrame> {
+    let bad = |what: String| input_error(format!("<batch>: {what}"), None, None, None);
+    let (field, chunks): (ArrowField, Vec<Box<dyn Array>>) = if obj.hasattr("__arrow_c_stream__")? {
+        let capsule = obj.call_method0("__arrow_c_stream__")?;
+        let capsule = capsule.downcast::<PyCapsule>()?;
+        let ptr = capsule.pointer() as *mut ffi::ArrowArrayStream;
+        if ptr.is_null() {
+            return Err(bad("the Arrow stream capsule is empty".into()));
+        }
+        // SAFETY: the capsule holds an ArrowArrayStream (the PyCapsule protocol); we
+        // move it out and leave a released one behind, as consumers must.
+        let stream = Box::new(unsafe { std::ptr::replace(ptr, ffi::ArrowArrayStream::empty()) });
+        // SAFETY: a stream from the protocol meets the C stream interface.
+        let mut reader = unsafe { ffi::ArrowArrayStreamReader::try_new(stream) }
+            .map_err(|e| bad(format!("not a readable Arrow stream: {e}")))?;
+        let field = reader.field().clone();
+        let mut chunks = Vec::new();
+        // SAFETY: as above.
+        while let Some(a) = unsafe { reader.next() } {
+            chunks.push(a.map_err(|e| bad(format!("reading the Arrow stream: {e}")))?);
+        }
+        (field, chunks)
+    } else if obj.hasattr("__arrow_c_array__")? {
+        let pair = obj.call_method0("__arrow_c_array__")?;
+        let (schema, array): (Bound<'_, PyCapsule>, Bound<'_, PyCapsule>) = pair.extract()?;
+        let sp = schema.pointer() as *const ffi::ArrowSchema;
+        let ap = array.pointer() as *mut ffi::ArrowArray;
+        if sp.is_null() || ap.is_null() {
+            return Err(bad("the Arrow array capsule is empty".into()));
+        }
+        // SAFETY: the capsules hold an ArrowSchema and an ArrowArray (the protocol);
+        // the array is moved out, leaving a released one.
+        let field = unsafe { ffi::import_field_from_c(&*sp) }.map_err(|e| bad(format!("Arrow schema: {e}")))?;
+        let arr = unsafe { std::ptr::replace(ap, ffi::ArrowArray::empty()) };
+        let a = unsafe { ffi::import_array_from_c(arr, field.dtype().clone()) }
+            .map_err(|e| bad(format!("Arrow array: {e}")))?;
+        (field, vec![a])
+    } else {
+        return Err(bad("expected Arrow data (__arrow_c_stream__ or __arrow_c_array__)".into()));
+    };
+    let ArrowDataType::Struct(fields) = field.dtype() else {
+        return Err(bad(format!("expected a table (an Arrow struct of columns), found {:?}", field.dtype())));
+    };
+    let mut columns = Vec::with_capacity(fields.len());
+    for (i, f) in fields.iter().enumerate() {
+        let mut parts: Vec<Box<dyn Array>> = chunks
+            .iter()
+            .map(|c| c.as_any().downcast_ref::<StructArray>().map(|s| s.values()[i].clone()))
+            .collect::<Option<_>>()
+            .ok_or_else(|| bad("an Arrow batch is not a struct of columns".into()))?;
+        if parts.is_empty() {
+            // A stream of no batches: the column, empty, with its type.
+            parts.push(polars_arrow::array::new_empty_array(f.dtype().clone()));
+        }
+        let s = Series::try_from((f, parts)).map_err(|e| bad(format!("column `{}`: {e}", f.name)))?;
+        columns.push(s.into());
+    }
+    let height = chunks.iter().map(|c| c.len()).sum();
+    DataFrame::new(height, columns).map_err(|e| bad(e.to_string()))
+}
+
+/// Group ids: a numeric or bool array read in place, else any sequence (each id grouped
+/// by its `str()`, as VAGEN groups).
+fn group_ids(obj: &Bound<'_, PyAny>) -> PyResult<Vec<GroupId>> {
+    if let Some(v) = ArrayView::of(obj)?.filter(|v| v.shape.len() == 1) {
+        return Ok(v
+            .cells()
+            .map(|c| match c {
+                Cell::I(i) => GroupId::Int(i.to_string()),
+                Cell::U(u) => GroupId::Int(u.to_string()),
+                Cell::F64(f) => GroupId::Float(f),
+                Cell::F32(f) => GroupId::Float32(f),
+                Cell::B(b) => GroupId::Bool(b),
+            })
+            .collect());
+    }
+    let mut out = Vec::new();
+    for item in obj.try_iter()? {
+        let item = item?;
+        out.push(if item.is_none() { GroupId::None } else { GroupId::Str(item.str()?.to_string()) });
+    }
+    Ok(out)
+}
+
+/// Rewards, one number per sample.
+fn rewards(obj: &Bound<'_, PyAny>) -> PyResult<Vec<Scores>> {
+    if let Some(v) = ArrayView::of(obj)?.filter(|v| v.shape.len() == 1) {
+        return Ok(v.cells().map(|c| Scores::Reward(c.f64())).collect());
+    }
+    let mut out = Vec::new();
+    for (i, item) in obj.try_iter()?.enumerate() {
+        let x: f64 = item?.extract().map_err(|_| {
+            input_error(
+                format!("<batch>, row {}, key `reward`: expected a number", i + 1),
+                None,
+                Some(i as u64 + 1),
+                Some("reward".into()),
+            )
+        })?;
+        out.push(Scores::Reward(x));
+    }
+    Ok(out)
+}
+
+/// Token-level scores: a 2-D array (one row per sample; float32 rows are summed in
+/// float32, as numpy does), or a sequence of rows (arrays or lists; a number in place of
+/// a row is that sample's plain reward, as a JSONL row without token scores has).
+fn token_scores(obj: &Bound<'_, PyAny>) -> PyResult<Vec<Scores>> {
+    if let Some(v) = ArrayView::of(obj)?.filter(|v| v.shape.len() == 2) {
+        let (n, w) = (v.shape[0], v.shape[1]);
+        let cells: Vec<Cell> = v.cells().collect();
+        return Ok((0..n).map(|r| row_scores(&cells[r * w..(r + 1) * w], v.is_f32())).collect());
+    }
+    let mut out = Vec::new();
+    for (i, item) in obj.try_iter()?.enumerate() {
+        let item = item?;
+        if let Some(v) = ArrayView::of(&item)?.filter(|v| v.shape.len() == 1) {
+            let cells: Vec<Cell> = v.cells().collect();
+            out.push(row_scores(&cells, v.is_f32()));
+            continue;
+        }
+        // A row of a list of dicts without token scores carries a plain reward.
+        if !item.hasattr("__iter__")? {
+            if let Ok(r) = item.extract::<f64>() {
+                out.push(Scores::Reward(r));
+                continue;
+            }
+        }
+        let bad = || {
+            input_error(
+                format!("<batch>, row {}, key `token_level_scores`: expected a list of numbers", i + 1),
+                None,
+                Some(i as u64 + 1),
+                Some("token_level_scores".into()),
+            )
+        };
+        let mut xs = Vec::new();
+        for x in item.try_iter().map_err(|_| bad())? {
+            xs.push(x?.extract::<f64>().map_err(|_| bad())?);
+        }
+        out.push(Scores::Tokens(xs));
+    }
+    Ok(out)
+}
+
+fn row_scores(cells: &[Cell], single: bool) -> Scores {
+    if single {
+        Scores::Tokens32(cells.iter().map(|c| if let Cell::F32(f) = c { *f } else { c.f64() as f32 }).collect())
+    } else {
+        Scores::Tokens(cells.iter().map(Cell::f64).collect())
+    }
+}
+
+/// One value of a numeric array.
+#[derive(Clone, Copy)]
+enum Cell {
+    I(i64),
+    U(u64),
+    F32(f32),
+    F64(f64),
+    B(bool),
+}
+
+impl Cell {
+    fn f64(&self) -> f64 {
+        match *self {
+            Cell::I(i) => i as f64,
+            Cell::U(u) => u as f64,
+            Cell::F32(f) => f64::from(f),
+            Cell::F64(f) => f,
+            Cell::B(b) => f64::from(u8::from(b)),
+        }
+    }
+}
+
+/// A numpy array (anything with `__array_interface__`: numpy, and libraries that mimic
+/// it) read in place: its memory is read while the array is held, one value at a time,
+/// with no Python object per value. The buffer protocol would do the same but is not in
+/// the stable ABI before Python 3.11, and the wheel serves 3.9 on.
+struct ArrayView<'py> {
+    _owner: Bound<'py, PyAny>,
+    ptr: usize,
+    kind: u8,
+    size: usize,
+    shape: Vec<usize>,
+    strides: Vec<isize>,
+}
+
+impl<'py> ArrayView<'py> {
+    /// The array's view, or None when it has no array interface or holds values other
+    /// than little-endian numbers and bools (objects, text: read as a sequence).
+    fn of(obj: &Bound<'py, PyAny>) -> PyResult<Option<Self>> {
+        let Ok(ai) = obj.getattr("__array_interface__") else { return Ok(None) };
+        let Ok(ai) = ai.downcast::<PyDict>() else { return Ok(None) };
+        let Some(typestr) = ai.get_item("typestr")? else { return Ok(None) };
+        let typestr: String = typestr.extract()?;
+        let b = typestr.as_bytes();
+        if b.len() < 3 || b[0] == b'>' || !matches!(b[1], b'i' | b'u' | b'f' | b'b') {
+            return Ok(None);
+        }
+        let Ok(size) = typestr[2..].parse::<usize>() else { return Ok(None) };
+        let ok = match b[1] {
+            b'i' | b'u' => matches!(size, 1 | 2 | 4 | 8),
+            b'f' => matches!(size, 4 | 8),
+            _ => size == 1,
+        };
+        if !ok {
+            return Ok(None);
+        }
+        let Some(data) = ai.get_item("data")? else { return Ok(None) };
+        let Ok((ptr, _readonly)) = data.extract::<(usize, bool)>() else { return Ok(None) };
+        let shape: Vec<usize> = ai.get_item("shape")?.map(|s| s.extract()).transpose()?.unwrap_or_default();
+        let strides = match ai.get_item("strides")? {
+            Some(s) if !s.is_none() => s.extract::<Vec<isize>>()?,
+            _ => {
+                // C order: the last axis moves by one item.
+                let mut st = vec![size as isize; shape.len()];
+                for i in (0..shape.len().saturating_sub(1)).rev() {
+                    st[i] = st[i + 1] * shape[i + 1] as isize;
+                }
+                st
+            }
+        };
+        if strides.len() != shape.len() || (ptr == 0 && shape.iter().product::<usize>() > 0) {
+            return Ok(None);
+        }
+        Ok(Some(ArrayView { _owner: obj.clone(), ptr, kind: b[1], size, shape, strides }))
+    }
+
+    fn is_f32(&self) -> bool {
+        self.kind == b'f' && self.size == 4
+    }
+
+    /// Every value in C order (rows, then columns).
+    fn cells(&self) -> impl Iterator<Item = Cell> + '_ {
+        let n: usize = self.shape.iter().product();
+        (0..n).map(move |flat| {
+            let mut rest = flat;
+            let mut offset = 0isize;
+            for d in (0..self.shape.len()).rev() {
+                let i = rest % self.shape[d];
+                rest /= self.shape[d];
+                offset += i as isize * self.strides[d];
+            }
+            // SAFETY: the array is held (`_owner`) while we read, and every offset lies
+            // within its shape and strides as the array interface declares them.
+            unsafe { self.read((self.ptr as isize + offset) as *const u8) }
+        })
+    }
+
+    unsafe fn read(&self, p: *const u8) -> Cell {
+        use std::ptr::read_unaligned as rd;
+        match (self.kind, self.size) {
+            (b'i', 1) => Cell::I(i64::from(rd(p as *const i8))),
+            (b'i', 2) => Cell::I(i64::from(rd(p as *const i16))),
+            (b'i', 4) => Cell::I(i64::from(rd(p as *const i32))),
+            (b'i', _) => Cell::I(rd(p as *const i64)),
+            (b'u', 1) => Cell::U(u64::from(rd(p))),
+            (b'u', 2) => Cell::U(u64::from(rd(p as *const u16))),
+            (b'u', 4) => Cell::U(u64::from(rd(p as *const u32))),
+            (b'u', _) => Cell::U(rd(p as *const u64)),
+            (b'f', 4) => Cell::F32(rd(p as *const f32)),
+            (b'f', _) => Cell::F64(rd(p as *const f64)),
+            _ => Cell::B(rd(p) != 0),
+        }
+    }
+}
+
+#[pymodule]
+fn _rollstat(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add_function(wrap_pyfunction!(run_cli, m)?)?;
+    m.add_function(wrap_pyfunction!(call, m)?)?;
+    m.add_function(wrap_pyfunction!(tables, m)?)?;
+    m.add_function(wrap_pyfunction!(read_parquet, m)?)?;
+    m.add_function(wrap_pyfunction!(read_rollouts, m)?)?;
+    m.add_function(wrap_pyfunction!(batch_metrics, m)?)?;
+    m.add_function(wrap_pyfunction!(_panic_for_tests, m)?)?;
+    m.add_class::<Table>()?;
+    m.add("__version__", env!("CARGO_PKG_VERSION"))?;
+    Ok(())
+}
