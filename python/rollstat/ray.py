@@ -317,7 +317,11 @@ def main(argv=None):
     # Without --rollstat each task finds the package's command on its own node.
     rollstat = os.path.abspath(a.rollstat) if a.rollstat else "rollstat"
     files = expand_inputs(a.rollouts)
-    ray.init(address=a.address, log_to_driver=False, include_dashboard=False)
+    # A caller already connected to Ray (a notebook, a job) keeps its connection; one
+    # this call makes is closed at the end.
+    owned = not ray.is_initialized()
+    if owned:
+        ray.init(address=a.address, log_to_driver=False, include_dashboard=False)
     work = a.work_dir or tempfile.mkdtemp(prefix="rollstat-ray-", dir=os.environ.get("ROLLSTAT_RAY_TMP"))
     os.makedirs(work, exist_ok=True)
     # ROLLSTAT_RAY_FAIL_ONCE=partial:K (or shard:K, merge:0): that task's first attempt fails.
@@ -378,6 +382,8 @@ def main(argv=None):
     finally:
         if not a.work_dir and not a.keep_work_dir:
             shutil.rmtree(work, ignore_errors=True)
+        if owned:
+            ray.shutdown()
     return 0
 
 

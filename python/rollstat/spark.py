@@ -93,6 +93,9 @@ def main(argv=None):
     files = expand_inputs(a.rollouts)
     inputs = expand_inputs([a.inputs])[0] if a.inputs else None
     cores = os.cpu_count() or 1
+    # The executors' Python must have the package (its helpers and its command): by
+    # default this driver's own, as a local Spark or a cluster of like nodes has it.
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     # local[N,F]: N threads, a task tried up to F times (plain local[N] never retries).
     master = a.master or f"local[{cores},{a.max_retries + 1}]"
     conf = (SparkConf().setMaster(master).setAppName("rollstat")
