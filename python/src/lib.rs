@@ -610,9 +610,16 @@ impl<'py> ArrayView<'py> {
     }
 
     /// Every value in C order (rows, then columns).
-    fn cells(&self) -> impl Iterator<Item = Cell> + '_ {
+    fn cells(&self) -> Box<dyn Iterator<Item = Cell> + '_> {
         let n: usize = self.shape.iter().product();
-        (0..n).map(move |flat| {
+        if self.contiguous() {
+            // One pass down the memory, no index arithmetic per value.
+            return Box::new((0..n).map(move |i| {
+                // SAFETY: as below; a C-contiguous array holds n items from ptr.
+                unsafe { self.read((self.ptr + i * self.size) as *const u8) }
+            }));
+        }
+        Box::new((0..n).map(move |flat| {
             let mut rest = flat;
             let mut offset = 0isize;
             for d in (0..self.shape.len()).rev() {
@@ -623,7 +630,19 @@ impl<'py> ArrayView<'py> {
             // SAFETY: the array is held (`_owner`) while we read, and every offset lies
             // within its shape and strides as the array interface declares them.
             unsafe { self.read((self.ptr as isize + offset) as *const u8) }
-        })
+        }))
+    }
+
+    /// Whether the items lie one after another in C order.
+    fn contiguous(&self) -> bool {
+        let mut step = self.size as isize;
+        for d in (0..self.shape.len()).rev() {
+            if self.shape[d] > 1 && self.strides[d] != step {
+                return false;
+            }
+            step *= self.shape[d] as isize;
+        }
+        true
     }
 
     unsafe fn read(&self, p: *const u8) -> Cell {

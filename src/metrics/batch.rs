@@ -55,7 +55,9 @@ pub struct Grouped {
 
 /// Totals each sample's scores as numpy does (float32 rows in float32) and groups them.
 pub fn group(samples: &[Sample]) -> Grouped {
-    let mut index: std::collections::HashMap<String, usize> = std::collections::HashMap::new();
+    // foldhash, not SipHash: group ids come from the user's own batch.
+    let mut index: std::collections::HashMap<String, usize, foldhash::quality::RandomState> =
+        std::collections::HashMap::with_capacity_and_hasher(samples.len() / 4, Default::default());
     let mut g =
         Grouped { keys: Vec::new(), groups: Vec::new(), group_of: Vec::new(), rewards: Vec::new(), mean_reward: 0.0 };
     let mut single: Vec<f32> = Vec::new();
@@ -70,12 +72,16 @@ pub fn group(samples: &[Sample]) -> Grouped {
             Scores::Reward(r) => *r,
         };
         let key = group_key(&s.group);
-        let next = g.keys.len();
-        let at = *index.entry(key.clone()).or_insert(next);
-        if at == next {
-            g.keys.push(key);
-            g.groups.push(Vec::new());
-        }
+        let at = match index.get(&key) {
+            Some(&at) => at,
+            None => {
+                let at = g.keys.len();
+                index.insert(key.clone(), at);
+                g.keys.push(key);
+                g.groups.push(Vec::new());
+                at
+            }
+        };
         g.groups[at].push(reward);
         g.group_of.push(at);
         g.rewards.push(reward);
