@@ -11,4 +11,5 @@ mod faults;
 mod fuzz_corpus;
 mod layout;
 mod limits;
+mod task_identity;
 mod vagen;

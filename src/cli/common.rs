@@ -52,6 +52,35 @@ pub fn say_line(args: std::fmt::Arguments<'_>) {
     }
 }
 
+/// How runs' tasks are paired: the one argument group of every command that compares
+/// runs task by task.
+#[derive(ClapArgs, Debug, Clone, Default)]
+pub struct Pairing {
+    /// Pair tasks by `_ng_task_index` even where the runs hold different tasks there (as
+    /// NeMo Gym does), with a warning counting them, instead of refusing.
+    #[arg(long)]
+    pub allow_task_mismatch: bool,
+    /// How tasks are paired: `index` (`_ng_task_index`, checked to hold the same task in
+    /// both runs) or `fingerprint` (what the task asks — its user messages — wherever it
+    /// sits, for a shuffled or re-ordered dataset; tasks without a partner are left out).
+    #[arg(long, value_enum, default_value_t = PairBy::Index, value_name = "HOW")]
+    pub pair_by: PairBy,
+}
+
+/// `--pair-by`.
+#[derive(clap::ValueEnum, Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum PairBy {
+    #[default]
+    Index,
+    Fingerprint,
+}
+
+impl Pairing {
+    pub fn by_fingerprint(&self) -> bool {
+        self.pair_by == PairBy::Fingerprint
+    }
+}
+
 /// The rollouts file of one run, as `--rollouts FILE` or as the first argument, with
 /// the inputs that label it: the one argument group of every command that reads one run.
 #[derive(ClapArgs, Debug, Clone)]

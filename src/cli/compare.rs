@@ -57,6 +57,8 @@ pub struct Args {
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
     pub flips: Option<u32>,
     #[command(flatten)]
+    pub pairing: super::common::Pairing,
+    #[command(flatten)]
     pub output: TableOut,
 }
 
@@ -81,6 +83,8 @@ impl Args {
             mde: self.mde,
             detect: self.detect,
             flips: self.flips,
+            allow_task_mismatch: self.pairing.allow_task_mismatch,
+            pair_by_fingerprint: self.pairing.by_fingerprint(),
         };
         c.validate()?;
         Ok(c)

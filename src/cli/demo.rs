@@ -27,6 +27,7 @@ pub fn run(a: Args) -> Result<()> {
         repeats: 4,
         agents: 3,
         seed: 7,
+        task_seed: None,
         missing_frac: 0.0,
         masked_frac: 0.02,
         reward: RewardKind::Mixed,
@@ -100,6 +101,8 @@ pub fn run(a: Args) -> Result<()> {
         mde: false,
         detect: None,
         flips: None,
+        allow_task_mismatch: false,
+        pair_by_fingerprint: false,
     };
     let (_, report) = workflow::compare(&cmp)?;
     warned += print_warnings(&report.warnings);
@@ -114,6 +117,8 @@ pub fn run(a: Args) -> Result<()> {
         cluster_key: None,
         out: Some(a.dir.join("report.html")),
         made_at: super::report::made_at()?,
+        allow_task_mismatch: false,
+        pair_by_fingerprint: false,
     };
     // Its warnings are those of aggregate and compare, printed above.
     let page = workflow::report(&rep)?;

@@ -30,6 +30,11 @@ pub struct Args {
     /// Random seed: same options and seed give the same bytes.
     #[arg(long, default_value_t = 1)]
     pub seed: u64,
+    /// Seed of the tasks (prompts, answers, difficulty; default: --seed). Sweeps with
+    /// one --task-seed and different --seed values ask the same questions with different
+    /// outcomes: runs that `compare` pairs task by task.
+    #[arg(long, value_name = "N")]
+    pub task_seed: Option<u64>,
     /// Output folder (created if missing).
     #[arg(long, value_name = "DIR")]
     pub out_dir: PathBuf,
@@ -67,6 +72,7 @@ impl Args {
             repeats: self.repeats,
             agents: self.agents,
             seed: self.seed,
+            task_seed: self.task_seed,
             missing_frac: self.missing_frac,
             masked_frac: self.masked_frac,
             reward: match self.reward {

@@ -27,6 +27,8 @@ pub struct Args {
     /// The page's time stamp is SOURCE_DATE_EPOCH when that is set, for reproducible bytes.
     #[arg(long, value_name = "FILE")]
     pub out: Option<PathBuf>,
+    #[command(flatten)]
+    pub pairing: super::common::Pairing,
 }
 
 impl Args {
@@ -41,6 +43,8 @@ impl Args {
             cluster_key: self.cluster_key.clone(),
             out: self.out.clone(),
             made_at: made_at()?,
+            allow_task_mismatch: self.pairing.allow_task_mismatch,
+            pair_by_fingerprint: self.pairing.by_fingerprint(),
         })
     }
 }

@@ -335,7 +335,15 @@ fn extras(a: &CompareView, r: &Report) -> String {
     if holm || exact {
         let mut what = Vec::new();
         if holm {
-            what.push(format!("Holm over the {} runs compared", r.comparisons.len()));
+            // Holm adjusts the p-values there are: a run without one (no spread) is not counted.
+            let with_p = r.comparisons.iter().filter(|c| c.stats.as_ref().and_then(|s| s.p).is_some()).count();
+            what.push(match with_p {
+                1 => format!("Holm over the 1 run of {} with a p-value", r.comparisons.len()),
+                n if n < r.comparisons.len() => {
+                    format!("Holm over the {n} runs of {} with a p-value", r.comparisons.len())
+                }
+                n => format!("Holm over the {n} runs compared"),
+            });
         }
         if exact {
             what.push("exact: sign test, McNemar's for 0/1".to_string());

@@ -52,6 +52,7 @@ impl Default for GenerateOptions {
             repeats: 4,
             agents: 2,
             seed: 1,
+            task_seed: None,
             missing_frac: 0.0,
             masked_frac: 0.0,
             reward: RewardKind::Mixed,

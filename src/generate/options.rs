@@ -24,6 +24,10 @@ pub struct GenerateOptions {
     pub agents: usize,
     /// Seed: same options and seed, same bytes.
     pub seed: u64,
+    /// Seed of the tasks themselves (their prompts, answers and difficulty), when it is
+    /// not `seed`: two sweeps with one task seed and two seeds ask the same questions
+    /// with different outcomes, as two runs of one eval do.
+    pub task_seed: Option<u64>,
     /// Fraction of expected rollouts absent from rollouts.jsonl (still in the
     /// materialized inputs).
     pub missing_frac: f64,

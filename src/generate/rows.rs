@@ -296,6 +296,8 @@ const NUM_PHRASES: usize = 2048;
 /// Everything shared by all chunks of one sweep (read-only during generation).
 pub(super) struct Ctx {
     seed: u64,
+    /// Seeds each task's own draws (see `GenerateOptions::task_seed`).
+    task_seed: u64,
     tasks: u64,
     repeats: u64,
     agents: u64,
@@ -397,6 +399,7 @@ impl Ctx {
         let rows_per_task = if opts.fan_out { (opts.agents * opts.repeats) as u64 } else { opts.repeats as u64 };
         Ctx {
             seed: opts.seed,
+            task_seed: opts.task_seed.unwrap_or(opts.seed),
             tasks: opts.tasks as u64,
             repeats: opts.repeats as u64,
             agents: opts.agents as u64,
@@ -439,7 +442,7 @@ impl Ctx {
     }
 
     fn fill_task(&self, t: u64, task: &mut Task) {
-        let mut rng = Rng::new(hash(&[self.seed, t, TAG_TASK]));
+        let mut rng = Rng::new(hash(&[self.task_seed, t, TAG_TASK]));
         task.index = t;
         task.difficulty = rng.range(1, 5);
         task.beta = (task.difficulty as f64 - 3.0) * 0.8 + 0.6 * rng.normal();

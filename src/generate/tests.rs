@@ -80,6 +80,7 @@ fn rich() -> GenerateOptions {
         repeats: 3,
         agents: 6,
         seed: 7,
+        task_seed: None,
         missing_frac: 0.05,
         masked_frac: 0.05,
         reward: RewardKind::Mixed,
@@ -527,4 +528,30 @@ fn regenerating_replaces_previous_files() {
     let expect = generate(&GenerateOptions { seed: 2, ..small }, &fresh.0).unwrap();
     assert_eq!(fs::read(second.rollouts_path).unwrap(), fs::read(expect.rollouts_path).unwrap());
     assert_eq!(fs::read_dir(&dir.0).unwrap().count(), 2);
+}
+
+#[test]
+fn one_task_seed_asks_the_same_questions() {
+    // Two seeds, one task seed: the same inputs (prompts, answers) under every index,
+    // other outcomes. Without the task seed the questions differ too.
+    let opts = |seed, task_seed| GenerateOptions { tasks: 40, repeats: 2, agents: 1, seed, task_seed, ..rich() };
+    let inputs = |o: GenerateOptions| {
+        let d = std::env::temp_dir().join(format!(
+            "rollstat-task-seed-{}-{:?}-{}",
+            o.seed,
+            o.task_seed,
+            std::process::id()
+        ));
+        let g = crate::generate::generate_sweep(&o, &d).unwrap();
+        let i = std::fs::read(&g.inputs_path).unwrap();
+        let r = std::fs::read(&g.rollouts_path).unwrap();
+        let _ = std::fs::remove_dir_all(&d);
+        (i, r)
+    };
+    let (i1, r1) = inputs(opts(1, Some(9)));
+    let (i2, r2) = inputs(opts(2, Some(9)));
+    assert_eq!(i1, i2);
+    assert_ne!(r1, r2);
+    let (i3, _) = inputs(opts(2, None));
+    assert_ne!(i1, i3);
 }

@@ -10,6 +10,7 @@
 #[cfg(feature = "engine")]
 pub mod batch;
 pub mod fields;
+pub mod fingerprint;
 #[cfg(feature = "engine")]
 pub mod frame;
 pub mod input_slice;

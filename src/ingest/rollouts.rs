@@ -2,8 +2,9 @@
 //!
 //! Per line we keep: the task and rollout indexes, the agent name and server stamp,
 //! `mask_sample` (Python truthiness), every scalar top-level field, the scalar keys of
-//! `response.usage` and of `ng_perf`, and the line's key order (interned). Everything
-//! else — model output, prompts, nested verifier payloads — is skipped unread.
+//! `response.usage` and of `ng_perf`, the line's key order (interned) and the task's
+//! fingerprint (a hash of its user messages, see [`super::fingerprint`]). Everything
+//! else — model output, system prompts, nested verifier payloads — is skipped unread.
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -39,6 +40,9 @@ pub struct RolloutTable {
     pub names: Vec<String>,
     /// Whether the row has an `ng_perf` object.
     pub perf: Vec<bool>,
+    /// The task fingerprint of the row's `responses_create_params` (0: none; see
+    /// [`super::fingerprint`]).
+    pub fingerprint: Vec<u64>,
     pub columns: Vec<Column>,
     /// Per row, an index into `orders`: the row's top-level column ids in file order,
     /// then [`SEP`], then its usage column ids in file order.
@@ -88,6 +92,7 @@ struct Piece {
     server: Vec<u32>,
     names: Names,
     perf: Vec<bool>,
+    fingerprint: Vec<u64>,
     has_response: bool,
     cols: ColumnsBuilder,
     order: Vec<u32>,
@@ -293,6 +298,7 @@ impl Piece {
         self.agent.reserve(more);
         self.server.reserve(more);
         self.perf.reserve(more);
+        self.fingerprint.reserve(more);
         self.order.reserve(more);
         self.cols.reserve(more);
     }
@@ -333,6 +339,7 @@ impl Piece {
         let mut server = NONE;
         let mut masked = false;
         let mut perf = false;
+        let mut fingerprint = 0u64;
         let mut first = true;
         // Slot in `next_top` of the last kept top-level key.
         let mut after = 0usize;
@@ -459,7 +466,14 @@ impl Piece {
                     s.value()?;
                 }
             } else {
-                let v = s.value()?;
+                let v = if key_is(k, b"responses_create_params") {
+                    // Crossed as a skip would, hashing the user messages on the way.
+                    let (v, f) = super::fingerprint::of_params(&mut s)?;
+                    fingerprint = f;
+                    v
+                } else {
+                    s.value()?
+                };
                 let guess = guess(&self.next_top, after);
                 match v {
                     Scalar::Container { .. } => {
@@ -527,6 +541,7 @@ impl Piece {
         self.agent.push(agent);
         self.server.push(server);
         self.perf.push(perf);
+        self.fingerprint.push(fingerprint);
         self.order.push(o);
         self.cols.end_row();
         Ok(())
@@ -689,6 +704,7 @@ fn build_table(map: LineMap, pieces: Vec<(Piece, u64)>, mut report: ReadReport) 
         t.line.extend(p.line);
         t.masked.extend(p.masked);
         t.perf.extend(p.perf);
+        t.fingerprint.extend(p.fingerprint);
         t.has_response |= p.has_response;
         piece_meta.push((p.order, p.orders));
         debug_assert_eq!(p.cols.rows(), rows);
@@ -744,6 +760,7 @@ fn build_table(map: LineMap, pieces: Vec<(Piece, u64)>, mut report: ReadReport) 
         s.spawn(|_| gather(&mut t.agent, perm));
         s.spawn(|_| gather(&mut t.server, perm));
         s.spawn(|_| gather(&mut t.perf, perm));
+        s.spawn(|_| gather(&mut t.fingerprint, perm));
         s.spawn(|_| gather(&mut t.order, perm));
     });
     t.columns = columns;

@@ -91,6 +91,7 @@ pub fn read_slices(paths: &[PathBuf], name: &Path) -> Result<RolloutTable> {
     t.line.reserve_exact(total);
     t.masked.reserve_exact(total);
     t.perf.reserve_exact(total);
+    t.fingerprint.reserve_exact(total);
     t.agent.reserve_exact(total);
     t.server.reserve_exact(total);
     t.order.reserve_exact(total);
@@ -134,6 +135,8 @@ pub fn read_slices(paths: &[PathBuf], name: &Path) -> Result<RolloutTable> {
             t.line.push(LineMap::number(file_map[row.origin as usize], row.line));
             t.masked.push(row.masked);
             t.perf.push(row.perf);
+            // Slices carry no fingerprints: what merges compute does not read them.
+            t.fingerprint.push(0);
             t.agent.push(name_of(row.agent));
             t.server.push(name_of(row.server));
             t.order.push(order_map[row.order as usize]);
@@ -421,6 +424,7 @@ impl RolloutTable {
             server: Vec::new(),
             names: Vec::new(),
             perf: Vec::new(),
+            fingerprint: Vec::new(),
             columns: Vec::new(),
             order: Vec::new(),
             orders: Vec::new(),
@@ -439,6 +443,7 @@ impl RolloutTable {
         gather(&mut self.line, perm);
         gather(&mut self.masked, perm);
         gather(&mut self.perf, perm);
+        gather(&mut self.fingerprint, perm);
         gather(&mut self.agent, perm);
         gather(&mut self.server, perm);
         gather(&mut self.order, perm);

@@ -144,6 +144,19 @@ impl RunRollouts {
     }
 
     /// Each task's group value, in task order.
+    /// The run with its tasks renumbered by `map` (pairing tasks by what they ask, not
+    /// by index); a task the map leaves out is left out.
+    pub fn renumbered(&self, map: &BTreeMap<i64, i64>) -> RunRollouts {
+        let re = |t: &i64| map.get(t).copied();
+        RunRollouts {
+            tasks: self.tasks.iter().filter_map(|(t, v)| Some((re(t)?, v.clone()))).collect(),
+            masked: self.masked,
+            no_value: self.no_value,
+            left_out: self.left_out.iter().filter_map(|(t, v)| Some((re(t)?, *v))).collect(),
+            by: self.by.iter().filter_map(|(t, v)| Some((re(t)?, v.clone()))).collect(),
+        }
+    }
+
     pub fn task_groups(&self) -> impl Iterator<Item = (i64, &str)> {
         self.by.iter().map(|(&t, g)| (t, g.as_str()))
     }
@@ -195,6 +208,75 @@ impl TaskValue {
             }
         }
     }
+}
+
+/// A task's value in a form that orders exactly. Pass@k of pass/fail values is the
+/// fraction 1 − C(incorrect, k)/C(n, k): its float, as NeMo Gym computes it, rounds one
+/// task's 1/3 to 0.33333333333333337 and another's to 0.3333333333333333, which would
+/// make a tie a win. Every other value orders as the float it is.
+#[derive(Debug, Clone, Copy, PartialEq)]
+enum TaskOrder {
+    /// 1 − C(incorrect, k)/C(n, k), as the numerator and denominator of the ratio.
+    Ratio(u128, u128),
+    Value(f64),
+}
+
+impl TaskOrder {
+    fn of(value: TaskValue, vals: &[(i64, f64)], float: f64) -> TaskOrder {
+        let TaskValue::PassAt(k) = value else { return TaskOrder::Value(float) };
+        let n = vals.len() as u64;
+        let incorrect = vals.iter().filter(|v| v.1 == 0.0).count() as u64;
+        let binary = vals.iter().all(|v| v.1 == 0.0 || v.1 == 1.0);
+        match (binary, binomial(incorrect, k as u64), binomial(n, k as u64)) {
+            (true, Some(num), Some(den)) if den > 0 => TaskOrder::Ratio(num, den),
+            _ => TaskOrder::Value(float),
+        }
+    }
+
+    /// How `self` orders against `other`: two fractions exactly (checked products); a
+    /// fraction against a float as the float nearest the fraction (one rounding, where
+    /// NeMo Gym's `1 − C/C` rounds twice); two floats as floats.
+    fn cmp(self, other: TaskOrder, floats: (f64, f64)) -> Option<std::cmp::Ordering> {
+        if let (TaskOrder::Ratio(a, b), TaskOrder::Ratio(c, d)) = (self, other) {
+            // 1 − a/b against 1 − c/d: the larger ratio is the smaller value.
+            if let (Some(x), Some(y)) = (c.checked_mul(b), a.checked_mul(d)) {
+                return Some(x.cmp(&y));
+            }
+        }
+        self.nearest(floats.0).partial_cmp(&other.nearest(floats.1))
+    }
+
+    /// The float nearest the value: `(den − num)/den` in one division when both are
+    /// exact in a double, else the float given.
+    fn nearest(self, float: f64) -> f64 {
+        const EXACT: u128 = 1 << 53;
+        match self {
+            TaskOrder::Ratio(num, den) if den < EXACT => (den - num) as f64 / den as f64,
+            _ => float,
+        }
+    }
+}
+
+/// The tasks in `clusters` clusters of the present mean size (`tasks / units` each),
+/// rounded up in integers: 15 clusters of 400/3 tasks are 2000 tasks, where the float
+/// product (2000.0000000000002) would round up to 2001.
+fn tasks_of_clusters(clusters: u64, tasks: usize, units: usize) -> u64 {
+    let (c, t, u) = (u128::from(clusters), tasks as u128, units.max(1) as u128);
+    u64::try_from((c * t).div_ceil(u)).unwrap_or(u64::MAX)
+}
+
+/// C(n, k) in integers, `None` when it exceeds 128 bits.
+fn binomial(n: u64, k: u64) -> Option<u128> {
+    if k > n {
+        return Some(0);
+    }
+    let k = k.min(n - k);
+    let mut c: u128 = 1;
+    for i in 0..k {
+        // Exact at every step: C(n, i+1) = C(n, i)·(n − i)/(i + 1).
+        c = c.checked_mul(u128::from(n - i))? / u128::from(i + 1);
+    }
+    Some(c)
 }
 
 /// A run as the report shows it.
@@ -501,6 +583,22 @@ fn one_report(
         let c = clusters_of(&mut shared.iter().copied());
         let mut stats = paired(&a, &b, c.as_deref());
         let d: Vec<f64> = b.iter().zip(&a).map(|(y, x)| y - x).collect();
+        // Wins, losses and ties decided exactly (the values stay NeMo Gym's floats).
+        let order: Vec<Option<std::cmp::Ordering>> = shared
+            .iter()
+            .zip(a.iter().zip(&b))
+            .map(|(t, (&x, &y))| {
+                let ex = TaskOrder::of(value, &runs[baseline].tasks[t].0, x);
+                let ey = TaskOrder::of(value, &runs[i].tasks[t].0, y);
+                ey.cmp(ex, (y, x))
+            })
+            .collect();
+        if let Some(p) = stats.as_mut() {
+            use std::cmp::Ordering::{Greater, Less};
+            p.wins = order.iter().filter(|o| **o == Some(Greater)).count();
+            p.losses = order.iter().filter(|o| **o == Some(Less)).count();
+            p.ties = order.len() - p.wins - p.losses;
+        }
         let mut cr2_used = false;
         if let Some(p) = stats.as_mut() {
             if small_sample(&mut p.diff, &d, c.as_deref()) {
@@ -545,16 +643,22 @@ fn one_report(
             (Some(diff), Some(p)) => p.diff.se.and_then(|se| {
                 let n = tasks_needed(diff, se * (units as f64).sqrt(), ALPHA, POWER)?;
                 let units_needed = n.ceil();
-                // With clusters: that many clusters of the present mean size.
-                let per_unit = p.diff.n as f64 / units as f64;
-                Some((if clustered { (units_needed * per_unit).ceil() } else { units_needed }) as u64)
+                // With clusters: that many clusters of the present mean size, n/units
+                // tasks each, rounded up in integers (15 × 400/3 is 2000, which the
+                // float product 2000.0000000000002 would round up to 2001).
+                Some(if clustered {
+                    tasks_of_clusters(units_needed as u64, p.diff.n, units)
+                } else {
+                    units_needed as u64
+                })
             }),
             _ => None,
         };
         let flips = match opts.flips {
             None => Vec::new(),
             Some(k) => {
-                let mut order: Vec<usize> = (0..shared.len()).filter(|&j| d[j] != 0.0).collect();
+                let mut order: Vec<usize> =
+                    (0..shared.len()).filter(|&j| order[j].is_some_and(|o| o.is_ne())).collect();
                 order.sort_by(|&x, &y| d[y].abs().total_cmp(&d[x].abs()).then(shared[x].cmp(&shared[y])));
                 order
                     .into_iter()
@@ -629,6 +733,53 @@ mod tests {
         let lines = r.warnings.lines().join("\n");
         assert!(lines.contains("b vs a: 1 task(s) measured only by a and 1 only by b"), "{lines}");
         assert!(lines.contains("b: 2 rollout(s) without a numeric value"), "{lines}");
+    }
+
+    #[test]
+    fn clustered_tasks_needed_round_up_in_integers() {
+        assert_eq!(tasks_of_clusters(15, 400, 3), 2000);
+        assert!((15.0 * (400.0_f64 / 3.0)).ceil() > 2000.0, "the float product this replaces");
+        assert_eq!(tasks_of_clusters(16, 400, 3), 2134);
+        assert_eq!(tasks_of_clusters(7, 70, 7), 70);
+    }
+
+    #[test]
+    fn equal_means_differ_by_exactly_zero() {
+        // The same values on other tasks: the task differences sum to 5.6e-17 when added
+        // up, but the runs' totals are equal.
+        let a = run(&[(1, 0.7), (2, 0.15), (3, 0.1), (4, 0.6)]);
+        let b = run(&[(1, 0.7), (2, 0.1), (3, 0.6), (4, 0.15)]);
+        let d = [0.0, 0.1 - 0.15, 0.6 - 0.1, 0.15 - 0.6];
+        assert_ne!(crate::stats::pairwise_sum(&d), 0.0, "the rounding this guards against");
+        let names = ["a".to_string(), "b".to_string()];
+        let r = report(&names, &[a, b], 0, false, TaskValue::Mean).unwrap();
+        let p = r.comparisons[0].stats.unwrap();
+        assert_eq!((p.diff.mean, p.t, p.p), (0.0, Some(0.0), Some(1.0)));
+    }
+
+    #[test]
+    fn equal_pass_at_k_values_tie_exactly() {
+        // pass@1 of 1, 0, 0 is 1/3, which NeMo Gym's 1 − 2/3 gives as 0.33333333333333337;
+        // a task scored 1/3 (not 0/1, so its first value) holds 0.3333333333333333.
+        let scored = run(&[(1, 1.0 / 3.0)]);
+        let binary = run(&[(1, 1.0), (1, 0.0), (1, 0.0)]);
+        let names = ["a".to_string(), "b".to_string()];
+        let f = |r: &RunRollouts| r.task_values(TaskValue::PassAt(1))[&1];
+        assert_ne!(f(&scored), f(&binary), "the rounding this guards against");
+        let r = report(&names, &[scored.clone(), binary.clone()], 0, false, TaskValue::PassAt(1)).unwrap();
+        let p = r.comparisons[0].stats.unwrap();
+        assert_eq!((p.wins, p.losses, p.ties), (0, 0, 1));
+        // Two binary tasks with the same fraction over other counts tie: pass@2 with 3 of
+        // 4 rollouts failed and with 15 of 21 failed are both 1 − 1/2. A real difference
+        // still counts.
+        let tries =
+            |n: usize, failed: usize| run(&(0..n).map(|i| (1, if i < failed { 0.0 } else { 1.0 })).collect::<Vec<_>>());
+        let r = report(&names, &[tries(4, 3), tries(21, 15)], 0, false, TaskValue::PassAt(2)).unwrap();
+        let p = r.comparisons[0].stats.unwrap();
+        assert_eq!((p.wins, p.losses, p.ties), (0, 0, 1));
+        let r = report(&names, &[tries(4, 2), binary], 0, false, TaskValue::PassAt(2)).unwrap();
+        let p = r.comparisons[0].stats.unwrap();
+        assert_eq!((p.wins, p.losses, p.ties), (0, 1, 0));
     }
 
     #[test]

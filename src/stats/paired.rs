@@ -48,11 +48,19 @@ pub struct MeanSe {
 /// # Panics
 /// When `cluster` is given with a length other than `x`'s.
 pub fn mean_se(x: &[f64], cluster: Option<&[u32]>) -> Option<MeanSe> {
+    if x.is_empty() {
+        return None;
+    }
+    mean_se_at(x, cluster, pairwise_sum(x) / x.len() as f64)
+}
+
+/// [`mean_se`] about a mean the caller computed (more exactly than the values' own
+/// pairwise sum can: see [`paired`]).
+fn mean_se_at(x: &[f64], cluster: Option<&[u32]>, mean: f64) -> Option<MeanSe> {
     let n = x.len();
     if n == 0 {
         return None;
     }
-    let mean = pairwise_sum(x) / n as f64;
     let resid: Vec<f64> = x.iter().map(|v| v - mean).collect();
     let (clusters, sum_sq) = match cluster {
         None => (n, pairwise_sum(&resid.iter().map(|e| e * e).collect::<Vec<_>>())),
@@ -122,7 +130,13 @@ pub struct Paired {
 pub fn paired(a: &[f64], b: &[f64], cluster: Option<&[u32]>) -> Option<Paired> {
     assert_eq!(a.len(), b.len(), "one value per task in each run");
     let d: Vec<f64> = b.iter().zip(a).map(|(y, x)| y - x).collect();
-    let diff = mean_se(&d, cluster)?;
+    if d.is_empty() {
+        return None;
+    }
+    // The mean difference as (Σb − Σa)/n summed exactly (each d_i is rounded): runs
+    // with equal means differ by exactly 0, not by the rounding of the d_i (−1.6e-17).
+    let exact = super::sum::fsum(b.iter().copied().chain(a.iter().map(|x| -x))) / d.len() as f64;
+    let diff = mean_se_at(&d, cluster, exact)?;
     let ea = mean_se(a, cluster)?;
     let eb = mean_se(b, cluster)?;
     let t = diff.se.filter(|&s| s > 0.0 || diff.mean != 0.0).map(|s| diff.mean / s);

@@ -40,6 +40,12 @@ pub struct CompareConfig {
     pub detect: Option<f64>,
     /// List the N tasks that changed most per run.
     pub flips: Option<u32>,
+    /// Pair tasks by index even where the runs hold different tasks there (as NeMo Gym
+    /// does), with a warning counting them, instead of refusing.
+    pub allow_task_mismatch: bool,
+    /// Pair tasks by their fingerprint (what they ask) wherever they sit, instead of by
+    /// `_ng_task_index`.
+    pub pair_by_fingerprint: bool,
 }
 
 impl CompareConfig {
@@ -60,6 +66,11 @@ impl CompareConfig {
             if !(d.is_finite() && d != 0.0) {
                 return Err(Error::Usage(format!("--detect {d}: give a non-zero difference in the metric's units")));
             }
+        }
+        if self.allow_task_mismatch && self.pair_by_fingerprint {
+            return Err(Error::Usage(
+                "--allow-task-mismatch pairs by index; --pair-by fingerprint pairs by content: give one".into(),
+            ));
         }
         if self.by.is_some() && self.by == self.cluster_key {
             return Err(Error::Usage(
@@ -95,6 +106,8 @@ pub struct Runs {
     pub rollouts: Vec<RunRollouts>,
     /// Per run: the index of its file and its label there.
     pub origin: Vec<(usize, String)>,
+    /// What the task check found and let through (printed with the report's warnings).
+    pub notes: Vec<String>,
 }
 
 /// The numeric columns of a rollouts frame (what `--field` may name).
@@ -112,6 +125,8 @@ struct Table {
     df: DataFrame,
     /// Per row: the JSONL line it came from.
     lines: Option<Vec<u64>>,
+    /// Per row: the task fingerprint (JSONL only; 0 where the row has none).
+    fingerprints: Option<Vec<u64>>,
 }
 
 impl Table {
@@ -166,7 +181,7 @@ fn read_table(a: &CompareConfig, path: &Path, inputs: Option<&Path>, read: Optio
                 masked.cast(&DataType::Int64)?.i64()?.iter().map(|v| v.map(|i| i != 0)).collect();
             df.with_column(flags.with_name("mask_sample".into()).into_column())?;
         }
-        return Ok(Table { df, lines: None });
+        return Ok(Table { df, lines: None, fingerprints: None });
     }
     let owned;
     let (t, inp) = match read {
@@ -200,11 +215,17 @@ fn read_table(a: &CompareConfig, path: &Path, inputs: Option<&Path>, read: Optio
     if let Some(r) = df.column("agent")?.str()?.iter().position(|v| v.is_none()) {
         return Err(crate::metrics::aggregate::unnamed(t, inp, r));
     }
-    Ok(Table { df, lines: Some(t.line.clone()) })
+    Ok(Table { df, lines: Some(t.line.clone()), fingerprints: Some(t.fingerprint.clone()) })
 }
 
-/// One file's runs (by label, in label order), and whether its `--by` values are text.
-type FileRuns = (Vec<(String, RunRollouts)>, Option<bool>);
+/// One file's runs (by label, in label order), whether its `--by` values are text, and
+/// its tasks' fingerprints.
+type FileRuns = (Vec<(String, RunRollouts)>, Option<bool>, FileTasks);
+
+/// A file's tasks by index: each one's fingerprint and where it was first read. `None`
+/// when the file carries no fingerprints (a Parquet table, rows without
+/// `responses_create_params`).
+type FileTasks = Option<BTreeMap<i64, (u64, Location)>>;
 
 /// Reads one rollouts file into its runs.
 fn read_file(a: &CompareConfig, path: &Path, inputs: Option<&Path>, read: Option<ReadFile<'_>>) -> Result<FileRuns> {
@@ -323,6 +344,7 @@ fn read_file(a: &CompareConfig, path: &Path, inputs: Option<&Path>, read: Option
             }
         }
     }
+    let tasks = file_tasks(a, path, &table, task)?;
     keys.sort_unstable();
     if let Some(w) = keys.windows(2).find(|w| (w[0].0, w[0].1, w[0].2) == (w[1].0, w[1].1, w[1].2)) {
         let (a, b) = (w[0].3, w[1].3);
@@ -340,7 +362,39 @@ fn read_file(a: &CompareConfig, path: &Path, inputs: Option<&Path>, read: Option
             ),
         });
     }
-    Ok((by.into_iter().collect(), groups.map(|g| g.1)))
+    Ok((by.into_iter().collect(), groups.map(|g| g.1), tasks))
+}
+
+/// Each task's fingerprint in one file, checking that every row of a task asks the same
+/// thing (in a fan-out, every agent): else exit 2 naming both lines, unless
+/// `--allow-task-mismatch`.
+fn file_tasks(a: &CompareConfig, path: &Path, table: &Table, task: &Int64Chunked) -> Result<FileTasks> {
+    let Some(fps) = &table.fingerprints else { return Ok(None) };
+    let mut tasks: BTreeMap<i64, (u64, Location)> = BTreeMap::new();
+    for (r, &fp) in fps.iter().enumerate() {
+        let Some(t) = task.get(r) else { continue };
+        if fp == 0 {
+            continue;
+        }
+        match tasks.get(&t) {
+            None => {
+                tasks.insert(t, (fp, table.at(path, r)));
+            }
+            Some((f0, at)) if *f0 != fp && !a.allow_task_mismatch => {
+                return Err(Error::bad(
+                    table.at(path, r),
+                    format!(
+                        "task {t} asks another question here than at line {} (their user messages differ); every \
+                         rollout of a task index, in every run of the file, must ask the same (--allow-task-mismatch \
+                         pairs by index regardless)",
+                        at.line.unwrap_or(0)
+                    ),
+                ));
+            }
+            Some(_) => {}
+        }
+    }
+    Ok((!tasks.is_empty()).then_some(tasks))
 }
 
 /// Each row's cluster, as text that is equal exactly when Python would find the values
@@ -402,9 +456,12 @@ pub fn read_runs_with(a: &CompareConfig, read: &[Option<ReadFile<'_>>]) -> Resul
         }
     }
     let mut per_file = Vec::new();
+    let mut file_tasks_all: Vec<FileTasks> = Vec::new();
     let mut kinds: Vec<bool> = Vec::new();
     for (i, path) in a.rollouts.iter().enumerate() {
-        let (runs, text) = read_file(a, path, a.inputs.get(i).map(PathBuf::as_path), read.get(i).copied().flatten())?;
+        let (runs, text, tasks) =
+            read_file(a, path, a.inputs.get(i).map(PathBuf::as_path), read.get(i).copied().flatten())?;
+        file_tasks_all.push(tasks);
         if let Some(t) = text {
             if kinds.first().is_some_and(|&k| k != t) {
                 let kind = |t: bool| if t { "text" } else { "numbers" };
@@ -420,6 +477,15 @@ pub fn read_runs_with(a: &CompareConfig, read: &[Option<ReadFile<'_>>]) -> Resul
             kinds.push(t);
         }
         per_file.push(runs);
+    }
+    let mut notes = Vec::new();
+    let renumber = check_tasks(a, &file_tasks_all, &mut notes)?;
+    if let Some(maps) = &renumber {
+        for (runs, map) in per_file.iter_mut().zip(maps) {
+            for (_, r) in runs.iter_mut() {
+                *r = r.renumbered(map);
+            }
+        }
     }
     let files = file_names(&a.rollouts);
     let all: Vec<&str> = per_file.iter().flatten().map(|(l, _)| l.as_str()).collect();
@@ -471,7 +537,128 @@ pub fn read_runs_with(a: &CompareConfig, read: &[Option<ReadFile<'_>>]) -> Resul
             }
         }
     }
-    Ok(Runs { names, rollouts, origin })
+    Ok(Runs { names, rollouts, origin, notes })
+}
+
+/// Checks that the files hold the same task under each index they share (each file
+/// against the first one with fingerprints), before anything is paired. A mismatch is
+/// refused (exit 2) naming the first differing index, both files and lines, and how many
+/// differ; `--allow-task-mismatch` lets it through with a warning. With `--pair-by
+/// fingerprint`, returns per file the task renumbering that pairs tasks by content.
+fn check_tasks(
+    a: &CompareConfig,
+    files: &[FileTasks],
+    notes: &mut Vec<String>,
+) -> Result<Option<Vec<BTreeMap<i64, i64>>>> {
+    let unverified: Vec<String> =
+        a.rollouts.iter().zip(files).filter(|(_, t)| t.is_none()).map(|(p, _)| p.display().to_string()).collect();
+    if !unverified.is_empty() && files.len() > 1 {
+        notes.push(format!(
+            "the tasks of {} were not verified (no `responses_create_params` to fingerprint): paired by `_ng_task_index`",
+            unverified.join(", ")
+        ));
+    }
+    if a.pair_by_fingerprint {
+        return pair_by_fingerprint(a, files, notes).map(Some);
+    }
+    let Some((f0, first)) = files.iter().enumerate().find_map(|(i, t)| t.as_ref().map(|t| (i, t))) else {
+        return Ok(None);
+    };
+    for (f, tasks) in files.iter().enumerate().skip(f0 + 1) {
+        let Some(tasks) = tasks else { continue };
+        let shared: Vec<i64> = tasks.keys().filter(|t| first.contains_key(t)).copied().collect();
+        let differ: Vec<i64> = shared.iter().filter(|t| first[*t].0 != tasks[*t].0).copied().collect();
+        let Some(&t) = differ.first() else { continue };
+        let (pa, pb) = (a.rollouts[f0].display(), a.rollouts[f].display());
+        if a.allow_task_mismatch {
+            notes.push(format!(
+                "{} of {} shared task indexes hold different tasks in {pa} and {pb} (first: task {t}); paired by index as asked (--allow-task-mismatch)",
+                differ.len(),
+                shared.len()
+            ));
+            continue;
+        }
+        // The same questions under other indexes: a shuffled or re-ordered dataset.
+        let mine: std::collections::HashSet<u64> = first.values().map(|v| v.0).collect();
+        let moved = differ.iter().filter(|t| mine.contains(&tasks[*t].0)).count();
+        let hint = if moved * 2 >= differ.len() {
+            format!(
+                " {moved} of them ask a question {pa} holds under another index (a shuffled or re-ordered dataset?): \
+                 --pair-by fingerprint pairs tasks by what they ask."
+            )
+        } else {
+            String::new()
+        };
+        return Err(Error::Mismatch(format!(
+            "{pa} and {pb} hold different tasks under the same index: task {t} is {} in one and {} in the other, \
+             and {} of the {} shared task indexes differ (their user messages differ), so pairing them by index would \
+             compare different questions.{hint} If they are the same tasks asked differently, --allow-task-mismatch \
+             pairs them by index anyway.",
+            first[&t].1,
+            tasks[&t].1,
+            differ.len(),
+            shared.len()
+        )));
+    }
+    Ok(None)
+}
+
+/// `--pair-by fingerprint`: per file, each task index mapped to the index of the same
+/// question in the first file that has it (questions no earlier file holds get fresh
+/// indexes after every file's largest). A file without fingerprints, or a question asked
+/// under two indexes of one file, cannot be paired this way.
+fn pair_by_fingerprint(
+    a: &CompareConfig,
+    files: &[FileTasks],
+    notes: &mut Vec<String>,
+) -> Result<Vec<BTreeMap<i64, i64>>> {
+    let mut canon: std::collections::HashMap<u64, i64> = std::collections::HashMap::new();
+    let mut next = files.iter().flatten().flat_map(|t| t.keys().copied()).max().unwrap_or(0) + 1;
+    let mut maps = Vec::new();
+    for (f, tasks) in files.iter().enumerate() {
+        let Some(tasks) = tasks else {
+            return Err(Error::Usage(format!(
+                "--pair-by fingerprint: {} carries no task fingerprints (no `responses_create_params`); pair by index",
+                a.rollouts[f].display()
+            )));
+        };
+        let mut seen: std::collections::HashMap<u64, i64> = std::collections::HashMap::new();
+        let mut map = BTreeMap::new();
+        for (&t, (fp, at)) in tasks {
+            if let Some(&t0) = seen.get(fp) {
+                return Err(Error::bad(
+                    at.clone(),
+                    format!("--pair-by fingerprint: task {t} asks the same question as task {t0} of this file; each question must be asked once to be paired by content"),
+                ));
+            }
+            seen.insert(*fp, t);
+            let id = *canon.entry(*fp).or_insert_with(|| {
+                if f == 0 {
+                    t
+                } else {
+                    let id = next;
+                    next += 1;
+                    id
+                }
+            });
+            map.insert(t, id);
+        }
+        maps.push(map);
+    }
+    if files.len() > 1 {
+        let base: std::collections::HashSet<u64> = files[0].iter().flat_map(|t| t.values().map(|v| v.0)).collect();
+        for (f, tasks) in files.iter().enumerate().skip(1) {
+            let Some(tasks) = tasks else { continue };
+            let moved = tasks.iter().filter(|(t, (fp, _))| base.contains(fp) && maps[f][t] != **t).count();
+            let alone = tasks.values().filter(|(fp, _)| !base.contains(fp)).count();
+            notes.push(format!(
+                "--pair-by fingerprint: {} paired with {} by what the tasks ask: {moved} task(s) sit under another index, {alone} have no partner",
+                a.rollouts[f].display(),
+                a.rollouts[0].display()
+            ));
+        }
+    }
+    Ok(maps)
 }
 
 /// Reads the runs and computes the report.
@@ -511,7 +698,7 @@ pub fn compare_runs(a: &CompareConfig, runs: &Runs) -> Result<Report> {
             )));
         }
     }
-    report_with(&runs.names, &runs.rollouts, baseline, a.task_value(), &a.options()).map_err(
+    let mut report = report_with(&runs.names, &runs.rollouts, baseline, a.task_value(), &a.options()).map_err(
         |(task, r0, c0, r1, c1)| {
         Error::Mismatch(format!(
             "--cluster-key {}: task {task} is in cluster {c0} in {} and in cluster {c1} in {}; a task must be in one cluster",
@@ -520,5 +707,9 @@ pub fn compare_runs(a: &CompareConfig, runs: &Runs) -> Result<Report> {
             runs.names[r1]
         ))
         },
-    )
+    )?;
+    for n in &runs.notes {
+        report.warnings.add(n.clone());
+    }
+    Ok(report)
 }

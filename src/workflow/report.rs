@@ -44,6 +44,10 @@ pub struct ReportConfig {
     pub out: Option<PathBuf>,
     /// When the page says it was made, in seconds since 1970-01-01 UTC.
     pub made_at: u64,
+    /// Pair tasks by index where the runs hold different tasks (see `CompareConfig`).
+    pub allow_task_mismatch: bool,
+    /// Pair tasks by what they ask (see `CompareConfig`).
+    pub pair_by_fingerprint: bool,
 }
 
 /// What a report run wrote.
@@ -70,6 +74,8 @@ impl ReportConfig {
             mde: pass_at.is_none(),
             detect: None,
             flips: None,
+            allow_task_mismatch: self.allow_task_mismatch,
+            pair_by_fingerprint: self.pair_by_fingerprint,
         }
     }
 }

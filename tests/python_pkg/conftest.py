@@ -61,10 +61,12 @@ def sweep(tmp_path_factory):
 
 @pytest.fixture(scope="session")
 def runs(tmp_path_factory):
-    """Two runs of one agent each, 80 tasks x 4 repeats, as separate files."""
+    """Two runs of one agent each over the same 80 tasks x 4 repeats (one task seed, two
+    outcome seeds), as separate files."""
     d = tmp_path_factory.mktemp("runs")
     out = []
     for seed in (3, 4):
-        run("generate", "-q", "--tasks", 80, "--repeats", 4, "--agents", 1, "--seed", seed, "--out-dir", d / f"r{seed}")
+        run("generate", "-q", "--tasks", 80, "--repeats", 4, "--agents", 1, "--seed", seed, "--task-seed", 1,
+            "--out-dir", d / f"r{seed}")
         out.append(d / f"r{seed}" / "rollouts.jsonl")
     return out

@@ -114,3 +114,14 @@ def test_ctrl_c_stops_a_call_and_leaves_nothing(tmp_path_factory):
     # And the engine still works afterwards.
     assert rollstat.aggregate(rollouts, inputs=inputs).metrics
     assert took < 60
+
+
+def test_runs_on_different_questions_are_refused(tmp_path):
+    for seed in (1, 2):
+        run("generate", "-q", "--tasks", 30, "--repeats", 2, "--agents", 1, "--seed", seed, "--out-dir", tmp_path / f"r{seed}")
+    files = [tmp_path / "r1" / "rollouts.jsonl", tmp_path / "r2" / "rollouts.jsonl"]
+    with pytest.raises(rollstat.InputError) as e:
+        rollstat.compare(files)
+    assert "hold different tasks under the same index" in str(e.value)
+    t = rollstat.compare(files, allow_task_mismatch=True)
+    assert t.to_pylist()[1]["paired_tasks"] == 30

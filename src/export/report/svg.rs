@@ -431,21 +431,34 @@ pub fn heat(title: &str, x_label: &str, y_label: &str, points: &[(f64, f64)], bi
     // The count scale.
     let lx = left + side + 40.0;
     let _ = write!(s, r#"<text class="lg" x="{lx:.1}" y="60">tasks per cell</text>"#);
-    for i in 0..5 {
-        let t = i as f64 / 4.0;
-        let c = ((most as f64 + 1.0).powf(t) - 1.0).round();
+    for (i, c) in legend_counts(most as u64).into_iter().enumerate() {
+        // Each swatch in the colour its own count gets in the cells.
+        let t = (c as f64).ln_1p() / (most as f64).ln_1p().max(f64::MIN_POSITIVE);
         let _ = write!(
             s,
             r#"<rect x="{lx:.1}" y="{:.1}" width="16" height="16" fill="{}"/><text class="tk" x="{:.1}" y="{:.1}">{}</text>"#,
             70.0 + 22.0 * i as f64,
-            heat_colour(0.15 + 0.85 * t),
+            heat_colour(0.15 + 0.85 * t.min(1.0)),
             lx + 22.0,
             83.0 + 22.0 * i as f64,
-            c.max(1.0)
+            c
         );
     }
     s.push_str("</svg>");
     s
+}
+
+/// The counts the heatmap's legend shows: five steps of the log scale from 1 to `most`,
+/// rounded, each shown once (a small `most` gives fewer than five).
+fn legend_counts(most: u64) -> Vec<u64> {
+    let mut out: Vec<u64> = Vec::new();
+    for i in 0..5 {
+        let c = ((most as f64 + 1.0).powf(i as f64 / 4.0) - 1.0).round().max(1.0) as u64;
+        if out.last() != Some(&c) {
+            out.push(c);
+        }
+    }
+    out
 }
 
 /// A tick label for an unrounded value.
@@ -489,6 +502,17 @@ pub fn scatter(title: &str, x_label: &str, y_label: &str, points: &[(String, &'s
 
 #[cfg(test)]
 mod tests {
+
+    #[test]
+    fn heatmap_legend_counts_are_distinct() {
+        assert_eq!(legend_counts(16), vec![1, 3, 7, 16]);
+        assert_eq!(legend_counts(1), vec![1]);
+        assert_eq!(legend_counts(1000), vec![1, 5, 31, 177, 1000]);
+        for most in 1..500 {
+            let c = legend_counts(most);
+            assert!(c.windows(2).all(|w| w[0] < w[1]) && c[0] == 1 && *c.last().unwrap() == most, "{most}: {c:?}");
+        }
+    }
     use super::*;
 
     #[test]

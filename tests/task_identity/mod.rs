@@ -1,0 +1,161 @@
+//! Pairing only the same task: `compare` and `report` check each task index holds the
+//! same question (its fingerprint, a hash of its user messages) in every run before
+//! pairing, refuse runs on different questions, and pair by content on request.
+
+use std::path::{Path, PathBuf};
+
+use crate::common::*;
+
+/// A one-agent run of 60 tasks x 3 repeats: `task_seed` fixes the questions, `seed`
+/// the outcomes.
+fn sweep(d: &TempDir, name: &str, seed: u32, task_seed: u32) -> PathBuf {
+    let dir = d.join(name);
+    let (s, t) = (seed.to_string(), task_seed.to_string());
+    generate(&dir, &["-q", "--tasks", "60", "--repeats", "3", "--agents", "1", "--seed", &s, "--task-seed", &t]);
+    dir.join("rollouts.jsonl")
+}
+
+fn compare(args: &[&str]) -> std::process::Output {
+    let mut a = vec!["compare", "--format", "json"];
+    a.extend_from_slice(args);
+    run(&a)
+}
+
+fn s(p: &Path) -> &str {
+    p.to_str().unwrap()
+}
+
+/// Rewrites every line of `src` into `dst` with `edit` applied to its JSON value.
+fn rewrite(src: &Path, dst: &Path, edit: impl Fn(&mut serde_json::Value)) {
+    let text: String = std::fs::read_to_string(src)
+        .unwrap()
+        .lines()
+        .map(|l| {
+            let mut v: serde_json::Value = serde_json::from_str(l).unwrap();
+            edit(&mut v);
+            format!("{}\n", serde_json::to_string(&v).unwrap())
+        })
+        .collect();
+    std::fs::write(dst, text).unwrap();
+}
+
+#[test]
+fn different_datasets_are_refused() {
+    let d = TempDir::new("tid-diff");
+    let (a, b) = (sweep(&d, "a", 1, 1), sweep(&d, "b", 2, 2));
+    let o = compare(&[s(&a), s(&b)]);
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    let e = stderr(&o);
+    assert!(e.contains("hold different tasks under the same index"), "{e}");
+    assert!(e.contains("task 0 is ") && e.contains(", line "), "names the index and both lines: {e}");
+    assert!(e.contains("60 of the 60 shared task indexes differ"), "{e}");
+    assert!(e.contains("--allow-task-mismatch") && !e.contains("--pair-by"), "{e}");
+    assert!(stdout(&o).is_empty(), "nothing written");
+    // Pairing by index anyway, as NeMo Gym does: a warning counts the mismatched pairs.
+    let o = compare(&[s(&a), s(&b), "--allow-task-mismatch"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(stderr(&o).contains("60 of 60 shared task indexes hold different tasks"), "{}", stderr(&o));
+    // The report refuses them too.
+    let o = run(&["report", s(&a), s(&b), "--out", s(&d.join("r.html"))]);
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    assert!(!d.join("r.html").exists());
+}
+
+#[test]
+fn the_same_tasks_with_other_outcomes_pair_as_before() {
+    let d = TempDir::new("tid-same");
+    let (a, b) = (sweep(&d, "a", 1, 7), sweep(&d, "b", 2, 7));
+    let o = compare(&[s(&a), s(&b)]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(!stderr(&o).contains("different tasks"), "{}", stderr(&o));
+    let v: serde_json::Value = serde_json::from_str(&stdout(&o)).unwrap();
+    assert_eq!(v[1]["paired_tasks"], 60, "{v}");
+}
+
+#[test]
+fn another_system_message_or_temperature_is_the_same_task() {
+    let d = TempDir::new("tid-sys");
+    let a = sweep(&d, "a", 1, 7);
+    let b = d.join("b.jsonl");
+    rewrite(&sweep(&d, "b0", 2, 7), &b, |v| {
+        let p = &mut v["responses_create_params"];
+        p["temperature"] = serde_json::json!(0.3);
+        p["input"][0]["content"] = serde_json::json!("You are a careful assistant. Think step by step.");
+    });
+    let o = compare(&[s(&a), s(&b)]);
+    assert!(o.status.success(), "{}", stderr(&o));
+}
+
+#[test]
+fn a_shuffled_dataset_is_refused_with_the_hint_and_pairs_by_content() {
+    let d = TempDir::new("tid-shuf");
+    let a = sweep(&d, "a", 1, 7);
+    // The same questions under other indexes: task t becomes 59 − t.
+    let b = d.join("b.jsonl");
+    rewrite(&sweep(&d, "b0", 2, 7), &b, |v| {
+        let t = v["_ng_task_index"].as_i64().unwrap();
+        v["_ng_task_index"] = serde_json::json!(59 - t);
+    });
+    let o = compare(&[s(&a), s(&b)]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(stderr(&o).contains("--pair-by fingerprint pairs tasks by what they ask"), "{}", stderr(&o));
+    let by_content = compare(&[s(&a), s(&b), "--pair-by", "fingerprint"]);
+    assert!(by_content.status.success(), "{}", stderr(&by_content));
+    assert!(
+        stderr(&by_content).contains("60 task(s) sit under another index, 0 have no partner"),
+        "{}",
+        stderr(&by_content)
+    );
+    // Paired by content, the numbers are those of the unshuffled pair.
+    let unshuffled = compare(&[s(&a), s(&sweep(&d, "b1", 2, 7))]);
+    let (x, y): (serde_json::Value, serde_json::Value) =
+        (serde_json::from_str(&stdout(&by_content)).unwrap(), serde_json::from_str(&stdout(&unshuffled)).unwrap());
+    for k in ["paired_tasks", "diff", "diff_se", "p_value", "wins", "losses", "ties"] {
+        assert_eq!(x[1][k], y[1][k], "{k}");
+    }
+}
+
+#[test]
+fn a_changed_limit_pairs_the_common_prefix() {
+    let d = TempDir::new("tid-limit");
+    let a = sweep(&d, "a", 1, 7);
+    // The second run stopped after 40 tasks: a prefix of the same dataset.
+    let b = d.join("b.jsonl");
+    let full = sweep(&d, "b0", 2, 7);
+    let text: String = std::fs::read_to_string(&full)
+        .unwrap()
+        .lines()
+        .filter(|l| serde_json::from_str::<serde_json::Value>(l).unwrap()["_ng_task_index"].as_i64().unwrap() < 40)
+        .map(|l| format!("{l}\n"))
+        .collect();
+    std::fs::write(&b, text).unwrap();
+    let o = compare(&[s(&a), s(&b)]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let v: serde_json::Value = serde_json::from_str(&stdout(&o)).unwrap();
+    assert_eq!(v[1]["paired_tasks"], 40);
+}
+
+#[test]
+fn fan_out_agents_that_disagree_on_a_task_are_refused() {
+    let d = TempDir::new("tid-fan");
+    generate(&d.join("f"), &["-q", "--tasks", "30", "--repeats", "2", "--agents", "2", "--fan-out", "--seed", "3"]);
+    let src = d.join("f").join("rollouts.jsonl");
+    let bad = d.join("bad.jsonl");
+    let first_agent = {
+        let l = std::fs::read_to_string(&src).unwrap();
+        let v: serde_json::Value = serde_json::from_str(l.lines().next().unwrap()).unwrap();
+        v["agent_ref"]["name"].as_str().unwrap().to_string()
+    };
+    rewrite(&src, &bad, |v| {
+        if v["_ng_task_index"] == 5 && v["agent_ref"]["name"] == first_agent.as_str() {
+            let input = &mut v["responses_create_params"]["input"];
+            let last = input.as_array().unwrap().len() - 1;
+            input[last]["content"] = serde_json::json!("an entirely different question");
+        }
+    });
+    assert!(compare(&[s(&src)]).status.success());
+    let o = compare(&[s(&bad)]);
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    assert!(stderr(&o).contains("task 5 asks another question here than at line"), "{}", stderr(&o));
+    assert!(compare(&[s(&bad), "--allow-task-mismatch"]).status.success());
+}
