@@ -54,6 +54,11 @@ pub struct Args {
     /// aggregate` does) instead of refusing; the file is written where it was looked for.
     #[arg(long)]
     pub compute_missing: bool,
+    /// Pair tasks by `_ng_task_index` even where the runs hold different tasks there
+    /// (found by the task fingerprints of each run's rollouts), as NeMo Gym does: the
+    /// report's bytes are then NeMo Gym's, with a warning counting the mismatched pairs.
+    #[arg(long)]
+    pub allow_task_mismatch: bool,
 }
 
 /// Python's `shlex.quote`: words of safe characters as they are, anything else in single
@@ -98,6 +103,7 @@ impl Args {
                 Format::Both => ReportFormat::Both,
             },
             compute_missing: self.compute_missing,
+            allow_task_mismatch: self.allow_task_mismatch,
             command: invoked_command(std::env::args_os()),
             cwd,
         })

@@ -15,5 +15,6 @@ pub mod perf;
 pub mod profile;
 pub mod python_str;
 pub mod tables;
+pub mod task_identity;
 pub mod tasks;
 pub mod warnings;

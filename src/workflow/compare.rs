@@ -14,6 +14,7 @@ use crate::ingest::table::Source;
 use crate::ingest::{InputTable, RolloutTable};
 use crate::metrics::compare::{report_with, ClusterProblem, Options, Report, RunRollouts, TaskValue};
 use crate::metrics::profile::duplicate_key;
+use crate::metrics::task_identity::{self, FileTasks};
 
 /// What to compare: the runs' files and the statistic, and what the report adds.
 #[derive(Debug, Clone, Default)]
@@ -222,11 +223,6 @@ fn read_table(a: &CompareConfig, path: &Path, inputs: Option<&Path>, read: Optio
 /// its tasks' fingerprints.
 type FileRuns = (Vec<(String, RunRollouts)>, Option<bool>, FileTasks);
 
-/// A file's tasks by index: each one's fingerprint and where it was first read. `None`
-/// when the file carries no fingerprints (a Parquet table, rows without
-/// `responses_create_params`).
-type FileTasks = Option<BTreeMap<i64, (u64, Location)>>;
-
 /// Reads one rollouts file into its runs.
 fn read_file(a: &CompareConfig, path: &Path, inputs: Option<&Path>, read: Option<ReadFile<'_>>) -> Result<FileRuns> {
     let table = read_table(a, path, inputs, read)?;
@@ -365,36 +361,11 @@ fn read_file(a: &CompareConfig, path: &Path, inputs: Option<&Path>, read: Option
     Ok((by.into_iter().collect(), groups.map(|g| g.1), tasks))
 }
 
-/// Each task's fingerprint in one file, checking that every row of a task asks the same
-/// thing (in a fan-out, every agent): else exit 2 naming both lines, unless
-/// `--allow-task-mismatch`.
+/// Each task's fingerprint in one file (see [`task_identity::tasks`]).
 fn file_tasks(a: &CompareConfig, path: &Path, table: &Table, task: &Int64Chunked) -> Result<FileTasks> {
     let Some(fps) = &table.fingerprints else { return Ok(None) };
-    let mut tasks: BTreeMap<i64, (u64, Location)> = BTreeMap::new();
-    for (r, &fp) in fps.iter().enumerate() {
-        let Some(t) = task.get(r) else { continue };
-        if fp == 0 {
-            continue;
-        }
-        match tasks.get(&t) {
-            None => {
-                tasks.insert(t, (fp, table.at(path, r)));
-            }
-            Some((f0, at)) if *f0 != fp && !a.allow_task_mismatch => {
-                return Err(Error::bad(
-                    table.at(path, r),
-                    format!(
-                        "task {t} asks another question here than at line {} (their user messages differ); every \
-                         rollout of a task index, in every run of the file, must ask the same (--allow-task-mismatch \
-                         pairs by index regardless)",
-                        at.line.unwrap_or(0)
-                    ),
-                ));
-            }
-            Some(_) => {}
-        }
-    }
-    Ok((!tasks.is_empty()).then_some(tasks))
+    let rows = fps.iter().enumerate().filter_map(|(r, &fp)| Some((task.get(r)?, fp, r)));
+    task_identity::tasks(rows, |r| table.at(path, r), a.allow_task_mismatch)
 }
 
 /// Each row's cluster, as text that is equal exactly when Python would find the values
@@ -479,7 +450,9 @@ pub fn read_runs_with(a: &CompareConfig, read: &[Option<ReadFile<'_>>]) -> Resul
         per_file.push(runs);
     }
     let mut notes = Vec::new();
-    let renumber = check_tasks(a, &file_tasks_all, &mut notes)?;
+    let pairing =
+        task_identity::Pairing { allow_mismatch: a.allow_task_mismatch, by_fingerprint: a.pair_by_fingerprint };
+    let renumber = task_identity::check(&a.rollouts, &file_tasks_all, pairing, &mut notes)?;
     if let Some(maps) = &renumber {
         for (runs, map) in per_file.iter_mut().zip(maps) {
             for (_, r) in runs.iter_mut() {
@@ -538,127 +511,6 @@ pub fn read_runs_with(a: &CompareConfig, read: &[Option<ReadFile<'_>>]) -> Resul
         }
     }
     Ok(Runs { names, rollouts, origin, notes })
-}
-
-/// Checks that the files hold the same task under each index they share (each file
-/// against the first one with fingerprints), before anything is paired. A mismatch is
-/// refused (exit 2) naming the first differing index, both files and lines, and how many
-/// differ; `--allow-task-mismatch` lets it through with a warning. With `--pair-by
-/// fingerprint`, returns per file the task renumbering that pairs tasks by content.
-fn check_tasks(
-    a: &CompareConfig,
-    files: &[FileTasks],
-    notes: &mut Vec<String>,
-) -> Result<Option<Vec<BTreeMap<i64, i64>>>> {
-    let unverified: Vec<String> =
-        a.rollouts.iter().zip(files).filter(|(_, t)| t.is_none()).map(|(p, _)| p.display().to_string()).collect();
-    if !unverified.is_empty() && files.len() > 1 {
-        notes.push(format!(
-            "the tasks of {} were not verified (no `responses_create_params` to fingerprint): paired by `_ng_task_index`",
-            unverified.join(", ")
-        ));
-    }
-    if a.pair_by_fingerprint {
-        return pair_by_fingerprint(a, files, notes).map(Some);
-    }
-    let Some((f0, first)) = files.iter().enumerate().find_map(|(i, t)| t.as_ref().map(|t| (i, t))) else {
-        return Ok(None);
-    };
-    for (f, tasks) in files.iter().enumerate().skip(f0 + 1) {
-        let Some(tasks) = tasks else { continue };
-        let shared: Vec<i64> = tasks.keys().filter(|t| first.contains_key(t)).copied().collect();
-        let differ: Vec<i64> = shared.iter().filter(|t| first[*t].0 != tasks[*t].0).copied().collect();
-        let Some(&t) = differ.first() else { continue };
-        let (pa, pb) = (a.rollouts[f0].display(), a.rollouts[f].display());
-        if a.allow_task_mismatch {
-            notes.push(format!(
-                "{} of {} shared task indexes hold different tasks in {pa} and {pb} (first: task {t}); paired by index as asked (--allow-task-mismatch)",
-                differ.len(),
-                shared.len()
-            ));
-            continue;
-        }
-        // The same questions under other indexes: a shuffled or re-ordered dataset.
-        let mine: std::collections::HashSet<u64> = first.values().map(|v| v.0).collect();
-        let moved = differ.iter().filter(|t| mine.contains(&tasks[*t].0)).count();
-        let hint = if moved * 2 >= differ.len() {
-            format!(
-                " {moved} of them ask a question {pa} holds under another index (a shuffled or re-ordered dataset?): \
-                 --pair-by fingerprint pairs tasks by what they ask."
-            )
-        } else {
-            String::new()
-        };
-        return Err(Error::Mismatch(format!(
-            "{pa} and {pb} hold different tasks under the same index: task {t} is {} in one and {} in the other, \
-             and {} of the {} shared task indexes differ (their user messages differ), so pairing them by index would \
-             compare different questions.{hint} If they are the same tasks asked differently, --allow-task-mismatch \
-             pairs them by index anyway.",
-            first[&t].1,
-            tasks[&t].1,
-            differ.len(),
-            shared.len()
-        )));
-    }
-    Ok(None)
-}
-
-/// `--pair-by fingerprint`: per file, each task index mapped to the index of the same
-/// question in the first file that has it (questions no earlier file holds get fresh
-/// indexes after every file's largest). A file without fingerprints, or a question asked
-/// under two indexes of one file, cannot be paired this way.
-fn pair_by_fingerprint(
-    a: &CompareConfig,
-    files: &[FileTasks],
-    notes: &mut Vec<String>,
-) -> Result<Vec<BTreeMap<i64, i64>>> {
-    let mut canon: std::collections::HashMap<u64, i64> = std::collections::HashMap::new();
-    let mut next = files.iter().flatten().flat_map(|t| t.keys().copied()).max().unwrap_or(0) + 1;
-    let mut maps = Vec::new();
-    for (f, tasks) in files.iter().enumerate() {
-        let Some(tasks) = tasks else {
-            return Err(Error::Usage(format!(
-                "--pair-by fingerprint: {} carries no task fingerprints (no `responses_create_params`); pair by index",
-                a.rollouts[f].display()
-            )));
-        };
-        let mut seen: std::collections::HashMap<u64, i64> = std::collections::HashMap::new();
-        let mut map = BTreeMap::new();
-        for (&t, (fp, at)) in tasks {
-            if let Some(&t0) = seen.get(fp) {
-                return Err(Error::bad(
-                    at.clone(),
-                    format!("--pair-by fingerprint: task {t} asks the same question as task {t0} of this file; each question must be asked once to be paired by content"),
-                ));
-            }
-            seen.insert(*fp, t);
-            let id = *canon.entry(*fp).or_insert_with(|| {
-                if f == 0 {
-                    t
-                } else {
-                    let id = next;
-                    next += 1;
-                    id
-                }
-            });
-            map.insert(t, id);
-        }
-        maps.push(map);
-    }
-    if files.len() > 1 {
-        let base: std::collections::HashSet<u64> = files[0].iter().flat_map(|t| t.values().map(|v| v.0)).collect();
-        for (f, tasks) in files.iter().enumerate().skip(1) {
-            let Some(tasks) = tasks else { continue };
-            let moved = tasks.iter().filter(|(t, (fp, _))| base.contains(fp) && maps[f][t] != **t).count();
-            let alone = tasks.values().filter(|(fp, _)| !base.contains(fp)).count();
-            notes.push(format!(
-                "--pair-by fingerprint: {} paired with {} by what the tasks ask: {moved} task(s) sit under another index, {alone} have no partner",
-                a.rollouts[f].display(),
-                a.rollouts[0].display()
-            ));
-        }
-    }
-    Ok(maps)
 }
 
 /// Reads the runs and computes the report.

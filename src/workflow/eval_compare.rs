@@ -21,6 +21,7 @@ use crate::metrics::eval_compare::{
     compare, needs_rebuild, parse_run_file, rebuild_repeat_metrics, rebuild_warning, AgentChoice, Comparison, Role,
     RunFile,
 };
+use crate::metrics::task_identity;
 use crate::metrics::warnings::Warnings;
 
 /// Which report files to write.
@@ -48,6 +49,9 @@ pub struct EvalCompareConfig {
     pub format: ReportFormat,
     /// Compute a missing aggregate file from its rollouts instead of refusing.
     pub compute_missing: bool,
+    /// Pair by index even where the runs hold different tasks (as NeMo Gym does), with a
+    /// warning, instead of refusing.
+    pub allow_task_mismatch: bool,
     /// The command line, for the report.
     pub command: String,
     /// Paths are resolved against this folder (the working folder).
@@ -162,6 +166,31 @@ fn missing(s: &Side) -> Error {
     )
 }
 
+/// Checks, before anything is computed or written, that the runs hold the same task
+/// under each shared index: each side's rollouts (beside its aggregate file) are read for
+/// their task fingerprints. A side without a rollouts file cannot be checked (said once).
+fn check_tasks(c: &EvalCompareConfig, sides: &[Side], warn: &mut Warnings) -> Result<()> {
+    let mut paths = Vec::new();
+    let mut files = Vec::new();
+    for s in sides {
+        paths.push(s.rollouts.clone());
+        if !s.rollouts.is_file() {
+            files.push(None);
+            continue;
+        }
+        let t = crate::ingest::read_rollouts(&s.rollouts)?;
+        let rows = (0..t.len()).map(|r| (t.task[r], t.fingerprint[r], r));
+        files.push(task_identity::tasks(rows, |r| t.location(r), c.allow_task_mismatch)?);
+    }
+    let mut notes = Vec::new();
+    let how = task_identity::Pairing { allow_mismatch: c.allow_task_mismatch, by_fingerprint: false };
+    task_identity::check(&paths, &files, how, &mut notes)?;
+    for n in notes {
+        warn.add(n);
+    }
+    Ok(())
+}
+
 /// Runs the comparison and writes the reports. A report folder this call creates is
 /// removed again (when still empty) if the run fails; no report is written unless all
 /// are.
@@ -169,6 +198,7 @@ pub fn eval_compare(c: &EvalCompareConfig) -> Result<EvalCompareRun> {
     let sides = sides(c)?;
     let mut computed = Vec::new();
     let mut warn = Warnings::default();
+    check_tasks(c, &sides, &mut warn)?;
     for s in &sides {
         if s.aggregate.is_dir() {
             return Err(Error::bad(

@@ -157,10 +157,36 @@ fn check_case(case: &Path, fails: &mut Vec<String>) -> f64 {
     let mut args = case_args(&c);
     args.extend(["--output-dir".to_string(), out_dir.path().display().to_string()]);
     let a: Vec<&str> = args.iter().map(String::as_str).collect();
-    let o = eval_compare(case, &a);
+    let mut o = eval_compare(case, &a);
+    // Runs on different questions are refused first (NeMo Gym pairs them by index); with
+    // --allow-task-mismatch the report is NeMo Gym's. Which cases those are is decided
+    // here independently, from the rollouts' user messages.
+    let refused = stderr(&o).contains("hold different tasks under the same index");
+    let differ = tasks_differ(case, &case_args(&c));
+    if refused != differ {
+        fails.push(format!("{what}: refused as different tasks: {refused}, the user messages differ: {differ}"));
+        return 0.0;
+    }
+    if refused {
+        if o.status.code() != Some(2) || std::fs::read_dir(out_dir.path()).map_or(0, |d| d.count()) > 0 {
+            fails.push(format!("{what}: a task mismatch must exit 2 and write nothing: {}", stderr(&o)));
+        }
+        let mut again = a.clone();
+        again.push("--allow-task-mismatch");
+        o = eval_compare(case, &again);
+        let refuses = matches!(c.get("oracle_exit"), Some(Json::Int(2)));
+        if !refuses && !stderr(&o).contains("shared task indexes hold different tasks") {
+            fails.push(format!("{what}: --allow-task-mismatch gave no warning counting the pairs: {}", stderr(&o)));
+        }
+    }
     let exp = case.join("expected");
     let mut worst = 0.0;
-    let ours_w = our_warnings(&stderr(&o), &real);
+    let kept: String = stderr(&o)
+        .lines()
+        .filter(|l| !l.contains("shared task indexes hold different tasks"))
+        .map(|l| format!("{l}\n"))
+        .collect();
+    let ours_w = our_warnings(&kept, &real);
     let want_w = expected_warnings(&exp.join("compare_warnings.json"));
     if ours_w != want_w {
         fails.push(format!("{what}: warnings differ\n  ours: {ours_w:?}\n  want: {want_w:?}"));
@@ -186,6 +212,39 @@ fn check_case(case: &Path, fails: &mut Vec<String>) -> f64 {
     let want_md = std::fs::read_to_string(exp.join("compare_report.md")).unwrap();
     check_markdown(&read_ours(&out_dir.join("compare_report.md"), &real), &want_md, &what, fails);
     worst
+}
+
+/// Whether the case's baseline and candidate rollouts hold different user messages under
+/// a shared task index (read with serde_json, apart from rollstat's fingerprint).
+fn tasks_differ(case: &Path, args: &[String]) -> bool {
+    let after = |flag: &str| args.iter().position(|a| a == flag).map(|i| args[i + 1].clone());
+    let mut files = vec![after("--baseline").unwrap()];
+    files.extend(after("--candidates").unwrap().split(',').map(str::to_string));
+    let questions = |f: &str| -> Option<std::collections::BTreeMap<i64, String>> {
+        let text = std::fs::read_to_string(case.join(f)).ok()?;
+        let mut out = std::collections::BTreeMap::new();
+        for line in text.lines().filter(|l| !l.trim().is_empty()) {
+            let v: serde_json::Value = serde_json::from_str(line).ok()?;
+            let Some(t) = v["_ng_task_index"].as_i64() else { continue };
+            let input = &v["responses_create_params"]["input"];
+            let user: Vec<String> = match input {
+                serde_json::Value::String(s) => vec![s.clone()],
+                serde_json::Value::Array(items) => items
+                    .iter()
+                    .filter(|m| m["role"] == "user")
+                    .map(|m| match &m["content"] {
+                        serde_json::Value::String(s) => s.clone(),
+                        other => other.to_string(),
+                    })
+                    .collect(),
+                _ => continue,
+            };
+            out.insert(t, user.join("\u{ff}"));
+        }
+        Some(out)
+    };
+    let Some(base) = questions(&files[0]) else { return false };
+    files[1..].iter().filter_map(|f| questions(f)).any(|q| q.iter().any(|(t, u)| base.get(t).is_some_and(|b| b != u)))
 }
 
 fn compare_cases() -> Option<Vec<PathBuf>> {
@@ -217,9 +276,27 @@ fn conformance_compare_corpus() {
     }
 }
 
-/// A sweep of `tasks` x `repeats` with two agents, aggregated by rollstat, in `dir`.
+/// A sweep of `tasks` x `repeats` with two agents (the same tasks in every sweep),
+/// aggregated by rollstat, in `dir`.
 fn run_dir(dir: &Path, seed: &str, tasks: &str, repeats: &str) -> PathBuf {
-    generate(dir, &["--tasks", tasks, "--repeats", repeats, "--agents", "2", "--seed", seed, "--reward", "binary"]);
+    // One task seed: every run asks the same questions, with its own outcomes.
+    generate(
+        dir,
+        &[
+            "--tasks",
+            tasks,
+            "--repeats",
+            repeats,
+            "--agents",
+            "2",
+            "--seed",
+            seed,
+            "--task-seed",
+            "5",
+            "--reward",
+            "binary",
+        ],
+    );
     let rollouts = dir.join("rollouts.jsonl");
     let o = run(&["aggregate", "--rollouts", rollouts.to_str().unwrap(), "-q"]);
     assert!(o.status.success(), "{}", stderr(&o));
@@ -342,6 +419,8 @@ fn compute_missing_reproduces_the_reference_report() {
             "--candidates",
             "cand/rollouts.jsonl",
             "--compute-missing",
+            // The corpus pair holds different tasks; NeMo Gym's report pairs them by index.
+            "--allow-task-mismatch",
             "--output-dir",
             out.to_str().unwrap(),
         ],
@@ -362,7 +441,10 @@ fn agent_on_one_side_only_is_refused() {
     let d = TempDir::new("evalcmp-agent");
     run_dir(&d.join("base"), "3", "10", "2");
     let cand = d.join("cand");
-    generate(&cand, &["--tasks", "10", "--repeats", "2", "--agents", "1", "--seed", "4", "--reward", "binary"]);
+    generate(
+        &cand,
+        &["--tasks", "10", "--repeats", "2", "--agents", "1", "--seed", "4", "--task-seed", "5", "--reward", "binary"],
+    );
     let o = run(&["aggregate", "--rollouts", cand.join("rollouts.jsonl").to_str().unwrap(), "-q"]);
     assert!(o.status.success(), "{}", stderr(&o));
     let base_agg = read_json(&d.join("base/rollouts_aggregate_metrics.json"));
@@ -531,7 +613,10 @@ fn agents_of_one_run_only_are_left_out_by_default() {
     let d = TempDir::new("evalcmp-skip");
     run_dir(&d.join("base"), "3", "10", "2");
     let cand = d.join("cand");
-    generate(&cand, &["--tasks", "10", "--repeats", "2", "--agents", "1", "--seed", "4", "--reward", "binary"]);
+    generate(
+        &cand,
+        &["--tasks", "10", "--repeats", "2", "--agents", "1", "--seed", "4", "--task-seed", "5", "--reward", "binary"],
+    );
     let o = run(&["aggregate", "--rollouts", cand.join("rollouts.jsonl").to_str().unwrap(), "-q"]);
     assert!(o.status.success(), "{}", stderr(&o));
     let o = eval_compare(d.path(), &["--baseline", "base/rollouts.jsonl", "--candidates", "cand/rollouts.jsonl"]);

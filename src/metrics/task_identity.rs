@@ -1,0 +1,236 @@
+//! Task identity: whether two runs hold the same task under an index, before anything is
+//! paired by it.
+//!
+//! Every comparison pairs runs task by task on `_ng_task_index`. Runs on another dataset,
+//! split, `limit` or order hold other questions under the same indexes, and pairing them
+//! gives confident nonsense. Each rollout carries its task's fingerprint (a hash of its
+//! user messages, see [`crate::ingest::fingerprint`]); here the fingerprints of each
+//! file's tasks are gathered and checked: within a file every rollout of a task (every
+//! agent of a fan-out) must ask the same, and across files every shared index must hold
+//! the same fingerprint. A mismatch is refused unless the caller allows it (then paired
+//! by index with a warning, as NeMo Gym does); pairing by fingerprint renumbers each
+//! file's tasks so that the same question gets the same number wherever it sits.
+
+use std::collections::{BTreeMap, HashMap, HashSet};
+use std::path::PathBuf;
+
+use crate::error::{Error, Location, Result};
+
+/// A file's tasks by index: each one's fingerprint and where it was first read. `None`
+/// when the file carries no fingerprints (a Parquet table, rows without
+/// `responses_create_params`).
+pub type FileTasks = Option<BTreeMap<i64, (u64, Location)>>;
+
+/// How tasks are to be paired.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Pairing {
+    /// Pair by index even where the tasks differ (a warning counts them).
+    pub allow_mismatch: bool,
+    /// Pair by fingerprint, wherever the tasks sit.
+    pub by_fingerprint: bool,
+}
+
+/// Gathers one file's tasks from its rows `(task, fingerprint, row)` (rows without a
+/// fingerprint, 0, are passed over). Two rows of one task with different fingerprints
+/// are refused, naming both, unless `allow_mismatch`.
+pub fn tasks(
+    rows: impl Iterator<Item = (i64, u64, usize)>,
+    at: impl Fn(usize) -> Location,
+    allow_mismatch: bool,
+) -> Result<FileTasks> {
+    let mut tasks: BTreeMap<i64, (u64, Location)> = BTreeMap::new();
+    for (t, fp, r) in rows {
+        if fp == 0 {
+            continue;
+        }
+        match tasks.get(&t) {
+            None => {
+                tasks.insert(t, (fp, at(r)));
+            }
+            Some((f0, first)) if *f0 != fp && !allow_mismatch => {
+                return Err(Error::bad(
+                    at(r),
+                    format!(
+                        "task {t} asks another question here than at line {} (their user messages differ); every \
+                         rollout of a task index, in every run of the file, must ask the same (--allow-task-mismatch \
+                         pairs by index regardless)",
+                        first.line.unwrap_or(0)
+                    ),
+                ));
+            }
+            Some(_) => {}
+        }
+    }
+    Ok((!tasks.is_empty()).then_some(tasks))
+}
+
+/// Checks that the files hold the same task under each index they share (each file
+/// against the first one with fingerprints), before anything is paired. A mismatch is
+/// refused (exit 2) naming the first differing index, both files and lines, and how many
+/// differ; `allow_mismatch` lets it through with a note. Pairing by fingerprint returns
+/// per file the renumbering of its tasks. `notes` gets what was let through.
+pub fn check(
+    paths: &[PathBuf],
+    files: &[FileTasks],
+    how: Pairing,
+    notes: &mut Vec<String>,
+) -> Result<Option<Vec<BTreeMap<i64, i64>>>> {
+    let unverified: Vec<String> =
+        paths.iter().zip(files).filter(|(_, t)| t.is_none()).map(|(p, _)| p.display().to_string()).collect();
+    if !unverified.is_empty() && files.len() > 1 {
+        notes.push(format!(
+            "the tasks of {} were not verified (no `responses_create_params` to fingerprint): paired by `_ng_task_index`",
+            unverified.join(", ")
+        ));
+    }
+    if how.by_fingerprint {
+        return by_fingerprint(paths, files, notes).map(Some);
+    }
+    let Some((f0, first)) = files.iter().enumerate().find_map(|(i, t)| t.as_ref().map(|t| (i, t))) else {
+        return Ok(None);
+    };
+    for (f, tasks) in files.iter().enumerate().skip(f0 + 1) {
+        let Some(tasks) = tasks else { continue };
+        let shared: Vec<i64> = tasks.keys().filter(|t| first.contains_key(t)).copied().collect();
+        let differ: Vec<i64> = shared.iter().filter(|t| first[*t].0 != tasks[*t].0).copied().collect();
+        let Some(&t) = differ.first() else { continue };
+        let (pa, pb) = (paths[f0].display(), paths[f].display());
+        if how.allow_mismatch {
+            notes.push(format!(
+                "{} of {} shared task indexes hold different tasks in {pa} and {pb} (first: task {t}); paired by index as asked (--allow-task-mismatch)",
+                differ.len(),
+                shared.len()
+            ));
+            continue;
+        }
+        // The same questions under other indexes: a shuffled or re-ordered dataset.
+        let theirs: HashSet<u64> = first.values().map(|v| v.0).collect();
+        let moved = differ.iter().filter(|t| theirs.contains(&tasks[*t].0)).count();
+        let hint = if moved * 2 >= differ.len() {
+            format!(
+                " {moved} of them ask a question {pa} holds under another index (a shuffled or re-ordered dataset?): \
+                 --pair-by fingerprint pairs tasks by what they ask."
+            )
+        } else {
+            String::new()
+        };
+        return Err(Error::Mismatch(format!(
+            "{pa} and {pb} hold different tasks under the same index: task {t} is {} in one and {} in the other, \
+             and {} of the {} shared task indexes differ (their user messages differ), so pairing them by index would \
+             compare different questions.{hint} If they are the same tasks asked differently, --allow-task-mismatch \
+             pairs them by index anyway.",
+            first[&t].1,
+            tasks[&t].1,
+            differ.len(),
+            shared.len()
+        )));
+    }
+    Ok(None)
+}
+
+/// Per file, each task index mapped to the index of the same question in the first file
+/// that has it (questions no earlier file holds get fresh numbers after every file's
+/// largest index). A file without fingerprints, or a question asked under two indexes of
+/// one file, cannot be paired this way.
+fn by_fingerprint(paths: &[PathBuf], files: &[FileTasks], notes: &mut Vec<String>) -> Result<Vec<BTreeMap<i64, i64>>> {
+    let mut canon: HashMap<u64, i64> = HashMap::new();
+    let mut next = files.iter().flatten().flat_map(|t| t.keys().copied()).max().unwrap_or(0) + 1;
+    let mut maps = Vec::new();
+    for (f, tasks) in files.iter().enumerate() {
+        let Some(tasks) = tasks else {
+            return Err(Error::Usage(format!(
+                "--pair-by fingerprint: {} carries no task fingerprints (no `responses_create_params`); pair by index",
+                paths[f].display()
+            )));
+        };
+        let mut seen: HashMap<u64, i64> = HashMap::new();
+        let mut map = BTreeMap::new();
+        for (&t, (fp, at)) in tasks {
+            if let Some(&t0) = seen.get(fp) {
+                return Err(Error::bad(
+                    at.clone(),
+                    format!(
+                        "--pair-by fingerprint: task {t} asks the same question as task {t0} of this file; each \
+                         question must be asked once to be paired by content"
+                    ),
+                ));
+            }
+            seen.insert(*fp, t);
+            let id = *canon.entry(*fp).or_insert_with(|| {
+                if f == 0 {
+                    t
+                } else {
+                    next += 1;
+                    next - 1
+                }
+            });
+            map.insert(t, id);
+        }
+        maps.push(map);
+    }
+    let base: HashSet<u64> = files[0].iter().flat_map(|t| t.values().map(|v| v.0)).collect();
+    for (f, tasks) in files.iter().enumerate().skip(1) {
+        let Some(tasks) = tasks else { continue };
+        let moved = tasks.iter().filter(|(t, (fp, _))| base.contains(fp) && maps[f][t] != **t).count();
+        let alone = tasks.values().filter(|(fp, _)| !base.contains(fp)).count();
+        notes.push(format!(
+            "--pair-by fingerprint: {} paired with {} by what the tasks ask: {moved} task(s) sit under another index, {alone} have no partner",
+            paths[f].display(),
+            paths[0].display()
+        ));
+    }
+    Ok(maps)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn file(tasks: &[(i64, u64)]) -> FileTasks {
+        Some(tasks.iter().map(|&(t, f)| (t, (f, Location::line("x.jsonl".as_ref(), t as u64 + 1)))).collect())
+    }
+
+    #[test]
+    fn shared_indexes_must_hold_the_same_task() {
+        let paths = [PathBuf::from("a.jsonl"), PathBuf::from("b.jsonl")];
+        let mut notes = Vec::new();
+        let same = [file(&[(0, 10), (1, 11), (2, 12)]), file(&[(0, 10), (1, 11)])];
+        assert_eq!(check(&paths, &same, Pairing::default(), &mut notes).unwrap(), None);
+        let other = [file(&[(0, 10), (1, 11), (2, 12)]), file(&[(0, 10), (1, 99), (2, 98)])];
+        let e = check(&paths, &other, Pairing::default(), &mut notes).unwrap_err().to_string();
+        assert!(e.contains("task 1 is x.jsonl, line 2") && e.contains("2 of the 3 shared"), "{e}");
+        assert!(!e.contains("--pair-by"), "no question moved: {e}");
+        let allowed = Pairing { allow_mismatch: true, ..Default::default() };
+        assert_eq!(check(&paths, &other, allowed, &mut notes).unwrap(), None);
+        assert!(notes.last().unwrap().starts_with("2 of 3 shared task indexes hold different tasks"), "{notes:?}");
+    }
+
+    #[test]
+    fn pairing_by_fingerprint_renumbers_to_the_first_file() {
+        let paths = [PathBuf::from("a.jsonl"), PathBuf::from("b.jsonl")];
+        let mut notes = Vec::new();
+        let shuffled = [file(&[(0, 10), (1, 11), (2, 12)]), file(&[(0, 12), (1, 10), (5, 77)])];
+        let e = check(&paths, &shuffled, Pairing::default(), &mut notes).unwrap_err().to_string();
+        assert!(e.contains("--pair-by fingerprint"), "{e}");
+        let how = Pairing { by_fingerprint: true, ..Default::default() };
+        let maps = check(&paths, &shuffled, how, &mut notes).unwrap().unwrap();
+        assert_eq!(maps[0], BTreeMap::from([(0, 0), (1, 1), (2, 2)]));
+        // 12 sits at 2 in the first file, 10 at 0; 77 gets a fresh number.
+        assert_eq!(maps[1], BTreeMap::from([(0, 2), (1, 0), (5, 6)]));
+        assert!(notes.last().unwrap().ends_with("2 task(s) sit under another index, 1 have no partner"), "{notes:?}");
+        let twice = [file(&[(0, 10)]), file(&[(0, 10), (1, 10)])];
+        assert!(check(&paths, &twice, how, &mut notes).is_err());
+    }
+
+    #[test]
+    fn a_task_asks_one_question_in_a_file() {
+        let at = |r: usize| Location::line("f.jsonl".as_ref(), r as u64 + 1);
+        let rows = [(3, 7, 0), (3, 0, 1), (3, 7, 2), (4, 8, 3)];
+        let t = tasks(rows.into_iter(), at, false).unwrap().unwrap();
+        assert_eq!(t.len(), 2);
+        let e = tasks([(3, 7, 0), (3, 9, 4)].into_iter(), at, false).unwrap_err().to_string();
+        assert!(e.starts_with("f.jsonl, line 5: task 3 asks another question here than at line 1"), "{e}");
+        assert!(tasks([(3, 7, 0), (3, 9, 4)].into_iter(), at, true).is_ok());
+        assert_eq!(tasks([(3, 0, 0)].into_iter(), at, false).unwrap(), None);
+    }
+}
