@@ -435,7 +435,7 @@ def read_parquet(path: PathLike) -> Table:
 def compare(rollouts: Paths, *, inputs: Paths = (), agent: Optional[str] = None, field: str = "reward",
             pass_at: Optional[int] = None, baseline: Optional[str] = None, cluster_key: Optional[str] = None,
             by: Optional[str] = None, mde: bool = False, detect: Optional[float] = None,
-            allow_task_mismatch: bool = False, pair_by: str = "index") -> Table:
+            allow_task_mismatch: bool = False, pair_by: str = "index", task_key: Optional[str] = None) -> Table:
     """Runs against a baseline (``rollstat compare``): per run, the paired difference
     from the baseline over the tasks both measured, its interval and p-value, clustered
     standard errors, power. Returns the comparison as a :class:`Table` (the columns of
@@ -445,11 +445,13 @@ def compare(rollouts: Paths, *, inputs: Paths = (), agent: Optional[str] = None,
     Runs are paired only where they hold the same task (each index's fingerprint, a hash
     of its user messages, must agree): runs on different questions raise
     :class:`InputError`. ``pair_by="fingerprint"`` pairs a shuffled dataset by content;
+    ``task_key="question_id"`` by an identity field of yours;
     ``allow_task_mismatch=True`` pairs by index regardless, as NeMo Gym does."""
     argv = ["compare", *_paths(rollouts), *_opt("--inputs", _paths(inputs)), *_opt("--agent", agent),
             "--field", field, *_opt("--pass-at", pass_at), *_opt("--baseline", baseline),
             *_opt("--cluster-key", cluster_key), *_opt("--by", by), *_opt("--mde", mde),
-            *_opt("--detect", detect), *_opt("--allow-task-mismatch", allow_task_mismatch), "--pair-by", pair_by]
+            *_opt("--detect", detect), *_opt("--allow-task-mismatch", allow_task_mismatch), "--pair-by", pair_by,
+            *_opt("--task-key", task_key)]
     with _scratch() as d:
         out = os.path.join(d, "compare.parquet")
         _run([*argv, "--format", "parquet", "--out", out])
@@ -472,7 +474,7 @@ def query(sql: str, rollouts: Optional[Paths] = None, *, inputs: Optional[PathLi
 
 def report(rollouts: Paths, *, inputs: Paths = (), agent: Optional[str] = None, metric: str = "reward",
            baseline: Optional[str] = None, cluster_key: Optional[str] = None,
-           allow_task_mismatch: bool = False, pair_by: str = "index",
+           allow_task_mismatch: bool = False, pair_by: str = "index", task_key: Optional[str] = None,
            out: Optional[PathLike] = None) -> Report:
     """The one-page HTML report of a sweep (``rollstat report``): leaderboard,
     comparisons against the baseline, pass@k, difficulty, noise, cost. Shown inline in a
@@ -480,7 +482,7 @@ def report(rollouts: Paths, *, inputs: Paths = (), agent: Optional[str] = None, 
     files = _paths(rollouts)
     argv = ["report", *files, *_opt("--inputs", _paths(inputs)), *_opt("--agent", agent), "--metric", metric,
             *_opt("--baseline", baseline), *_opt("--cluster-key", cluster_key),
-            *_opt("--allow-task-mismatch", allow_task_mismatch), "--pair-by", pair_by]
+            *_opt("--allow-task-mismatch", allow_task_mismatch), "--pair-by", pair_by, *_opt("--task-key", task_key)]
     protected = files + _paths(inputs)
     if out is not None:
         out = os.path.abspath(os.fspath(out))

@@ -65,6 +65,10 @@ pub struct Pairing {
     /// sits, for a shuffled or re-ordered dataset; tasks without a partner are left out).
     #[arg(long, value_enum, default_value_t = PairBy::Index, value_name = "HOW")]
     pub pair_by: PairBy,
+    /// Pair tasks by this identity field of your own (`question_id`), wherever they
+    /// sit: every rollout of a task must carry one value of it, unique in its file.
+    #[arg(long, value_name = "FIELD")]
+    pub task_key: Option<String>,
 }
 
 /// `--pair-by`.

@@ -85,6 +85,7 @@ impl Args {
             flips: self.flips,
             allow_task_mismatch: self.pairing.allow_task_mismatch,
             pair_by_fingerprint: self.pairing.by_fingerprint(),
+            task_key: self.pairing.task_key.clone(),
         };
         c.validate()?;
         Ok(c)

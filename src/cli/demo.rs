@@ -103,6 +103,7 @@ pub fn run(a: Args) -> Result<()> {
         flips: None,
         allow_task_mismatch: false,
         pair_by_fingerprint: false,
+        task_key: None,
     };
     let (_, report) = workflow::compare(&cmp)?;
     warned += print_warnings(&report.warnings);
@@ -119,6 +120,7 @@ pub fn run(a: Args) -> Result<()> {
         made_at: super::report::made_at()?,
         allow_task_mismatch: false,
         pair_by_fingerprint: false,
+        task_key: None,
     };
     // Its warnings are those of aggregate and compare, printed above.
     let page = workflow::report(&rep)?;

@@ -45,6 +45,7 @@ impl Args {
             made_at: made_at()?,
             allow_task_mismatch: self.pairing.allow_task_mismatch,
             pair_by_fingerprint: self.pairing.by_fingerprint(),
+            task_key: self.pairing.task_key.clone(),
         })
     }
 }

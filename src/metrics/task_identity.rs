@@ -23,20 +23,36 @@ pub type FileTasks = Option<BTreeMap<i64, (u64, Location)>>;
 
 /// How tasks are to be paired.
 #[derive(Debug, Clone, Copy, Default)]
-pub struct Pairing {
+pub struct Pairing<'a> {
     /// Pair by index even where the tasks differ (a warning counts them).
     pub allow_mismatch: bool,
     /// Pair by fingerprint, wherever the tasks sit.
     pub by_fingerprint: bool,
+    /// Pair by this field of the user's own (the files' "fingerprints" are then hashes of
+    /// each task's value of it, see [`key_hash`]), wherever the tasks sit.
+    pub task_key: Option<&'a str>,
+}
+
+/// A task's value of a `--task-key` field (as text that is equal exactly when the values
+/// are: see the compare workflow) hashed to stand in for its fingerprint.
+pub fn key_hash(key: &str) -> u64 {
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    for &b in key.as_bytes() {
+        h ^= u64::from(b);
+        h = h.wrapping_mul(0x0000_0100_0000_01b3);
+    }
+    h.max(1)
 }
 
 /// Gathers one file's tasks from its rows `(task, fingerprint, row)` (rows without a
 /// fingerprint, 0, are passed over). Two rows of one task with different fingerprints
-/// are refused, naming both, unless `allow_mismatch`.
+/// are refused, naming both, unless `allow_mismatch`. With `field`, the "fingerprints"
+/// are the rows' hashed values of that `--task-key` field.
 pub fn tasks(
     rows: impl Iterator<Item = (i64, u64, usize)>,
     at: impl Fn(usize) -> Location,
     allow_mismatch: bool,
+    field: Option<&str>,
 ) -> Result<FileTasks> {
     let mut tasks: BTreeMap<i64, (u64, Location)> = BTreeMap::new();
     for (t, fp, r) in rows {
@@ -48,6 +64,16 @@ pub fn tasks(
                 tasks.insert(t, (fp, at(r)));
             }
             Some((f0, first)) if *f0 != fp && !allow_mismatch => {
+                if let Some(field) = field {
+                    return Err(Error::bad(
+                        at(r).key(field),
+                        format!(
+                            "task {t} has another value of --task-key {field} here than at line {}; every rollout of \
+                             a task must carry one value of it",
+                            first.line.unwrap_or(0)
+                        ),
+                    ));
+                }
                 return Err(Error::bad(
                     at(r),
                     format!(
@@ -83,8 +109,20 @@ pub fn check(
             unverified.join(", ")
         ));
     }
+    if let Some(field) = how.task_key {
+        return renumber(
+            paths,
+            files,
+            &format!("--task-key {field}"),
+            "the same value of the field as",
+            "by their value of the field",
+            notes,
+        )
+        .map(Some);
+    }
     if how.by_fingerprint {
-        return by_fingerprint(paths, files, notes).map(Some);
+        return renumber(paths, files, "--pair-by fingerprint", "the same question as", "by what the tasks ask", notes)
+            .map(Some);
     }
     let Some((f0, first)) = files.iter().enumerate().find_map(|(i, t)| t.as_ref().map(|t| (i, t))) else {
         return Ok(None);
@@ -128,19 +166,32 @@ pub fn check(
     Ok(None)
 }
 
-/// Per file, each task index mapped to the index of the same question in the first file
-/// that has it (questions no earlier file holds get fresh numbers after every file's
-/// largest index). A file without fingerprints, or a question asked under two indexes of
-/// one file, cannot be paired this way.
-fn by_fingerprint(paths: &[PathBuf], files: &[FileTasks], notes: &mut Vec<String>) -> Result<Vec<BTreeMap<i64, i64>>> {
+/// Per file, each task index mapped to the index of the same key (fingerprint or
+/// `--task-key` value) in the first file that has it (keys no earlier file holds get
+/// fresh numbers after every file's largest index). A file without keys, or a key under
+/// two indexes of one file, cannot be paired this way. `flag` names the way in messages,
+/// `same` and `how` say what "the same task" means.
+fn renumber(
+    paths: &[PathBuf],
+    files: &[FileTasks],
+    flag: &str,
+    same: &str,
+    how: &str,
+    notes: &mut Vec<String>,
+) -> Result<Vec<BTreeMap<i64, i64>>> {
     let mut canon: HashMap<u64, i64> = HashMap::new();
     let mut next = files.iter().flatten().flat_map(|t| t.keys().copied()).max().unwrap_or(0) + 1;
     let mut maps = Vec::new();
     for (f, tasks) in files.iter().enumerate() {
         let Some(tasks) = tasks else {
             return Err(Error::Usage(format!(
-                "--pair-by fingerprint: {} carries no task fingerprints (no `responses_create_params`); pair by index",
-                paths[f].display()
+                "{flag}: {} carries no task {} to pair by; pair by index",
+                paths[f].display(),
+                if flag.starts_with("--task-key") {
+                    "values of the field"
+                } else {
+                    "fingerprints (no `responses_create_params`)"
+                }
             )));
         };
         let mut seen: HashMap<u64, i64> = HashMap::new();
@@ -150,8 +201,8 @@ fn by_fingerprint(paths: &[PathBuf], files: &[FileTasks], notes: &mut Vec<String
                 return Err(Error::bad(
                     at.clone(),
                     format!(
-                        "--pair-by fingerprint: task {t} asks the same question as task {t0} of this file; each \
-                         question must be asked once to be paired by content"
+                        "{flag}: task {t} has {same} task {t0} of this file; each must be unique in a file to be \
+                         paired {how}"
                     ),
                 ));
             }
@@ -174,7 +225,7 @@ fn by_fingerprint(paths: &[PathBuf], files: &[FileTasks], notes: &mut Vec<String
         let moved = tasks.iter().filter(|(t, (fp, _))| base.contains(fp) && maps[f][t] != **t).count();
         let alone = tasks.values().filter(|(fp, _)| !base.contains(fp)).count();
         notes.push(format!(
-            "--pair-by fingerprint: {} paired with {} by what the tasks ask: {moved} task(s) sit under another index, {alone} have no partner",
+            "{flag}: {} paired with {} {how}: {moved} task(s) sit under another index, {alone} have no partner",
             paths[f].display(),
             paths[0].display()
         ));
@@ -220,17 +271,27 @@ mod tests {
         assert!(notes.last().unwrap().ends_with("2 task(s) sit under another index, 1 have no partner"), "{notes:?}");
         let twice = [file(&[(0, 10)]), file(&[(0, 10), (1, 10)])];
         assert!(check(&paths, &twice, how, &mut notes).is_err());
+        // A field of the user's own renumbers the same way, named as such.
+        let key = Pairing { task_key: Some("question_id"), ..Default::default() };
+        let maps = check(&paths, &shuffled, key, &mut notes).unwrap().unwrap();
+        assert_eq!(maps[1], BTreeMap::from([(0, 2), (1, 0), (5, 6)]));
+        assert!(notes
+            .last()
+            .unwrap()
+            .starts_with("--task-key question_id: b.jsonl paired with a.jsonl by their value"));
     }
 
     #[test]
     fn a_task_asks_one_question_in_a_file() {
         let at = |r: usize| Location::line("f.jsonl".as_ref(), r as u64 + 1);
         let rows = [(3, 7, 0), (3, 0, 1), (3, 7, 2), (4, 8, 3)];
-        let t = tasks(rows.into_iter(), at, false).unwrap().unwrap();
+        let t = tasks(rows.into_iter(), at, false, None).unwrap().unwrap();
         assert_eq!(t.len(), 2);
-        let e = tasks([(3, 7, 0), (3, 9, 4)].into_iter(), at, false).unwrap_err().to_string();
+        let e = tasks([(3, 7, 0), (3, 9, 4)].into_iter(), at, false, None).unwrap_err().to_string();
         assert!(e.starts_with("f.jsonl, line 5: task 3 asks another question here than at line 1"), "{e}");
-        assert!(tasks([(3, 7, 0), (3, 9, 4)].into_iter(), at, true).is_ok());
-        assert_eq!(tasks([(3, 0, 0)].into_iter(), at, false).unwrap(), None);
+        assert!(tasks([(3, 7, 0), (3, 9, 4)].into_iter(), at, true, None).is_ok());
+        assert_eq!(tasks([(3, 0, 0)].into_iter(), at, false, None).unwrap(), None);
+        let e = tasks([(3, 7, 0), (3, 9, 4)].into_iter(), at, false, Some("qid")).unwrap_err().to_string();
+        assert!(e.starts_with("f.jsonl, line 5, key `qid`: task 3 has another value of --task-key qid"), "{e}");
     }
 }

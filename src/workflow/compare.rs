@@ -47,6 +47,9 @@ pub struct CompareConfig {
     /// Pair tasks by their fingerprint (what they ask) wherever they sit, instead of by
     /// `_ng_task_index`.
     pub pair_by_fingerprint: bool,
+    /// Pair tasks by this identity field of the user's own (`question_id`), wherever
+    /// they sit.
+    pub task_key: Option<String>,
 }
 
 impl CompareConfig {
@@ -68,9 +71,12 @@ impl CompareConfig {
                 return Err(Error::Usage(format!("--detect {d}: give a non-zero difference in the metric's units")));
             }
         }
-        if self.allow_task_mismatch && self.pair_by_fingerprint {
+        let ways = [self.allow_task_mismatch, self.pair_by_fingerprint, self.task_key.is_some()];
+        if ways.iter().filter(|&&w| w).count() > 1 {
             return Err(Error::Usage(
-                "--allow-task-mismatch pairs by index; --pair-by fingerprint pairs by content: give one".into(),
+                "--allow-task-mismatch (by index), --pair-by fingerprint (by content) and --task-key (by a field) are \
+                 three ways to pair tasks: give one"
+                    .into(),
             ));
         }
         if self.by.is_some() && self.by == self.cluster_key {
@@ -361,11 +367,32 @@ fn read_file(a: &CompareConfig, path: &Path, inputs: Option<&Path>, read: Option
     Ok((by.into_iter().collect(), groups.map(|g| g.1), tasks))
 }
 
-/// Each task's fingerprint in one file (see [`task_identity::tasks`]).
+/// Each task's fingerprint in one file (see [`task_identity::tasks`]); with
+/// `--task-key`, each task's value of that field instead (as `--cluster-key` compares
+/// values: `1`, `1.0` and `true` are one, the text `"1"` another).
 fn file_tasks(a: &CompareConfig, path: &Path, table: &Table, task: &Int64Chunked) -> Result<FileTasks> {
+    if let Some(field) = &a.task_key {
+        let Ok(c) = table.df.column(field) else {
+            return Err(Error::bad(Location::file(path).key(field), "no rollout has this field (--task-key)"));
+        };
+        let keys = cluster_keys(c).map_err(|e| {
+            Error::bad(Location::file(path).key(field), format!("cannot pair tasks by this field: {e}"))
+        })?;
+        if let Some(r) = keys.iter().position(Option::is_none) {
+            return Err(Error::bad(
+                table.at(path, r).key(field),
+                "this rollout has no usable value of the --task-key field (a number, a bool or text); every rollout needs one",
+            ));
+        }
+        let rows = keys
+            .iter()
+            .enumerate()
+            .filter_map(|(r, k)| Some((task.get(r)?, task_identity::key_hash(k.as_deref()?), r)));
+        return task_identity::tasks(rows, |r| table.at(path, r), false, Some(field));
+    }
     let Some(fps) = &table.fingerprints else { return Ok(None) };
     let rows = fps.iter().enumerate().filter_map(|(r, &fp)| Some((task.get(r)?, fp, r)));
-    task_identity::tasks(rows, |r| table.at(path, r), a.allow_task_mismatch)
+    task_identity::tasks(rows, |r| table.at(path, r), a.allow_task_mismatch, None)
 }
 
 /// Each row's cluster, as text that is equal exactly when Python would find the values
@@ -450,8 +477,11 @@ pub fn read_runs_with(a: &CompareConfig, read: &[Option<ReadFile<'_>>]) -> Resul
         per_file.push(runs);
     }
     let mut notes = Vec::new();
-    let pairing =
-        task_identity::Pairing { allow_mismatch: a.allow_task_mismatch, by_fingerprint: a.pair_by_fingerprint };
+    let pairing = task_identity::Pairing {
+        allow_mismatch: a.allow_task_mismatch,
+        by_fingerprint: a.pair_by_fingerprint,
+        task_key: a.task_key.as_deref(),
+    };
     let renumber = task_identity::check(&a.rollouts, &file_tasks_all, pairing, &mut notes)?;
     if let Some(maps) = &renumber {
         for (runs, map) in per_file.iter_mut().zip(maps) {

@@ -180,10 +180,10 @@ fn check_tasks(c: &EvalCompareConfig, sides: &[Side], warn: &mut Warnings) -> Re
         }
         let t = crate::ingest::read_rollouts(&s.rollouts)?;
         let rows = (0..t.len()).map(|r| (t.task[r], t.fingerprint[r], r));
-        files.push(task_identity::tasks(rows, |r| t.location(r), c.allow_task_mismatch)?);
+        files.push(task_identity::tasks(rows, |r| t.location(r), c.allow_task_mismatch, None)?);
     }
     let mut notes = Vec::new();
-    let how = task_identity::Pairing { allow_mismatch: c.allow_task_mismatch, by_fingerprint: false };
+    let how = task_identity::Pairing { allow_mismatch: c.allow_task_mismatch, ..Default::default() };
     task_identity::check(&paths, &files, how, &mut notes)?;
     for n in notes {
         warn.add(n);

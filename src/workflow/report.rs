@@ -48,6 +48,8 @@ pub struct ReportConfig {
     pub allow_task_mismatch: bool,
     /// Pair tasks by what they ask (see `CompareConfig`).
     pub pair_by_fingerprint: bool,
+    /// Pair tasks by an identity field of the user's own (see `CompareConfig`).
+    pub task_key: Option<String>,
 }
 
 /// What a report run wrote.
@@ -76,6 +78,7 @@ impl ReportConfig {
             flips: None,
             allow_task_mismatch: self.allow_task_mismatch,
             pair_by_fingerprint: self.pair_by_fingerprint,
+            task_key: self.task_key.clone(),
         }
     }
 }

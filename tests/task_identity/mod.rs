@@ -113,6 +113,31 @@ fn a_shuffled_dataset_is_refused_with_the_hint_and_pairs_by_content() {
     for k in ["paired_tasks", "diff", "diff_se", "p_value", "wins", "losses", "ties"] {
         assert_eq!(x[1][k], y[1][k], "{k}");
     }
+    // An identity field of the user's own pairs them the same way.
+    let by_key = compare(&[s(&a), s(&b), "--task-key", "question_id"]);
+    assert!(by_key.status.success(), "{}", stderr(&by_key));
+    let z: serde_json::Value = serde_json::from_str(&stdout(&by_key)).unwrap();
+    for k in ["paired_tasks", "diff", "diff_se", "p_value", "wins", "losses", "ties"] {
+        assert_eq!(z[1][k], y[1][k], "{k}");
+    }
+    // A task whose rollouts carry two values of the key is refused, naming the field.
+    let two = d.join("two.jsonl");
+    rewrite(&b, &two, |v| {
+        if v["_ng_task_index"] == 3 && v["_ng_rollout_index"] == 1 {
+            v["question_id"] = serde_json::json!(-1);
+        }
+    });
+    let o = compare(&[s(&a), s(&two), "--task-key", "question_id"]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(
+        stderr(&o).contains("key `question_id`: task 3 has another value of --task-key question_id"),
+        "{}",
+        stderr(&o)
+    );
+    // One way to pair at a time.
+    let o = compare(&[s(&a), s(&b), "--task-key", "question_id", "--pair-by", "fingerprint"]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(stderr(&o).contains("three ways to pair tasks"), "{}", stderr(&o));
 }
 
 #[test]
