@@ -48,6 +48,7 @@ const fn col(name: &'static str, dtype: Kind, nemo_gym: &'static str) -> Fixed {
 pub const AGENT: &str = "agent";
 pub const TASK_INDEX: &str = "_ng_task_index";
 pub const ROLLOUT_INDEX: &str = "_ng_rollout_index";
+pub const TASK_FINGERPRINT: &str = "task_fingerprint";
 
 /// The leading columns of the `rollouts` table (one row per rollout), before the numeric
 /// fields (Int64 when every present value is an int or bool, else Float64) and the short
@@ -62,13 +63,14 @@ pub const ROLLOUTS: [Fixed; 5] = [
 
 /// Columns the `tasks` table (one row per agent and task) always has; with every
 /// `<stat>/<field>` of [`DESCRIBE`] beside them.
-pub const TASKS: [Fixed; 6] = [
+pub const TASKS: [Fixed; 7] = [
     col(AGENT, Kind::Text, "the entry's run label"),
     col(TASK_INDEX, Kind::Int, "group_level_metrics[]._ng_task_index"),
     col("mean/reward", Kind::Float, "group_level_metrics[].mean/reward"),
     col("num_rollouts", Kind::Int, "group_level_metrics[].num_rollouts"),
     col("expected_num_rollouts", Kind::Int, "group_level_metrics[].expected_num_rollouts"),
     col("missing_num_rollouts", Kind::Int, "group_level_metrics[].missing_num_rollouts"),
+    col(TASK_FINGERPRINT, Kind::Text, "what the task asks: a hash of its user messages, 16 hex digits"),
 ];
 
 /// Columns the `agents` table (one row per agent: every numeric key of

@@ -17,7 +17,8 @@ use super::table::{tag, Column, Interner, Source};
 use super::RolloutTable;
 use crate::error::{Error, Location, Result};
 
-const MAGIC: &[u8; 16] = b"rollstat-slice\x00\x01";
+/// Version 2 added each row's task fingerprint.
+const MAGIC: &[u8; 16] = b"rollstat-slice\x00\x02";
 
 /// Writes rows `rows` of `t` (in table order) as a slice.
 pub fn write_slice(t: &RolloutTable, rows: &[usize], w: &mut impl Write) -> std::io::Result<()> {
@@ -39,6 +40,7 @@ pub fn write_slice(t: &RolloutTable, rows: &[usize], w: &mut impl Write) -> std:
         e.u32(t.agent[r]);
         e.u32(t.server[r]);
         e.u32(t.order[r]);
+        e.u64(t.fingerprint[r]);
     }
     e.u64(t.names.len() as u64);
     for n in &t.names {
@@ -135,8 +137,7 @@ pub fn read_slices(paths: &[PathBuf], name: &Path) -> Result<RolloutTable> {
             t.line.push(LineMap::number(file_map[row.origin as usize], row.line));
             t.masked.push(row.masked);
             t.perf.push(row.perf);
-            // Slices carry no fingerprints: what merges compute does not read them.
-            t.fingerprint.push(0);
+            t.fingerprint.push(row.fingerprint);
             t.agent.push(name_of(row.agent));
             t.server.push(name_of(row.server));
             t.order.push(order_map[row.order as usize]);
@@ -235,6 +236,7 @@ struct SliceRow {
     agent: u32,
     server: u32,
     order: u32,
+    fingerprint: u64,
 }
 
 struct Slice {
@@ -349,12 +351,13 @@ fn header(d: &mut Dec<'_>) -> Option<(Vec<PathBuf>, bool)> {
 fn parse(data: &[u8]) -> Option<Slice> {
     let mut d = Dec { b: data, at: 0 };
     let (files, has_response) = header(&mut d)?;
-    let n = d.len(37)?;
+    let n = d.len(45)?;
     let mut rows = Vec::with_capacity(n);
     for _ in 0..n {
         let (task, rollout, line, origin) = (d.u64()? as i64, d.u64()? as i64, d.u64()?, d.u32()?);
         let flags = d.u8()?;
         let (agent, server, order) = (d.u32()?, d.u32()?, d.u32()?);
+        let fingerprint = d.u64()?;
         if origin as usize >= files.len() {
             return None;
         }
@@ -368,6 +371,7 @@ fn parse(data: &[u8]) -> Option<Slice> {
             agent,
             server,
             order,
+            fingerprint,
         });
     }
     let names = (0..d.len(8)?).map(|_| d.str()).collect::<Option<Vec<_>>>()?;

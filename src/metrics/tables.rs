@@ -43,8 +43,26 @@ pub fn tables(
     let rollouts = rollouts_frame(t, &runs(t, inputs), default_agent)?;
     let opts = AggregateOptions { default_agent: default_agent.map(str::to_string), ..Default::default() };
     let (entries, warnings) = aggregate(t, inputs, &opts)?;
-    let (tasks, agents, repeats) = level_tables(&entries)?;
+    let (mut tasks, agents, repeats) = level_tables(&entries)?;
+    with_fingerprints(&mut tasks, t)?;
     Ok((Tables { rollouts, tasks, agents, repeats }, warnings))
+}
+
+/// Fills the tasks table's `task_fingerprint`: each task's fingerprint (the first of its
+/// rows that has one, see [`crate::ingest::fingerprint`]) as 16 hex digits, null where
+/// no row has one. SQL joins runs across sweeps on it rather than on position.
+fn with_fingerprints(tasks: &mut DataFrame, t: &RolloutTable) -> Result<()> {
+    let mut of_task: std::collections::HashMap<i64, u64> = std::collections::HashMap::new();
+    for (&task, &fp) in t.task.iter().zip(&t.fingerprint) {
+        if fp != 0 {
+            of_task.entry(task).or_insert(fp);
+        }
+    }
+    let index = tasks.column(schema::TASK_INDEX)?.cast(&DataType::Int64)?;
+    let hex: StringChunked =
+        index.i64()?.iter().map(|t| t.and_then(|t| of_task.get(&t)).map(|fp| format!("{fp:016x}"))).collect();
+    tasks.with_column(hex.with_name(schema::TASK_FINGERPRINT.into()).into_column())?;
+    Ok(())
 }
 
 /// Turns JSON objects (all with scalar values of interest) into a frame: columns in

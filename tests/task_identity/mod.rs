@@ -184,3 +184,52 @@ fn fan_out_agents_that_disagree_on_a_task_are_refused() {
     assert!(stderr(&o).contains("task 5 asks another question here than at line"), "{}", stderr(&o));
     assert!(compare(&[s(&bad), "--allow-task-mismatch"]).status.success());
 }
+
+/// The exported tasks table carries each task's fingerprint: equal across runs of one
+/// task seed (whatever the agent), different across task seeds, and the same through a
+/// sharded merge.
+#[test]
+fn the_fingerprint_travels_in_the_tasks_table() {
+    use polars::prelude::*;
+    let d = TempDir::new("tid-table");
+    let fingerprints = |rollouts: &Path, out: &str| -> Vec<(i64, Option<String>)> {
+        let dir = d.join(out);
+        let o = run(&["export", s(rollouts), "--out-dir", s(&dir)]);
+        assert!(o.status.success(), "{}", stderr(&o));
+        let df = ParquetReader::new(std::fs::File::open(dir.join("tasks.parquet")).unwrap()).finish().unwrap();
+        let t = df.column("_ng_task_index").unwrap().i64().unwrap().clone();
+        let f = df.column("task_fingerprint").unwrap().str().unwrap().clone();
+        let mut v: Vec<(i64, Option<String>)> =
+            t.iter().zip(f.iter()).map(|(t, f)| (t.unwrap(), f.map(str::to_string))).collect();
+        v.sort();
+        v
+    };
+    let a = fingerprints(&sweep(&d, "a", 1, 7), "ta");
+    let b = fingerprints(&sweep(&d, "b", 2, 7), "tb");
+    let c = fingerprints(&sweep(&d, "c", 1, 8), "tc");
+    assert_eq!(a.len(), 60);
+    assert!(a.iter().all(|(_, f)| f.as_ref().is_some_and(|f| f.len() == 16)), "{a:?}");
+    assert_eq!(a, b, "one task seed, one fingerprint per task");
+    assert!(a.iter().zip(&c).all(|(x, y)| x.1 != y.1), "other questions, other fingerprints");
+    // Sharded and merged: the same tasks table, fingerprints included.
+    let rollouts = d.join("a").join("rollouts.jsonl");
+    let shards = d.join("shards");
+    let o = run(&["shard", s(&rollouts), "--out-dir", s(&shards), "--task-width", "16"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let mut slices: Vec<String> = std::fs::read_dir(&shards)
+        .unwrap()
+        .map(|e| e.unwrap().path().display().to_string())
+        .filter(|p| p.ends_with(".slice"))
+        .collect();
+    slices.sort();
+    let merged = d.join("merged");
+    let mut args = vec!["merge", "export", "--name", "rollouts.jsonl", "--out-dir", s(&merged), "-q"];
+    args.extend(slices.iter().map(String::as_str));
+    let o = run(&args);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert_eq!(
+        std::fs::read(merged.join("tasks.parquet")).unwrap(),
+        std::fs::read(d.join("ta").join("tasks.parquet")).unwrap(),
+        "merge export gives export's bytes"
+    );
+}
