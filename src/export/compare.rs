@@ -542,6 +542,7 @@ pub fn json_with_flips(df: &DataFrame, r: &Report) -> Vec<u8> {
                 (Arc::from("run"), Json::Str(r.runs[c.run].name.clone())),
                 (Arc::from("baseline"), Json::Str(r.runs[r.baseline].name.clone())),
                 (Arc::from("_ng_task_index"), Json::Int(f.task)),
+                (Arc::from("task_fingerprint"), f.fingerprint.map_or(Json::Null, |fp| Json::Str(format!("{fp:016x}")))),
                 (Arc::from("baseline_value"), Json::Float(f.baseline)),
                 (Arc::from("run_value"), Json::Float(f.run)),
                 (Arc::from("diff"), Json::Float(f.run - f.baseline)),

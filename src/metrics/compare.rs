@@ -312,6 +312,9 @@ pub struct Exact {
 #[derive(Debug, Clone, PartialEq)]
 pub struct Flip {
     pub task: i64,
+    /// What the task asks (its fingerprint), when the runs' rows carry one; set by the
+    /// caller that read the rows.
+    pub fingerprint: Option<u64>,
     /// The two task values and their per-rollout scores (rollout order).
     pub baseline: f64,
     pub run: f64,
@@ -665,6 +668,7 @@ fn one_report(
                     .take(k)
                     .map(|j| Flip {
                         task: shared[j],
+                        fingerprint: None,
                         baseline: a[j],
                         run: b[j],
                         baseline_scores: runs[baseline].scores(shared[j]),

@@ -115,6 +115,8 @@ pub struct Runs {
     pub origin: Vec<(usize, String)>,
     /// What the task check found and let through (printed with the report's warnings).
     pub notes: Vec<String>,
+    /// Each task's fingerprint, by the task number the runs are paired on.
+    pub fingerprints: BTreeMap<i64, u64>,
 }
 
 /// The numeric columns of a rollouts frame (what `--field` may name).
@@ -483,6 +485,15 @@ pub fn read_runs_with(a: &CompareConfig, read: &[Option<ReadFile<'_>>]) -> Resul
         task_key: a.task_key.as_deref(),
     };
     let renumber = task_identity::check(&a.rollouts, &file_tasks_all, pairing, &mut notes)?;
+    let mut fingerprints = BTreeMap::new();
+    for (f, tasks) in file_tasks_all.iter().enumerate() {
+        for (t, (fp, _)) in tasks.iter().flatten() {
+            let id = renumber.as_ref().map_or(Some(*t), |maps| maps[f].get(t).copied());
+            if let (Some(id), None) = (id, a.task_key.as_ref()) {
+                fingerprints.entry(id).or_insert(*fp);
+            }
+        }
+    }
     if let Some(maps) = &renumber {
         for (runs, map) in per_file.iter_mut().zip(maps) {
             for (_, r) in runs.iter_mut() {
@@ -540,7 +551,7 @@ pub fn read_runs_with(a: &CompareConfig, read: &[Option<ReadFile<'_>>]) -> Resul
             }
         }
     }
-    Ok(Runs { names, rollouts, origin, notes })
+    Ok(Runs { names, rollouts, origin, notes, fingerprints })
 }
 
 /// Reads the runs and computes the report.
@@ -593,5 +604,18 @@ pub fn compare_runs(a: &CompareConfig, runs: &Runs) -> Result<Report> {
     for n in &runs.notes {
         report.warnings.add(n.clone());
     }
+    name_flips(&mut report, &runs.fingerprints);
     Ok(report)
+}
+
+/// Gives each listed flip its task's fingerprint, in the report and its groups.
+fn name_flips(r: &mut Report, fingerprints: &BTreeMap<i64, u64>) {
+    for c in &mut r.comparisons {
+        for f in &mut c.flips {
+            f.fingerprint = fingerprints.get(&f.task).copied();
+        }
+    }
+    for (_, g) in &mut r.groups {
+        name_flips(g, fingerprints);
+    }
 }

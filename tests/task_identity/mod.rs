@@ -70,6 +70,13 @@ fn the_same_tasks_with_other_outcomes_pair_as_before() {
     assert!(!stderr(&o).contains("different tasks"), "{}", stderr(&o));
     let v: serde_json::Value = serde_json::from_str(&stdout(&o)).unwrap();
     assert_eq!(v[1]["paired_tasks"], 60, "{v}");
+    // The tasks that changed most name what they ask, as the tasks table does.
+    let o = compare(&[s(&a), s(&b), "--flips", "3"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let v: serde_json::Value = serde_json::from_str(&stdout(&o)).unwrap();
+    let flips = v["flips"].as_array().unwrap();
+    assert_eq!(flips.len(), 3);
+    assert!(flips.iter().all(|f| f["task_fingerprint"].as_str().is_some_and(|h| h.len() == 16)), "{v}");
 }
 
 #[test]
