@@ -497,12 +497,14 @@ def eval_compare(baseline: PathLike, candidates: Paths, *, baseline_agg_metrics:
                  candidates_agg_metrics: Optional[Paths] = None, agent: Optional[str] = None,
                  baseline_agent: Optional[str] = None, candidate_agents: Optional[Sequence[str]] = None,
                  report_format: str = "both", compute_missing: bool = False,
-                 allow_task_mismatch: bool = False, output_dir: Optional[PathLike] = None) -> EvalComparison:
+                 allow_task_mismatch: bool = False, pair_by: str = "index", task_key: Optional[str] = None,
+                 output_dir: Optional[PathLike] = None) -> EvalComparison:
     """NeMo Gym's ``gym eval compare`` (``rollstat eval-compare``): a baseline run
     against candidates, from their aggregate metrics files (found beside the rollouts).
     ``report_format`` is ``"md"``, ``"json"`` or ``"both"``. Runs whose rollouts hold
     different tasks under the same index raise :class:`InputError`;
-    ``allow_task_mismatch=True`` pairs them by index as NeMo Gym does."""
+    ``allow_task_mismatch=True`` pairs them by index as NeMo Gym does;
+    ``pair_by="fingerprint"`` joins a shuffled run's tasks by what they ask."""
     cands = _paths(candidates)
     argv = ["eval-compare", "--baseline", os.fspath(baseline), "--candidates", ",".join(cands),
             *_opt("--baseline-agg-metrics", baseline_agg_metrics),
@@ -510,7 +512,7 @@ def eval_compare(baseline: PathLike, candidates: Paths, *, baseline_agg_metrics:
             *_opt("--agent", agent), *_opt("--baseline-agent", baseline_agent),
             *(["--candidate-agents", ",".join(candidate_agents)] if candidate_agents else []),
             "--report-format", report_format, *_opt("--compute-missing", compute_missing),
-            *_opt("--allow-task-mismatch", allow_task_mismatch)]
+            *_opt("--allow-task-mismatch", allow_task_mismatch), "--pair-by", pair_by, *_opt("--task-key", task_key)]
     protected = [os.fspath(baseline), *cands]
     if output_dir is not None:
         output_dir = os.fspath(output_dir)

@@ -9,6 +9,7 @@
 //! `compute_missing` asks for it to be computed from the rollouts first (the
 //! [`super::aggregate`] workflow, writing the file where it was looked for).
 
+use std::collections::BTreeMap;
 use std::path::{Component, Path, PathBuf};
 
 use super::aggregate::{aggregate, AggregateConfig};
@@ -17,6 +18,7 @@ use crate::error::{Error, Location, Result};
 use crate::export::atomic::{in_out_dir, OutputSet};
 use crate::export::nemo_gym::artifact_path;
 use crate::export::nemo_gym_compare::{render_json, render_markdown, report_paths, Provenance};
+use crate::json::Json;
 use crate::metrics::eval_compare::{
     compare, needs_rebuild, parse_run_file, rebuild_repeat_metrics, rebuild_warning, AgentChoice, Comparison, Role,
     RunFile,
@@ -52,6 +54,10 @@ pub struct EvalCompareConfig {
     /// Pair by index even where the runs hold different tasks (as NeMo Gym does), with a
     /// warning, instead of refusing.
     pub allow_task_mismatch: bool,
+    /// Pair the task entries by their fingerprint (what they ask), wherever they sit.
+    pub pair_by_fingerprint: bool,
+    /// Pair the task entries by this identity field of the rollouts (`question_id`).
+    pub task_key: Option<String>,
     /// The command line, for the report.
     pub command: String,
     /// Paths are resolved against this folder (the working folder).
@@ -169,7 +175,8 @@ fn missing(s: &Side) -> Error {
 /// Checks, before anything is computed or written, that the runs hold the same task
 /// under each shared index: each side's rollouts (beside its aggregate file) are read for
 /// their task fingerprints. A side without a rollouts file cannot be checked (said once).
-fn check_tasks(c: &EvalCompareConfig, sides: &[Side], warn: &mut Warnings) -> Result<()> {
+/// With `--pair-by fingerprint`, returns each side's renumbering of its tasks.
+fn check_tasks(c: &EvalCompareConfig, sides: &[Side], warn: &mut Warnings) -> Result<Option<Vec<BTreeMap<i64, i64>>>> {
     let mut paths = Vec::new();
     let mut files = Vec::new();
     for s in sides {
@@ -179,16 +186,70 @@ fn check_tasks(c: &EvalCompareConfig, sides: &[Side], warn: &mut Warnings) -> Re
             continue;
         }
         let t = crate::ingest::read_rollouts(&s.rollouts)?;
+        if let Some(field) = &c.task_key {
+            files.push(task_keys(&t, &s.rollouts, field)?);
+            continue;
+        }
         let rows = (0..t.len()).map(|r| (t.task[r], t.fingerprint[r], r));
         files.push(task_identity::tasks(rows, |r| t.location(r), c.allow_task_mismatch, None)?);
     }
     let mut notes = Vec::new();
-    let how = task_identity::Pairing { allow_mismatch: c.allow_task_mismatch, ..Default::default() };
-    task_identity::check(&paths, &files, how, &mut notes)?;
+    let how = task_identity::Pairing {
+        allow_mismatch: c.allow_task_mismatch,
+        by_fingerprint: c.pair_by_fingerprint,
+        task_key: c.task_key.as_deref(),
+    };
+    let maps = task_identity::check(&paths, &files, how, &mut notes)?;
     for n in notes {
         warn.add(n);
     }
-    Ok(())
+    Ok(maps)
+}
+
+/// Each task's value of the `--task-key` field in a rollouts file (numbers by value, so
+/// `1`, `1.0` and `true` are one; text another), hashed to stand for its fingerprint.
+fn task_keys(t: &crate::ingest::RolloutTable, path: &Path, field: &str) -> Result<task_identity::FileTasks> {
+    let Some(ci) = t.column(crate::ingest::table::Source::Top, field) else {
+        return Err(Error::bad(Location::file(path).key(field), "no rollout has this field (--task-key)"));
+    };
+    let col = &t.columns[ci];
+    let mut rows = Vec::with_capacity(t.len());
+    for r in 0..t.len() {
+        let key = match (col.num(r), col.str_at(r)) {
+            (Some(x), _) if x.is_finite() && x.fract() == 0.0 => format!("{:.0}", x + 0.0),
+            (Some(x), _) => format!("{x:?}"),
+            (None, Some(s)) => format!("{s:?}"),
+            (None, None) => {
+                return Err(Error::bad(
+                    t.location(r).key(field),
+                    "this rollout has no usable value of the --task-key field (a number, a bool or text); every rollout needs one",
+                ))
+            }
+        };
+        rows.push((t.task[r], task_identity::key_hash(&key), r));
+    }
+    task_identity::tasks(rows.into_iter(), |r| t.location(r), false, Some(field))
+}
+
+/// Renumbers a run's task entries (`group_level_metrics[]._ng_task_index`) by `map`,
+/// leaving out the entries it has no number for (tasks without a partner's fingerprint).
+fn renumber_tasks(run: &mut RunFile, map: &BTreeMap<i64, i64>) {
+    for (_, entry) in &mut run.entries {
+        let Json::Obj(items) = entry else { continue };
+        let Some((_, Json::Arr(groups))) = items.iter_mut().find(|(k, _)| &**k == "group_level_metrics") else {
+            continue;
+        };
+        groups.retain_mut(|g| {
+            let Some(Json::Int(t)) = g.get("_ng_task_index").cloned() else { return true };
+            match map.get(&t) {
+                Some(&id) => {
+                    g.set("_ng_task_index", Json::Int(id));
+                    true
+                }
+                None => false,
+            }
+        });
+    }
 }
 
 /// Runs the comparison and writes the reports. A report folder this call creates is
@@ -198,7 +259,7 @@ pub fn eval_compare(c: &EvalCompareConfig) -> Result<EvalCompareRun> {
     let sides = sides(c)?;
     let mut computed = Vec::new();
     let mut warn = Warnings::default();
-    check_tasks(c, &sides, &mut warn)?;
+    let renumber = check_tasks(c, &sides, &mut warn)?;
     for s in &sides {
         if s.aggregate.is_dir() {
             return Err(Error::bad(
@@ -240,6 +301,9 @@ pub fn eval_compare(c: &EvalCompareConfig) -> Result<EvalCompareRun> {
         if needs_rebuild(&run) {
             warn.add(rebuild_warning(&s.aggregate));
             rebuild_repeat_metrics(&mut run, &mut warn)?;
+        }
+        if let Some(maps) = &renumber {
+            renumber_tasks(&mut run, &maps[runs.len()]);
         }
         runs.push(run);
     }

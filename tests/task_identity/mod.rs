@@ -240,3 +240,45 @@ fn the_fingerprint_travels_in_the_tasks_table() {
         "merge export gives export's bytes"
     );
 }
+
+/// `eval-compare` checks the same way, and with `--pair-by fingerprint` joins a shuffled
+/// candidate's task entries to the baseline's by what they ask: the flips are those of
+/// the unshuffled pair.
+#[test]
+fn eval_compare_pairs_a_shuffled_run_by_content() {
+    let d = TempDir::new("tid-evalcmp");
+    let a = sweep(&d, "a", 1, 7);
+    let shuffled = d.join("s");
+    std::fs::create_dir_all(&shuffled).unwrap();
+    rewrite(&sweep(&d, "b0", 2, 7), &shuffled.join("rollouts.jsonl"), |v| {
+        let t = v["_ng_task_index"].as_i64().unwrap();
+        v["_ng_task_index"] = serde_json::json!(59 - t);
+    });
+    let plain = sweep(&d, "b1", 2, 7);
+    let flips = |cand: &Path, extra: &[&str]| -> std::process::Output {
+        let out = d.join(&format!("out-{}", cand.parent().unwrap().file_name().unwrap().to_string_lossy()));
+        let mut args = vec!["eval-compare", "--baseline", s(&a), "--candidates", s(cand), "--compute-missing"];
+        args.extend(["--report-format", "json", "--output-dir", s(&out), "-q"]);
+        args.extend_from_slice(extra);
+        run(&args)
+    };
+    let o = flips(&shuffled.join("rollouts.jsonl"), &[]);
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    assert!(stderr(&o).contains("--pair-by fingerprint"), "{}", stderr(&o));
+    let o = flips(&shuffled.join("rollouts.jsonl"), &["--pair-by", "fingerprint"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(flips(&plain, &[]).status.success());
+    // An identity field of the rollouts joins them the same way.
+    let by_key = d.join("k");
+    std::fs::create_dir_all(&by_key).unwrap();
+    std::fs::copy(shuffled.join("rollouts.jsonl"), by_key.join("rollouts.jsonl")).unwrap();
+    let o = flips(&by_key.join("rollouts.jsonl"), &["--task-key", "question_id"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let read = |name: &str| -> serde_json::Value {
+        let v: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(d.join(name).join("compare_report.json")).unwrap()).unwrap();
+        v["comparisons"][0]["flips"].clone()
+    };
+    assert_eq!(read("out-s"), read("out-b1"));
+    assert_eq!(read("out-k"), read("out-b1"));
+}
