@@ -47,15 +47,21 @@ impl Fnv {
     }
 }
 
+/// The fingerprint of a text (a `--task-key` value standing in for a fingerprint): the
+/// same hash, never 0.
+pub fn of_text(text: &str) -> u64 {
+    let mut h = Fnv::new();
+    h.update(text.as_bytes());
+    h.finish()
+}
+
 /// The fingerprint of the `responses_create_params` value at the scanner's position,
-/// which it crosses (checking it is JSON, as a skip does). Returns whether it was an
-/// empty object or array, and the fingerprint (0 without a user message).
-pub fn of_params(s: &mut Scanner<'_>) -> ScanResult<(Scalar<'static>, u64)> {
+/// which it crosses (checking it is JSON, as a skip does). Returns the value as a skip
+/// returns it (an object as a container, anything else as itself) and the fingerprint
+/// (0 without a user message).
+pub fn of_params<'a>(s: &mut Scanner<'a>) -> ScanResult<(Scalar<'a>, u64)> {
     if s.peek() != Some(b'{') {
-        let v = s.value()?;
-        let empty = matches!(v, Scalar::Container { empty: true, .. });
-        let object = matches!(v, Scalar::Container { object: true, .. });
-        return Ok((Scalar::Container { object, empty }, 0));
+        return Ok((s.value()?, 0));
     }
     s.i += 1;
     let empty = s.peek() == Some(b'}');
@@ -223,6 +229,9 @@ mod tests {
         assert_eq!(fp(r#"{"temperature":1}"#), 0);
         assert_eq!(fp(r#"[1,2]"#), 0);
         assert_eq!(fp(r#"{}"#), 0);
+        // Anything but an object is returned as a skip returns it, scalars as themselves.
+        let mut s = Scanner::new(b"\"text\"");
+        assert!(matches!(of_params(&mut s).unwrap(), (Scalar::Str(b"text", false), 0)));
     }
 
     #[test]
