@@ -80,8 +80,13 @@ pub enum PairBy {
 }
 
 impl Pairing {
-    pub fn by_fingerprint(&self) -> bool {
-        self.pair_by == PairBy::Fingerprint
+    /// The pairing the workflows take (validated there).
+    pub fn config(&self) -> crate::metrics::task_identity::Pairing {
+        crate::metrics::task_identity::Pairing {
+            allow_mismatch: self.allow_task_mismatch,
+            by_fingerprint: self.pair_by == PairBy::Fingerprint,
+            task_key: self.task_key.clone(),
+        }
     }
 }
 

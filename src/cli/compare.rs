@@ -83,9 +83,7 @@ impl Args {
             mde: self.mde,
             detect: self.detect,
             flips: self.flips,
-            allow_task_mismatch: self.pairing.allow_task_mismatch,
-            pair_by_fingerprint: self.pairing.by_fingerprint(),
-            task_key: self.pairing.task_key.clone(),
+            pairing: self.pairing.config(),
         };
         c.validate()?;
         Ok(c)

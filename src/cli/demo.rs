@@ -101,9 +101,7 @@ pub fn run(a: Args) -> Result<()> {
         mde: false,
         detect: None,
         flips: None,
-        allow_task_mismatch: false,
-        pair_by_fingerprint: false,
-        task_key: None,
+        pairing: Default::default(),
     };
     let (_, report) = workflow::compare(&cmp)?;
     warned += print_warnings(&report.warnings);
@@ -118,9 +116,7 @@ pub fn run(a: Args) -> Result<()> {
         cluster_key: None,
         out: Some(a.dir.join("report.html")),
         made_at: super::report::made_at()?,
-        allow_task_mismatch: false,
-        pair_by_fingerprint: false,
-        task_key: None,
+        pairing: Default::default(),
     };
     // Its warnings are those of aggregate and compare, printed above.
     let page = workflow::report(&rep)?;

@@ -8,7 +8,7 @@ use std::path::PathBuf;
 use clap::{Args as ClapArgs, ValueEnum};
 
 use super::common;
-use crate::error::{Error, Result};
+use crate::error::Result;
 use crate::export::nemo_gym_compare::{key_metric_lines, summary_lines};
 use crate::metrics::eval_compare::AgentChoice;
 use crate::workflow::{EvalCompareConfig, ReportFormat};
@@ -54,21 +54,11 @@ pub struct Args {
     /// aggregate` does) instead of refusing; the file is written where it was looked for.
     #[arg(long)]
     pub compute_missing: bool,
-    /// Pair tasks by `_ng_task_index` even where the runs hold different tasks there
-    /// (found by the task fingerprints of each run's rollouts), as NeMo Gym does: the
-    /// report's bytes are then NeMo Gym's, with a warning counting the mismatched pairs.
-    #[arg(long)]
-    pub allow_task_mismatch: bool,
-    /// How task entries are paired: `index` (`_ng_task_index`, checked to hold the same
-    /// task) or `fingerprint` (what the task asks, found in each run's rollouts, wherever
-    /// it sits; entries without a partner are left out of the task-level comparison).
-    #[arg(long, value_enum, default_value_t = super::common::PairBy::Index, value_name = "HOW")]
-    pub pair_by: super::common::PairBy,
-    /// Join the runs' task entries by this identity field of the rollouts (`question_id`),
-    /// wherever they sit: every rollout of a task must carry one value of it, unique in
-    /// its file.
-    #[arg(long, value_name = "FIELD")]
-    pub task_key: Option<String>,
+    /// How the runs' task entries are paired; each run's rollouts are read for their
+    /// task fingerprints (or `--task-key` values). With `--allow-task-mismatch` the
+    /// report's bytes are NeMo Gym's, with a warning counting the mismatched pairs.
+    #[command(flatten)]
+    pub pairing: common::Pairing,
 }
 
 /// Python's `shlex.quote`: words of safe characters as they are, anything else in single
@@ -95,15 +85,6 @@ fn invoked_command(args: impl Iterator<Item = OsString>) -> String {
 impl Args {
     /// The validated configuration.
     pub fn config(&self) -> Result<EvalCompareConfig> {
-        let ways =
-            [self.allow_task_mismatch, self.pair_by == super::common::PairBy::Fingerprint, self.task_key.is_some()];
-        if ways.iter().filter(|&&w| w).count() > 1 {
-            return Err(Error::Usage(
-                "--allow-task-mismatch (by index), --pair-by fingerprint (by content) and --task-key (by a field) are \
-                 three ways to pair tasks: give one"
-                    .into(),
-            ));
-        }
         let cwd = std::env::current_dir().map_err(|e| crate::error::Error::read(std::path::Path::new("."), e))?;
         Ok(EvalCompareConfig {
             baseline: self.baseline.clone(),
@@ -122,9 +103,7 @@ impl Args {
                 Format::Both => ReportFormat::Both,
             },
             compute_missing: self.compute_missing,
-            allow_task_mismatch: self.allow_task_mismatch,
-            pair_by_fingerprint: self.pair_by == super::common::PairBy::Fingerprint,
-            task_key: self.task_key.clone(),
+            pairing: self.pairing.config(),
             command: invoked_command(std::env::args_os()),
             cwd,
         })

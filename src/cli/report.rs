@@ -43,9 +43,7 @@ impl Args {
             cluster_key: self.cluster_key.clone(),
             out: self.out.clone(),
             made_at: made_at()?,
-            allow_task_mismatch: self.pairing.allow_task_mismatch,
-            pair_by_fingerprint: self.pairing.by_fingerprint(),
-            task_key: self.pairing.task_key.clone(),
+            pairing: self.pairing.config(),
         })
     }
 }

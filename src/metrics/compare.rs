@@ -143,7 +143,6 @@ impl RunRollouts {
         self.by.values().map(String::as_str)
     }
 
-    /// Each task's group value, in task order.
     /// The run with its tasks renumbered by `map` (pairing tasks by what they ask, not
     /// by index); a task the map leaves out is left out.
     pub fn renumbered(&self, map: &BTreeMap<i64, i64>) -> RunRollouts {
@@ -157,6 +156,7 @@ impl RunRollouts {
         }
     }
 
+    /// Each task's group value, in task order.
     pub fn task_groups(&self) -> impl Iterator<Item = (i64, &str)> {
         self.by.iter().map(|(&t, g)| (t, g.as_str()))
     }
@@ -587,7 +587,7 @@ fn one_report(
         let mut stats = paired(&a, &b, c.as_deref());
         let d: Vec<f64> = b.iter().zip(&a).map(|(y, x)| y - x).collect();
         // Wins, losses and ties decided exactly (the values stay NeMo Gym's floats).
-        let order: Vec<Option<std::cmp::Ordering>> = shared
+        let outcome: Vec<Option<std::cmp::Ordering>> = shared
             .iter()
             .zip(a.iter().zip(&b))
             .map(|(t, (&x, &y))| {
@@ -598,9 +598,9 @@ fn one_report(
             .collect();
         if let Some(p) = stats.as_mut() {
             use std::cmp::Ordering::{Greater, Less};
-            p.wins = order.iter().filter(|o| **o == Some(Greater)).count();
-            p.losses = order.iter().filter(|o| **o == Some(Less)).count();
-            p.ties = order.len() - p.wins - p.losses;
+            p.wins = outcome.iter().filter(|o| **o == Some(Greater)).count();
+            p.losses = outcome.iter().filter(|o| **o == Some(Less)).count();
+            p.ties = outcome.len() - p.wins - p.losses;
         }
         let mut cr2_used = false;
         if let Some(p) = stats.as_mut() {
@@ -661,7 +661,7 @@ fn one_report(
             None => Vec::new(),
             Some(k) => {
                 let mut order: Vec<usize> =
-                    (0..shared.len()).filter(|&j| order[j].is_some_and(|o| o.is_ne())).collect();
+                    (0..shared.len()).filter(|&j| outcome[j].is_some_and(|o| o.is_ne())).collect();
                 order.sort_by(|&x, &y| d[y].abs().total_cmp(&d[x].abs()).then(shared[x].cmp(&shared[y])));
                 order
                     .into_iter()

@@ -21,27 +21,67 @@ use crate::error::{Error, Location, Result};
 /// `responses_create_params`).
 pub type FileTasks = Option<BTreeMap<i64, (u64, Location)>>;
 
-/// How tasks are to be paired.
-#[derive(Debug, Clone, Copy, Default)]
-pub struct Pairing<'a> {
+/// How tasks are to be paired (by index, checked, when nothing is set): the one
+/// configuration of every comparison.
+#[derive(Debug, Clone, Default)]
+pub struct Pairing {
     /// Pair by index even where the tasks differ (a warning counts them).
     pub allow_mismatch: bool,
     /// Pair by fingerprint, wherever the tasks sit.
     pub by_fingerprint: bool,
     /// Pair by this field of the user's own (the files' "fingerprints" are then hashes of
     /// each task's value of it, see [`key_hash`]), wherever the tasks sit.
-    pub task_key: Option<&'a str>,
+    pub task_key: Option<String>,
+}
+
+impl Pairing {
+    /// Refuses more than one way to pair.
+    pub fn validate(&self) -> Result<()> {
+        let ways = [self.allow_mismatch, self.by_fingerprint, self.task_key.is_some()];
+        if ways.iter().filter(|&&w| w).count() > 1 {
+            return Err(Error::Usage(
+                "--allow-task-mismatch (by index), --pair-by fingerprint (by content) and --task-key (by a field) are \
+                 three ways to pair tasks: give one"
+                    .into(),
+            ));
+        }
+        Ok(())
+    }
 }
 
 /// A task's value of a `--task-key` field (as text that is equal exactly when the values
 /// are: see the compare workflow) hashed to stand in for its fingerprint.
 pub fn key_hash(key: &str) -> u64 {
-    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
-    for &b in key.as_bytes() {
-        h ^= u64::from(b);
-        h = h.wrapping_mul(0x0000_0100_0000_01b3);
+    crate::ingest::fingerprint::of_text(key)
+}
+
+/// A number as `--task-key` (and `--cluster-key`) compare it, equal exactly when Python
+/// finds the values equal: an integral value as its exact integer (`1`, `1.0` and `true`
+/// are one), anything else as its shortest round-trip form.
+pub fn number_key(x: f64) -> String {
+    if x.is_finite() && x.fract() == 0.0 {
+        format!("{:.0}", x + 0.0)
+    } else {
+        format!("{x:?}")
     }
-    h.max(1)
+}
+
+/// Text as those keys compare it: quoted, so the text `"1"` is not the number 1.
+pub fn text_key(s: &str) -> String {
+    format!("{s:?}")
+}
+
+/// `--task-key` names a field no rollout of `path` has.
+pub fn no_key_field(path: &std::path::Path, field: &str) -> Error {
+    Error::bad(Location::file(path).key(field), "no rollout has this field (--task-key)")
+}
+
+/// A rollout without a usable value of the `--task-key` field.
+pub fn no_key_value(at: Location, field: &str) -> Error {
+    Error::bad(
+        at.key(field),
+        "this rollout has no usable value of the --task-key field (a number, a bool or text); every rollout needs one",
+    )
 }
 
 /// Gathers one file's tasks from its rows `(task, fingerprint, row)` (rows without a
@@ -98,7 +138,7 @@ pub fn tasks(
 pub fn check(
     paths: &[PathBuf],
     files: &[FileTasks],
-    how: Pairing,
+    how: &Pairing,
     notes: &mut Vec<String>,
 ) -> Result<Option<Vec<BTreeMap<i64, i64>>>> {
     let unverified: Vec<String> =
@@ -109,7 +149,7 @@ pub fn check(
             unverified.join(", ")
         ));
     }
-    if let Some(field) = how.task_key {
+    if let Some(field) = &how.task_key {
         return renumber(
             paths,
             files,
@@ -246,13 +286,13 @@ mod tests {
         let paths = [PathBuf::from("a.jsonl"), PathBuf::from("b.jsonl")];
         let mut notes = Vec::new();
         let same = [file(&[(0, 10), (1, 11), (2, 12)]), file(&[(0, 10), (1, 11)])];
-        assert_eq!(check(&paths, &same, Pairing::default(), &mut notes).unwrap(), None);
+        assert_eq!(check(&paths, &same, &Pairing::default(), &mut notes).unwrap(), None);
         let other = [file(&[(0, 10), (1, 11), (2, 12)]), file(&[(0, 10), (1, 99), (2, 98)])];
-        let e = check(&paths, &other, Pairing::default(), &mut notes).unwrap_err().to_string();
+        let e = check(&paths, &other, &Pairing::default(), &mut notes).unwrap_err().to_string();
         assert!(e.contains("task 1 is x.jsonl, line 2") && e.contains("2 of the 3 shared"), "{e}");
         assert!(!e.contains("--pair-by"), "no question moved: {e}");
         let allowed = Pairing { allow_mismatch: true, ..Default::default() };
-        assert_eq!(check(&paths, &other, allowed, &mut notes).unwrap(), None);
+        assert_eq!(check(&paths, &other, &allowed, &mut notes).unwrap(), None);
         assert!(notes.last().unwrap().starts_with("2 of 3 shared task indexes hold different tasks"), "{notes:?}");
     }
 
@@ -261,19 +301,19 @@ mod tests {
         let paths = [PathBuf::from("a.jsonl"), PathBuf::from("b.jsonl")];
         let mut notes = Vec::new();
         let shuffled = [file(&[(0, 10), (1, 11), (2, 12)]), file(&[(0, 12), (1, 10), (5, 77)])];
-        let e = check(&paths, &shuffled, Pairing::default(), &mut notes).unwrap_err().to_string();
+        let e = check(&paths, &shuffled, &Pairing::default(), &mut notes).unwrap_err().to_string();
         assert!(e.contains("--pair-by fingerprint"), "{e}");
         let how = Pairing { by_fingerprint: true, ..Default::default() };
-        let maps = check(&paths, &shuffled, how, &mut notes).unwrap().unwrap();
+        let maps = check(&paths, &shuffled, &how, &mut notes).unwrap().unwrap();
         assert_eq!(maps[0], BTreeMap::from([(0, 0), (1, 1), (2, 2)]));
         // 12 sits at 2 in the first file, 10 at 0; 77 gets a fresh number.
         assert_eq!(maps[1], BTreeMap::from([(0, 2), (1, 0), (5, 6)]));
         assert!(notes.last().unwrap().ends_with("2 task(s) sit under another index, 1 have no partner"), "{notes:?}");
         let twice = [file(&[(0, 10)]), file(&[(0, 10), (1, 10)])];
-        assert!(check(&paths, &twice, how, &mut notes).is_err());
+        assert!(check(&paths, &twice, &how, &mut notes).is_err());
         // A field of the user's own renumbers the same way, named as such.
-        let key = Pairing { task_key: Some("question_id"), ..Default::default() };
-        let maps = check(&paths, &shuffled, key, &mut notes).unwrap().unwrap();
+        let key = Pairing { task_key: Some("question_id".into()), ..Default::default() };
+        let maps = check(&paths, &shuffled, &key, &mut notes).unwrap().unwrap();
         assert_eq!(maps[1], BTreeMap::from([(0, 2), (1, 0), (5, 6)]));
         assert!(notes
             .last()

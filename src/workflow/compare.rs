@@ -41,15 +41,8 @@ pub struct CompareConfig {
     pub detect: Option<f64>,
     /// List the N tasks that changed most per run.
     pub flips: Option<u32>,
-    /// Pair tasks by index even where the runs hold different tasks there (as NeMo Gym
-    /// does), with a warning counting them, instead of refusing.
-    pub allow_task_mismatch: bool,
-    /// Pair tasks by their fingerprint (what they ask) wherever they sit, instead of by
-    /// `_ng_task_index`.
-    pub pair_by_fingerprint: bool,
-    /// Pair tasks by this identity field of the user's own (`question_id`), wherever
-    /// they sit.
-    pub task_key: Option<String>,
+    /// How the runs' tasks are paired (by index, checked, by default).
+    pub pairing: task_identity::Pairing,
 }
 
 impl CompareConfig {
@@ -71,14 +64,7 @@ impl CompareConfig {
                 return Err(Error::Usage(format!("--detect {d}: give a non-zero difference in the metric's units")));
             }
         }
-        let ways = [self.allow_task_mismatch, self.pair_by_fingerprint, self.task_key.is_some()];
-        if ways.iter().filter(|&&w| w).count() > 1 {
-            return Err(Error::Usage(
-                "--allow-task-mismatch (by index), --pair-by fingerprint (by content) and --task-key (by a field) are \
-                 three ways to pair tasks: give one"
-                    .into(),
-            ));
-        }
+        self.pairing.validate()?;
         if self.by.is_some() && self.by == self.cluster_key {
             return Err(Error::Usage(
                 "--by and --cluster-key name the same field; a group would be one cluster".into(),
@@ -373,18 +359,15 @@ fn read_file(a: &CompareConfig, path: &Path, inputs: Option<&Path>, read: Option
 /// `--task-key`, each task's value of that field instead (as `--cluster-key` compares
 /// values: `1`, `1.0` and `true` are one, the text `"1"` another).
 fn file_tasks(a: &CompareConfig, path: &Path, table: &Table, task: &Int64Chunked) -> Result<FileTasks> {
-    if let Some(field) = &a.task_key {
+    if let Some(field) = &a.pairing.task_key {
         let Ok(c) = table.df.column(field) else {
-            return Err(Error::bad(Location::file(path).key(field), "no rollout has this field (--task-key)"));
+            return Err(task_identity::no_key_field(path, field));
         };
         let keys = cluster_keys(c).map_err(|e| {
             Error::bad(Location::file(path).key(field), format!("cannot pair tasks by this field: {e}"))
         })?;
         if let Some(r) = keys.iter().position(Option::is_none) {
-            return Err(Error::bad(
-                table.at(path, r).key(field),
-                "this rollout has no usable value of the --task-key field (a number, a bool or text); every rollout needs one",
-            ));
+            return Err(task_identity::no_key_value(table.at(path, r), field));
         }
         let rows = keys
             .iter()
@@ -394,7 +377,7 @@ fn file_tasks(a: &CompareConfig, path: &Path, table: &Table, task: &Int64Chunked
     }
     let Some(fps) = &table.fingerprints else { return Ok(None) };
     let rows = fps.iter().enumerate().filter_map(|(r, &fp)| Some((task.get(r)?, fp, r)));
-    task_identity::tasks(rows, |r| table.at(path, r), a.allow_task_mismatch, None)
+    task_identity::tasks(rows, |r| table.at(path, r), a.pairing.allow_mismatch, None)
 }
 
 /// Each row's cluster, as text that is equal exactly when Python would find the values
@@ -410,14 +393,12 @@ fn cluster_keys(c: &Column) -> PolarsResult<Vec<Option<String>>> {
         return Ok(c.cast(&DataType::Int64)?.i64()?.iter().map(|v| v.map(|i| i.to_string())).collect());
     }
     if dt.is_float() || dt.is_bool() {
-        let number =
-            |x: f64| if x.is_finite() && x.fract() == 0.0 { format!("{:.0}", x + 0.0) } else { format!("{x:?}") };
-        return Ok(c.cast(&DataType::Float64)?.f64()?.iter().map(|v| v.map(number)).collect());
+        return Ok(c.cast(&DataType::Float64)?.f64()?.iter().map(|v| v.map(task_identity::number_key)).collect());
     }
     if !(dt.is_string() || dt.is_categorical()) {
         polars_bail!(InvalidOperation: "it holds {dt}, not numbers or text");
     }
-    Ok(c.cast(&DataType::String)?.str()?.iter().map(|v| v.map(|s| format!("{s:?}"))).collect())
+    Ok(c.cast(&DataType::String)?.str()?.iter().map(|v| v.map(task_identity::text_key)).collect())
 }
 
 /// How a file is named in run names: its stem, or its path when two files share a stem.
@@ -479,17 +460,12 @@ pub fn read_runs_with(a: &CompareConfig, read: &[Option<ReadFile<'_>>]) -> Resul
         per_file.push(runs);
     }
     let mut notes = Vec::new();
-    let pairing = task_identity::Pairing {
-        allow_mismatch: a.allow_task_mismatch,
-        by_fingerprint: a.pair_by_fingerprint,
-        task_key: a.task_key.as_deref(),
-    };
-    let renumber = task_identity::check(&a.rollouts, &file_tasks_all, pairing, &mut notes)?;
+    let renumber = task_identity::check(&a.rollouts, &file_tasks_all, &a.pairing, &mut notes)?;
     let mut fingerprints = BTreeMap::new();
     for (f, tasks) in file_tasks_all.iter().enumerate() {
         for (t, (fp, _)) in tasks.iter().flatten() {
             let id = renumber.as_ref().map_or(Some(*t), |maps| maps[f].get(t).copied());
-            if let (Some(id), None) = (id, a.task_key.as_ref()) {
+            if let (Some(id), None) = (id, a.pairing.task_key.as_ref()) {
                 fingerprints.entry(id).or_insert(*fp);
             }
         }

@@ -51,13 +51,8 @@ pub struct EvalCompareConfig {
     pub format: ReportFormat,
     /// Compute a missing aggregate file from its rollouts instead of refusing.
     pub compute_missing: bool,
-    /// Pair by index even where the runs hold different tasks (as NeMo Gym does), with a
-    /// warning, instead of refusing.
-    pub allow_task_mismatch: bool,
-    /// Pair the task entries by their fingerprint (what they ask), wherever they sit.
-    pub pair_by_fingerprint: bool,
-    /// Pair the task entries by this identity field of the rollouts (`question_id`).
-    pub task_key: Option<String>,
+    /// How the runs' task entries are paired (by index, checked, by default).
+    pub pairing: task_identity::Pairing,
     /// The command line, for the report.
     pub command: String,
     /// Paths are resolved against this folder (the working folder).
@@ -186,20 +181,15 @@ fn check_tasks(c: &EvalCompareConfig, sides: &[Side], warn: &mut Warnings) -> Re
             continue;
         }
         let t = crate::ingest::read_rollouts(&s.rollouts)?;
-        if let Some(field) = &c.task_key {
+        if let Some(field) = &c.pairing.task_key {
             files.push(task_keys(&t, &s.rollouts, field)?);
             continue;
         }
         let rows = (0..t.len()).map(|r| (t.task[r], t.fingerprint[r], r));
-        files.push(task_identity::tasks(rows, |r| t.location(r), c.allow_task_mismatch, None)?);
+        files.push(task_identity::tasks(rows, |r| t.location(r), c.pairing.allow_mismatch, None)?);
     }
     let mut notes = Vec::new();
-    let how = task_identity::Pairing {
-        allow_mismatch: c.allow_task_mismatch,
-        by_fingerprint: c.pair_by_fingerprint,
-        task_key: c.task_key.as_deref(),
-    };
-    let maps = task_identity::check(&paths, &files, how, &mut notes)?;
+    let maps = task_identity::check(&paths, &files, &c.pairing, &mut notes)?;
     for n in notes {
         warn.add(n);
     }
@@ -210,21 +200,15 @@ fn check_tasks(c: &EvalCompareConfig, sides: &[Side], warn: &mut Warnings) -> Re
 /// `1`, `1.0` and `true` are one; text another), hashed to stand for its fingerprint.
 fn task_keys(t: &crate::ingest::RolloutTable, path: &Path, field: &str) -> Result<task_identity::FileTasks> {
     let Some(ci) = t.column(crate::ingest::table::Source::Top, field) else {
-        return Err(Error::bad(Location::file(path).key(field), "no rollout has this field (--task-key)"));
+        return Err(task_identity::no_key_field(path, field));
     };
     let col = &t.columns[ci];
     let mut rows = Vec::with_capacity(t.len());
     for r in 0..t.len() {
         let key = match (col.num(r), col.str_at(r)) {
-            (Some(x), _) if x.is_finite() && x.fract() == 0.0 => format!("{:.0}", x + 0.0),
-            (Some(x), _) => format!("{x:?}"),
-            (None, Some(s)) => format!("{s:?}"),
-            (None, None) => {
-                return Err(Error::bad(
-                    t.location(r).key(field),
-                    "this rollout has no usable value of the --task-key field (a number, a bool or text); every rollout needs one",
-                ))
-            }
+            (Some(x), _) => task_identity::number_key(x),
+            (None, Some(s)) => task_identity::text_key(s),
+            (None, None) => return Err(task_identity::no_key_value(t.location(r), field)),
         };
         rows.push((t.task[r], task_identity::key_hash(&key), r));
     }
@@ -256,6 +240,7 @@ fn renumber_tasks(run: &mut RunFile, map: &BTreeMap<i64, i64>) {
 /// removed again (when still empty) if the run fails; no report is written unless all
 /// are.
 pub fn eval_compare(c: &EvalCompareConfig) -> Result<EvalCompareRun> {
+    c.pairing.validate()?;
     let sides = sides(c)?;
     let mut computed = Vec::new();
     let mut warn = Warnings::default();

@@ -44,12 +44,8 @@ pub struct ReportConfig {
     pub out: Option<PathBuf>,
     /// When the page says it was made, in seconds since 1970-01-01 UTC.
     pub made_at: u64,
-    /// Pair tasks by index where the runs hold different tasks (see `CompareConfig`).
-    pub allow_task_mismatch: bool,
-    /// Pair tasks by what they ask (see `CompareConfig`).
-    pub pair_by_fingerprint: bool,
-    /// Pair tasks by an identity field of the user's own (see `CompareConfig`).
-    pub task_key: Option<String>,
+    /// How the runs' tasks are paired (see `CompareConfig`).
+    pub pairing: crate::metrics::task_identity::Pairing,
 }
 
 /// What a report run wrote.
@@ -76,9 +72,7 @@ impl ReportConfig {
             mde: pass_at.is_none(),
             detect: None,
             flips: None,
-            allow_task_mismatch: self.allow_task_mismatch,
-            pair_by_fingerprint: self.pair_by_fingerprint,
-            task_key: self.task_key.clone(),
+            pairing: self.pairing.clone(),
         }
     }
 }

@@ -502,6 +502,7 @@ pub fn scatter(title: &str, x_label: &str, y_label: &str, points: &[(String, &'s
 
 #[cfg(test)]
 mod tests {
+    use super::*;
 
     #[test]
     fn heatmap_legend_counts_are_distinct() {
@@ -513,7 +514,6 @@ mod tests {
             assert!(c.windows(2).all(|w| w[0] < w[1]) && c[0] == 1 && *c.last().unwrap() == most, "{most}: {c:?}");
         }
     }
-    use super::*;
 
     #[test]
     fn ticks_are_round_and_cover_the_range() {
