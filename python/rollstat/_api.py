@@ -183,12 +183,8 @@ class Aggregate(Files):
 
     @property
     def key_metrics(self) -> Dict[str, Dict[str, Any]]:
-        out = {}
-        for entry in self.metrics:
-            label = entry.get("agent_ref", {}).get("name") if isinstance(entry.get("agent_ref"), dict) else None
-            label = label or entry.get("agent_name") or entry.get("label") or str(len(out))
-            out[label] = entry.get("key_metrics", {})
-        return out
+        # Each entry opens with its run label, `agent_ref.name`.
+        return {entry["agent_ref"]["name"]: entry.get("key_metrics", {}) for entry in self.metrics}
 
     def write(self, path: PathLike) -> str:
         """Writes the file (the command's bytes) to ``path``; returns the path."""
@@ -554,7 +550,7 @@ def batch_metrics(batch: Any, *, metrics: Iterable[str] = (), metric_dir: Option
     else:
         groups, scores, tokens = _columns(batch, group_key)
         out = _rollstat.batch_metrics(groups, scores, tokens, group_key, list(metrics), md, prefix, ddof)
-    flat, warns, _samples, _groups = out
+    flat, warns = out
     for w in warns:
         _warnings.warn(w, RollstatWarning, stacklevel=2)
     return dict(flat)

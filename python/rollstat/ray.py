@@ -39,19 +39,18 @@ class BadInput(Exception):
     """rollstat refused its input (exit status 2): retrying cannot help."""
 
 
-def find_rollstat(given):
-    """The rollstat command a task runs: `given`, else the package's own command beside
-    this Python (a venv's bin/), else the one on PATH. Evaluated where the task runs."""
-    if given:
-        return os.path.abspath(given)
+def find_rollstat():
+    """The rollstat command a task runs when no --rollstat was given: the package's own
+    command beside this Python (a venv's bin/), else the one on PATH. Evaluated where
+    the task runs."""
     beside = os.path.join(os.path.dirname(sys.executable), "rollstat")
     if os.access(beside, os.X_OK):
         return beside
     on_path = shutil.which("rollstat")
     if on_path:
         return on_path
-    sys.exit("rollstat_ray: no rollstat command beside this Python or on PATH: install the rollstat "
-             "package (pip install rollstat), or pass --rollstat PATH")
+    raise TaskFailed("no rollstat command beside this node's Python or on its PATH: install the rollstat "
+                     "package there (pip install rollstat), or pass --rollstat PATH")
 
 
 def expand_inputs(specs):
@@ -242,7 +241,7 @@ def run_rollstat(args, fail_marker=None, measure=False):
         env = dict(os.environ, ROLLSTAT_TRACE="1")
     if args[0] == "rollstat":
         # The command of the package installed where this task runs.
-        args = [find_rollstat(None), *args[1:]]
+        args = [find_rollstat(), *args[1:]]
     start = time.monotonic()
     p = subprocess.run(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
     wall = time.monotonic() - start

@@ -70,7 +70,8 @@ def main(argv=None):
     ap.add_argument("--buckets", type=int, default=None, help="buckets of tasks (default: 4 per core of the master)")
     ap.add_argument("--task-width", type=int, default=None, help="tasks per bucket (default: from --buckets)")
     ap.add_argument("--master", default=None, help="Spark master (default: local, every core)")
-    ap.add_argument("--rollstat", default=None, help="the rollstat binary (every executor runs it)")
+    ap.add_argument("--rollstat", default=None,
+                    help="a rollstat binary every executor can run (default: the package's own command on each executor)")
     ap.add_argument("--work-dir", default=None, help="folder every executor can read and write (default: a temp folder)")
     ap.add_argument("--max-retries", type=int, default=3, help="retries of a failed task")
     ap.add_argument("--split-bytes", type=int, default=1 << 30,

@@ -93,10 +93,10 @@ fn read_parquet(py: Python<'_>, path: PathBuf) -> PyResult<Table> {
 /// `__arrow_c_stream__` or `__arrow_c_array__`) when `scores` is None; otherwise
 /// `batch` is the group ids and `scores` the token-level scores (`tokens=True`: a 2-D
 /// array or a sequence of sequences) or the rewards (a 1-D array or sequence).
-/// Returns the flat metrics in order, the warnings, and the sample and group counts.
+/// Returns the flat metrics in order and the warnings.
 #[pyfunction]
 #[pyo3(signature = (batch, scores, tokens, group_key, metrics, metric_dir, prefix, ddof))]
-#[allow(clippy::too_many_arguments, clippy::type_complexity)]
+#[allow(clippy::too_many_arguments)]
 fn batch_metrics(
     py: Python<'_>,
     batch: &Bound<'_, PyAny>,
@@ -107,12 +107,11 @@ fn batch_metrics(
     metric_dir: Option<PathBuf>,
     prefix: String,
     ddof: usize,
-) -> PyResult<(Vec<(String, PyObject)>, Vec<String>, usize, usize)> {
-    let samples = match scores {
-        None => {
-            let df = arrow_frame(batch)?;
-            engine(py, move || samples_from_frame(&df, &group_key, &|| Location::file("<batch>".as_ref())))?
-        }
+) -> PyResult<(FlatMetrics, Vec<String>)> {
+    // Python values are read here, with the GIL; Arrow data becomes samples in the
+    // engine call below.
+    let input = match scores {
+        None => Batch::Arrow(arrow_frame(batch)?),
         Some(s) => {
             let groups = group_ids(batch)?;
             let scores = if tokens { token_scores(s)? } else { rewards(s)? };
@@ -129,17 +128,30 @@ fn batch_metrics(
                     None,
                 ));
             }
-            groups.into_iter().zip(scores).map(|(group, scores)| Sample { group, scores }).collect()
+            Batch::Samples(groups.into_iter().zip(scores).map(|(group, scores)| Sample { group, scores }).collect())
         }
     };
-    let (flat, warnings, n, g) = engine(py, move || {
+    let (flat, warnings) = engine(py, move || {
+        let samples = match input {
+            Batch::Samples(samples) => samples,
+            Batch::Arrow(df) => samples_from_frame(&df, &group_key, &|| Location::file("<batch>".as_ref()))?,
+        };
         let g = rollstat::metrics::batch::group(&samples);
-        let (flat, warnings) =
-            rollstat::cli::batch_metrics::compute(&g, &metrics, metric_dir.as_deref(), &prefix, ddof)?;
-        Ok((flat, warnings, g.rewards.len(), g.keys.len()))
+        rollstat::cli::batch_metrics::compute(&g, &metrics, metric_dir.as_deref(), &prefix, ddof)
     })?;
     let flat = flat.into_iter().map(|(k, v)| Ok((k, json_to_py(py, &v)?))).collect::<PyResult<Vec<_>>>()?;
-    Ok((flat, warnings, n, g))
+    Ok((flat, warnings))
+}
+
+/// Metrics by their logged name, in order.
+type FlatMetrics = Vec<(String, PyObject)>;
+
+/// A training batch as `batch_metrics` was handed it.
+enum Batch {
+    /// Arrow data, read into samples by the Parquet reader's rules.
+    Arrow(DataFrame),
+    /// Group ids and scores read from Python values.
+    Samples(Vec<Sample>),
 }
 
 /// Panics inside the engine's thread: the test of the rule that a panic reaches Python
