@@ -24,6 +24,7 @@ pub mod cli;
 pub mod error;
 pub mod export;
 pub mod generate;
+pub mod health;
 pub mod ingest;
 pub mod json;
 #[cfg(feature = "engine")]

@@ -49,6 +49,7 @@ pub const AGENT: &str = "agent";
 pub const TASK_INDEX: &str = "_ng_task_index";
 pub const ROLLOUT_INDEX: &str = "_ng_rollout_index";
 pub const TASK_FINGERPRINT: &str = "task_fingerprint";
+pub const FAILURES: &str = "failures";
 
 /// The leading columns of the `rollouts` table (one row per rollout), before the numeric
 /// fields (Int64 when every present value is an int or bool, else Float64) and the short
@@ -63,7 +64,7 @@ pub const ROLLOUTS: [Fixed; 5] = [
 
 /// Columns the `tasks` table (one row per agent and task) always has; with every
 /// `<stat>/<field>` of [`DESCRIBE`] beside them.
-pub const TASKS: [Fixed; 7] = [
+pub const TASKS: [Fixed; 8] = [
     col(AGENT, Kind::Text, "the entry's run label"),
     col(TASK_INDEX, Kind::Int, "group_level_metrics[]._ng_task_index"),
     col("mean/reward", Kind::Float, "group_level_metrics[].mean/reward"),
@@ -71,17 +72,19 @@ pub const TASKS: [Fixed; 7] = [
     col("expected_num_rollouts", Kind::Int, "group_level_metrics[].expected_num_rollouts"),
     col("missing_num_rollouts", Kind::Int, "group_level_metrics[].missing_num_rollouts"),
     col(TASK_FINGERPRINT, Kind::Text, "what the task asks: a hash of its user messages, 16 hex digits"),
+    col(FAILURES, Kind::Int, "failed attempts of the task in S_failures.jsonl that no result replaced"),
 ];
 
 /// Columns the `agents` table (one row per agent: every numeric key of
 /// `agent_metrics`) always has.
-pub const AGENTS: [Fixed; 6] = [
+pub const AGENTS: [Fixed; 7] = [
     col(AGENT, Kind::Text, "the entry's run label"),
     col("mean/reward", Kind::Float, "agent_metrics.mean/reward"),
     col("mean_across_repeats/mean/reward", Kind::Float, "agent_metrics.mean_across_repeats/mean/reward"),
     col("ci_low_95_across_repeats/mean/reward", Kind::Float, "agent_metrics.ci_low_95_across_repeats/mean/reward"),
     col("ci_high_95_across_repeats/mean/reward", Kind::Float, "agent_metrics.ci_high_95_across_repeats/mean/reward"),
     col("num_repeats", Kind::Int, "agent_metrics.num_repeats"),
+    col(FAILURES, Kind::Int, "failed attempts of the run in S_failures.jsonl that no result replaced"),
 ];
 
 /// Columns the `repeats` table (one row per agent and rollout index) always has; with

@@ -83,10 +83,12 @@ pub fn commands(data: &[u8]) {
         agent: (opts & 2 != 0).then(|| "fuzz".to_string()),
         metrics: metrics.clone(),
         key_metrics: Vec::new(),
+        run: Default::default(),
     };
     match aggregate(&c) {
         Ok(run) => {
-            let text = std::fs::read(&run.file).expect("aggregate wrote its file");
+            let file = run.file.expect("a file with rows has something to score");
+            let text = std::fs::read(&file).expect("aggregate wrote its file");
             assert!(rollstat::json::parse(&text).is_ok(), "aggregate wrote a file that is not JSON");
         }
         Err(e) => refused_cleanly("aggregate", &e, &[&agg]),

@@ -29,6 +29,7 @@ pub fn run(a: Args) -> Result<()> {
         seed: 7,
         task_seed: None,
         missing_frac: 0.0,
+        failure_frac: 0.0,
         masked_frac: 0.02,
         reward: RewardKind::Mixed,
         fan_out: true,
@@ -83,12 +84,15 @@ pub fn run(a: Args) -> Result<()> {
         agent: None,
         metrics: metrics.resolve()?,
         key_metrics: vec!["mean/reward".into(), "pass@{k}".into(), "pass@1[avg-of-{k}]".into(), "coverage/*".into()],
+        run: Default::default(),
     };
     let ar = workflow::aggregate(&agg)?;
     let mut warned = warnings + print_warnings(&ar.warnings);
     say!("");
     super::aggregate::print_key_metrics(&ar.key_metrics);
-    say!("Aggregate metrics: {}", ar.file.display());
+    if let Some(f) = &ar.file {
+        say!("Aggregate metrics: {}", f.display());
+    }
     let cmp = CompareConfig {
         rollouts: vec![g.rollouts_path.clone()],
         inputs: vec![g.inputs_path.clone()],

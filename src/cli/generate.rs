@@ -41,6 +41,10 @@ pub struct Args {
     /// Fraction of expected rollouts missing from rollouts.jsonl (a partial collection).
     #[arg(long, default_value_t = 0.0)]
     pub missing_frac: f64,
+    /// Fraction of expected rollouts that failed: left out of rollouts.jsonl and recorded
+    /// in rollouts_failures.jsonl, as a run writes its failed attempts.
+    #[arg(long, default_value_t = 0.0)]
+    pub failure_frac: f64,
     /// Fraction of rollouts with mask_sample: true.
     #[arg(long, default_value_t = 0.0)]
     pub masked_frac: f64,
@@ -74,6 +78,7 @@ impl Args {
             seed: self.seed,
             task_seed: self.task_seed,
             missing_frac: self.missing_frac,
+            failure_frac: self.failure_frac,
             masked_frac: self.masked_frac,
             reward: match self.reward {
                 Reward::Binary => RewardKind::Binary,
@@ -123,5 +128,8 @@ pub fn run(a: Args) -> Result<()> {
         s.inputs_path.display(),
         start.elapsed().as_secs_f64()
     );
+    if let Some(f) = &s.failures_path {
+        say!("Wrote the failed attempts to {}", f.display());
+    }
     Ok(())
 }

@@ -209,6 +209,7 @@ pub fn run(a: Args) -> Result<()> {
                 agent: a.agent,
                 metrics: a.metrics.resolve()?,
                 key_metrics: a.key_metric,
+                run: Default::default(),
             };
             let (slices, inputs) = a.slices.split()?;
             if let Some(share) = &a.share_out {
@@ -238,7 +239,9 @@ pub fn run(a: Args) -> Result<()> {
             if !common::quiet() {
                 super::aggregate::print_key_metrics(&r.key_metrics);
             }
-            say!("Aggregate metrics: {}", r.file.display());
+            if let Some(f) = &r.file {
+                say!("Aggregate metrics: {}", f.display());
+            }
         }
         What::Profile(a) => {
             let (slices, input_slices) = a.slices.split()?;

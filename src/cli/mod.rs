@@ -24,6 +24,7 @@ pub mod demo;
 pub mod eval_compare;
 pub mod export;
 pub mod generate;
+pub mod health;
 pub mod ingest;
 pub mod merge;
 pub mod partial;
@@ -57,8 +58,11 @@ pub enum Command {
     Generate(generate::Args),
     /// NeMo Gym's `gym eval profile`: task, agent and repeat levels from inputs + rollouts.
     Profile(profile::Args),
-    /// NeMo Gym's `_aggregate_metrics.json`, one entry per run label.
+    /// NeMo Gym's `gym eval aggregate`: `_aggregate_metrics.json` per run label, failures
+    /// and what the score covers, and the rollout health check.
     Aggregate(aggregate::Args),
+    /// The rollout health check alone: quality_summary.json and rollout_verdicts.jsonl.
+    Health(health::Args),
     /// Write the rollouts, tasks, agents and repeats tables as Parquet.
     Export(export::Args),
     /// Run SQL over the rollouts, tasks, agents and repeats tables.
@@ -165,6 +169,7 @@ fn dispatch(command: Command) -> Result<()> {
         Command::Generate(a) => generate::run(a),
         Command::Profile(a) => profile::run(a),
         Command::Aggregate(a) => aggregate::run(a),
+        Command::Health(a) => health::run(a),
         Command::Export(a) => export::run(a),
         Command::Query(a) => query::run(a),
         Command::BatchMetrics(a) => batch_metrics::run(a),

@@ -362,6 +362,11 @@ fn target(path: &Path) -> Target {
     Target::File(path.to_path_buf())
 }
 
+/// Whether an output at `path` goes into a file (rather than a descriptor, device or pipe).
+pub fn is_file_output(path: &Path) -> bool {
+    matches!(target(path), Target::File(_))
+}
+
 /// Whether `path` is the file, pipe or terminal this process's stdout writes to.
 pub fn is_stdout(path: &Path) -> bool {
     use std::os::unix::fs::MetadataExt;

@@ -103,6 +103,9 @@ pub fn frame(a: &CompareView, r: &Report) -> PolarsResult<DataFrame> {
         Column::new("diff_se_unpaired".into(), f(&|x| x.paired().and_then(|s| s.se_unpaired))),
     ];
     let comparisons = || all.iter().flat_map(|(_, rep)| rep.comparisons.iter());
+    if comparisons().any(|c| c.unpaired_failed > 0) {
+        cols.push(Column::new("unpaired_failed_tasks".into(), i(&|x| x.cmp().map(|c| c.unpaired_failed as i64))));
+    }
     if r.comparisons.len() >= 2 {
         cols.push(Column::new("p_value_holm".into(), f(&|x| x.cmp().and_then(|c| c.p_holm))));
     }

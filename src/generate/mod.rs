@@ -54,6 +54,7 @@ impl Default for GenerateOptions {
             seed: 1,
             task_seed: None,
             missing_frac: 0.0,
+            failure_frac: 0.0,
             masked_frac: 0.0,
             reward: RewardKind::Mixed,
             fan_out: false,
@@ -70,6 +71,8 @@ impl Default for GenerateOptions {
 pub struct GenerateSummary {
     pub rollouts_path: PathBuf,
     pub inputs_path: PathBuf,
+    /// The failures sidecar, when failures were asked for.
+    pub failures_path: Option<PathBuf>,
     /// Lines in rollouts.jsonl.
     pub rollouts: usize,
     /// Lines in materialized_inputs.jsonl (expected rollouts).
@@ -89,9 +92,12 @@ fn validate(opts: &GenerateOptions) -> io::Result<u64> {
             return Err(invalid(format!("generate: {name} must be at least 1")));
         }
     }
-    for (name, v) in
-        [("missing_frac", opts.missing_frac), ("masked_frac", opts.masked_frac), ("ng_perf_frac", opts.ng_perf_frac)]
-    {
+    for (name, v) in [
+        ("missing_frac", opts.missing_frac),
+        ("failure_frac", opts.failure_frac),
+        ("masked_frac", opts.masked_frac),
+        ("ng_perf_frac", opts.ng_perf_frac),
+    ] {
         if !(0.0..=1.0).contains(&v) {
             return Err(invalid(format!("generate: {name} must be a fraction in [0, 1], got {v}")));
         }
@@ -119,6 +125,7 @@ pub fn generate(opts: &GenerateOptions, out_dir: &Path) -> io::Result<GenerateSu
     fs::create_dir_all(out_dir)?;
     let inputs_path = out_dir.join("materialized_inputs.jsonl");
     let rollouts_path = out_dir.join("rollouts.jsonl");
+    let failures_path = crate::ingest::sidecar::beside(&rollouts_path, crate::ingest::sidecar::FAILURES);
     // Both files are staged and renamed into place together, only when both are complete.
     let as_io = |e: crate::Error| match e {
         crate::Error::Io { source, .. } => source,
@@ -127,10 +134,19 @@ pub fn generate(opts: &GenerateOptions, out_dir: &Path) -> io::Result<GenerateSu
     let mut out = OutputSet::new(&[]);
     let inputs = out.create(&inputs_path).map_err(as_io)?;
     let rollouts = out.create(&rollouts_path).map_err(as_io)?;
+    let failures = if opts.failure_frac > 0.0 { Some(out.create(&failures_path).map_err(as_io)?) } else { None };
     let ctx = Ctx::new(opts, total);
-    let (rollouts, bytes_inputs, bytes_rollouts) = write_files(&ctx, opts, inputs, rollouts)?;
+    let (rollouts, bytes_inputs, bytes_rollouts) = write_files(&ctx, opts, inputs, rollouts, failures)?;
     out.commit().map_err(as_io)?;
-    Ok(GenerateSummary { rollouts_path, inputs_path, rollouts, expected: total as usize, bytes_rollouts, bytes_inputs })
+    Ok(GenerateSummary {
+        rollouts_path,
+        inputs_path,
+        failures_path: (opts.failure_frac > 0.0).then_some(failures_path),
+        rollouts,
+        expected: total as usize,
+        bytes_rollouts,
+        bytes_inputs,
+    })
 }
 
 /// [`generate`] into `out_dir`, created when missing (and removed again when the run
@@ -161,6 +177,7 @@ fn write_files(
     opts: &GenerateOptions,
     inputs: FileWriter,
     rollouts: FileWriter,
+    failures: Option<FileWriter>,
 ) -> io::Result<(usize, u64, u64)> {
     let pool = rayon::ThreadPoolBuilder::new().num_threads(opts.threads).build().map_err(io::Error::other)?;
     let n_chunks = usize::try_from(ctx.num_chunks()).map_err(io::Error::other)?;
@@ -170,7 +187,7 @@ fn write_files(
     // is generated.
     let (tx, rx) = mpsc::sync_channel::<Batch>(0);
     std::thread::scope(|scope| {
-        let writer = scope.spawn(move || write_batches(rx, inputs, rollouts, seed));
+        let writer = scope.spawn(move || write_batches(rx, inputs, rollouts, failures, seed));
         for b in 0..n_batches {
             let lo = b * BATCH_CHUNKS;
             let hi = (lo + BATCH_CHUNKS).min(n_chunks);
@@ -190,6 +207,7 @@ fn write_batches(
     rx: mpsc::Receiver<Batch>,
     mut inputs: FileWriter,
     mut rollouts: FileWriter,
+    mut failures: Option<FileWriter>,
     seed: u64,
 ) -> io::Result<(usize, u64, u64)> {
     let (mut lines_total, mut bytes_i, mut bytes_r) = (0usize, 0u64, 0u64);
@@ -204,9 +222,16 @@ fn write_batches(
         }
         bytes_r += write_slices(&mut rollouts, &lines)?;
         lines_total += lines.len();
+        if let Some(f) = failures.as_mut() {
+            let blocks: Vec<&[u8]> = batch.chunks.iter().map(|c| &c.failures[..]).collect();
+            write_slices(f, &blocks)?;
+        }
     }
     inputs.finish()?;
     rollouts.finish()?;
+    if let Some(f) = failures.as_mut() {
+        f.finish()?;
+    }
     Ok((lines_total, bytes_i, bytes_r))
 }
 

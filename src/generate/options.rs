@@ -31,6 +31,9 @@ pub struct GenerateOptions {
     /// Fraction of expected rollouts absent from rollouts.jsonl (still in the
     /// materialized inputs).
     pub missing_frac: f64,
+    /// Fraction of expected rollouts that failed: absent from rollouts.jsonl and
+    /// recorded in rollouts_failures.jsonl (one line per attempt, some retried).
+    pub failure_frac: f64,
     /// Fraction of rollouts with `"mask_sample": true`.
     pub masked_frac: f64,
     /// How rewards are written.

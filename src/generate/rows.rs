@@ -304,6 +304,7 @@ pub(super) struct Ctx {
     fan_out: bool,
     stamp: bool,
     missing: f64,
+    failed: f64,
     masked: f64,
     perf: f64,
     text_bytes: usize,
@@ -324,6 +325,8 @@ pub(super) struct ChunkOut {
     pub(super) inputs: Vec<u8>,
     pub(super) rollouts: Vec<u8>,
     pub(super) ends: Vec<usize>,
+    /// Failures sidecar lines of this chunk's failed rollouts.
+    pub(super) failures: Vec<u8>,
 }
 
 impl ChunkOut {
@@ -406,6 +409,7 @@ impl Ctx {
             fan_out: opts.fan_out,
             stamp: opts.env_server_stamp,
             missing: opts.missing_frac,
+            failed: opts.failure_frac,
             masked: opts.masked_frac,
             perf: opts.ng_perf_frac,
             text_bytes: opts.text_bytes,
@@ -496,6 +500,7 @@ impl Ctx {
             inputs: Vec::with_capacity(n * 420),
             rollouts: Vec::with_capacity(n * (self.text_bytes + 1900)),
             ends: Vec::with_capacity(n),
+            failures: Vec::new(),
         };
         let mut task = Task::default();
         let mut current = u64::MAX;
@@ -511,10 +516,61 @@ impl Ctx {
             if rng.chance(self.missing) {
                 continue;
             }
+            // Drawn only when failures are asked for, so other sweeps keep their bytes.
+            if self.failed > 0.0 && rng.chance(self.failed) {
+                self.failure_rows(&mut out.failures, s, task.index, ri, &mut rng);
+                continue;
+            }
             self.rollout_row(&mut out.rollouts, &task, s, ri, &mut rng);
             out.ends.push(out.rollouts.len());
         }
         out
+    }
+
+    /// A failed rollout's sidecar lines: its failed attempt (sometimes a transient
+    /// failure first, then the retry that failed for good), each with the rollout's
+    /// identity after the failure record, as a run appends them.
+    fn failure_rows(&self, b: &mut Vec<u8>, s: usize, task: u64, ri: u64, rng: &mut Rng) {
+        const CLASSES: [(&str, &str, &str); 5] = [
+            ("agent_run_error", "ClientResponseError", "500, message='Internal Server Error'"),
+            ("agent_request_failed", "ServerDisconnectedError", "Server disconnected"),
+            ("timeout_exceeded", "TimeoutError", "rollout exceeded its time limit"),
+            ("judge_failed", "JudgeError", "judge returned no verdict"),
+            ("environment_server_failed", "EpisodeError", "episode server reported a failure"),
+        ];
+        let retried = rng.chance(0.3);
+        let last = match rng.below(100) {
+            0..40 => 0,
+            40..65 => 1,
+            65..85 => 2,
+            85..95 => 3,
+            _ => 4,
+        };
+        let attempts: &[usize] = if retried { &[1, last] } else { &[last] };
+        for (attempt, &k) in attempts.iter().enumerate() {
+            let (class, kind, message) = CLASSES[k];
+            b.extend_from_slice(b"{\"_ng_failure_class\":");
+            string(b, class);
+            b.extend_from_slice(b",\"_ng_failure_type\":");
+            string(b, kind);
+            b.extend_from_slice(b",\"_ng_failure_message\":");
+            string(b, message);
+            b.extend_from_slice(b",\"_ng_task_index\":");
+            int(b, task);
+            b.extend_from_slice(b",\"_ng_rollout_index\":");
+            int(b, ri);
+            b.push(b',');
+            self.agent_ref(b, &self.slots[s]);
+            if retried {
+                b.extend_from_slice(b",\"_ng_attempt_index\":");
+                int(b, attempt);
+            }
+            if self.stamp {
+                b.extend_from_slice(b",\"_ng_environment_server\":");
+                string(b, &self.slots[s].server);
+            }
+            b.extend_from_slice(b",\"_ng_result_type\":\"single_agent_turn_legacy\"}\n");
+        }
     }
 
     fn prompt_params(&self, b: &mut Vec<u8>, task: &Task) {

@@ -82,6 +82,7 @@ fn rich() -> GenerateOptions {
         seed: 7,
         task_seed: None,
         missing_frac: 0.05,
+        failure_frac: 0.0,
         masked_frac: 0.05,
         reward: RewardKind::Mixed,
         fan_out: true,
@@ -303,6 +304,7 @@ fn fractions_are_close_to_the_options() {
         repeats: 5,
         agents: 2,
         missing_frac: 0.1,
+        failure_frac: 0.0,
         masked_frac: 0.07,
         ng_perf_frac: 0.3,
         text_bytes: 20,
@@ -392,6 +394,7 @@ fn reward_tracks_task_difficulty_and_agent_skill() {
         fan_out: true,
         env_server_stamp: false,
         missing_frac: 0.0,
+        failure_frac: 0.0,
         masked_frac: 0.0,
         text_bytes: 10,
         ..rich()

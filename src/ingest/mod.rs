@@ -20,6 +20,7 @@ pub mod lines;
 #[cfg(feature = "engine")]
 pub mod parquet;
 pub mod rollouts;
+pub mod sidecar;
 pub mod slice;
 pub mod table;
 

@@ -51,6 +51,9 @@ pub struct RolloutTable {
     /// Whether some row has a `response` (the model's output, which materialized inputs
     /// never carry).
     pub has_response: bool,
+    /// Line numbers (as in `line`, ascending) of the rows that carry health evidence the
+    /// table does not keep: a non-null `ng_trajectory` or an `_ng_rollout_id`.
+    pub evidence: Vec<u64>,
     pub report: ReadReport,
 }
 
@@ -94,6 +97,8 @@ struct Piece {
     perf: Vec<bool>,
     fingerprint: Vec<u64>,
     has_response: bool,
+    /// Piece-local line numbers of rows with health evidence (see `RolloutTable::evidence`).
+    evidence: Vec<u64>,
     cols: ColumnsBuilder,
     order: Vec<u32>,
     orders: Interner,
@@ -340,6 +345,7 @@ impl Piece {
         let mut masked = false;
         let mut perf = false;
         let mut fingerprint = 0u64;
+        let mut evidence = false;
         let mut first = true;
         // Slot in `next_top` of the last kept top-level key.
         let mut after = 0usize;
@@ -361,7 +367,8 @@ impl Piece {
                     server = self.names.get(&name);
                 }
             } else if key_is_private(k) {
-                s.value()?;
+                let v = s.value()?;
+                evidence |= key_is(k, b"_ng_rollout_id") && !matches!(v, Scalar::Null);
             } else if key_is(k, b"response") {
                 self.has_response = true;
                 // A second `response` replaces the first: its usage values go.
@@ -474,6 +481,7 @@ impl Piece {
                 } else {
                     s.value()?
                 };
+                evidence |= key_is(k, b"ng_trajectory") && !matches!(v, Scalar::Null);
                 let guess = guess(&self.next_top, after);
                 match v {
                     Scalar::Container { .. } => {
@@ -542,6 +550,9 @@ impl Piece {
         self.server.push(server);
         self.perf.push(perf);
         self.fingerprint.push(fingerprint);
+        if evidence {
+            self.evidence.push(l.number);
+        }
         self.order.push(o);
         self.cols.end_row();
         Ok(())
@@ -611,6 +622,12 @@ pub fn read_rollouts_files(paths: &[PathBuf]) -> Result<RolloutTable> {
     if let [one] = paths {
         return read_rollouts(one);
     }
+    read_rollouts_with(paths, None)
+}
+
+/// [`read_rollouts_files`] with rows already in memory (`extra`: their name in messages
+/// and their JSONL text) read after the files, as one more file.
+pub fn read_rollouts_with(paths: &[PathBuf], extra: Option<(&Path, &[u8])>) -> Result<RolloutTable> {
     for (i, p) in paths.iter().enumerate() {
         let real = |f: &Path| std::fs::canonicalize(f).ok();
         if paths[..i].iter().any(|q| q == p || real(q).is_some_and(|q| Some(q) == real(p))) {
@@ -628,6 +645,12 @@ pub fn read_rollouts_files(paths: &[PathBuf]) -> Result<RolloutTable> {
         report.lines += r.lines;
         report.bytes += r.bytes;
         report.warnings.extend(r.warnings);
+    }
+    if let Some((path, data)) = extra {
+        let (pieces, r) = read_pieces_bytes(path, data, |lines: &mut PieceLines<'_>| parse_piece(path, lines))?;
+        let k = map.file(path);
+        all.extend(pieces.into_iter().map(|(p, base)| (p, LineMap::number(k, base))));
+        report.lines += r.lines;
     }
     crate::trace::trace("pieces parsed", parse_start);
     build_table(map, all, report)
@@ -706,6 +729,7 @@ fn build_table(map: LineMap, pieces: Vec<(Piece, u64)>, mut report: ReadReport) 
         t.perf.extend(p.perf);
         t.fingerprint.extend(p.fingerprint);
         t.has_response |= p.has_response;
+        t.evidence.extend(p.evidence.iter().map(|l| l + base));
         piece_meta.push((p.order, p.orders));
         debug_assert_eq!(p.cols.rows(), rows);
         col_pieces.push(p.cols);

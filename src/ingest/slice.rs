@@ -433,6 +433,7 @@ impl RolloutTable {
             order: Vec::new(),
             orders: Vec::new(),
             has_response: false,
+            evidence: Vec::new(),
             report: ReadReport::default(),
         }
     }

@@ -70,6 +70,11 @@ pub enum ClusterProblem {
 }
 
 impl RunRollouts {
+    /// The measured tasks, in order.
+    pub fn task_ids(&self) -> impl Iterator<Item = i64> + '_ {
+        self.tasks.keys().copied()
+    }
+
     /// Adds one rollout. `value` is `None` when the rollout has no numeric value of the
     /// metric; `cluster` is `Some(None)` when clustering and the rollout lacks the field.
     pub fn add(
@@ -330,6 +335,8 @@ pub struct Comparison {
     pub paired_tasks: usize,
     pub only_baseline: usize,
     pub only_run: usize,
+    /// Of the unpaired tasks, those the side without them has a failed attempt for.
+    pub unpaired_failed: usize,
     /// `None` when the two runs share no task.
     pub stats: Option<Paired>,
     /// 95% t interval around the difference (run − baseline).
@@ -682,6 +689,7 @@ fn one_report(
             paired_tasks: shared.len(),
             only_baseline,
             only_run,
+            unpaired_failed: 0,
             stats,
             ci,
             cr2: cr2_used,

@@ -9,6 +9,7 @@ pub mod batch;
 pub mod compare;
 pub mod custom;
 pub mod eval_compare;
+pub mod failures;
 pub mod levels;
 pub mod pass_at_k;
 pub mod perf;

@@ -6,10 +6,11 @@
 use polars::prelude::*;
 
 use super::aggregate::{aggregate, AggEntry, AggregateOptions};
+use super::failures::{labelled, Failed, Idx};
 use super::warnings::Warnings;
 use crate::error::Result;
 use crate::ingest::frame::rollouts_frame;
-use crate::ingest::labels::runs;
+use crate::ingest::labels::{runs, Runs};
 use crate::ingest::{InputTable, RolloutTable};
 use crate::json::Json;
 use crate::schema;
@@ -35,17 +36,50 @@ impl Tables {
 /// Builds the four tables from a rollouts table (and its inputs, for run labels and
 /// expected counts); `default_agent` labels rollouts that name no agent. The warnings
 /// are the aggregate's (rollouts left out for want of an input row, among others).
+/// `failed` are the run's standing failures without a result (from its failures
+/// sidecars), counted per task and per agent in the `failures` columns.
 pub fn tables(
     t: &RolloutTable,
     inputs: Option<&InputTable>,
     default_agent: Option<&str>,
+    failed: &[Failed],
 ) -> Result<(Tables, Warnings)> {
-    let rollouts = rollouts_frame(t, &runs(t, inputs), default_agent)?;
+    let run_of = runs(t, inputs);
+    let rollouts = rollouts_frame(t, &run_of, default_agent)?;
     let opts = AggregateOptions { default_agent: default_agent.map(str::to_string), ..Default::default() };
     let (entries, warnings) = aggregate(t, inputs, &opts)?;
-    let (mut tasks, agents, repeats) = level_tables(&entries)?;
+    let (mut tasks, mut agents, repeats) = level_tables(&entries)?;
     with_fingerprints(&mut tasks, t)?;
+    with_failures(&mut tasks, &mut agents, &run_of, failed)?;
     Ok((Tables { rollouts, tasks, agents, repeats }, warnings))
+}
+
+/// Fills the `failures` columns: per task (tasks table) and per run (agents table), the
+/// failed attempts that stand without a result. A failure belongs to the run whose key
+/// is its group (server, else agent); a run with no result at all keeps its group's name.
+fn with_failures(tasks: &mut DataFrame, agents: &mut DataFrame, run_of: &Runs, failed: &[Failed]) -> Result<()> {
+    use std::collections::HashMap;
+    let mut per_task: HashMap<(&str, i64), i64> = HashMap::new();
+    let mut per_run: HashMap<&str, i64> = HashMap::new();
+    for (label, (_, task, _)) in labelled(failed, run_of) {
+        *per_run.entry(label).or_default() += 1;
+        if let Idx::Int(task) = task {
+            *per_task.entry((label, *task)).or_default() += 1;
+        }
+    }
+    let labels = tasks.column(schema::AGENT)?.str()?.clone();
+    let index = tasks.column(schema::TASK_INDEX)?.cast(&DataType::Int64)?;
+    let counts: Int64Chunked = labels
+        .iter()
+        .zip(index.i64()?.iter())
+        .map(|(l, t)| Some(l.zip(t).and_then(|k| per_task.get(&k)).copied().unwrap_or(0)))
+        .collect();
+    tasks.with_column(counts.with_name(schema::FAILURES.into()).into_column())?;
+    let labels = agents.column(schema::AGENT)?.str()?.clone();
+    let counts: Int64Chunked =
+        labels.iter().map(|l| Some(l.and_then(|l| per_run.get(l)).copied().unwrap_or(0))).collect();
+    agents.with_column(counts.with_name(schema::FAILURES.into()).into_column())?;
+    Ok(())
 }
 
 /// Fills the tasks table's `task_fingerprint`: each task's fingerprint (the first of its

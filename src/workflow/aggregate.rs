@@ -10,9 +10,11 @@ use crate::error::{Error, Result};
 use crate::export::atomic::OutputSet;
 use crate::export::nemo_gym::{artifact_path, check_beside};
 use crate::export::tasks::write_aggregate;
+use crate::ingest::sidecar::{self, FAILURES, MATERIALIZED};
 use crate::ingest::{InputTable, RolloutTable};
 use crate::json::Json;
 use crate::metrics::aggregate::AggregateOptions;
+use crate::metrics::failures::{self, Coverage, Policy, ShardSide};
 use crate::metrics::warnings::Warnings;
 use crate::trace::trace;
 
@@ -30,28 +32,221 @@ pub struct AggregateConfig {
     pub metrics: Metrics,
     /// Key-metric selection patterns; empty means every `mean/*` plus coverage.
     pub key_metrics: Vec<String>,
+    /// Failures, the denominator policies, the merged file and the health check.
+    pub run: RunOptions,
+}
+
+/// What `aggregate` does around the statistics, as a run's own aggregation does.
+#[derive(Debug, Clone, Default)]
+pub struct RunOptions {
+    /// Failures sidecars, one per shard in order (default: `S_failures.jsonl` beside each
+    /// `S.jsonl`, when it exists).
+    pub failures: Vec<PathBuf>,
+    pub policy: Policy,
+    /// Write every record of the shards, in (task, rollout) order, into this file.
+    pub merge_into: Option<PathBuf>,
+    /// Run the rollout health check (with these checks ignored) and write its reports
+    /// into the output file's folder.
+    pub health: Option<Vec<String>>,
 }
 
 /// What an aggregate run wrote.
 pub struct AggregateRun {
-    pub file: PathBuf,
+    /// The aggregate file (`None`: nothing to score, so none was written).
+    pub file: Option<PathBuf>,
     /// Each run label with its key metrics.
     pub key_metrics: Vec<(String, Json)>,
     pub warnings: Warnings,
+    /// The shards read, in order.
+    pub shards: Vec<PathBuf>,
+    /// Records read from the shards.
+    pub records: usize,
+    /// Failures and what the score covers (`None`: no shard had a sidecar and no policy
+    /// was asked for).
+    pub coverage: Option<Coverage>,
+    pub merged: Option<PathBuf>,
+    /// The health check's result and its summary file.
+    pub health: Option<(crate::health::Health, PathBuf)>,
 }
 
 pub fn aggregate(c: &AggregateConfig) -> Result<AggregateRun> {
+    let shards = sidecar::shards(&c.rollouts)?;
     if c.out.is_none() {
-        check_beside(&c.rollouts, "--out FILE")?;
+        check_beside(&shards, "--out FILE")?;
     }
-    let path = c.out.clone().unwrap_or_else(|| artifact_path(&c.rollouts[0], None, "aggregate_metrics", "json"));
-    let mut read: Vec<&Path> = c.rollouts.iter().map(PathBuf::as_path).collect();
+    let path = c.out.clone().unwrap_or_else(|| artifact_path(&shards[0], None, "aggregate_metrics", "json"));
+    let sides = read_sides(&shards, &c.run, c.inputs.as_deref())?;
+    let mut read: Vec<&Path> = shards.iter().map(PathBuf::as_path).collect();
+    read.extend(sides.iter().filter_map(|s| s.failures.as_ref().map(|f| f.0.as_path())));
+    read.extend(sides.iter().filter_map(|s| s.materialized.as_ref().ok().map(|m| m.0.as_path())));
     read.extend(c.inputs.as_deref());
     read.extend(c.metrics.files.iter().map(PathBuf::as_path));
-    let out = OutputSet::new(&read);
+    let mut out = OutputSet::new(&read);
     out.check(&path)?;
-    let (t, inputs) = read_both(&c.rollouts, c.inputs.as_deref())?;
-    aggregate_table(c, &t, inputs.as_ref(), out, &path)
+    // Beside the aggregate file; beside the first shard when that goes to a stream.
+    let reports =
+        if crate::export::atomic::is_file_output(&path) { health_paths(&path) } else { health_paths(&shards[0]) };
+    for p in c.run.merge_into.iter().chain(c.run.health.is_some().then_some(&reports).into_iter().flatten()) {
+        out.check(p)?;
+    }
+    // A shard with no line is a run whose every attempt failed, when its sidecar says so.
+    let blank: Vec<bool> = sides.iter().map(|s| s.failures.is_some() && sidecar::is_blank(&s.path)).collect();
+    let lined: Vec<PathBuf> = shards.iter().zip(&blank).filter(|(_, b)| !**b).map(|(p, _)| p.clone()).collect();
+    let (mut t, inputs) = if lined.is_empty() {
+        (RolloutTable::empty(crate::ingest::LineMap::single(&shards[0])), None)
+    } else {
+        read_both(&lined, c.inputs.as_deref())?
+    };
+    let records = t.len();
+    let mut servers = failures::servers(&t, &sides);
+    failures::route_rows(&mut t, &servers)?;
+    let coverage = if sides.iter().any(|s| s.failures.is_some()) || c.run.policy.any() {
+        Some(failures::count(&t, &sides, &c.run.policy, &mut servers)?)
+    } else {
+        None
+    };
+    let merged = match &c.run.merge_into {
+        Some(m) => Some((m.clone(), merged_rows(&t)?)),
+        None => None,
+    };
+    let health = match &c.run.health {
+        Some(ignored) => Some(run_health(&lined, merged.as_ref(), ignored)?),
+        None => None,
+    };
+    if let Some(cov) = coverage.as_ref().filter(|c| !c.counted.is_empty()) {
+        // The counted rows join the records: the shards are read again with them.
+        t = crate::ingest::rollouts::read_rollouts_with(&lined, Some((Path::new(COUNTED), &cov.counted_jsonl())))?;
+        failures::route_rows(&mut t, &servers)?;
+    }
+    // The aggregate file first: a folder that takes no file is named by it.
+    let mut run =
+        if t.is_empty() { AggregateRun::nothing() } else { stage_aggregate(c, &t, inputs.as_ref(), &mut out, &path)? };
+    if let Some((m, bytes)) = &merged {
+        out.add(m, bytes)?;
+    }
+    if let Some(h) = &health {
+        out.add(&reports[0], &h.summary)?;
+        out.add(&reports[1], &h.verdicts)?;
+    }
+    let files = out.commit()?;
+    run.file = (!t.is_empty()).then(|| files[0].clone());
+    run.shards = shards;
+    run.records = records;
+    run.coverage = coverage;
+    run.merged = c.run.merge_into.clone();
+    run.health = health.map(|h| (h, reports[0].clone()));
+    Ok(run)
+}
+
+/// What the failures sidecars beside a run's rollouts files say (`None`: there is none),
+/// with no failure counted.
+pub fn failures_beside(rollouts: &[PathBuf], t: &RolloutTable) -> Result<Option<Coverage>> {
+    let sides = read_sides(rollouts, &RunOptions::default(), None)?;
+    if sides.iter().all(|s| s.failures.is_none()) {
+        return Ok(None);
+    }
+    let mut servers = failures::servers(t, &sides);
+    Ok(Some(failures::count(t, &sides, &Policy::default(), &mut servers)?))
+}
+
+/// The name counted rows are read under (their messages name no file of the user's).
+const COUNTED: &str = "<rows counted as zeros>";
+
+/// The health check's two reports, in the folder of `path`.
+pub fn health_paths(path: &Path) -> [PathBuf; 2] {
+    let dir = path.parent().map(Path::to_path_buf).unwrap_or_default();
+    [dir.join("quality_summary.json"), dir.join("rollout_verdicts.jsonl")]
+}
+
+/// Each shard's failures sidecar (given, or found beside it) and, when a policy needs
+/// them, its materialized inputs (`S_materialized_inputs.jsonl` beside it, or `inputs`
+/// for a run of one shard).
+fn read_sides(shards: &[PathBuf], o: &RunOptions, inputs: Option<&Path>) -> Result<Vec<ShardSide>> {
+    if !o.failures.is_empty() && o.failures.len() != shards.len() {
+        return Err(Error::Usage(format!(
+            "--failures is given {} time(s) for {} shard(s); give one sidecar per shard, in order",
+            o.failures.len(),
+            shards.len()
+        )));
+    }
+    let mut sides = Vec::with_capacity(shards.len());
+    for (i, s) in shards.iter().enumerate() {
+        let f = o.failures.get(i).cloned().unwrap_or_else(|| sidecar::beside(s, FAILURES));
+        let failures = if f.is_file() || !o.failures.is_empty() {
+            Some((f.clone(), sidecar::read_objects(&f, "one failed attempt per line")?))
+        } else {
+            None
+        };
+        let m = match inputs {
+            Some(i) if shards.len() == 1 => i.to_path_buf(),
+            _ => sidecar::beside(s, MATERIALIZED),
+        };
+        let materialized = if o.policy.any() && m.is_file() {
+            Ok((m.clone(), sidecar::read_objects(&m, "one materialized rollout per line")?))
+        } else {
+            Err(m)
+        };
+        sides.push(ShardSide { path: s.clone(), failures, materialized });
+    }
+    Ok(sides)
+}
+
+/// Every record of the table, in its (task, rollout, shard, line) order, one compact
+/// JSON object per line.
+fn merged_rows(t: &RolloutTable) -> Result<Vec<u8>> {
+    let maps = t.lines.files().iter().map(|f| crate::ingest::lines::map_whole(f)).collect::<Result<Vec<_>>>()?;
+    let starts: Vec<Vec<usize>> = maps.iter().map(|m| line_starts(m)).collect();
+    let mut out = Vec::with_capacity(maps.iter().map(|m| m.len()).sum());
+    for r in 0..t.len() {
+        let (k, n) = crate::ingest::LineMap::split(t.line[r]);
+        let (m, s) = (&maps[k][..], &starts[k]);
+        let from = s[n as usize - 1];
+        let to = s.get(n as usize).map_or(m.len(), |&e| e - 1);
+        let line = m[from..to].trim_ascii();
+        if !crate::json::transcode_compact(line, &[], &mut out) {
+            let v = crate::json::parse(line).map_err(|e| Error::bad(t.location(r), e))?;
+            crate::json::write_compact(&mut out, &v);
+        }
+        out.push(b'\n');
+    }
+    Ok(out)
+}
+
+/// Where each line starts (line 1 at 0).
+fn line_starts(b: &[u8]) -> Vec<usize> {
+    std::iter::once(0).chain(memchr::memchr_iter(b'\n', b).map(|i| i + 1)).collect()
+}
+
+/// The health check on the merged rows, or else on the shards in order.
+fn run_health(
+    shards: &[PathBuf],
+    merged: Option<&(PathBuf, Vec<u8>)>,
+    ignored: &[String],
+) -> Result<crate::health::Health> {
+    use crate::health::{check, Source};
+    if let Some((path, bytes)) = merged {
+        let name = path.display().to_string();
+        return check(&[Source { name: &name, bytes }], ignored);
+    }
+    let maps = shards.iter().map(|f| crate::ingest::lines::map_whole(f)).collect::<Result<Vec<_>>>()?;
+    let names: Vec<String> = shards.iter().map(|p| p.display().to_string()).collect();
+    let sources: Vec<Source> = names.iter().zip(&maps).map(|(n, m)| Source { name: n, bytes: &m[..] }).collect();
+    check(&sources, ignored)
+}
+
+impl AggregateRun {
+    pub(crate) fn nothing() -> AggregateRun {
+        AggregateRun {
+            file: None,
+            key_metrics: Vec::new(),
+            warnings: Warnings::default(),
+            shards: Vec::new(),
+            records: 0,
+            coverage: None,
+            merged: None,
+            health: None,
+        }
+    }
 }
 
 /// The statistics and the file `path` (staged in `out`, committed here) from a table
@@ -61,6 +256,19 @@ pub fn aggregate_table(
     t: &RolloutTable,
     inputs: Option<&InputTable>,
     mut out: OutputSet,
+    path: &Path,
+) -> Result<AggregateRun> {
+    let mut run = stage_aggregate(c, t, inputs, &mut out, path)?;
+    run.file = out.commit()?.into_iter().next();
+    Ok(run)
+}
+
+/// The statistics, with the file `path` staged in `out`.
+fn stage_aggregate(
+    c: &AggregateConfig,
+    t: &RolloutTable,
+    inputs: Option<&InputTable>,
+    out: &mut OutputSet,
     path: &Path,
 ) -> Result<AggregateRun> {
     let status = status_after_read(t, inputs);
@@ -84,10 +292,9 @@ pub fn aggregate_table(
     drop(w);
     trace("task entries + write", t0);
     drop(status);
-    let mut files = out.commit()?;
     let key_metrics = entries
         .iter()
         .map(|e| (e.label().to_string(), e.member("key_metrics").cloned().unwrap_or(Json::obj())))
         .collect();
-    Ok(AggregateRun { file: files.remove(0), key_metrics, warnings })
+    Ok(AggregateRun { key_metrics, warnings, ..AggregateRun::nothing() })
 }

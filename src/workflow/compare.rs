@@ -1,7 +1,7 @@
 //! The compare workflow: read each rollouts file (JSONL or a rollouts table), name its
 //! runs, and compute the paired, task-level report against a baseline.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 
 use polars::prelude::*;
@@ -103,6 +103,9 @@ pub struct Runs {
     pub notes: Vec<String>,
     /// Each task's fingerprint, by the task number the runs are paired on.
     pub fingerprints: BTreeMap<i64, u64>,
+    /// Per run: the tasks (by the number they are paired on) with a failed attempt that
+    /// no result replaced.
+    pub failed: Vec<BTreeSet<i64>>,
 }
 
 /// The numeric columns of a rollouts frame (what `--field` may name).
@@ -122,6 +125,9 @@ struct Table {
     lines: Option<Vec<u64>>,
     /// Per row: the task fingerprint (JSONL only; 0 where the row has none).
     fingerprints: Option<Vec<u64>>,
+    /// Per run label: the tasks with a failed attempt no result replaced (from the
+    /// failures sidecar beside a JSONL file).
+    failed: BTreeMap<String, BTreeSet<i64>>,
 }
 
 impl Table {
@@ -176,7 +182,7 @@ fn read_table(a: &CompareConfig, path: &Path, inputs: Option<&Path>, read: Optio
                 masked.cast(&DataType::Int64)?.i64()?.iter().map(|v| v.map(|i| i != 0)).collect();
             df.with_column(flags.with_name("mask_sample".into()).into_column())?;
         }
-        return Ok(Table { df, lines: None, fingerprints: None });
+        return Ok(Table { df, lines: None, fingerprints: None, failed: BTreeMap::new() });
     }
     let owned;
     let (t, inp) = match read {
@@ -210,12 +216,20 @@ fn read_table(a: &CompareConfig, path: &Path, inputs: Option<&Path>, read: Optio
     if let Some(r) = df.column("agent")?.str()?.iter().position(|v| v.is_none()) {
         return Err(crate::metrics::aggregate::unnamed(t, inp, r));
     }
-    Ok(Table { df, lines: Some(t.line.clone()), fingerprints: Some(t.fingerprint.clone()) })
+    let mut failed: BTreeMap<String, BTreeSet<i64>> = BTreeMap::new();
+    if let Some(cov) = super::aggregate::failures_beside(std::slice::from_ref(&path.to_path_buf()), t)? {
+        for (label, (_, task, _)) in crate::metrics::failures::labelled(&cov.failures, &labels) {
+            if let crate::metrics::failures::Idx::Int(task) = task {
+                failed.entry(label.to_string()).or_default().insert(*task);
+            }
+        }
+    }
+    Ok(Table { df, lines: Some(t.line.clone()), fingerprints: Some(t.fingerprint.clone()), failed })
 }
 
-/// One file's runs (by label, in label order), whether its `--by` values are text, and
-/// its tasks' fingerprints.
-type FileRuns = (Vec<(String, RunRollouts)>, Option<bool>, FileTasks);
+/// One file's runs (by label, in label order), whether its `--by` values are text, its
+/// tasks' fingerprints, and per label the tasks with a standing failure.
+type FileRuns = (Vec<(String, RunRollouts)>, Option<bool>, FileTasks, BTreeMap<String, BTreeSet<i64>>);
 
 /// Reads one rollouts file into its runs.
 fn read_file(a: &CompareConfig, path: &Path, inputs: Option<&Path>, read: Option<ReadFile<'_>>) -> Result<FileRuns> {
@@ -352,7 +366,7 @@ fn read_file(a: &CompareConfig, path: &Path, inputs: Option<&Path>, read: Option
             ),
         });
     }
-    Ok((by.into_iter().collect(), groups.map(|g| g.1), tasks))
+    Ok((by.into_iter().collect(), groups.map(|g| g.1), tasks, table.failed))
 }
 
 /// Each task's fingerprint in one file (see [`task_identity::tasks`]); with
@@ -439,10 +453,12 @@ pub fn read_runs_with(a: &CompareConfig, read: &[Option<ReadFile<'_>>]) -> Resul
     let mut per_file = Vec::new();
     let mut file_tasks_all: Vec<FileTasks> = Vec::new();
     let mut kinds: Vec<bool> = Vec::new();
+    let mut failed_all: Vec<BTreeMap<String, BTreeSet<i64>>> = Vec::new();
     for (i, path) in a.rollouts.iter().enumerate() {
-        let (runs, text, tasks) =
+        let (runs, text, tasks, failed) =
             read_file(a, path, a.inputs.get(i).map(PathBuf::as_path), read.get(i).copied().flatten())?;
         file_tasks_all.push(tasks);
+        failed_all.push(failed);
         if let Some(t) = text {
             if kinds.first().is_some_and(|&k| k != t) {
                 let kind = |t: bool| if t { "text" } else { "numbers" };
@@ -499,10 +515,16 @@ pub fn read_runs_with(a: &CompareConfig, read: &[Option<ReadFile<'_>>]) -> Resul
     let mut names = Vec::new();
     let mut rollouts = Vec::new();
     let mut origin = Vec::new();
+    let mut failed = Vec::new();
     for (f, runs) in per_file.into_iter().enumerate() {
         for (label, r) in runs {
             names.push(if clash { format!("{}:{label}", files[f]) } else { label.clone() });
             rollouts.push(r);
+            let tasks = failed_all[f].remove(&label).unwrap_or_default();
+            failed.push(match &renumber {
+                Some(maps) => tasks.iter().filter_map(|t| maps[f].get(t).copied()).collect(),
+                None => tasks,
+            });
             origin.push((f, label));
         }
     }
@@ -527,7 +549,7 @@ pub fn read_runs_with(a: &CompareConfig, read: &[Option<ReadFile<'_>>]) -> Resul
             }
         }
     }
-    Ok(Runs { names, rollouts, origin, notes, fingerprints })
+    Ok(Runs { names, rollouts, origin, notes, fingerprints, failed })
 }
 
 /// Reads the runs and computes the report.
@@ -581,7 +603,29 @@ pub fn compare_runs(a: &CompareConfig, runs: &Runs) -> Result<Report> {
         report.warnings.add(n.clone());
     }
     name_flips(&mut report, &runs.fingerprints);
+    count_failed_unpaired(&mut report, runs);
     Ok(report)
+}
+
+/// Per comparison, the tasks left unpaired because the side without them has a failed
+/// attempt there (a rollout that failed rather than a task never asked), with a warning.
+fn count_failed_unpaired(report: &mut Report, runs: &Runs) {
+    let base = report.baseline;
+    let tasks = |r: usize| -> BTreeSet<i64> { runs.rollouts[r].task_ids().collect() };
+    let on_base = tasks(base);
+    for c in &mut report.comparisons {
+        let on_run = tasks(c.run);
+        let lost_by_run = on_base.difference(&on_run).filter(|t| runs.failed[c.run].contains(t)).count();
+        let lost_by_base = on_run.difference(&on_base).filter(|t| runs.failed[base].contains(t)).count();
+        c.unpaired_failed = lost_by_run + lost_by_base;
+        if c.unpaired_failed > 0 {
+            report.warnings.add(format!(
+                "{} vs {}: {} unpaired task(s) have no result because a rollout failed ({lost_by_run} in {}, \
+                 {lost_by_base} in {}; see the _failures.jsonl sidecars)",
+                runs.names[c.run], runs.names[base], c.unpaired_failed, runs.names[c.run], runs.names[base]
+            ));
+        }
+    }
 }
 
 /// Gives each listed flip its task's fingerprint, in the report and its groups.

@@ -338,7 +338,7 @@ pub fn merge_aggregate(
         let levels = levels_from(low_memory, plan);
         let streamed = merge_aggregate_streamed(c, slices, inputs.as_ref(), &mut out, &path, levels, &mut pending)?;
         if let Some(mut run) = streamed {
-            run.file = out.commit()?.remove(0);
+            run.file = Some(out.commit()?.remove(0));
             return Ok(run);
         }
         if low_memory {
@@ -511,7 +511,7 @@ pub fn merge_export(
             check_runs(&t, i)?;
             report_read_warnings(&i.report.warnings);
         }
-        let (tables, warnings) = crate::metrics::tables::tables(&t, inputs.as_ref(), c.agent.as_deref())?;
+        let (tables, warnings) = crate::metrics::tables::tables(&t, inputs.as_ref(), c.agent.as_deref(), &[])?;
         for ((_, mut df), path) in tables.named().into_iter().zip(&paths) {
             let mut w = out.create(path)?;
             crate::export::parquet::write_parquet(&mut df, path, &mut w)?;

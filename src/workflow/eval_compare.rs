@@ -275,9 +275,10 @@ pub fn eval_compare(c: &EvalCompareConfig) -> Result<EvalCompareRun> {
             agent: None,
             metrics: Metrics::default(),
             key_metrics: Vec::new(),
+            run: Default::default(),
         })?;
         warn.extend(run.warnings);
-        computed.push(run.file);
+        computed.extend(run.file);
     }
     let mut runs: Vec<RunFile> = Vec::with_capacity(sides.len());
     for s in &sides {

@@ -34,7 +34,8 @@ pub fn tables(
     agent: Option<&str>,
 ) -> Result<(Vec<(&'static str, DataFrame)>, Warnings)> {
     let (t, inputs) = read_both(rollouts, inputs)?;
-    let (tables, warnings) = crate::metrics::tables::tables(&t, inputs.as_ref(), agent)?;
+    let failed = super::aggregate::failures_beside(rollouts, &t)?.map(|c| c.failures).unwrap_or_default();
+    let (tables, warnings) = crate::metrics::tables::tables(&t, inputs.as_ref(), agent, &failed)?;
     Ok((tables.named(), warnings))
 }
 

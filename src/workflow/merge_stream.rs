@@ -719,7 +719,7 @@ pub(super) fn merge_aggregate_streamed(
             (label, km)
         })
         .collect();
-    Ok(Some(AggregateRun { file: path.to_path_buf(), key_metrics, warnings: warn }))
+    Ok(Some(AggregateRun { file: Some(path.to_path_buf()), key_metrics, warnings: warn, ..AggregateRun::nothing() }))
 }
 
 /// One round's shares of the buckets `slices` (in bucket order), written to `out`: the

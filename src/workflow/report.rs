@@ -138,6 +138,7 @@ pub fn report(c: &ReportConfig) -> Result<ReportRun> {
     let opts = AggregateOptions { default_agent: c.agent.clone(), ..AggregateOptions::default() };
     let mut figures = vec![RunFigures::default(); runs.names.len()];
     let mut missing = None;
+    let mut failures: Vec<BTreeMap<String, usize>> = vec![BTreeMap::new(); runs.names.len()];
     for (f, t) in tables.iter().enumerate() {
         let Some((t, inputs)) = t else { continue };
         let (entries, w) = aggregate(t, inputs.as_ref(), &opts)?;
@@ -150,6 +151,14 @@ pub fn report(c: &ReportConfig) -> Result<ReportRun> {
         }
         if let Some(i) = inputs {
             *missing.get_or_insert(0) += inputs_without_rollout(t, i);
+        }
+        if let Some(cov) = super::aggregate::failures_beside(std::slice::from_ref(&c.rollouts[f]), t)? {
+            let run_of = crate::ingest::labels::runs(t, inputs.as_ref());
+            for (label, (_, _, class)) in crate::metrics::failures::labelled(&cov.failures, &run_of) {
+                if let Some(run) = runs.origin.iter().position(|(file, l)| *file == f && l == label) {
+                    *failures[run].entry(class.clone()).or_default() += 1;
+                }
+            }
         }
     }
     trace("aggregate", t0);
@@ -176,6 +185,7 @@ pub fn report(c: &ReportConfig) -> Result<ReportRun> {
         tasks: all_tasks.len(),
         repeats,
         missing,
+        failures,
         binary: runs.rollouts.iter().all(|r| r.is_binary()),
         compare: report,
         figures,

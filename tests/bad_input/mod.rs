@@ -314,7 +314,10 @@ fn rollouts_that_name_no_agent_need_agent_flag() {
     assert_eq!(dir.files(), vec!["rollouts.jsonl"]);
     let o = run(&["aggregate", "--rollouts", r.to_str().unwrap(), "--agent", "agent", "-q"]);
     assert!(o.status.success(), "{}", stderr(&o));
-    assert_eq!(dir.files(), vec!["rollouts.jsonl", "rollouts_aggregate_metrics.json"]);
+    assert_eq!(
+        dir.files(),
+        vec!["quality_summary.json", "rollout_verdicts.jsonl", "rollouts.jsonl", "rollouts_aggregate_metrics.json"]
+    );
     // With inputs, the input row names the run: the error points at it, not at the
     // rollout (which names an agent here).
     let dir = TempDir::new("noagent-inputs");

@@ -449,7 +449,7 @@ fn quiet_prints_only_the_files_written() {
     let (p, a, pq, t) = (d.join("p"), d.join("a.json"), d.join("r.parquet"), d.join("t"));
     let cases: Vec<(Vec<&str>, usize)> = vec![
         (vec!["profile", r, "--inputs", i, "--out-dir", p.to_str().unwrap(), "-q"], 3),
-        (vec!["aggregate", r, "--out", a.to_str().unwrap(), "-q"], 1),
+        (vec!["aggregate", r, "--out", a.to_str().unwrap(), "-q"], 2),
         (vec!["ingest", r, "--out", pq.to_str().unwrap(), "-q"], 1),
         (vec!["export", r, "--out-dir", t.to_str().unwrap(), "-q"], 4),
     ];
@@ -459,7 +459,8 @@ fn quiet_prints_only_the_files_written() {
         let out = stdout(&o);
         assert_eq!(out.lines().count(), files, "{args:?}: {out}");
         assert!(
-            out.lines().all(|l| l.starts_with("Wrote ") || l.starts_with("Aggregate metrics: ")),
+            out.lines()
+                .all(|l| ["Wrote ", "Aggregate metrics: ", "Quality summary: "].iter().any(|p| l.starts_with(p))),
             "{args:?}: {out}"
         );
         let o = run(&args[..args.len() - 1]);

@@ -88,7 +88,8 @@ fn escaped_and_repeated_keys_read_as_their_plain_form() {
         files.sort();
         outs.push(files);
     }
-    assert_eq!(outs[0].len(), 4);
+    // The three profile files, the aggregate and its two health reports.
+    assert_eq!(outs[0].len(), 6);
     for (odd, plain) in outs[0].iter().zip(&outs[1]) {
         assert_eq!(odd.0, plain.0);
         assert_eq!(String::from_utf8_lossy(&odd.1), String::from_utf8_lossy(&plain.1), "{}", odd.0);

@@ -49,6 +49,9 @@ pub struct Page {
     pub repeats: usize,
     /// Input rows without a rollout (with inputs).
     pub missing: Option<usize>,
+    /// Per run (in `compare.runs` order): failed attempts without a result, by class
+    /// (from the failures sidecars beside the rollouts files).
+    pub failures: Vec<BTreeMap<String, usize>>,
     /// `compare`'s report on the metric's task means, with sizing answers.
     pub compare: Report,
     /// Per run, in `compare.runs` order.
@@ -505,23 +508,39 @@ fn cost(h: &mut String, p: &Page) {
 
 fn coverage(h: &mut String, p: &Page) {
     section(h, "coverage", "Coverage and warnings");
-    h.push_str(r#"<table><thead><tr><th>run</th><th class="n">tasks measured</th><th class="n">rollouts measured</th><th class="n">masked</th><th class="n">without a value</th><th class="n">completion</th></tr></thead><tbody>"#);
+    let failed = |i: usize| p.failures.get(i).map_or(0, |f| f.values().sum::<usize>());
+    let any_failed = (0..p.compare.runs.len()).any(|i| failed(i) > 0);
+    h.push_str(r#"<table><thead><tr><th>run</th><th class="n">tasks measured</th><th class="n">rollouts measured</th><th class="n">masked</th><th class="n">without a value</th>"#);
+    if any_failed {
+        h.push_str(r#"<th class="n">failed</th>"#);
+    }
+    h.push_str(r#"<th class="n">completion</th></tr></thead><tbody>"#);
     for (i, r) in p.compare.runs.iter().enumerate() {
         let all = r.rollouts + r.masked + r.no_value;
         let pct = (all > 0).then(|| 100.0 * r.rollouts as f64 / all as f64);
         let _ = write!(
             h,
-            r#"<tr data-run="{}"><td>{}</td>{}{}{}{}{}</tr>"#,
+            r#"<tr data-run="{}"><td>{}</td>{}{}{}{}{}{}</tr>"#,
             esc(&r.name),
             run_name(i, &r.name),
             count("tasks", r.tasks),
             count("rollouts", r.rollouts),
             count("masked", r.masked),
             count("no_value", r.no_value),
+            if any_failed { count("failed", failed(i)) } else { String::new() },
             num("completion_pct", pct, 1),
         );
     }
     h.push_str("</tbody></table>");
+    if any_failed {
+        h.push_str(r#"<p class="note">Failed attempts no result replaced, by class (from the runs' <code>_failures.jsonl</code> sidecars; they are not in the scores above):</p><ul class="failures">"#);
+        for (i, r) in p.compare.runs.iter().enumerate() {
+            let Some(by) = p.failures.get(i).filter(|f| !f.is_empty()) else { continue };
+            let classes: Vec<String> = by.iter().map(|(c, n)| format!("{n} {}", esc(c))).collect();
+            let _ = write!(h, r#"<li data-run="{}">{}: {}</li>"#, esc(&r.name), esc(&r.name), classes.join(", "));
+        }
+        h.push_str("</ul>");
+    }
     if let Some(m) = p.missing {
         let _ = write!(h, r#"<p class="note">{m} materialized input row(s) have no rollout.</p>"#);
     }
