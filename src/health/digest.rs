@@ -4,9 +4,10 @@
 //! (findings, a stage, a string index, a rollout id of its own, an unreadable line).
 //! Nearly every record of a sweep without trajectories is an entry alone.
 
+use std::collections::BTreeMap;
+
 use super::checks::{self, obj, Check, CheckSet, Evidence, Finding, Verdict};
 use super::record::{coerce, Coerced, Fields, Index, Line, Member};
-use super::report::Totals;
 use super::{python, trajectory};
 use crate::json::scan::Scalar;
 use crate::json::Json;
@@ -179,14 +180,6 @@ fn judge_record(
         },
         None => None,
     };
-    let validated = tree.as_ref().map(trajectory::validate);
-    let evidence = Evidence::new(validated.as_ref().and_then(|v| v.as_ref().ok()), f.usage.tokens());
-    let (findings, unobserved) = evidence.run(matches!(validated, Some(Err(_))), ignored);
-    let stats = stats(&evidence);
-    totals.add_record(unobserved, &stats, None);
-    for finding in &findings {
-        totals.add_findings(finding.check, 1);
-    }
     let rollout_id = match (f.rollout_id.filter(Member::truthy), tree.as_ref().and_then(|t| t.get("rollout_id"))) {
         (Some(m), _) => RolloutId::Given(m.python_str().into()),
         (None, Some(v)) if python::truthy(v) => RolloutId::Given(python::str_of(v).into()),
@@ -195,9 +188,62 @@ fn judge_record(
             rollout: rollout.as_ref().and_then(|r| r.raw_text.clone()),
         },
     };
-    let task = task.map(|t| t.index);
-    let rollout = rollout.map_or(Index::Int(0), |r| r.index);
-    let stage = stage.map(|s| s.index);
+    let parts = Parts {
+        task: task.map(|t| t.index),
+        rollout: rollout.map_or(Index::Int(0), |r| r.index),
+        stage: stage.map(|s| s.index),
+        rollout_id,
+    };
+    Ok(judge_parts(parts, tree.as_ref(), f.usage.tokens(), line, ignored, totals))
+}
+
+/// A record read: its indexes (the task's missing when the record has none) and its
+/// rollout id.
+struct Parts {
+    task: Option<Index>,
+    rollout: Index,
+    stage: Option<Index>,
+    rollout_id: RolloutId,
+}
+
+/// Judges a record whose caller already knows it holds no `ng_trajectory`,
+/// `_ng_rollout_id` or `stage_index`: integer indexes and its `response.usage` token
+/// counts (prompt, completion) are all the checks read of it.
+pub fn judge_plain(
+    task: i64,
+    rollout: i64,
+    tokens: (Option<i128>, Option<i128>),
+    line: u64,
+    ignored: CheckSet,
+    totals: &mut Totals,
+) -> (Entry, Option<Detail>) {
+    let parts = Parts {
+        task: Some(Index::Int(task)),
+        rollout: Index::Int(rollout),
+        stage: None,
+        rollout_id: RolloutId::Parts { task: None, rollout: None },
+    };
+    judge_parts(parts, None, tokens, line, ignored, totals)
+}
+
+/// Runs the checks on a record's trajectory (a tree, validated here) and token counts.
+fn judge_parts(
+    parts: Parts,
+    tree: Option<&Json>,
+    tokens: (Option<i128>, Option<i128>),
+    line: u64,
+    ignored: CheckSet,
+    totals: &mut Totals,
+) -> (Entry, Option<Detail>) {
+    let validated = tree.map(trajectory::validate);
+    let evidence = Evidence::new(validated.as_ref().and_then(|v| v.as_ref().ok()), tokens);
+    let (findings, unobserved) = evidence.run(matches!(validated, Some(Err(_))), ignored);
+    let stats = stats(&evidence);
+    totals.add_record(unobserved, &stats, None);
+    for finding in &findings {
+        totals.add_findings(finding.check, 1);
+    }
+    let Parts { task, rollout, stage, rollout_id } = parts;
     let (task_tag, task_value) = task.as_ref().map_or((Tag::Ordinal, 0), |t| part(Some(t)));
     let (rollout_tag, rollout_value) = part(Some(&rollout));
     let (stage_tag, stage_value) = part(stage.as_ref());
@@ -227,7 +273,7 @@ fn judge_record(
         line,
         unreadable: None,
     });
-    Ok((entry, detail))
+    (entry, detail)
 }
 
 /// Settles what depends on the record's place: it is record `ordinal` of the run, and
@@ -294,5 +340,68 @@ fn stats(e: &Evidence<'_>) -> Stats {
             capture(|c| c.prompt_tokens),
             capture(|c| c.completion_tokens),
         ],
+    }
+}
+
+/// The run's counts over every record; the counts of the parts of a run add up.
+#[derive(Clone, Debug, Default)]
+pub struct Totals {
+    pub records: u64,
+    pub(super) captures: u64,
+    /// Per rollout check: records where it was unobserved.
+    pub(super) unobserved: [u64; 12],
+    /// Per check: findings on records.
+    pub(super) issues: [u64; 14],
+    pub(super) call_errors: u64,
+    pub(super) by_status: BTreeMap<String, u64>,
+    pub(super) rollouts_with_errors: u64,
+    pub(super) ended_on_error: u64,
+    pub(super) replayed: u64,
+    pub(super) rollouts_replaying: u64,
+    pub(super) tokens: [i128; 4],
+}
+
+impl Totals {
+    /// Adds a record: its unobserved checks, its counts, and a finding it will get.
+    pub fn add_record(&mut self, unobserved: CheckSet, s: &Stats, finding: Option<Check>) {
+        self.records += 1;
+        self.captures += u64::from(s.capture_observed);
+        for (k, c) in Check::rollout().iter().enumerate() {
+            self.unobserved[k] += u64::from(unobserved.has(*c));
+        }
+        if let Some(c) = finding {
+            self.add_findings(c, 1);
+        }
+        self.call_errors += s.call_errors;
+        for (status, n) in &s.errors_by_status {
+            *self.by_status.entry(status.clone()).or_default() += n;
+        }
+        self.rollouts_with_errors += u64::from(s.call_errors > 0);
+        self.ended_on_error += u64::from(s.ended_on_error);
+        self.replayed += s.duplicated_calls;
+        self.rollouts_replaying += u64::from(s.duplicated_calls > 0);
+        for (t, n) in self.tokens.iter_mut().zip(s.tokens) {
+            *t += n;
+        }
+    }
+
+    pub fn add_findings(&mut self, c: Check, n: u64) {
+        self.issues[c as usize] += n;
+    }
+
+    pub fn merge(&mut self, o: &Totals) {
+        self.records += o.records;
+        self.captures += o.captures;
+        self.unobserved.iter_mut().zip(o.unobserved).for_each(|(a, b)| *a += b);
+        self.issues.iter_mut().zip(o.issues).for_each(|(a, b)| *a += b);
+        self.call_errors += o.call_errors;
+        for (status, n) in &o.by_status {
+            *self.by_status.entry(status.clone()).or_default() += n;
+        }
+        self.rollouts_with_errors += o.rollouts_with_errors;
+        self.ended_on_error += o.ended_on_error;
+        self.replayed += o.replayed;
+        self.rollouts_replaying += o.rollouts_replaying;
+        self.tokens.iter_mut().zip(o.tokens).for_each(|(a, b)| *a += b);
     }
 }

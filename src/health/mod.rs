@@ -41,9 +41,9 @@ use std::path::Path;
 use rayon::prelude::*;
 
 use checks::{Check, CheckSet};
+use digest::Totals;
 use digest::{Detail, Entry, NO_DETAIL};
 use record::Reader;
-use report::Totals;
 use tasks::Records;
 
 use crate::error::{Error, Location};
@@ -61,8 +61,11 @@ pub struct Source<'a> {
 pub struct Health {
     /// `quality_summary.json`.
     pub summary: Vec<u8>,
-    /// `rollout_verdicts.jsonl`.
-    pub verdicts: Vec<u8>,
+    /// Every record's result in report order, rendered as `rollout_verdicts.jsonl`
+    /// while it is written (a sweep's lines are hundreds of megabytes: they are never
+    /// held whole).
+    entries: Vec<Entry>,
+    details: Vec<Detail>,
     pub records: usize,
     pub healthy: usize,
     pub unhealthy: usize,
@@ -72,6 +75,29 @@ pub struct Health {
 }
 
 impl Health {
+    /// `rollout_verdicts.jsonl` in one buffer.
+    pub fn verdicts(&self) -> Vec<u8> {
+        let mut out = Vec::new();
+        self.write_verdicts(&mut out).expect("writing to memory");
+        out
+    }
+
+    /// Writes `rollout_verdicts.jsonl` to `w`, one line per record, rendered as it goes.
+    pub fn write_verdicts(&self, w: &mut impl std::io::Write) -> std::io::Result<()> {
+        const FLUSH: usize = 1 << 20;
+        let mut out = Vec::with_capacity(FLUSH + 4096);
+        let mut tails = report::Tails::default();
+        for e in &self.entries {
+            let d = (e.detail != NO_DETAIL).then(|| &self.details[e.detail as usize]);
+            report::verdict_line(&mut out, e, d, &mut tails);
+            if out.len() >= FLUSH {
+                w.write_all(&out)?;
+                out.clear();
+            }
+        }
+        w.write_all(&out)
+    }
+
     /// The line printed after a check: `Rollout health: N checked, h healthy, u
     /// unhealthy, o unobserved`, and ` (ignored: a, b)` when checks were ignored.
     pub fn summary_line(&self) -> String {
@@ -110,7 +136,11 @@ pub fn parse_ignored(values: &[String]) -> crate::Result<Vec<String>> {
 /// Bytes per piece of a file judged as one task.
 const PIECE: usize = 2 << 20;
 
-/// A piece of one file: whole lines.
+/// Records per piece when the caller hands them one by one.
+const PIECE_RECORDS: usize = 8192;
+
+/// A piece of one file: whole lines (`start..end` bytes), or records `start..end` of a
+/// caller's list.
 struct Piece {
     source: usize,
     start: usize,
@@ -142,30 +172,46 @@ struct Judged {
     refusal: Option<(u64, digest::Refusal)>,
 }
 
+impl Judged {
+    fn push(&mut self, mut entry: Entry, detail: Option<Detail>) {
+        if let Some(d) = detail {
+            entry.detail = self.details.len() as u32;
+            self.details.push(d);
+        }
+        self.entries.push(entry);
+    }
+
+    /// Judges one line (`line_no` as it is to be reported); `false` once a record was
+    /// refused, after which the piece stops.
+    fn line(&mut self, reader: &Reader, text: &[u8], line_no: u64, ignored: CheckSet) -> bool {
+        let text = python::strip_bytes(text);
+        if text.is_empty() {
+            return true;
+        }
+        match digest::judge(reader.read(text), line_no, ignored, &mut self.totals) {
+            Ok((entry, detail)) => {
+                self.push(entry, detail);
+                true
+            }
+            Err(refusal) => {
+                self.refusal = Some((line_no, refusal));
+                false
+            }
+        }
+    }
+}
+
 fn judge(bytes: &[u8], ignored: CheckSet) -> Judged {
     let reader = Reader::default();
     let mut j = Judged { entries: Vec::with_capacity(bytes.len() / 1024 + 16), ..Judged::default() };
     let mut start = 0;
     while start < bytes.len() {
         let end = memchr::memchr(b'\n', &bytes[start..]).map_or(bytes.len(), |p| start + p + 1);
-        let text = python::strip_bytes(&bytes[start..end]);
+        let text = &bytes[start..end];
         start = end;
         j.lines += 1;
-        if text.is_empty() {
-            continue;
-        }
-        match digest::judge(reader.read(text), j.lines, ignored, &mut j.totals) {
-            Ok((mut entry, detail)) => {
-                if let Some(d) = detail {
-                    entry.detail = j.details.len() as u32;
-                    j.details.push(d);
-                }
-                j.entries.push(entry);
-            }
-            Err(refusal) => {
-                j.refusal = Some((j.lines, refusal));
-                break;
-            }
+        if !j.line(&reader, text, j.lines, ignored) {
+            break;
         }
     }
     j
@@ -180,15 +226,93 @@ pub fn check(sources: &[Source<'_>], ignored: &[String]) -> crate::Result<Health
 /// [`check`] with files cut into pieces of about `piece` bytes (the result is the same
 /// for any size).
 fn check_in_pieces(sources: &[Source<'_>], ignored: &[String], piece: usize) -> crate::Result<Health> {
+    let skip = skipped(ignored)?;
+    let pieces = pieces(sources, piece);
+    let mut judged: Vec<Judged> =
+        pieces.par_iter().map(|p| judge(&sources[p.source].bytes[p.start..p.end], skip)).collect();
+    let names: Vec<&str> = sources.iter().map(|s| s.name).collect();
+    let counts = settle(&names, &pieces, &mut judged, true, skip)?;
+    finish(judged, counts, skip)
+}
+
+/// A record the caller hands over: the file it is in (an index into the names) and its
+/// line number there (see [`check_records`]).
+#[derive(Clone, Copy, Debug)]
+pub struct Given {
+    pub source: usize,
+    pub line: u64,
+}
+
+/// What the caller knows of a record.
+pub enum Record<'a> {
+    /// Its line.
+    Line(&'a [u8]),
+    /// A record known to hold no `ng_trajectory`, `_ng_rollout_id` or `stage_index`:
+    /// its integer indexes and the prompt and completion counts its `response.usage`
+    /// gives (`input_tokens`, else `prompt_tokens`; `output_tokens`, else
+    /// `completion_tokens`; each only when a non-negative integer) are all the checks
+    /// read of it.
+    Plain { task: i64, rollout: i64, tokens: (Option<i128>, Option<i128>) },
+}
+
+/// Runs the health check over records the caller has already read, in reading order
+/// (or in task, rollout order with reading order among the records of one rollout,
+/// which sorts the same): `record(i)` says what it knows of record `i`. A sweep's
+/// records without trajectories are judged this way without reading their lines again.
+pub fn check_records<'a, F>(names: &[&str], records: &[Given], record: F, ignored: &[String]) -> crate::Result<Health>
+where
+    F: Fn(usize) -> Record<'a> + Sync,
+{
+    let t0 = std::time::Instant::now();
+    let skip = skipped(ignored)?;
+    let mut pieces = Vec::new();
+    let mut start = 0;
+    while start < records.len() {
+        let source = records[start].source;
+        let end = (start + PIECE_RECORDS).min(records.len());
+        let end = start + records[start..end].iter().take_while(|r| r.source == source).count();
+        pieces.push(Piece { source, start, end });
+        start = end;
+    }
+    let mut judged: Vec<Judged> = pieces
+        .par_iter()
+        .map(|p| {
+            let reader = Reader::default();
+            let mut j = Judged { entries: Vec::with_capacity(p.end - p.start), ..Judged::default() };
+            for (i, given) in (p.start..p.end).zip(&records[p.start..p.end]) {
+                let line = given.line;
+                let going = match record(i) {
+                    Record::Line(text) => j.line(&reader, text, line, skip),
+                    Record::Plain { task, rollout, tokens } => {
+                        let (entry, detail) = digest::judge_plain(task, rollout, tokens, line, skip, &mut j.totals);
+                        j.push(entry, detail);
+                        true
+                    }
+                };
+                if !going {
+                    break;
+                }
+            }
+            j
+        })
+        .collect();
+    crate::trace::trace("health: records judged", t0);
+    let counts = settle(names, &pieces, &mut judged, false, skip)?;
+    finish(judged, counts, skip)
+}
+
+fn skipped(ignored: &[String]) -> crate::Result<CheckSet> {
     let mut skip = CheckSet::default();
     for id in parse_ignored(ignored)? {
         skip.add(Check::from_id(&id).expect("parse_ignored keeps known ids"));
     }
-    let pieces = pieces(sources, piece);
-    let mut judged: Vec<Judged> =
-        pieces.par_iter().map(|p| judge(&sources[p.source].bytes[p.start..p.end], skip)).collect();
-    let offsets = settle(sources, &pieces, &mut judged, skip)?;
-    let (records, found) = (offsets.0 as usize, offsets.1 as usize);
+    Ok(skip)
+}
+
+/// The reports from the judged pieces (settled; `counts` of records and details).
+fn finish(judged: Vec<Judged>, counts: (u64, u64), skip: CheckSet) -> crate::Result<Health> {
+    let t0 = std::time::Instant::now();
+    let (records, found) = (counts.0 as usize, counts.1 as usize);
     let mut entries = Vec::with_capacity(records);
     let mut details = Vec::with_capacity(found);
     let mut totals = Totals::default();
@@ -203,6 +327,7 @@ fn check_in_pieces(sources: &[Source<'_>], ignored: &[String], piece: usize) -> 
     totals.add_findings(Check::DuplicateIdentity, entries.iter().filter(|e| e.duplicates > 0).count() as u64);
     let records = Records { entries: &entries, details: &details };
     let tasks = tasks::tasks(&records, skip);
+    crate::trace::trace("health: sorted, tasks", t0);
     let mut verdicts = [0u64; 3];
     for e in &entries {
         verdicts[e.verdict as usize] += 1;
@@ -211,27 +336,30 @@ fn check_in_pieces(sources: &[Source<'_>], ignored: &[String], piece: usize) -> 
     let mut ignored: Vec<String> = skip.iter().map(|c| c.id().to_string()).collect();
     ignored.sort_unstable();
     let [healthy, unhealthy, unobserved] = verdicts.map(|n| n as usize);
-    let verdicts = verdict_lines(&records);
-    Ok(Health { summary, verdicts, records: entries.len(), healthy, unhealthy, unobserved, ignored })
+    crate::trace::trace("health: reports", t0);
+    let records = entries.len();
+    Ok(Health { summary, entries, details, records, healthy, unhealthy, unobserved, ignored })
 }
 
-/// Settles line numbers (continuing across the pieces of a file), ordinals and detail
-/// positions (continuing across everything), or refuses the first record NeMo Gym
-/// could not check. Returns the numbers of records and of details.
+/// Settles line numbers (continuing across the pieces of a file, when `continued`; as
+/// given otherwise), ordinals and detail positions (continuing across everything), or
+/// refuses the first record NeMo Gym could not check. Returns the numbers of records
+/// and of details.
 fn settle(
-    sources: &[Source<'_>],
+    names: &[&str],
     pieces: &[Piece],
     judged: &mut [Judged],
+    continued: bool,
     skip: CheckSet,
 ) -> crate::Result<(u64, u64)> {
     let mut offsets = Vec::with_capacity(judged.len());
     let (mut line_offset, mut ordinal, mut detail) = (0u64, 0u64, 0u64);
     for (k, (p, j)) in pieces.iter().zip(judged.iter()).enumerate() {
-        if k > 0 && pieces[k - 1].source != p.source {
+        if !continued || (k > 0 && pieces[k - 1].source != p.source) {
             line_offset = 0;
         }
         if let Some((line, refusal)) = &j.refusal {
-            let loc = Location::line(Path::new(sources[p.source].name), line_offset + line).key(refusal.key);
+            let loc = Location::line(Path::new(names[p.source]), line_offset + line).key(refusal.key);
             let msg = format!(
                 "the rollout health check expected an integer or a string, found {} (NeMo Gym's check stops on such a record)",
                 refusal.found
@@ -239,11 +367,13 @@ fn settle(
             return Err(Error::BadInput { loc, msg });
         }
         offsets.push((line_offset, ordinal, detail));
-        line_offset += j.lines;
+        if continued {
+            line_offset += j.lines;
+        }
         ordinal += j.entries.len() as u64;
         detail += j.details.len() as u64;
     }
-    let names: Vec<String> = sources.iter().map(|s| python_path(s.name)).collect();
+    let names: Vec<String> = names.iter().map(|s| python_path(s)).collect();
     judged.par_iter_mut().zip(pieces).zip(&offsets).for_each(|((j, p), &(lines, first, first_detail))| {
         for (k, e) in j.entries.iter_mut().enumerate() {
             let d = (e.detail != NO_DETAIL).then(|| &mut j.details[e.detail as usize]);
@@ -254,39 +384,6 @@ fn settle(
         }
     });
     Ok((ordinal, detail))
-}
-
-/// The verdict lines in report order, written in parallel and joined.
-fn verdict_lines(r: &Records<'_>) -> Vec<u8> {
-    let parts: Vec<Vec<u8>> = r
-        .entries
-        .par_chunks(8192)
-        .map(|chunk| {
-            let mut out = Vec::with_capacity(chunk.len() * 400);
-            let mut tails = report::Tails::default();
-            for e in chunk {
-                let d = (e.detail != NO_DETAIL).then(|| &r.details[e.detail as usize]);
-                report::verdict_line(&mut out, e, d, &mut tails);
-            }
-            out
-        })
-        .collect();
-    join(&parts)
-}
-
-/// `parts` concatenated, copied in parallel.
-fn join(parts: &[Vec<u8>]) -> Vec<u8> {
-    let total = parts.iter().map(Vec::len).sum();
-    let mut out = vec![0u8; total];
-    let mut slots = Vec::with_capacity(parts.len());
-    let mut rest = &mut out[..];
-    for p in parts {
-        let (slot, tail) = rest.split_at_mut(p.len());
-        slots.push(slot);
-        rest = tail;
-    }
-    slots.into_par_iter().zip(parts).for_each(|(slot, p)| slot.copy_from_slice(p));
-    out
 }
 
 /// A path as Python's `pathlib` writes it: empty and `.` components dropped, a

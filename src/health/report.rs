@@ -2,10 +2,8 @@
 //! line per record, and the summary indented by two spaces. Text is UTF-8 as it is
 //! (only quotes, backslashes and control characters are escaped).
 
-use std::collections::BTreeMap;
-
 use super::checks::{Check, CheckSet, Finding, Verdict};
-use super::digest::{Detail, Entry, RolloutId, Stats};
+use super::digest::{Detail, Entry, RolloutId, Totals};
 use super::record::Index;
 use super::tasks::Tasks;
 use crate::json::{escape_into, write_compact, write_indented, write_str, Json};
@@ -126,69 +124,6 @@ impl Tails {
             }
         };
         &self.0[at].1
-    }
-}
-
-/// The run's counts over every record; the counts of the parts of a run add up.
-#[derive(Clone, Debug, Default)]
-pub struct Totals {
-    pub records: u64,
-    captures: u64,
-    /// Per rollout check: records where it was unobserved.
-    unobserved: [u64; 12],
-    /// Per check: findings on records.
-    issues: [u64; 14],
-    call_errors: u64,
-    by_status: BTreeMap<String, u64>,
-    rollouts_with_errors: u64,
-    ended_on_error: u64,
-    replayed: u64,
-    rollouts_replaying: u64,
-    tokens: [i128; 4],
-}
-
-impl Totals {
-    /// Adds a record: its unobserved checks, its counts, and a finding it will get.
-    pub fn add_record(&mut self, unobserved: CheckSet, s: &Stats, finding: Option<Check>) {
-        self.records += 1;
-        self.captures += u64::from(s.capture_observed);
-        for (k, c) in Check::rollout().iter().enumerate() {
-            self.unobserved[k] += u64::from(unobserved.has(*c));
-        }
-        if let Some(c) = finding {
-            self.add_findings(c, 1);
-        }
-        self.call_errors += s.call_errors;
-        for (status, n) in &s.errors_by_status {
-            *self.by_status.entry(status.clone()).or_default() += n;
-        }
-        self.rollouts_with_errors += u64::from(s.call_errors > 0);
-        self.ended_on_error += u64::from(s.ended_on_error);
-        self.replayed += s.duplicated_calls;
-        self.rollouts_replaying += u64::from(s.duplicated_calls > 0);
-        for (t, n) in self.tokens.iter_mut().zip(s.tokens) {
-            *t += n;
-        }
-    }
-
-    pub fn add_findings(&mut self, c: Check, n: u64) {
-        self.issues[c as usize] += n;
-    }
-
-    pub fn merge(&mut self, o: &Totals) {
-        self.records += o.records;
-        self.captures += o.captures;
-        self.unobserved.iter_mut().zip(o.unobserved).for_each(|(a, b)| *a += b);
-        self.issues.iter_mut().zip(o.issues).for_each(|(a, b)| *a += b);
-        self.call_errors += o.call_errors;
-        for (status, n) in &o.by_status {
-            *self.by_status.entry(status.clone()).or_default() += n;
-        }
-        self.rollouts_with_errors += o.rollouts_with_errors;
-        self.ended_on_error += o.ended_on_error;
-        self.replayed += o.replayed;
-        self.rollouts_replaying += o.rollouts_replaying;
-        self.tokens.iter_mut().zip(o.tokens).for_each(|(a, b)| *a += b);
     }
 }
 

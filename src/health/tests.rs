@@ -90,7 +90,8 @@ fn conforms(dir: &Path) -> Result<bool, String> {
     let expected = |name: &str| std::fs::read(dir.join("expected").join(name)).unwrap();
     let (summary, verdicts) = (expected("quality_summary.json"), expected("rollout_verdicts.jsonl"));
     same(&parse(&h.summary).map_err(|e| format!("summary: {e}"))?, &parse(&summary).unwrap(), "summary")?;
-    let got: Vec<&[u8]> = h.verdicts.split(|&c| c == b'\n').collect();
+    let all = h.verdicts();
+    let got: Vec<&[u8]> = all.split(|&c| c == b'\n').collect();
     let want: Vec<&[u8]> = verdicts.split(|&c| c == b'\n').collect();
     if got.len() != want.len() {
         return Err(format!("{} verdict lines, NeMo Gym wrote {}", got.len() - 1, want.len() - 1));
@@ -108,7 +109,7 @@ fn conforms(dir: &Path) -> Result<bool, String> {
     if checked != h.records || h.healthy + h.unhealthy + h.unobserved != h.records {
         return Err(format!("{} records counted, NeMo Gym checked {checked}", h.records));
     }
-    Ok(h.summary == summary && h.verdicts == verdicts)
+    Ok(h.summary == summary && h.verdicts() == verdicts)
 }
 
 #[test]
@@ -135,7 +136,7 @@ fn piece_size_does_not_change_the_reports() {
         for piece in [1, 100, 4096] {
             let cut = run(&case, piece);
             assert_eq!(cut.summary, whole.summary, "{} in pieces of {piece}", dir.display());
-            assert_eq!(cut.verdicts, whole.verdicts, "{} in pieces of {piece}", dir.display());
+            assert_eq!(cut.verdicts(), whole.verdicts(), "{} in pieces of {piece}", dir.display());
         }
     }
 }
@@ -189,7 +190,7 @@ fn tasks_sort_integers_by_their_text_then_strings() {
     let keys: Vec<&str> = tasks.iter().map(|(k, _)| &**k).collect();
     assert_eq!(keys, ["1", "10", "2", "a", "b"]);
     let lines: Vec<Json> =
-        h.verdicts.split(|&c| c == b'\n').filter(|l| !l.is_empty()).map(|l| parse(l).unwrap()).collect();
+        h.verdicts().split(|&c| c == b'\n').filter(|l| !l.is_empty()).map(|l| parse(l).unwrap()).collect();
     let order: Vec<String> = lines.iter().map(|l| python::str_of(l.get("_ng_task_index").unwrap())).collect();
     assert_eq!(order, ["1", "2", "2", "10", "a", "b"]);
     // Task 2 given twice (as 2 and 2.0) is one identity, written with each record's text.
@@ -201,7 +202,7 @@ fn tasks_sort_integers_by_their_text_then_strings() {
 #[test]
 fn empty_input_gives_empty_reports() {
     let h = check_text("\n  \n").unwrap();
-    assert_eq!((h.records, h.verdicts.len()), (0, 0));
+    assert_eq!((h.records, h.verdicts().len()), (0, 0));
     assert_eq!(h.summary_line(), "Rollout health: 0 checked, 0 healthy, 0 unhealthy, 0 unobserved");
     let summary = parse(&h.summary).unwrap();
     assert_eq!(summary.get("tasks"), Some(&Json::obj()));
@@ -210,7 +211,7 @@ fn empty_input_gives_empty_reports() {
 #[test]
 fn unreadable_lines_name_the_file_as_python_writes_the_path() {
     let h = check_text("{\"a\": 1\n").unwrap();
-    let line = parse(h.verdicts.strip_suffix(b"\n").unwrap()).unwrap();
+    let line = parse(h.verdicts().strip_suffix(b"\n").unwrap()).unwrap();
     let Some(Json::Arr(findings)) = line.get("findings") else { panic!() };
     let locator = findings[0].get("locator").unwrap();
     assert_eq!(locator.get("source_file").and_then(Json::as_str), Some("runs/rollouts.jsonl"));

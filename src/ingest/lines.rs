@@ -670,6 +670,44 @@ fn shift_line(e: Error, base: u64) -> Error {
     }
 }
 
+/// A whole file's bytes: mapped when it is a plain file, decompressed into memory when
+/// it is gzip or zstd.
+pub enum Whole {
+    Mapped(memmap2::Mmap),
+    Read(Vec<u8>),
+}
+
+impl std::ops::Deref for Whole {
+    type Target = [u8];
+    fn deref(&self) -> &[u8] {
+        match self {
+            Whole::Mapped(m) => m,
+            Whole::Read(v) => v,
+        }
+    }
+}
+
+/// The whole of `path`, for readers that go over a file's lines again (the merged file,
+/// the health check).
+pub fn map_whole(path: &Path) -> Result<Whole> {
+    let mut f = File::open(path).map_err(|e| Error::read(path, e))?;
+    let compression = Compression::sniff(&mut f, path)?;
+    let plain = compression.is_none() && f.metadata().is_ok_and(|m| m.is_file() && m.len() > 0);
+    if plain {
+        // SAFETY: a read-only mapping of a regular file; see `Mapped::new` for files
+        // changed while rollstat reads them.
+        if let Ok(m) = unsafe { memmap2::Mmap::map(&f) } {
+            return Ok(Whole::Mapped(m));
+        }
+    }
+    let f = File::open(path).map_err(|e| Error::read(path, e))?;
+    let mut out = Vec::new();
+    Compression::reader(compression, f, path)?
+        .read_to_end(&mut out)
+        .map_err(|e| Compression::read_error(compression, path, e))?;
+    Ok(Whole::Read(out))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -849,42 +887,4 @@ mod tests {
         assert_eq!(count, n);
         std::fs::remove_dir_all(&dir).unwrap();
     }
-}
-
-/// A whole file's bytes: mapped when it is a plain file, decompressed into memory when
-/// it is gzip or zstd.
-pub enum Whole {
-    Mapped(memmap2::Mmap),
-    Read(Vec<u8>),
-}
-
-impl std::ops::Deref for Whole {
-    type Target = [u8];
-    fn deref(&self) -> &[u8] {
-        match self {
-            Whole::Mapped(m) => m,
-            Whole::Read(v) => v,
-        }
-    }
-}
-
-/// The whole of `path`, for readers that go over a file's lines again (the merged file,
-/// the health check).
-pub fn map_whole(path: &Path) -> Result<Whole> {
-    let mut f = File::open(path).map_err(|e| Error::read(path, e))?;
-    let compression = Compression::sniff(&mut f, path)?;
-    let plain = compression.is_none() && f.metadata().is_ok_and(|m| m.is_file() && m.len() > 0);
-    if plain {
-        // SAFETY: a read-only mapping of a regular file; see `Mapped::new` for files
-        // changed while rollstat reads them.
-        if let Ok(m) = unsafe { memmap2::Mmap::map(&f) } {
-            return Ok(Whole::Mapped(m));
-        }
-    }
-    let f = File::open(path).map_err(|e| Error::read(path, e))?;
-    let mut out = Vec::new();
-    Compression::reader(compression, f, path)?
-        .read_to_end(&mut out)
-        .map_err(|e| Compression::read_error(compression, path, e))?;
-    Ok(Whole::Read(out))
 }

@@ -51,9 +51,12 @@ pub struct RolloutTable {
     /// Whether some row has a `response` (the model's output, which materialized inputs
     /// never carry).
     pub has_response: bool,
-    /// Line numbers (as in `line`, ascending) of the rows that carry health evidence the
-    /// table does not keep: a non-null `ng_trajectory` or an `_ng_rollout_id`.
-    pub evidence: Vec<u64>,
+    /// The rows whose health evidence the table does not keep — a non-null
+    /// `ng_trajectory`, an `_ng_rollout_id`, a `stage_index`, or a token count of
+    /// `response.usage` that is not an integer — as (line number as in `line`, byte offset
+    /// of the line in its file, its length), by line number. The health check reads these
+    /// lines again and judges every other row on its indexes and token counts alone.
+    pub evidence: Vec<(u64, u64, u64)>,
     pub report: ReadReport,
 }
 
@@ -97,8 +100,8 @@ struct Piece {
     perf: Vec<bool>,
     fingerprint: Vec<u64>,
     has_response: bool,
-    /// Piece-local line numbers of rows with health evidence (see `RolloutTable::evidence`).
-    evidence: Vec<u64>,
+    /// Rows with health evidence (see `RolloutTable::evidence`), piece-local line numbers.
+    evidence: Vec<(u64, u64, u64)>,
     cols: ColumnsBuilder,
     order: Vec<u32>,
     orders: Interner,
@@ -217,6 +220,14 @@ fn index_value(v: Scalar<'_>, key: &str) -> std::result::Result<i64, LineErr> {
             msg: format!("expected an integer, found {}", describe(&other)),
         }),
     }
+}
+
+/// The token counts of `response.usage` the health check reads.
+pub const TOKEN_COUNTS: [&str; 4] = ["input_tokens", "prompt_tokens", "output_tokens", "completion_tokens"];
+
+/// Whether `key` is one of [`TOKEN_COUNTS`].
+fn is_token_count(key: &[u8]) -> bool {
+    TOKEN_COUNTS.iter().any(|k| k.as_bytes() == key)
 }
 
 pub(crate) fn describe(v: &Scalar<'_>) -> &'static str {
@@ -367,8 +378,8 @@ impl Piece {
                     server = self.names.get(&name);
                 }
             } else if key_is_private(k) {
-                let v = s.value()?;
-                evidence |= key_is(k, b"_ng_rollout_id") && !matches!(v, Scalar::Null);
+                s.value()?;
+                evidence |= key_is(k, b"_ng_rollout_id");
             } else if key_is(k, b"response") {
                 self.has_response = true;
                 // A second `response` replaces the first: its usage values go.
@@ -395,6 +406,7 @@ impl Piece {
                         while let Some(uk) = s.next_key(&mut f3)? {
                             let v = s.value()?;
                             let key = key_string(uk);
+                            evidence |= is_token_count(&key) && !matches!(v, Scalar::Int(_));
                             let Some((t, x)) = scalar_tag(&v) else {
                                 // Text, objects and arrays matter only where they replace a
                                 // top-level field of the same name (`result | usage` in NeMo
@@ -481,7 +493,7 @@ impl Piece {
                 } else {
                     s.value()?
                 };
-                evidence |= key_is(k, b"ng_trajectory") && !matches!(v, Scalar::Null);
+                evidence |= (key_is(k, b"ng_trajectory") && !matches!(v, Scalar::Null)) || key_is(k, b"stage_index");
                 let guess = guess(&self.next_top, after);
                 match v {
                     Scalar::Container { .. } => {
@@ -551,7 +563,7 @@ impl Piece {
         self.perf.push(perf);
         self.fingerprint.push(fingerprint);
         if evidence {
-            self.evidence.push(l.number);
+            self.evidence.push((l.number, l.offset, l.bytes.len() as u64));
         }
         self.order.push(o);
         self.cols.end_row();
@@ -729,7 +741,7 @@ fn build_table(map: LineMap, pieces: Vec<(Piece, u64)>, mut report: ReadReport) 
         t.perf.extend(p.perf);
         t.fingerprint.extend(p.fingerprint);
         t.has_response |= p.has_response;
-        t.evidence.extend(p.evidence.iter().map(|l| l + base));
+        t.evidence.extend(p.evidence.iter().map(|&(l, o, n)| (l + base, o, n)));
         piece_meta.push((p.order, p.orders));
         debug_assert_eq!(p.cols.rows(), rows);
         col_pieces.push(p.cols);

@@ -2,21 +2,27 @@
 //! entry per run label with agent, key, task-level and repeat-level metrics.
 
 use std::collections::HashMap;
+use std::io::Write;
 use std::path::{Path, PathBuf};
 
 use super::custom::{sql_metrics, Metrics};
 use super::{read_both, status_after_read};
 use crate::error::{Error, Result};
 use crate::export::atomic::OutputSet;
+use crate::export::direct::FileWriter;
 use crate::export::nemo_gym::{artifact_path, check_beside};
 use crate::export::tasks::write_aggregate;
+use crate::health::{Given, Health, Record, Source};
+use crate::ingest::rollouts::{read_rollouts_with, TOKEN_COUNTS};
 use crate::ingest::sidecar::{self, FAILURES, MATERIALIZED};
+use crate::ingest::LineMap;
 use crate::ingest::{InputTable, RolloutTable};
 use crate::json::Json;
 use crate::metrics::aggregate::AggregateOptions;
 use crate::metrics::failures::{self, Coverage, Policy, ShardSide};
 use crate::metrics::warnings::Warnings;
 use crate::trace::trace;
+use rayon::prelude::*;
 
 /// What to aggregate and where the file goes.
 #[derive(Debug, Clone)]
@@ -66,7 +72,7 @@ pub struct AggregateRun {
     pub coverage: Option<Coverage>,
     pub merged: Option<PathBuf>,
     /// The health check's result and its summary file.
-    pub health: Option<(crate::health::Health, PathBuf)>,
+    pub health: Option<(Health, PathBuf)>,
 }
 
 pub fn aggregate(c: &AggregateConfig) -> Result<AggregateRun> {
@@ -109,27 +115,50 @@ pub fn aggregate(c: &AggregateConfig) -> Result<AggregateRun> {
         Some(m) => Some((m.clone(), merged_rows(&t)?)),
         None => None,
     };
-    let health = match &c.run.health {
-        Some(ignored) => Some(run_health(&lined, merged.as_ref(), ignored)?),
+    // The counted rows join the records: the shards are read again with them.
+    let scored = match coverage.as_ref().filter(|c| !c.counted.is_empty()) {
+        Some(cov) => {
+            let mut s = read_rollouts_with(&lined, Some((Path::new(COUNTED), &cov.counted_jsonl())))?;
+            failures::route_rows(&mut s, &servers)?;
+            Some(s)
+        }
         None => None,
     };
-    if let Some(cov) = coverage.as_ref().filter(|c| !c.counted.is_empty()) {
-        // The counted rows join the records: the shards are read again with them.
-        t = crate::ingest::rollouts::read_rollouts_with(&lined, Some((Path::new(COUNTED), &cov.counted_jsonl())))?;
-        failures::route_rows(&mut t, &servers)?;
-    }
-    // The aggregate file first: a folder that takes no file is named by it.
-    let mut run =
-        if t.is_empty() { AggregateRun::nothing() } else { stage_aggregate(c, &t, inputs.as_ref(), &mut out, &path)? };
+    let scored = scored.as_ref().unwrap_or(&t);
+    // Every output is opened first (the aggregate file before the others: a folder that
+    // takes no file is named by it); then the health check (of the records alone) runs
+    // and writes its reports beside the statistics.
+    let agg = if scored.is_empty() { None } else { Some(out.create(&path)?) };
     if let Some((m, bytes)) = &merged {
         out.add(m, bytes)?;
     }
-    if let Some(h) = &health {
-        out.add(&reports[0], &h.summary)?;
-        out.add(&reports[1], &h.verdicts)?;
-    }
+    let report_files = match &c.run.health {
+        Some(_) => Some((out.create(&reports[0])?, out.create(&reports[1])?)),
+        None => None,
+    };
+    let (health, run) = rayon::join(
+        || -> Result<Option<Health>> {
+            let (Some(ignored), Some((mut summary, mut verdicts))) = (&c.run.health, report_files) else {
+                return Ok(None);
+            };
+            let t0 = std::time::Instant::now();
+            let h = run_health(&t, merged.as_ref(), ignored)?;
+            trace("health check", t0);
+            summary.write_all(&h.summary).and_then(|()| summary.finish()).map_err(|e| Error::write(&reports[0], e))?;
+            h.write_verdicts(&mut verdicts)
+                .and_then(|()| verdicts.finish())
+                .map_err(|e| Error::write(&reports[1], e))?;
+            trace("health reports written", t0);
+            Ok(Some(h))
+        },
+        || match agg {
+            Some(w) => stage_aggregate(c, scored, inputs.as_ref(), w, &path),
+            None => Ok(AggregateRun::nothing()),
+        },
+    );
+    let (health, mut run) = (health?, run?);
     let files = out.commit()?;
-    run.file = (!t.is_empty()).then(|| files[0].clone());
+    run.file = (!scored.is_empty()).then(|| files[0].clone());
     run.shards = shards;
     run.records = records;
     run.coverage = coverage;
@@ -217,21 +246,56 @@ fn line_starts(b: &[u8]) -> Vec<usize> {
     std::iter::once(0).chain(memchr::memchr_iter(b'\n', b).map(|i| i + 1)).collect()
 }
 
-/// The health check on the merged rows, or else on the shards in order.
-fn run_health(
-    shards: &[PathBuf],
-    merged: Option<&(PathBuf, Vec<u8>)>,
-    ignored: &[String],
-) -> Result<crate::health::Health> {
-    use crate::health::{check, Source};
+/// The health check on the merged rows, or else on the shards' records in order: those
+/// the table keeps every member of are judged from it, the others' lines are read again.
+fn run_health(t: &RolloutTable, merged: Option<&(PathBuf, Vec<u8>)>, ignored: &[String]) -> Result<Health> {
     if let Some((path, bytes)) = merged {
         let name = path.display().to_string();
-        return check(&[Source { name: &name, bytes }], ignored);
+        return crate::health::check(&[Source { name: &name, bytes }], ignored);
     }
-    let maps = shards.iter().map(|f| crate::ingest::lines::map_whole(f)).collect::<Result<Vec<_>>>()?;
-    let names: Vec<String> = shards.iter().map(|p| p.display().to_string()).collect();
-    let sources: Vec<Source> = names.iter().zip(&maps).map(|(n, m)| Source { name: n, bytes: &m[..] }).collect();
-    check(&sources, ignored)
+    let files = t.lines.files();
+    let names: Vec<String> = files.iter().map(|p| p.display().to_string()).collect();
+    let names: Vec<&str> = names.iter().map(String::as_str).collect();
+    // Only the files holding such records are mapped again.
+    let mut maps = Vec::with_capacity(files.len());
+    for (k, f) in files.iter().enumerate() {
+        let needed = t.evidence.iter().any(|e| LineMap::split(e.0).0 == k);
+        maps.push(if needed { Some(crate::ingest::lines::map_whole(f)?) } else { None });
+    }
+    // In the table's (task, rollout, line) order: the check's order, reading order among
+    // records of one rollout.
+    let records: Vec<Given> = t
+        .line
+        .par_iter()
+        .map(|&l| {
+            let (source, line) = LineMap::split(l);
+            Given { source, line }
+        })
+        .collect();
+    let tokens: Vec<Option<&crate::ingest::Column>> =
+        TOKEN_COUNTS.iter().map(|&k| t.column(crate::ingest::Source::Usage, k).map(|c| &t.columns[c])).collect();
+    let record = |r: usize| -> Record<'_> {
+        if let Ok(at) = t.evidence.binary_search_by_key(&t.line[r], |e| e.0) {
+            let (line, offset, len) = t.evidence[at];
+            let map = maps[LineMap::split(line).0].as_deref().unwrap_or_default();
+            return Record::Line(map.get(offset as usize..(offset + len) as usize).unwrap_or_default());
+        }
+        // A token count of a row the table judges holds an integer or nothing.
+        let count = |c: Option<&crate::ingest::Column>| match c.map(|c| (c.tags[r], c)) {
+            Some((crate::ingest::tag::INT, c)) => Some(Some(i128::from(c.int(r))).filter(|v| *v >= 0)),
+            _ => None,
+        };
+        let pick = |a: Option<Option<i128>>, b: Option<Option<i128>>| a.or(b).flatten();
+        let tokens = (pick(count(tokens[0]), count(tokens[1])), pick(count(tokens[2]), count(tokens[3])));
+        Record::Plain { task: t.task[r], rollout: t.rollout[r], tokens }
+    };
+    crate::health::check_records(&names, &records, record, ignored)
+}
+
+/// Writes the health check's verdict lines to `path`, staged in `out`.
+pub fn write_verdicts(out: &mut OutputSet, path: &Path, h: &Health) -> Result<()> {
+    let mut w = out.create(path)?;
+    h.write_verdicts(&mut w).and_then(|()| w.finish()).map_err(|e| Error::write(path, e))
 }
 
 impl AggregateRun {
@@ -258,17 +322,18 @@ pub fn aggregate_table(
     mut out: OutputSet,
     path: &Path,
 ) -> Result<AggregateRun> {
-    let mut run = stage_aggregate(c, t, inputs, &mut out, path)?;
+    let w = out.create(path)?;
+    let mut run = stage_aggregate(c, t, inputs, w, path)?;
     run.file = out.commit()?.into_iter().next();
     Ok(run)
 }
 
-/// The statistics, with the file `path` staged in `out`.
+/// The statistics, written to `w` (the file `path`, staged).
 fn stage_aggregate(
     c: &AggregateConfig,
     t: &RolloutTable,
     inputs: Option<&InputTable>,
-    out: &mut OutputSet,
+    mut w: FileWriter,
     path: &Path,
 ) -> Result<AggregateRun> {
     let status = status_after_read(t, inputs);
@@ -286,7 +351,6 @@ fn stage_aggregate(
     trace("statistics", t0);
     let t0 = std::time::Instant::now();
     status.writing(path);
-    let mut w = out.create(path)?;
     write_aggregate(&entries, &mut w).map_err(|e| e.at(path))?;
     w.finish().map_err(|e| Error::write(path, e))?;
     drop(w);

@@ -407,3 +407,26 @@ fn compare_counts_the_tasks_lost_to_failures() {
     assert_eq!(row[lost_col], want.to_string(), "{out}");
     assert!(stderr(&o).contains("have no result because a rollout failed"), "{}", stderr(&o));
 }
+
+/// `aggregate` judges health from the records it read (re-reading only the lines with
+/// trajectories, rollout ids or stages): its reports are byte-identical to `rollstat
+/// health` on the same file, for trajectories of every kind and for a generated sweep.
+#[test]
+fn aggregate_and_health_write_the_same_reports() {
+    let d = TempDir::new("health-same");
+    let sweep = d.join("sweep");
+    generate(&sweep, &["--tasks", "30", "--repeats", "3", "--agents", "2", "--masked-frac", "0.1"]);
+    let checks = fixtures().join("conformance/gym_aggregate/health/rollout_checks/rollouts.jsonl");
+    for (k, rollouts) in [sweep.join("rollouts.jsonl"), checks].iter().enumerate() {
+        let (a, h) = (d.join(&format!("a{k}")), d.join(&format!("h{k}")));
+        std::fs::create_dir_all(&a).unwrap();
+        let o = run(&["aggregate", rollouts.to_str().unwrap(), "--out", a.join("agg.json").to_str().unwrap()]);
+        assert!(o.status.success(), "{}", stderr(&o));
+        let o = run(&["health", rollouts.to_str().unwrap(), "--out-dir", h.to_str().unwrap()]);
+        assert!(o.status.success(), "{}", stderr(&o));
+        for f in ["quality_summary.json", "rollout_verdicts.jsonl"] {
+            let (x, y) = (std::fs::read(a.join(f)).unwrap(), std::fs::read(h.join(f)).unwrap());
+            assert!(x == y, "{f} of {} differs between aggregate and health", rollouts.display());
+        }
+    }
+}
