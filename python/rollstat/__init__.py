@@ -1,6 +1,7 @@
 """rollstat — fast statistics over LLM-eval and RL rollout results.
 
-NeMo Gym's artifacts to the byte (``profile``, ``aggregate``, ``eval_compare``), the
+NeMo Gym's artifacts to the byte (``profile``, ``aggregate`` with its failures and
+health check, ``health``, ``eval_compare``), the
 rollouts, tasks, agents and repeats tables in memory (``tables``, ``read_rollouts``:
 any Arrow consumer — polars, pyarrow, pandas, DuckDB — takes them without a copy), SQL
 over them (``query``), paired comparisons (``compare``), the HTML report (``report``),
@@ -20,6 +21,7 @@ from ._api import (
     Aggregate,
     EvalComparison,
     Files,
+    Health,
     Profile,
     Report,
     Tables,
@@ -28,6 +30,7 @@ from ._api import (
     compare,
     eval_compare,
     export,
+    health,
     profile,
     query,
     read_parquet,
@@ -43,6 +46,7 @@ __all__ = [
     "Aggregate",
     "EvalComparison",
     "Files",
+    "Health",
     "InputError",
     "Profile",
     "Report",
@@ -56,6 +60,7 @@ __all__ = [
     "compare",
     "eval_compare",
     "export",
+    "health",
     "profile",
     "query",
     "read_parquet",

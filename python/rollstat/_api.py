@@ -23,7 +23,7 @@ import weakref
 from typing import Any, Dict, Iterable, Iterator, List, Mapping, Optional, Sequence, Union
 
 from . import _rollstat
-from ._errors import InputError, RollstatWarning
+from ._errors import InputError, RollstatError, RollstatWarning
 from ._table import Table, _html_table
 
 PathLike = Union[str, "os.PathLike[str]"]
@@ -174,12 +174,29 @@ class Files:
 
 
 class Aggregate(Files):
-    """NeMo Gym's ``_aggregate_metrics.json``: ``metrics`` is its content (one entry per
-    run label), ``key_metrics`` each label's key metrics, ``write(path)`` its bytes."""
+    """NeMo Gym's ``gym eval aggregate``: ``metrics`` is the ``_aggregate_metrics.json``
+    content (one entry per run label; ``[]`` when nothing was scored), ``key_metrics``
+    each label's key metrics, ``coverage`` what the score covers (failures left out by
+    class, rows counted as zeros, expected and scored rollouts), ``health`` the rollout
+    health check's ``quality_summary.json`` (``None`` without the check) and
+    ``verdicts`` its per-record verdicts; ``write(path)`` writes the aggregate file."""
+
+    def __init__(self, folder: str, names: Sequence[str], inputs: Sequence[str], owned: bool,
+                 coverage: Dict[str, Any]) -> None:
+        super().__init__(folder, names, inputs, owned)
+        self.coverage: Dict[str, Any] = coverage
 
     @property
     def metrics(self) -> List[Dict[str, Any]]:
-        return self._json("aggregate_metrics.json")
+        return self._json("aggregate_metrics.json") or []
+
+    @property
+    def health(self) -> Optional[Dict[str, Any]]:
+        return self._json("quality_summary.json")
+
+    @property
+    def verdicts(self) -> Optional[List[Dict[str, Any]]]:
+        return self._json("rollout_verdicts.jsonl")
 
     @property
     def key_metrics(self) -> Dict[str, Dict[str, Any]]:
@@ -187,8 +204,11 @@ class Aggregate(Files):
         return {entry["agent_ref"]["name"]: entry.get("key_metrics", {}) for entry in self.metrics}
 
     def write(self, path: PathLike) -> str:
-        """Writes the file (the command's bytes) to ``path``; returns the path."""
-        return self._write_one(self._names[0], os.fspath(path))
+        """Writes the aggregate file (the command's bytes) to ``path``; returns the path."""
+        name = next((n for n in self._names if n.endswith("aggregate_metrics.json")), None)
+        if name is None:
+            raise RollstatError("nothing was scored, so there is no aggregate file to write")
+        return self._write_one(name, os.fspath(path))
 
     def _repr_html_(self) -> str:
         rows = []
@@ -358,34 +378,118 @@ def _profile_names(rollouts: str) -> List[str]:
                                    "completion_summary.json", "warnings.json")]
 
 
+_HEALTH_FILES = ["quality_summary.json", "rollout_verdicts.jsonl"]
+
+
 def aggregate(rollouts: Paths, *, inputs: Optional[PathLike] = None, agent: Optional[str] = None,
               metrics: Iterable[str] = (), metric_dir: Optional[PathLike] = None, answer_key: Optional[str] = None,
               subset_key: Optional[str] = None, ddof: int = 0, key_metrics: Optional[Sequence[str]] = None,
+              failures: Paths = (), count_failures_as_zero: Iterable[str] = (), count_missing_as_zero: bool = False,
+              merge_into: Optional[PathLike] = None, health_check: bool = True, ignore_checks: Iterable[str] = (),
               out: Optional[PathLike] = None) -> Aggregate:
-    """NeMo Gym's ``_aggregate_metrics.json`` for a run (``rollstat aggregate``).
+    """NeMo Gym's ``gym eval aggregate`` for a run (``rollstat aggregate``): the
+    ``_aggregate_metrics.json``, what the score covers, and the rollout health check.
 
     Args:
-        rollouts: the rollouts JSONL (or the files a run was written as).
+        rollouts: the rollouts JSONL, or every shard a run was written as (failures
+            sidecars and materialized inputs among them are recognised and skipped).
         inputs: materialized inputs, to label rollouts by agent and server.
         agent: the label of rollouts that name no agent.
         metrics, metric_dir, answer_key, subset_key, ddof: extra metrics, as ``profile``.
         key_metrics: key-metric patterns (default: every ``mean/*`` plus coverage).
+        failures: each shard's failures sidecar, in order (default: ``S_failures.jsonl``
+            beside each ``S.jsonl``, when it exists).
+        count_failures_as_zero: failure classes whose failures are scored as zero rows.
+        count_missing_as_zero: score rollouts the materialized inputs owe that left no
+            row at all as zeros.
+        merge_into: also write every record, in (task, rollout) order, into this file.
+        health_check: run the rollout health check (its reports go beside ``out``).
+        ignore_checks: health checks to skip.
         out: also leave the file there (else it is only in the result).
 
     Returns an :class:`Aggregate`: ``.metrics`` is the file's content, ``.key_metrics``
-    each run's key metrics, ``.write(path)`` the command's exact bytes.
+    each run's key metrics, ``.coverage`` what the score covers, ``.health`` the health
+    check's summary, ``.write(path)`` the command's exact bytes.
     """
     files = _paths(rollouts)
+    if isinstance(count_failures_as_zero, str):
+        count_failures_as_zero = [count_failures_as_zero]
+    ignore = [ignore_checks] if isinstance(ignore_checks, str) else list(ignore_checks)
     tail = [*files, *_opt("--inputs", inputs), *_opt("--agent", agent),
-            *_metric_flags(metrics, metric_dir, answer_key, subset_key, ddof), *_opt("--key-metric", key_metrics)]
-    protected = files + _paths(inputs)
-    if out is not None:
-        out = os.path.abspath(os.fspath(out))
-        _run(["aggregate", *tail, "--out", out])
-        return Aggregate(os.path.dirname(out), [os.path.basename(out)], protected, False)
+            *_metric_flags(metrics, metric_dir, answer_key, subset_key, ddof), *_opt("--key-metric", key_metrics),
+            *_opt("--failures", _paths(failures)), *_opt("--count-failures-as-zero", list(count_failures_as_zero)),
+            *_opt("--count-missing-as-zero", count_missing_as_zero), *_opt("--merge-into", merge_into),
+            *(["--no-health-check"] if not health_check else _opt("--ignore-checks", ",".join(ignore) or None))]
+    protected = files + _paths(inputs) + _paths(failures)
+    with _scratch() as scratch:
+        coverage_file = os.path.join(scratch, "coverage.json")
+        tail += ["--coverage-out", coverage_file]
+        if out is not None:
+            out = os.path.abspath(os.fspath(out))
+            _run(["aggregate", *tail, "--out", out])
+            folder, name, owned = os.path.dirname(out), os.path.basename(out), False
+        else:
+            folder = tempfile.mkdtemp(prefix="rollstat-")
+            name, owned = "rollouts_aggregate_metrics.json", True
+            try:
+                _run(["aggregate", *tail, "--out", os.path.join(folder, name)])
+            except BaseException:
+                shutil.rmtree(folder, ignore_errors=True)
+                raise
+        with open(coverage_file, "rb") as f:
+            coverage = json.loads(f.read())
+    names = _present(folder, [name] + (_HEALTH_FILES if health_check else []))
+    return Aggregate(folder, names, protected, owned, coverage)
+
+
+class Health(Files):
+    """The rollout health check's reports: ``summary`` is ``quality_summary.json`` (per
+    check how many records it judged, the verdicts, every finding, per task its
+    repeats' verdicts), ``verdicts`` one dict per record, ``counts`` the verdict counts;
+    ``write(out_dir)`` writes both files."""
+
+    @property
+    def summary(self) -> Dict[str, Any]:
+        return self._json("quality_summary.json")
+
+    @property
+    def verdicts(self) -> List[Dict[str, Any]]:
+        return self._json("rollout_verdicts.jsonl")
+
+    @property
+    def counts(self) -> Dict[str, int]:
+        v = self.summary["run"]["verdicts"]
+        return {"checked": sum(v.values()), **v}
+
+    def write(self, out_dir: PathLike) -> List[str]:
+        """Writes both reports (the command's bytes and names) into ``out_dir``."""
+        return self._write_all(out_dir)
+
+    def __repr__(self) -> str:
+        c = self.counts
+        return (f"<rollstat.Health: {c['checked']} checked, {c['healthy']} healthy, {c['unhealthy']} unhealthy, "
+                f"{c['unobserved']} unobserved>")
+
+
+def health(rollouts: Paths, *, ignore_checks: Iterable[str] = (), out_dir: Optional[PathLike] = None) -> Health:
+    """The rollout health check alone (``rollstat health``): fourteen checks over the
+    records and their ``ng_trajectory`` evidence, as NeMo Gym runs them.
+
+    Args:
+        rollouts: the rollouts files, read in order as one run.
+        ignore_checks: checks to skip (they count as ignored).
+        out_dir: also leave the reports there (else they are only in the result).
+    """
+    files = _paths(rollouts)
+    ignore = [ignore_checks] if isinstance(ignore_checks, str) else list(ignore_checks)
+    tail = [*files, *_opt("--ignore-checks", ",".join(ignore) or None)]
+    if out_dir is not None:
+        out_dir = os.path.abspath(os.fspath(out_dir))
+        _run(["health", *tail, "--out-dir", out_dir])
+        return Health(out_dir, _HEALTH_FILES, files, False)
     with _private() as d:
-        _run(["aggregate", *tail, "--out", os.path.join(d, "rollouts_aggregate_metrics.json")])
-        return Aggregate(d, ["rollouts_aggregate_metrics.json"], protected, True)
+        _run(["health", *tail, "--out-dir", d])
+        return Health(d, _HEALTH_FILES, files, True)
 
 
 def export(rollouts: Paths, out_dir: PathLike, *, inputs: Optional[PathLike] = None,

@@ -44,6 +44,10 @@ pub struct Args {
     /// beside the aggregate file).
     #[arg(long)]
     pub no_health_check: bool,
+    /// Also write what the score covers as JSON: records read, rows counted by each
+    /// policy, failures left out by class, expected and scored rollouts, health verdicts.
+    #[arg(long, value_name = "FILE")]
+    pub coverage_out: Option<PathBuf>,
     /// Health checks to skip, comma-separated (see `rollstat health`).
     #[arg(long, value_name = "CHECKS", conflicts_with = "no_health_check")]
     pub ignore_checks: Vec<String>,
@@ -63,6 +67,7 @@ impl Args {
                 failures: self.failures.clone(),
                 policy: Policy { count_classes: self.count_failures.clone(), count_missing: self.count_missing },
                 merge_into: self.merge_into.clone(),
+                coverage_out: self.coverage_out.clone(),
                 health: if self.no_health_check {
                     None
                 } else {

@@ -51,6 +51,8 @@ pub struct RunOptions {
     pub policy: Policy,
     /// Write every record of the shards, in (task, rollout) order, into this file.
     pub merge_into: Option<PathBuf>,
+    /// Write what the score covers into this file (see [`coverage_json`]).
+    pub coverage_out: Option<PathBuf>,
     /// Run the rollout health check (with these checks ignored) and write its reports
     /// into the output file's folder.
     pub health: Option<Vec<String>>,
@@ -92,7 +94,8 @@ pub fn aggregate(c: &AggregateConfig) -> Result<AggregateRun> {
     // Beside the aggregate file; beside the first shard when that goes to a stream.
     let reports =
         if crate::export::atomic::is_file_output(&path) { health_paths(&path) } else { health_paths(&shards[0]) };
-    for p in c.run.merge_into.iter().chain(c.run.health.is_some().then_some(&reports).into_iter().flatten()) {
+    let health_files = c.run.health.is_some().then_some(&reports).into_iter().flatten();
+    for p in c.run.merge_into.iter().chain(health_files).chain(&c.run.coverage_out) {
         out.check(p)?;
     }
     // A shard with no line is a run whose every attempt failed, when its sidecar says so.
@@ -157,14 +160,61 @@ pub fn aggregate(c: &AggregateConfig) -> Result<AggregateRun> {
         },
     );
     let (health, mut run) = (health?, run?);
-    let files = out.commit()?;
-    run.file = (!scored.is_empty()).then(|| files[0].clone());
     run.shards = shards;
     run.records = records;
     run.coverage = coverage;
     run.merged = c.run.merge_into.clone();
     run.health = health.map(|h| (h, reports[0].clone()));
+    if let Some(path) = &c.run.coverage_out {
+        let mut text = Vec::new();
+        crate::json::write_indented(&mut text, &coverage_json(&run), 0);
+        text.push(b'\n');
+        out.add(path, &text)?;
+    }
+    let files = out.commit()?;
+    run.file = (!scored.is_empty()).then(|| files[0].clone());
     Ok(run)
+}
+
+/// What the score of a run covers, as `--coverage-out` writes it (the numbers the
+/// closing report prints): the shards, records read, rows counted by each policy (null
+/// when it was off), the warnings of counting, expected and scored rollouts, failures
+/// left out (in all and by class), lost rollouts scored as zeros, aggregate entries and
+/// the health verdicts (null without the check).
+pub fn coverage_json(r: &AggregateRun) -> Json {
+    let int = |n: usize| Json::Int(n as i64);
+    let none = Coverage { records: r.records, ..Coverage::default() };
+    let c = r.coverage.as_ref().unwrap_or(&none);
+    let warnings = c.notes.iter().filter_map(|n| match n {
+        failures::Note::Warn(w) => Some(Json::Str(w.clone())),
+        failures::Note::Say(_) => None,
+    });
+    let health = r.health.as_ref().map_or(Json::Null, |(h, _)| {
+        let mut v = Json::obj();
+        v.set_all([
+            ("checked", int(h.records)),
+            ("healthy", int(h.healthy)),
+            ("unhealthy", int(h.unhealthy)),
+            ("unobserved", int(h.unobserved)),
+        ]);
+        v
+    });
+    let mut j = Json::obj();
+    j.set_all([
+        ("shards", Json::Arr(r.shards.iter().map(|s| Json::Str(s.display().to_string())).collect())),
+        ("loaded_records", int(r.records)),
+        ("counted_failure_rows", c.counted_failures.map_or(Json::Null, int)),
+        ("counted_missing_rollouts", c.counted_missing.map_or(Json::Null, int)),
+        ("warnings", Json::Arr(warnings.collect())),
+        ("expected_rollouts", int(c.expected())),
+        ("scored_rollouts", int(c.scored())),
+        ("missing_from_score", int(c.dropped_total())),
+        ("dropped_by_class", Json::Obj(c.dropped.iter().map(|(k, n)| (k.as_str().into(), int(*n))).collect())),
+        ("imputed_zeros", int(c.imputed())),
+        ("aggregate_entries", int(r.key_metrics.len())),
+        ("health", health),
+    ]);
+    j
 }
 
 /// What the failures sidecars beside a run's rollouts files say (`None`: there is none),

@@ -18,8 +18,12 @@ def test_aggregate_is_the_commands_bytes(sweep, tmp_path):
     run("aggregate", rollouts, "--inputs", inputs, "--out", want, "--metric", "pass_at_k", "--metric",
         "reward_variance", "--ddof", "1")
     got = rollstat.aggregate(rollouts, inputs=inputs, metrics=["pass_at_k", "reward_variance"], ddof=1)
-    (data,) = got.files.values()
-    assert data == read(want)
+    assert got.names == ["rollouts_aggregate_metrics.json", "quality_summary.json", "rollout_verdicts.jsonl"]
+    assert got.files["rollouts_aggregate_metrics.json"] == read(want)
+    # The health check's reports: the command's, beside its output.
+    for name in ("quality_summary.json", "rollout_verdicts.jsonl"):
+        assert got.files[name] == read(tmp_path / name)
+    assert got.health["run"]["artifacts"]["records"] == len(got.verdicts)
     assert got.metrics == json.loads(read(want))
     assert set(got.key_metrics) == {e["agent_ref"]["name"] for e in got.metrics}
     written = got.write(tmp_path / "again.json")
