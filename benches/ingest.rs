@@ -3,7 +3,8 @@
 //! Generates the sweep with `rollstat generate` (seed fixed), warms the page cache, then
 //! runs, alternating, for several rounds: `cat` of the rollouts file (the floor), `cat`
 //! of both files, `rollstat ingest` (rollouts → Parquet), `rollstat aggregate` (to a
-//! file, and to /dev/null: computed but not stored), `rollstat profile --allow-partial` and — when Python is available — the same task,
+//! file without and with the rollout health check, and to /dev/null: computed but not
+//! stored), `rollstat profile --allow-partial` and — when Python is available — the same task,
 //! agent, repeat and across-repeat statistics as a hand-written DuckDB query reading
 //! the JSONL with an explicit column list (DuckDB installed into a throwaway venv by
 //! pip). Prints median wall time, peak RSS, GB/s and ratios. Every run starts after the
@@ -158,7 +159,19 @@ fn main() {
             }),
         ),
         (
-            "rollstat aggregate (rollouts)",
+            "rollstat aggregate --no-health-check (rollouts)",
+            Box::new(|| {
+                let mut c = Command::new(&bin);
+                c.args(["aggregate", "-q", "--no-health-check", "--rollouts"])
+                    .arg(&rollouts)
+                    .arg("--out")
+                    .arg(out.join("agg.json"));
+                c
+            }),
+        ),
+        (
+            // The default: also the rollout health check and its two reports (414 MB).
+            "rollstat aggregate (rollouts, with the health check)",
             Box::new(|| {
                 let mut c = Command::new(&bin);
                 c.args(["aggregate", "-q", "--rollouts"]).arg(&rollouts).arg("--out").arg(out.join("agg.json"));
@@ -171,7 +184,10 @@ fn main() {
             "rollstat aggregate (rollouts -> /dev/null)",
             Box::new(|| {
                 let mut c = Command::new(&bin);
-                c.args(["aggregate", "-q", "--rollouts"]).arg(&rollouts).arg("--out").arg("/dev/null");
+                c.args(["aggregate", "-q", "--no-health-check", "--rollouts"])
+                    .arg(&rollouts)
+                    .arg("--out")
+                    .arg("/dev/null");
                 c
             }),
         ),
@@ -248,7 +264,7 @@ fn main() {
         println!(
             "\nDuckDB time / rollstat time: aggregate {:.2}, profile {:.2} (above 1 means rollstat is faster)",
             med[d] / med[3],
-            med[d] / med[5]
+            med[d] / med[6]
         );
     }
 }

@@ -179,8 +179,8 @@ pub fn aggregate(c: &AggregateConfig) -> Result<AggregateRun> {
 /// What the score of a run covers, as `--coverage-out` writes it (the numbers the
 /// closing report prints): the shards, records read, rows counted by each policy (null
 /// when it was off), the warnings of counting, expected and scored rollouts, failures
-/// left out (in all and by class), lost rollouts scored as zeros, aggregate entries and
-/// the health verdicts (null without the check).
+/// left out (in all and by class), lost rollouts scored as zeros, aggregate entries (null
+/// when nothing was scored) and the health verdicts (null without the check).
 pub fn coverage_json(r: &AggregateRun) -> Json {
     let int = |n: usize| Json::Int(n as i64);
     let none = Coverage { records: r.records, ..Coverage::default() };
@@ -211,7 +211,8 @@ pub fn coverage_json(r: &AggregateRun) -> Json {
         ("missing_from_score", int(c.dropped_total())),
         ("dropped_by_class", Json::Obj(c.dropped.iter().map(|(k, n)| (k.as_str().into(), int(*n))).collect())),
         ("imputed_zeros", int(c.imputed())),
-        ("aggregate_entries", int(r.key_metrics.len())),
+        // Null when nothing was scored (no aggregate file).
+        ("aggregate_entries", if r.key_metrics.is_empty() { Json::Null } else { int(r.key_metrics.len()) }),
         ("health", health),
     ]);
     j

@@ -145,6 +145,8 @@ fn run_case(dir: &Path, fails: &mut Vec<String>) {
     if !health {
         args.push("--no-health-check".into());
     }
+    let coverage = out.join("coverage.json");
+    args.extend(["--coverage-out".into(), coverage.display().to_string()]);
     let o = Command::new(bin()).args(&args).current_dir(dir).output().unwrap();
     let (so, se) = (stdout(&o), stderr(&o));
     let exp = dir.join("expected");
@@ -191,6 +193,24 @@ fn run_case(dir: &Path, fails: &mut Vec<String>) {
         }
     }
     let counts = read_json(&exp.join("counts.json"));
+    // --coverage-out carries the same numbers, under the same names.
+    let ours = read_json(&coverage);
+    for key in [
+        "loaded_records",
+        "counted_failure_rows",
+        "counted_missing_rollouts",
+        "expected_rollouts",
+        "scored_rollouts",
+        "missing_from_score",
+        "dropped_by_class",
+        "imputed_zeros",
+        "aggregate_entries",
+        "health",
+    ] {
+        if let Some(d) = diff(ours.get(key).unwrap_or(&Json::Null), counts.get(key).unwrap(), key) {
+            fails.push(format!("--coverage-out: {d}"));
+        }
+    }
     for want in printed_lines(&counts) {
         if !so.contains(&want) {
             fails.push(format!("stdout lacks {want:?}:\n{so}"));
