@@ -73,6 +73,14 @@ pub fn print_summary(r: &ProfileRun, warnings: usize) {
         s.missing_input_rows
     );
     say!("Masked from quality metrics: {} rollout rows (kept in completion accounting above).", s.masked_rollout_rows);
+    if let Some(f) = r.failures.as_ref().filter(|f| f.dropped_total() > 0) {
+        let classes: Vec<String> = f.dropped.iter().map(|(c, n)| format!("{n} {c}")).collect();
+        say!(
+            "Failed attempts without a result: {} ({}; see the _failures.jsonl sidecar)",
+            f.dropped_total(),
+            classes.join(", ")
+        );
+    }
     say!("Reward profiling outputs: {}", r.files[0].display());
     say!("Agent-level metrics: {}", r.files[1].display());
     say!("Repeat-level metrics: {}", r.files[2].display());

@@ -583,7 +583,13 @@ pub fn merge_profile(
             let levels = levels_from(low_memory, plan.take());
             if let Some(r) = merge_profile_streamed(c, slices, &inputs, &mut out, &paths, levels, &mut pending)? {
                 let files = out.commit()?;
-                return Ok(ProfileRun { files, summary: r.summary, agents: r.agents, warnings: r.warnings });
+                return Ok(ProfileRun {
+                    files,
+                    summary: r.summary,
+                    agents: r.agents,
+                    warnings: r.warnings,
+                    failures: None,
+                });
             }
             if low_memory {
                 eprintln!(

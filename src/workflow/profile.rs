@@ -40,6 +40,9 @@ pub struct ProfileRun {
     /// The agent entries written to the agent metrics file.
     pub agents: Vec<Json>,
     pub warnings: Warnings,
+    /// The failed attempts of the run's failures sidecar that no result replaced
+    /// (`None`: no sidecar beside the rollouts).
+    pub failures: Option<crate::metrics::failures::Coverage>,
 }
 
 /// Runs the profile. An output folder that this call creates is removed again (when
@@ -73,7 +76,10 @@ fn profile_in(c: &ProfileConfig) -> Result<ProfileRun> {
     check_inputs(&c.inputs)?;
     let (t, inputs) = read_both(&c.rollouts, Some(&c.inputs))?;
     let inputs = inputs.expect("inputs were given");
-    profile_table(c, &t, &inputs, out, &paths)
+    let failures = super::aggregate::failures_beside(&c.rollouts, &t)?;
+    let mut run = profile_table(c, &t, &inputs, out, &paths)?;
+    run.failures = failures;
+    Ok(run)
 }
 
 /// The reward profile, agent metrics and repeat-level metrics files for `rollouts`,
@@ -136,5 +142,5 @@ pub fn profile_table(
     out.add(&paths[2], &compact_array(&res.repeats))?;
     drop(status);
     let files = out.commit()?;
-    Ok(ProfileRun { files, summary: res.summary, agents: res.agents, warnings: res.warnings })
+    Ok(ProfileRun { files, summary: res.summary, agents: res.agents, warnings: res.warnings, failures: None })
 }

@@ -314,8 +314,9 @@ fn standing(dir: &Path) -> Vec<(String, i64, String)> {
     last.into_iter().filter(|(k, _)| !results.contains(k)).map(|((a, t, _), c)| (a, t, c)).collect()
 }
 
-/// A run with a sidecar shows its failures by class in `aggregate`'s closing report, in
-/// the Parquet tasks and agents tables, and in the report's coverage section.
+/// A run with a sidecar shows its failures by class in `aggregate`'s and `profile`'s
+/// closing reports, in the Parquet tasks and agents tables, and in the report's coverage
+/// section.
 #[test]
 fn failures_show_in_the_summary_the_tables_and_the_report() {
     use polars::prelude::*;
@@ -341,6 +342,22 @@ fn failures_show_in_the_summary_the_tables_and_the_report() {
     );
     assert!(stdout(&o).contains(&want), "{want}\n{}", stdout(&o));
     assert!(stdout(&o).contains(&format!("Metrics cover: {results} of {}", results + failed.len())));
+
+    // profile names them too, beside its completion counts.
+    let inputs = dir.join("materialized_inputs.jsonl");
+    let prof = d.join("prof");
+    let o = run(&[
+        "profile",
+        rollouts.to_str().unwrap(),
+        "--inputs",
+        inputs.to_str().unwrap(),
+        "--allow-partial",
+        "--out-dir",
+        prof.to_str().unwrap(),
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let want = format!("Failed attempts without a result: {} ({};", failed.len(), classes.join(", "));
+    assert!(stdout(&o).contains(&want), "{want}\n{}", stdout(&o));
 
     let tables = d.join("tables");
     let o = run(&["export", rollouts.to_str().unwrap(), "--out-dir", tables.to_str().unwrap()]);
