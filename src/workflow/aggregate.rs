@@ -307,11 +307,28 @@ fn run_health(t: &RolloutTable, merged: Option<&(PathBuf, Vec<u8>)>, ignored: &[
     let files = t.lines.files();
     let names: Vec<String> = files.iter().map(|p| p.display().to_string()).collect();
     let names: Vec<&str> = names.iter().map(String::as_str).collect();
-    // Only the files holding such records are mapped again.
+    // Only the files holding such records are mapped again; each such line must still be
+    // where the reader found it.
     let mut maps = Vec::with_capacity(files.len());
     for (k, f) in files.iter().enumerate() {
-        let needed = t.evidence.iter().any(|e| LineMap::split(e.0).0 == k);
-        maps.push(if needed { Some(crate::ingest::lines::map_whole(f)?) } else { None });
+        let mut lines = t.evidence.iter().filter(|e| LineMap::split(e.0).0 == k).peekable();
+        if lines.peek().is_none() {
+            maps.push(None);
+            continue;
+        }
+        if crate::export::atomic::is_stream(f) {
+            return Err(Error::Usage(format!(
+                "{}: the health check reads the lines that carry trajectories again, which a pipe cannot give; \
+                 save the rollouts to a file, or pass --no-health-check",
+                f.display()
+            )));
+        }
+        let map = crate::ingest::lines::map_whole(f)?;
+        if let Some(&(line, offset, len)) = lines.find(|e| e.1 + e.2 > map.len() as u64) {
+            let _ = (offset, len);
+            return Err(Error::bad(t.lines.location(line), "the file changed while it was being read"));
+        }
+        maps.push(Some(map));
     }
     // In the table's (task, rollout, line) order: the check's order, reading order among
     // records of one rollout.

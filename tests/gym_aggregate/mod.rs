@@ -467,3 +467,40 @@ fn aggregate_and_health_write_the_same_reports() {
         }
     }
 }
+
+/// Rollouts from a pipe: without trajectories the health check needs nothing more; with
+/// them it would read lines again, which a pipe cannot give, so the run is refused up
+/// front (exit 2, nothing written) and `--no-health-check` runs it.
+#[test]
+fn a_pipe_of_trajectories_is_refused_for_the_health_check() {
+    use std::io::Write;
+    let d = TempDir::new("health-pipe");
+    let text =
+        std::fs::read(fixtures().join("conformance/gym_aggregate/health/rollout_checks/rollouts.jsonl")).unwrap();
+    let agg = d.join("agg.json");
+    let piped = |extra: &[&str]| {
+        let mut c = Command::new(bin());
+        c.args(["aggregate", "/dev/stdin", "--out", agg.to_str().unwrap()]).args(extra);
+        let mut child = c
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        let mut stdin = child.stdin.take().unwrap();
+        let bytes = text.clone();
+        let writer = std::thread::spawn(move || {
+            let _ = stdin.write_all(&bytes);
+        });
+        let o = child.wait_with_output().unwrap();
+        writer.join().unwrap();
+        o
+    };
+    let o = piped(&[]);
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    assert!(stderr(&o).contains("--no-health-check"), "{}", stderr(&o));
+    assert!(d.files().is_empty(), "{:?}", d.files());
+    let o = piped(&["--no-health-check"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert_eq!(d.files(), vec!["agg.json"]);
+}
