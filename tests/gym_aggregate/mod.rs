@@ -469,8 +469,8 @@ fn aggregate_and_health_write_the_same_reports() {
 }
 
 /// Rollouts from a pipe: without trajectories the health check needs nothing more; with
-/// them it would read lines again, which a pipe cannot give, so the run is refused up
-/// front (exit 2, nothing written) and `--no-health-check` runs it.
+/// them it would read lines again, which a pipe cannot give, so the run is refused
+/// (exit 2, nothing written), naming `--no-health-check`, which runs it.
 #[test]
 fn a_pipe_of_trajectories_is_refused_for_the_health_check() {
     use std::io::Write;
