@@ -57,6 +57,9 @@ pub struct RolloutTable {
     /// of the line in its file, its length), by line number. The health check reads these
     /// lines again and judges every other row on its indexes and token counts alone.
     pub evidence: Vec<(u64, u64, u64)>,
+    /// Line numbers of last lines left out as cut off mid-write (one per file at most):
+    /// not rows, but records the health check reports as unreadable.
+    pub cut_off: Vec<u64>,
     pub report: ReadReport,
 }
 
@@ -722,6 +725,7 @@ fn build_table(map: LineMap, pieces: Vec<(Piece, u64)>, mut report: ReadReport) 
         let rows = p.task.len();
         if let Some((line, why)) = p.cut_off {
             cut = Some((line + base, why.clone()));
+            t.cut_off.push(line + base);
             report.warnings.push(format!(
                 "{}: the last line is cut off (no newline, {why}); skipped it, as from a run that crashed mid-write",
                 t.lines.describe(line + base)

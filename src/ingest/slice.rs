@@ -434,6 +434,7 @@ impl RolloutTable {
             orders: Vec::new(),
             has_response: false,
             evidence: Vec::new(),
+            cut_off: Vec::new(),
             report: ReadReport::default(),
         }
     }

@@ -332,9 +332,11 @@ fn run_health(t: &RolloutTable, merged: Option<&(PathBuf, Vec<u8>)>, ignored: &[
     }
     // In the table's (task, rollout, line) order: the check's order, reading order among
     // records of one rollout.
+    // Then the last lines the reader left out as cut off mid-write: unreadable records.
     let records: Vec<Given> = t
         .line
         .par_iter()
+        .chain(t.cut_off.par_iter())
         .map(|&l| {
             let (source, line) = LineMap::split(l);
             Given { source, line }
@@ -343,6 +345,10 @@ fn run_health(t: &RolloutTable, merged: Option<&(PathBuf, Vec<u8>)>, ignored: &[
     let tokens: Vec<Option<&crate::ingest::Column>> =
         TOKEN_COUNTS.iter().map(|&k| t.column(crate::ingest::Source::Usage, k).map(|c| &t.columns[c])).collect();
     let record = |r: usize| -> Record<'_> {
+        if r >= t.len() {
+            // Text cut off mid-write is not JSON, whatever it held.
+            return Record::Line(b"{");
+        }
         if let Ok(at) = t.evidence.binary_search_by_key(&t.line[r], |e| e.0) {
             let (line, offset, len) = t.evidence[at];
             let map = maps[LineMap::split(line).0].as_deref().unwrap_or_default();

@@ -447,14 +447,20 @@ fn compare_counts_the_tasks_lost_to_failures() {
 
 /// `aggregate` judges health from the records it read (re-reading only the lines with
 /// trajectories, rollout ids or stages): its reports are byte-identical to `rollstat
-/// health` on the same file, for trajectories of every kind and for a generated sweep.
+/// health` on the same file, for trajectories of every kind, a generated sweep and one
+/// whose last line was cut off mid-write.
 #[test]
 fn aggregate_and_health_write_the_same_reports() {
     let d = TempDir::new("health-same");
     let sweep = d.join("sweep");
     generate(&sweep, &["--tasks", "30", "--repeats", "3", "--agents", "2", "--masked-frac", "0.1"]);
     let checks = fixtures().join("conformance/gym_aggregate/health/rollout_checks/rollouts.jsonl");
-    for (k, rollouts) in [sweep.join("rollouts.jsonl"), checks].iter().enumerate() {
+    // A run that crashed mid-write: its last line is cut off (a warning for aggregate, an
+    // unreadable record for the health check).
+    let text = std::fs::read(sweep.join("rollouts.jsonl")).unwrap();
+    let cut = d.join("cut.jsonl");
+    std::fs::write(&cut, &text[..text.len() - 200]).unwrap();
+    for (k, rollouts) in [sweep.join("rollouts.jsonl"), checks, cut].iter().enumerate() {
         let (a, h) = (d.join(&format!("a{k}")), d.join(&format!("h{k}")));
         std::fs::create_dir_all(&a).unwrap();
         let o = run(&["aggregate", rollouts.to_str().unwrap(), "--out", a.join("agg.json").to_str().unwrap()]);
