@@ -301,25 +301,11 @@ impl RunChecks {
             return Ok(());
         }
         if !self.any_reward {
-            return Err(Error::bad(
-                Location::file(Path::new(&lines.name())).key("reward"),
-                format!(
-                    "no row has a `reward` or a `response`, which the rollouts `gym eval run` writes carry; \
-                     is this the rollouts file (with --inputs {} as its materialized inputs)?",
-                    inputs.display()
-                ),
-            ));
+            return Err(super::no_results(lines, inputs));
         }
         if !self.any_input_row {
-            let (_, loc, (task, rollout)) = self.first_row.expect("a slice holds rows");
-            return Err(Error::bad(
-                loc,
-                format!(
-                    "no rollout key (`_ng_task_index`, `_ng_rollout_index`) of this file has an input row in {}: \
-                     the two files come from different runs (first key ({task}, {rollout}))",
-                    inputs.display(),
-                ),
-            ));
+            let (_, loc, key) = self.first_row.expect("a slice holds rows");
+            return Err(super::no_input_rows(loc, key, inputs));
         }
         match self.contradiction {
             Some((_, e)) => Err(e),

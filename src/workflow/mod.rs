@@ -22,7 +22,7 @@ pub mod report;
 use std::path::{Path, PathBuf};
 
 use crate::error::{Error, Location, Result};
-use crate::ingest::{self as read, InputTable, RolloutTable};
+use crate::ingest::{self as read, InputTable, LineMap, RolloutTable};
 use crate::trace::{trace, Status};
 
 pub use aggregate::{aggregate, AggregateConfig, AggregateRun};
@@ -70,32 +70,43 @@ pub fn check_runs(r: &RolloutTable, inp: &InputTable) -> Result<()> {
         return Ok(());
     }
     if !r.has_response && r.column(crate::ingest::Source::Top, "reward").is_none() {
-        return Err(Error::bad(
-            Location::file(Path::new(&r.lines.name())).key("reward"),
-            format!(
-                "no row has a `reward` or a `response`, which the rollouts `gym eval run` writes carry; \
-                 is this the rollouts file (with --inputs {} as its materialized inputs)?",
-                inp.path.display()
-            ),
-        ));
+        return Err(no_results(&r.lines, &inp.path));
     }
     if (0..r.len()).all(|k| inp.row_of(r.task[k], r.rollout[k]).is_none()) {
         let first = (0..r.len()).min_by_key(|&k| r.line[k]).unwrap_or(0);
-        return Err(Error::bad(
-            r.location(first),
-            format!(
-                "no rollout key (`_ng_task_index`, `_ng_rollout_index`) of this file has an input row in {}: \
-                 the two files come from different runs (first key ({}, {}))",
-                inp.path.display(),
-                r.task[first],
-                r.rollout[first]
-            ),
-        ));
+        return Err(no_input_rows(r.location(first), (r.task[first], r.rollout[first]), &inp.path));
     }
     match contradiction_error(r, inp) {
         Some((_, e)) => Err(e),
         None => Ok(()),
     }
+}
+
+/// Rollouts (read from `lines`) that hold no result at all: no row has a `reward` or a
+/// `response`.
+pub(crate) fn no_results(lines: &LineMap, inputs: &Path) -> Error {
+    Error::bad(
+        Location::file(Path::new(&lines.name())).key("reward"),
+        format!(
+            "no row has a `reward` or a `response`, which the rollouts `gym eval run` writes carry; \
+             is this the rollouts file (with --inputs {} as its materialized inputs)?",
+            inputs.display()
+        ),
+    )
+}
+
+/// Rollouts none of whose keys has an input row: the first row (`at`, its key) named.
+pub(crate) fn no_input_rows(at: Location, key: (i64, i64), inputs: &Path) -> Error {
+    Error::bad(
+        at,
+        format!(
+            "no rollout key (`_ng_task_index`, `_ng_rollout_index`) of this file has an input row in {}: \
+             the two files come from different runs (first key ({}, {}))",
+            inputs.display(),
+            key.0,
+            key.1
+        ),
+    )
 }
 
 /// The first rollout (least line) whose agent contradicts its input row's, as an
