@@ -29,14 +29,7 @@ impl Member<'_> {
 
     /// Python truthiness, without building containers.
     pub fn truthy(&self) -> bool {
-        match self.scalar {
-            Scalar::Null => false,
-            Scalar::Bool(b) => b,
-            Scalar::Int(i) => i != 0,
-            Scalar::Float(f) => f != 0.0,
-            Scalar::Str(raw, _) => !raw.is_empty(),
-            Scalar::Container { empty, .. } => !empty,
-        }
+        self.scalar.truthy()
     }
 
     /// `str(value)` as Python spells it.
@@ -182,7 +175,7 @@ impl Reader {
         if self.nan.find(line).is_none() && self.infinity.find(line).is_none() {
             return true;
         }
-        crate::json::parse(line).is_ok_and(|v| finite(&v))
+        crate::json::parse(line).is_ok_and(|v| v.all_finite())
     }
 }
 
@@ -216,16 +209,6 @@ fn too_deep(text: &[u8]) -> bool {
         }
     }
     false
-}
-
-/// Whether every number in `v` is finite.
-fn finite(v: &Json) -> bool {
-    match v {
-        Json::Float(f) => f.is_finite(),
-        Json::Arr(items) => items.iter().all(finite),
-        Json::Obj(items) => items.iter().all(|(_, x)| finite(x)),
-        _ => true,
-    }
 }
 
 /// The members of the object the scanner stands at (`{`), or `None` when the line is not

@@ -152,18 +152,6 @@ impl Names {
     }
 }
 
-/// Python truthiness of a JSON value.
-fn truthy(v: &Scalar<'_>) -> bool {
-    match *v {
-        Scalar::Null => false,
-        Scalar::Bool(b) => b,
-        Scalar::Int(i) => i != 0,
-        Scalar::Float(f) => f != 0.0,
-        Scalar::Str(s, _) => !s.is_empty(),
-        Scalar::Container { empty, .. } => !empty,
-    }
-}
-
 fn scalar_tag(v: &Scalar<'_>) -> Option<(u8, f64)> {
     Some(match *v {
         Scalar::Null => (tag::NULL, 0.0),
@@ -409,7 +397,7 @@ impl Piece {
                         while let Some(uk) = s.next_key(&mut f3)? {
                             let v = s.value()?;
                             let key = key_string(uk);
-                            evidence |= is_token_count(&key) && !matches!(v, Scalar::Int(_));
+                            evidence |= !matches!(v, Scalar::Int(_)) && is_token_count(&key);
                             let Some((t, x)) = scalar_tag(&v) else {
                                 // Text, objects and arrays matter only where they replace a
                                 // top-level field of the same name (`result | usage` in NeMo
@@ -467,7 +455,7 @@ impl Piece {
                     s.value()?;
                 }
             } else if key_is(k, b"mask_sample") {
-                masked = truthy(&s.value()?);
+                masked = s.value()?.truthy();
             } else if key_is(k, b"ng_perf") {
                 perf = false;
                 take_back(&mut self.cols, &mut self.perf_ids);

@@ -26,6 +26,7 @@ pub fn shards(given: &[PathBuf]) -> Result<Vec<PathBuf>> {
         if stem.ends_with(FAILURES) || stem.ends_with(MATERIALIZED) {
             continue;
         }
+
         let real = |f: &Path| std::fs::canonicalize(f).ok();
         if out.iter().any(|q| q == p || real(q).is_some_and(|q| Some(q) == real(p))) {
             continue;
@@ -68,7 +69,7 @@ pub fn read_objects(path: &Path, what: &str) -> Result<ObjectLines> {
         .map(|(n, l)| {
             let v = crate::json::parse(l)
                 .map_err(|e| Error::bad(Location::line(path, n), format!("malformed JSON: {e}")))?;
-            if !finite(&v) {
+            if !v.all_finite() {
                 return Err(Error::bad(
                     Location::line(path, n),
                     "malformed JSON: NaN and Infinity are not JSON numbers",
@@ -78,39 +79,26 @@ pub fn read_objects(path: &Path, what: &str) -> Result<ObjectLines> {
                 Json::Obj(_) => Ok((n, v)),
                 other => Err(Error::bad(
                     Location::line(path, n),
-                    format!("expected a JSON object ({what}), found {}", kind(&other)),
+                    format!("expected a JSON object ({what}), found {}", other.kind()),
                 )),
             }
         })
         .collect()
 }
 
-fn finite(v: &Json) -> bool {
-    match v {
-        Json::Float(f) => f.is_finite(),
-        Json::Arr(items) => items.iter().all(finite),
-        Json::Obj(items) => items.iter().all(|(_, x)| finite(x)),
-        _ => true,
-    }
-}
-
-/// What a JSON value is, for messages.
-pub fn kind(v: &Json) -> &'static str {
-    match v {
-        Json::Null => "null",
-        Json::Bool(_) => "a boolean",
-        Json::Int(_) | Json::Float(_) => "a number",
-        Json::Str(_) => "a string",
-        Json::Arr(_) => "a list",
-        Json::Obj(_) => "an object",
-    }
-}
-
 /// Whether a shard holds no rollout line at all (a run whose every attempt failed).
+/// Reads only up to the first byte that is not whitespace.
 pub fn is_blank(path: &Path) -> bool {
-    match std::fs::read(path) {
-        Ok(b) => b.iter().all(u8::is_ascii_whitespace),
-        Err(_) => false,
+    use std::io::Read;
+    let Ok(mut f) = std::fs::File::open(path) else { return false };
+    let mut buf = [0u8; 8192];
+    loop {
+        match f.read(&mut buf) {
+            Ok(0) => return true,
+            Ok(n) if buf[..n].iter().all(u8::is_ascii_whitespace) => {}
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            _ => return false,
+        }
     }
 }
 

@@ -20,6 +20,20 @@ pub enum Scalar<'a> {
     },
 }
 
+impl Scalar<'_> {
+    /// Python truthiness of the value (a skipped container by whether it is empty).
+    pub fn truthy(&self) -> bool {
+        match *self {
+            Scalar::Null => false,
+            Scalar::Bool(b) => b,
+            Scalar::Int(i) => i != 0,
+            Scalar::Float(f) => f != 0.0,
+            Scalar::Str(s, _) => !s.is_empty(),
+            Scalar::Container { empty, .. } => !empty,
+        }
+    }
+}
+
 /// Why a line failed to scan, with the byte offset.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ScanError {

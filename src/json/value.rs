@@ -84,6 +84,28 @@ impl Json {
             _ => None,
         }
     }
+    /// Whether every number in the value is finite (strict JSON has no `NaN` or
+    /// `Infinity`).
+    pub fn all_finite(&self) -> bool {
+        match self {
+            Json::Float(f) => f.is_finite(),
+            Json::Arr(items) => items.iter().all(Json::all_finite),
+            Json::Obj(items) => items.iter().all(|(_, x)| x.all_finite()),
+            _ => true,
+        }
+    }
+    /// What the value is, for messages: `null`, `a boolean`, `a number`, `a string`,
+    /// `a list`, `an object`.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            Json::Null => "null",
+            Json::Bool(_) => "a boolean",
+            Json::Int(_) | Json::Float(_) => "a number",
+            Json::Str(_) => "a string",
+            Json::Arr(_) => "a list",
+            Json::Obj(_) => "an object",
+        }
+    }
     pub fn as_str(&self) -> Option<&str> {
         match self {
             Json::Str(s) => Some(s),

@@ -157,18 +157,6 @@ fn bad(file: &Path, key: Option<&str>, msg: String) -> Error {
     Error::bad(loc, msg)
 }
 
-/// Python's `type(x).__name__`-like word for what a value is.
-fn kind(v: &Json) -> &'static str {
-    match v {
-        Json::Null => "null",
-        Json::Bool(_) => "a boolean",
-        Json::Int(_) | Json::Float(_) => "a number",
-        Json::Str(_) => "a string",
-        Json::Arr(_) => "a list",
-        Json::Obj(_) => "an object",
-    }
-}
-
 /// Parses and checks one aggregate file: a non-empty JSON list of objects, each naming
 /// its agent (`agent_ref.name`, once per file), with objects where metrics are expected
 /// and lists of objects where tasks, repeats and rollout summaries are.
@@ -196,7 +184,7 @@ pub fn parse_run_file(
                 None,
                 format!(
                     "is {}, not a valid aggregate-metrics file (expected a JSON list of per-agent entries)",
-                    kind(&other)
+                    other.kind()
                 ),
             ))
         }
@@ -210,7 +198,7 @@ pub fn parse_run_file(
             return Err(bad(
                 f,
                 None,
-                format!("entry {pos} is {}, not an object (expected a JSON list of per-agent entries)", kind(&entry)),
+                format!("entry {pos} is {}, not an object (expected a JSON list of per-agent entries)", entry.kind()),
             ));
         }
         let name = match entry.get("agent_ref").and_then(|r| r.get("name")) {
@@ -245,7 +233,9 @@ fn check_entry(f: &Path, agent: &str, e: &Json) -> Result<()> {
     for k in ["agent_metrics", "key_metrics"] {
         match e.get(k) {
             None | Some(Json::Null | Json::Obj(_)) => {}
-            Some(v) => return Err(bad(f, Some(k), format!("{} is {}; expected an object of metrics", at(k), kind(v)))),
+            Some(v) => {
+                return Err(bad(f, Some(k), format!("{} is {}; expected an object of metrics", at(k), v.kind())))
+            }
         }
     }
     for k in ["group_level_metrics", "repeat_level_metrics"] {
@@ -257,7 +247,7 @@ fn check_entry(f: &Path, agent: &str, e: &Json) -> Result<()> {
                         return Err(bad(
                             f,
                             Some(k),
-                            format!("{} item {i} is {}; expected an object", at(k), kind(item)),
+                            format!("{} item {i} is {}; expected an object", at(k), item.kind()),
                         ));
                     }
                     if k == "repeat_level_metrics" {
@@ -266,7 +256,7 @@ fn check_entry(f: &Path, agent: &str, e: &Json) -> Result<()> {
                                 return Err(bad(
                                     f,
                                     Some("missing_count"),
-                                    format!("{} item {i}: `missing_count` is {}; expected a number", at(k), kind(v)),
+                                    format!("{} item {i}: `missing_count` is {}; expected a number", at(k), v.kind()),
                                 ));
                             }
                         }
@@ -276,7 +266,7 @@ fn check_entry(f: &Path, agent: &str, e: &Json) -> Result<()> {
                     }
                 }
             }
-            Some(v) => return Err(bad(f, Some(k), format!("{} is {}; expected a list of objects", at(k), kind(v)))),
+            Some(v) => return Err(bad(f, Some(k), format!("{} is {}; expected a list of objects", at(k), v.kind()))),
         }
     }
     Ok(())
@@ -290,7 +280,7 @@ fn check_task(f: &Path, agent: &str, i: usize, t: &Json) -> Result<()> {
             return Err(bad(
                 f,
                 Some("_ng_task_index"),
-                format!("{here}: `_ng_task_index` is {}; expected an integer", kind(v)),
+                format!("{here}: `_ng_task_index` is {}; expected an integer", v.kind()),
             ))
         }
     }
@@ -301,7 +291,7 @@ fn check_task(f: &Path, agent: &str, i: usize, t: &Json) -> Result<()> {
                 return Err(bad(
                     f,
                     Some("rollout_infos"),
-                    format!("{here}: `rollout_infos` item {j} is {}; expected an object", kind(v)),
+                    format!("{here}: `rollout_infos` item {j} is {}; expected an object", v.kind()),
                 ));
             }
         }
@@ -309,7 +299,7 @@ fn check_task(f: &Path, agent: &str, i: usize, t: &Json) -> Result<()> {
             return Err(bad(
                 f,
                 Some("rollout_infos"),
-                format!("{here}: `rollout_infos` is {}; expected a list of objects", kind(v)),
+                format!("{here}: `rollout_infos` is {}; expected a list of objects", v.kind()),
             ))
         }
     }

@@ -460,11 +460,11 @@ pub fn count(t: &RolloutTable, shards: &[ShardSide], policy: &Policy, s: &mut Se
         )));
     }
     if policy.count_missing {
-        let mut accounted: HashSet<Identity> = rec.results.clone();
-        accounted.extend(standing.iter().map(|(id, _)| id.clone()));
+        // Accounted for: the results (`rec.results`) and these.
+        let mut accounted: HashSet<Identity> = standing.iter().map(|(id, _)| id.clone()).collect();
         let before = cov.counted.len();
         for (k, sh) in shards.iter().enumerate() {
-            count_missing(sh, &rec.shard_pairs[k], &mut accounted, s, &mut cov, &mut counted_ids)?;
+            count_missing(sh, &rec.shard_pairs[k], &rec.results, &mut accounted, s, &mut cov, &mut counted_ids)?;
         }
         let n = cov.counted.len() - before;
         cov.counted_missing = Some(n);
@@ -477,10 +477,11 @@ pub fn count(t: &RolloutTable, shards: &[ShardSide], policy: &Policy, s: &mut Se
 }
 
 /// The zeros one shard owes: its materialized rollouts with no row, no failure line and
-/// no identity accounted for anywhere.
+/// no identity accounted for anywhere (among the `results`, or in `accounted`).
 fn count_missing(
     sh: &ShardSide,
     own: &HashSet<Pair>,
+    results: &HashSet<Identity>,
     accounted: &mut HashSet<Identity>,
     s: &mut Servers,
     cov: &mut Coverage,
@@ -510,7 +511,7 @@ fn count_missing(
         }
         let g = s.group(stamp_of(row), agent_of(row), &at_line(path, *n))?;
         let id = (g, p.0.clone(), p.1.clone());
-        if accounted.insert(id.clone()) {
+        if !results.contains(&id) && accounted.insert(id.clone()) {
             zeroed.insert(p);
             cov.counted.push(zero_of(row));
             ids.push(id);
