@@ -46,16 +46,17 @@ pub fn run(a: Args) -> Result<()> {
 fn check_into(rollouts: &[PathBuf], dir: &Path, ignored: &[String]) -> Result<(Health, PathBuf)> {
     let read: Vec<&Path> = rollouts.iter().map(PathBuf::as_path).collect();
     let mut out = OutputSet::new(&read);
-    let [summary, verdicts] = crate::workflow::aggregate::health_paths(&dir.join("x"));
-    for p in [&summary, &verdicts] {
+    let paths = crate::workflow::aggregate::health_paths(&dir.join("x"));
+    for p in &paths {
         out.check(p)?;
     }
     let maps = rollouts.iter().map(|f| crate::ingest::lines::map_whole(f)).collect::<Result<Vec<_>>>()?;
     let names: Vec<String> = rollouts.iter().map(|p| p.display().to_string()).collect();
     let sources: Vec<Source> = names.iter().zip(&maps).map(|(n, m)| Source { name: n, bytes: &m[..] }).collect();
     let h = check(&sources, ignored)?;
-    out.add(&summary, &h.summary)?;
-    crate::workflow::aggregate::write_verdicts(&mut out, &verdicts, &h)?;
+    let files = (out.create(&paths[0])?, out.create(&paths[1])?);
+    crate::workflow::aggregate::write_reports(&h, files, &paths)?;
     out.commit()?;
+    let [summary, _] = paths;
     Ok((h, summary))
 }

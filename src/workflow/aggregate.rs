@@ -141,16 +141,13 @@ pub fn aggregate(c: &AggregateConfig) -> Result<AggregateRun> {
     };
     let (health, run) = rayon::join(
         || -> Result<Option<Health>> {
-            let (Some(ignored), Some((mut summary, mut verdicts))) = (&c.run.health, report_files) else {
+            let (Some(ignored), Some(files)) = (&c.run.health, report_files) else {
                 return Ok(None);
             };
             let t0 = std::time::Instant::now();
             let h = run_health(&t, merged.as_ref(), ignored)?;
             trace("health check", t0);
-            summary.write_all(&h.summary).and_then(|()| summary.finish()).map_err(|e| Error::write(&reports[0], e))?;
-            h.write_verdicts(&mut verdicts)
-                .and_then(|()| verdicts.finish())
-                .map_err(|e| Error::write(&reports[1], e))?;
+            write_reports(&h, files, &reports)?;
             trace("health reports written", t0);
             Ok(Some(h))
         },
@@ -366,10 +363,15 @@ fn run_health(t: &RolloutTable, merged: Option<&(PathBuf, Vec<u8>)>, ignored: &[
     crate::health::check_records(&names, &records, record, ignored)
 }
 
-/// Writes the health check's verdict lines to `path`, staged in `out`.
-pub fn write_verdicts(out: &mut OutputSet, path: &Path, h: &Health) -> Result<()> {
-    let mut w = out.create(path)?;
-    h.write_verdicts(&mut w).and_then(|()| w.finish()).map_err(|e| Error::write(path, e))
+/// Writes the health check's two reports (`paths`, in [`health_paths`] order) through
+/// their opened writers; the verdict lines are rendered as they are written.
+pub fn write_reports(
+    h: &Health,
+    (mut summary, mut verdicts): (FileWriter, FileWriter),
+    paths: &[PathBuf; 2],
+) -> Result<()> {
+    summary.write_all(&h.summary).and_then(|()| summary.finish()).map_err(|e| Error::write(&paths[0], e))?;
+    h.write_verdicts(&mut verdicts).and_then(|()| verdicts.finish()).map_err(|e| Error::write(&paths[1], e))
 }
 
 impl AggregateRun {

@@ -225,20 +225,25 @@ fn run_case(dir: &Path, fails: &mut Vec<String>) {
     }
 }
 
-#[test]
-fn every_aggregate_case_matches_nemo_gym() {
-    let mut cases = case_dirs(&fixtures().join("conformance/gym_aggregate"));
-    assert!(cases.len() >= 16, "the aggregate cases are in tests/fixtures");
-    cases.retain(|c| c.file_name().unwrap() != "health");
+/// Runs `check` on every case, then fails once, listing every case that differs.
+fn check_each(cases: &[PathBuf], check: fn(&Path, &mut Vec<String>)) {
     let mut failed = Vec::new();
-    for dir in &cases {
+    for dir in cases {
         let mut fails = Vec::new();
-        run_case(dir, &mut fails);
+        check(dir, &mut fails);
         if !fails.is_empty() {
             failed.push(format!("{}:\n  {}", dir.display(), fails.join("\n  ")));
         }
     }
     assert!(failed.is_empty(), "{} case(s) differ:\n{}", failed.len(), failed.join("\n"));
+}
+
+#[test]
+fn every_aggregate_case_matches_nemo_gym() {
+    let mut cases = case_dirs(&fixtures().join("conformance/gym_aggregate"));
+    assert!(cases.len() >= 16, "the aggregate cases are in tests/fixtures");
+    cases.retain(|c| c.file_name().unwrap() != "health");
+    check_each(&cases, run_case);
 }
 
 fn health_case(dir: &Path, fails: &mut Vec<String>) {
@@ -278,15 +283,7 @@ fn every_health_case_matches_nemo_gym() {
                 .filter(|c| c.file_name().unwrap().to_string_lossy().starts_with("real_")),
         );
     }
-    let mut failed = Vec::new();
-    for dir in &cases {
-        let mut fails = Vec::new();
-        health_case(dir, &mut fails);
-        if !fails.is_empty() {
-            failed.push(format!("{}:\n  {}", dir.display(), fails.join("\n  ")));
-        }
-    }
-    assert!(failed.is_empty(), "{} case(s) differ:\n{}", failed.len(), failed.join("\n"));
+    check_each(&cases, health_case);
 }
 
 /// A generated sweep whose failed rollouts are in its sidecar.
