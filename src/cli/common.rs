@@ -90,6 +90,48 @@ impl Pairing {
     }
 }
 
+/// `--lake DIR` with the sweep's id and labels: the one argument group of every command
+/// that can add its sweep to a lake.
+#[derive(ClapArgs, Debug, Clone, Default)]
+pub struct LakeArgs {
+    /// Add the sweep's rollouts, tasks, agents and repeats tables to this lake (a folder
+    /// of Hive-partitioned Parquet, created when missing), with a row in its `sweeps` table.
+    #[arg(long, value_name = "DIR")]
+    pub lake: Option<PathBuf>,
+    /// The sweep's id in the lake (default: derived from the files' contents, so adding
+    /// the same files again replaces the sweep rather than adding it twice).
+    #[arg(long, value_name = "ID", requires = "lake")]
+    pub sweep_id: Option<String>,
+    /// A label of the sweep, `KEY=VALUE` (repeatable): `--label model=llama --label step=4000`.
+    /// Labels are columns of the `sweeps` table and of every query over the lake.
+    #[arg(long = "label", value_name = "KEY=VALUE", requires = "lake")]
+    pub labels: Vec<String>,
+}
+
+impl LakeArgs {
+    /// The lake to add the sweep to, when one is given, checked before any reading.
+    pub fn target(&self) -> Result<Option<crate::workflow::lake::LakeTarget>> {
+        let Some(dir) = &self.lake else { return Ok(None) };
+        if let Some(id) = &self.sweep_id {
+            crate::export::lake::check_sweep_id(id)?;
+        }
+        let mut labels: Vec<(String, String)> = Vec::new();
+        for l in &self.labels {
+            let (k, v) = crate::export::lake::parse_label(l)?;
+            if labels.iter().any(|(o, _)| *o == k) {
+                return Err(crate::error::Error::Usage(format!("--label {k}=…: given twice")));
+            }
+            labels.push((k, v));
+        }
+        Ok(Some(crate::workflow::lake::LakeTarget {
+            dir: dir.clone(),
+            sweep_id: self.sweep_id.clone(),
+            labels,
+            made_at: super::report::made_at()?,
+        }))
+    }
+}
+
 /// The rollouts file of one run, as `--rollouts FILE` or as the first argument, with
 /// the inputs that label it: the one argument group of every command that reads one run.
 #[derive(ClapArgs, Debug, Clone)]

@@ -29,7 +29,7 @@ pub struct Args {
     pub query: String,
     /// Rollouts JSONL to build the tables from (repeat it for a run written as several
     /// files).
-    #[arg(long, value_name = "ROLLOUTS.jsonl", conflicts_with = "parquet_dir")]
+    #[arg(long, value_name = "ROLLOUTS.jsonl", conflicts_with_all = ["parquet_dir", "lake"])]
     pub rollouts: Vec<PathBuf>,
     /// Materialized inputs JSONL (for run labels).
     #[arg(long, value_name = "MATERIALIZED.jsonl")]
@@ -38,8 +38,12 @@ pub struct Args {
     #[arg(long, value_name = "NAME")]
     pub agent: Option<String>,
     /// Folder with rollouts/tasks/agents/repeats.parquet from `rollstat export`.
-    #[arg(long, value_name = "DIR")]
+    #[arg(long, value_name = "DIR", conflicts_with = "lake")]
     pub parquet_dir: Option<PathBuf>,
+    /// A lake of sweeps (`rollstat export --lake DIR`): the tables hold every sweep, with
+    /// `sweep`, `sweep_order` and the sweeps' labels as columns, beside a `sweeps` table.
+    #[arg(long, value_name = "DIR")]
+    pub lake: Option<PathBuf>,
     #[command(flatten)]
     pub output: TableOut,
 }
@@ -116,8 +120,14 @@ impl TableOut {
 }
 
 /// The query text for SQL_OR_FILE.
-pub fn query_text(q: &str) -> Result<String> {
+pub fn query_text(q: &str, lake: bool) -> Result<String> {
     if let Some((_, s)) = crate::query::REPORTS.iter().find(|(n, _)| *n == q) {
+        return Ok(s.to_string());
+    }
+    if let Some((_, s)) = crate::query::LAKE_REPORTS.iter().find(|(n, _)| *n == q) {
+        if !lake {
+            return Err(Error::Usage(format!("{q} is a query over a lake of sweeps: give --lake DIR")));
+        }
         return Ok(s.to_string());
     }
     let p = std::path::Path::new(q);
@@ -126,7 +136,8 @@ pub fn query_text(q: &str) -> Result<String> {
     }
     // One bare word is a report name (or a file) mistyped, not SQL.
     if !q.trim().is_empty() && q.trim().chars().all(|c| c.is_alphanumeric() || matches!(c, '_' | '-' | '.' | '/')) {
-        let known: Vec<&str> = crate::query::REPORTS.iter().map(|(n, _)| *n).collect();
+        let known: Vec<&str> =
+            crate::query::REPORTS.iter().chain(&crate::query::LAKE_REPORTS).map(|(n, _)| *n).collect();
         return Err(Error::Usage(format!("{q:?} is neither a bundled report ({}), a file, nor SQL", known.join(", "))));
     }
     Ok(q.to_string())
@@ -134,8 +145,10 @@ pub fn query_text(q: &str) -> Result<String> {
 
 /// Runs the query and returns its result.
 pub fn execute(a: &Args) -> Result<DataFrame> {
-    let sql = query_text(&a.query)?;
-    let tables: Vec<(&str, LazyFrame)> = if let Some(dir) = &a.parquet_dir {
+    let sql = query_text(&a.query, a.lake.is_some())?;
+    let tables: Vec<(&str, LazyFrame)> = if let Some(dir) = &a.lake {
+        crate::query::lake::Lake::open(dir)?.tables()?
+    } else if let Some(dir) = &a.parquet_dir {
         let mut v = Vec::new();
         for name in ["rollouts", "tasks", "agents", "repeats"] {
             let p = dir.join(format!("{name}.parquet"));
@@ -155,7 +168,7 @@ pub fn execute(a: &Args) -> Result<DataFrame> {
         super::common::print_warnings(&warnings);
         tables.into_iter().map(|(n, df)| (n, df.lazy())).collect()
     } else {
-        return Err(Error::Usage("give --rollouts FILE or --parquet-dir DIR".into()));
+        return Err(Error::Usage("give --rollouts FILE, --parquet-dir DIR or --lake DIR".into()));
     };
     crate::query::run_sql(tables, &sql)
 }
@@ -166,10 +179,19 @@ fn files_read(a: &Args) -> Vec<PathBuf> {
     if let Some(dir) = &a.parquet_dir {
         v.extend(["rollouts", "tasks", "agents", "repeats"].map(|n| dir.join(format!("{n}.parquet"))));
     }
-    if !crate::query::REPORTS.iter().any(|(n, _)| *n == a.query) {
+    if let Some(dir) = &a.lake {
+        v.extend(lake_files(dir));
+    }
+    if !crate::query::REPORTS.iter().chain(&crate::query::LAKE_REPORTS).any(|(n, _)| *n == a.query) {
         v.push(PathBuf::from(&a.query));
     }
     v
+}
+
+/// Every Parquet file of a lake (none of which an output may replace).
+fn lake_files(dir: &std::path::Path) -> Vec<PathBuf> {
+    let tables = crate::export::lake::TABLES.iter().chain([&crate::export::lake::SWEEPS]);
+    tables.flat_map(|t| crate::export::lake::partitions(dir, t).into_iter().map(|(_, f)| f)).collect()
 }
 
 /// Sets how Polars prints the table: on a terminal, the first and last rows and columns,

@@ -6,6 +6,8 @@ pub mod atomic;
 pub mod compare;
 pub mod direct;
 #[cfg(feature = "engine")]
+pub mod lake;
+#[cfg(feature = "engine")]
 pub mod nemo_gym;
 #[cfg(feature = "engine")]
 pub mod nemo_gym_compare;

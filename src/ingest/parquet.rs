@@ -20,7 +20,11 @@ fn scan(path: &Path) -> Result<LazyFrame> {
         |e: PolarsError| Error::bad(crate::error::Location::file(path), format!("not a readable Parquet file: {e}"));
     File::open(path).map_err(|e| Error::read(path, e))?;
     let at = PlRefPath::try_from_path(path).map_err(bad)?;
-    let mut lf = LazyFrame::scan_parquet(at, ScanArgsParquet::default()).map_err(bad)?;
+    // One file, read as it is: a `key=value` folder above it (a lake's partition) adds
+    // no column.
+    let mut args = ScanArgsParquet::default();
+    args.hive_options.enabled = Some(false);
+    let mut lf = LazyFrame::scan_parquet(at, args).map_err(bad)?;
     lf.collect_schema().map_err(bad)?;
     Ok(lf)
 }

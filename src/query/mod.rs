@@ -3,6 +3,8 @@
 //! (one row per agent and rollout index). Also runs SQL metrics — the files of
 //! `queries/metrics/` (built into the binary) and of a user's `--metric-dir`.
 
+pub mod lake;
+
 use std::path::Path;
 
 use polars::prelude::*;
@@ -24,6 +26,12 @@ pub const REPORTS: [(&str, &str); 3] = [
     ("leaderboard", include_str!("../../queries/leaderboard.sql")),
     ("hardest_tasks", include_str!("../../queries/hardest_tasks.sql")),
     ("token_cost", include_str!("../../queries/token_cost.sql")),
+];
+
+/// Report queries over a lake of sweeps (`queries/lake/*.sql`), by name.
+pub const LAKE_REPORTS: [(&str, &str); 2] = [
+    ("sweep_leaderboard", include_str!("../../queries/lake/sweep_leaderboard.sql")),
+    ("sweep_flips", include_str!("../../queries/lake/sweep_flips.sql")),
 ];
 
 /// SQL metrics by name: the built-in ones, then `dir/*.sql` (a user's file replaces a

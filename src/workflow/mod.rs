@@ -12,6 +12,7 @@ pub mod distributed;
 pub mod eval_compare;
 pub mod export;
 pub mod ingest;
+pub mod lake;
 mod merge_lean;
 mod merge_profile;
 pub mod merge_rounds;

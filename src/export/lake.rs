@@ -1,0 +1,258 @@
+//! The lake: one folder of Hive-partitioned Parquet that a team's sweeps accumulate in.
+//!
+//! ```text
+//! LAKE/rollouts/sweep=<id>/part-0.parquet
+//! LAKE/tasks/sweep=<id>/part-0.parquet
+//! LAKE/agents/sweep=<id>/part-0.parquet
+//! LAKE/repeats/sweep=<id>/part-0.parquet
+//! LAKE/sweeps/sweep=<id>/part-0.parquet     one row: when, from what, the labels
+//! ```
+//!
+//! The files hold no `sweep` column: the partition folder names it, as Hive-style readers
+//! (DuckDB, pyarrow datasets, Polars, Spark) expect. A sweep's files are written aside
+//! and renamed into place (see [`super::atomic`]), its `sweeps` row last: a sweep is in
+//! the lake once its row is, and a reader never sees half a file. Adding a sweep whose
+//! id is there already replaces its files. In the lake every number of the `rollouts`
+//! table is a double (the `_ng_*` indexes stay integers), so a field that is whole in one
+//! sweep and fractional in the next keeps one type; any other change of a column's type
+//! is refused, naming both sweeps.
+
+use std::fs;
+use std::path::{Path, PathBuf};
+
+use polars::prelude::*;
+
+use super::atomic::OutputSet;
+use super::parquet::write_parquet;
+use crate::error::{Error, Result};
+
+/// The tables of a sweep, in the order they are written; the `sweeps` row comes last.
+pub const TABLES: [&str; 4] = ["rollouts", "tasks", "agents", "repeats"];
+/// The table with one row per sweep.
+pub const SWEEPS: &str = "sweeps";
+/// The one file of a partition.
+pub const PART: &str = "part-0.parquet";
+/// The columns of the `sweeps` table besides the labels (and the partition's `sweep`).
+pub const SWEEP_COLUMNS: [&str; 7] =
+    ["created_at", "rollstat_version", "task_set_fingerprint", "num_rollouts", "num_tasks", "num_agents", "sources"];
+
+/// The file of `table`'s partition for `sweep`.
+pub fn partition(lake: &Path, table: &str, sweep: &str) -> PathBuf {
+    lake.join(table).join(format!("sweep={sweep}")).join(PART)
+}
+
+/// The sweep a partition folder name holds (`sweep=<id>`).
+pub fn sweep_of(folder_name: &str) -> Option<&str> {
+    folder_name.strip_prefix("sweep=").filter(|id| valid_id(id))
+}
+
+/// Whether `id` can name a sweep: letters, digits, `.`, `_`, `-`, not starting with `.`.
+fn valid_id(id: &str) -> bool {
+    !id.is_empty()
+        && id.len() <= 128
+        && !id.starts_with('.')
+        && id.chars().all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-'))
+}
+
+/// Refuses a sweep id a partition folder cannot carry.
+pub fn check_sweep_id(id: &str) -> Result<()> {
+    if valid_id(id) {
+        Ok(())
+    } else {
+        Err(Error::Usage(format!(
+            "--sweep-id {id:?}: use letters, digits, '.', '_' and '-' (at most 128, not starting with '.')"
+        )))
+    }
+}
+
+/// Parses `KEY=VALUE` of `--label`: the key becomes a column, so it is an identifier.
+pub fn parse_label(s: &str) -> Result<(String, String)> {
+    let bad = |why: &str| Error::Usage(format!("--label {s:?}: {why}"));
+    let (k, v) = s.split_once('=').ok_or_else(|| bad("give KEY=VALUE"))?;
+    let ok = k.chars().next().is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
+        && k.chars().all(|c| c.is_ascii_alphanumeric() || c == '_');
+    if !ok {
+        return Err(bad("the key is a column name: a letter or '_', then letters, digits or '_'"));
+    }
+    if k == "sweep" || SWEEP_COLUMNS.contains(&k) || k == "sweep_order" {
+        return Err(bad(&format!("`{k}` is a column of the sweeps table already")));
+    }
+    Ok((k.to_string(), v.to_string()))
+}
+
+/// One source file of a sweep.
+#[derive(Debug, Clone)]
+pub struct Source {
+    pub path: String,
+    pub bytes: u64,
+    /// XXH3-128 of the file's bytes, as 32 hex digits.
+    pub xxh3_128: String,
+}
+
+/// The `sweeps` row of one sweep.
+#[derive(Debug, Clone)]
+pub struct Sweep {
+    pub id: String,
+    /// When it was added, `YYYY-MM-DDTHH:MM:SS+00:00`.
+    pub created_at: String,
+    pub task_set_fingerprint: String,
+    pub num_rollouts: i64,
+    pub num_tasks: i64,
+    pub num_agents: i64,
+    pub sources: Vec<Source>,
+    /// The user's labels, in the order given.
+    pub labels: Vec<(String, String)>,
+}
+
+impl Sweep {
+    /// The row as a one-row frame: the fixed columns, then each label as text.
+    fn frame(&self) -> Result<DataFrame> {
+        let sources: Vec<String> = self
+            .sources
+            .iter()
+            .map(|s| {
+                format!(
+                    "{{\"path\":{},\"bytes\":{},\"xxh3_128\":\"{}\"}}",
+                    serde_json::Value::String(s.path.clone()),
+                    s.bytes,
+                    s.xxh3_128
+                )
+            })
+            .collect();
+        let mut cols = vec![
+            Column::new("created_at".into(), [self.created_at.as_str()]),
+            Column::new("rollstat_version".into(), [env!("CARGO_PKG_VERSION")]),
+            Column::new("task_set_fingerprint".into(), [self.task_set_fingerprint.as_str()]),
+            Column::new("num_rollouts".into(), [self.num_rollouts]),
+            Column::new("num_tasks".into(), [self.num_tasks]),
+            Column::new("num_agents".into(), [self.num_agents]),
+            Column::new("sources".into(), [format!("[{}]", sources.join(","))]),
+        ];
+        for (k, v) in &self.labels {
+            cols.push(Column::new(k.as_str().into(), [v.as_str()]));
+        }
+        Ok(DataFrame::new(1, cols)?)
+    }
+}
+
+/// The rollouts table as the lake keeps it: every number a double but the `_ng_*`
+/// indexes.
+fn lake_rollouts(df: DataFrame) -> Result<DataFrame> {
+    let casts: Vec<Expr> = df
+        .columns()
+        .iter()
+        .filter(|c| c.dtype().is_primitive_numeric() && !c.name().starts_with("_ng_"))
+        .map(|c| col(c.name().clone()).cast(DataType::Float64))
+        .collect();
+    if casts.is_empty() {
+        return Ok(df);
+    }
+    Ok(df.lazy().with_columns(casts).collect()?)
+}
+
+/// The sweeps with a partition of `table` in the lake, each with its file.
+pub fn partitions(lake: &Path, table: &str) -> Vec<(String, PathBuf)> {
+    let Ok(entries) = fs::read_dir(lake.join(table)) else { return Vec::new() };
+    let mut out: Vec<(String, PathBuf)> = entries
+        .flatten()
+        .filter_map(|e| {
+            let name = e.file_name().into_string().ok()?;
+            let id = sweep_of(&name)?.to_string();
+            let file = e.path().join(PART);
+            file.is_file().then_some((id, file))
+        })
+        .collect();
+    out.sort();
+    out
+}
+
+/// Refuses a column whose type differs from the one it has in another sweep of the lake
+/// (a column missing from a frame, or all null, is no conflict).
+fn check_types(lake: &Path, table: &str, sweep: &str, df: &DataFrame) -> Result<()> {
+    for (other, file) in partitions(lake, table) {
+        if other == sweep {
+            continue;
+        }
+        let schema = crate::ingest::parquet::scan_parquet(&file)?.collect_schema()?;
+        for c in df.columns() {
+            let Some(old) = schema.get(c.name().as_str()) else { continue };
+            let new = c.dtype();
+            if old != new && *old != DataType::Null && *new != DataType::Null {
+                return Err(Error::Mismatch(format!(
+                    "{}: column `{}` of the {table} table is {new} in sweep {sweep} but {old} in sweep {other}; \
+                     a column keeps one type across the lake (rename the field, or add the sweep to another lake)",
+                    lake.display(),
+                    c.name()
+                )));
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Refuses a label whose key is a column of one of the sweep's tables (queries over the
+/// lake add the labels to every table as columns).
+fn check_labels(sweep: &Sweep, tables: &[(&str, DataFrame)]) -> Result<()> {
+    for (k, _) in &sweep.labels {
+        if let Some((t, _)) = tables.iter().find(|(_, df)| df.column(k).is_ok()) {
+            return Err(Error::Usage(format!(
+                "--label {k}=…: `{k}` is a column of the sweep's {t} table; choose another key"
+            )));
+        }
+    }
+    Ok(())
+}
+
+/// Partition folders left empty by a writer that stopped before renaming its files into
+/// place, untouched for a minute (a live writer fills its folder within the run).
+fn remove_stale(lake: &Path) {
+    for table in TABLES.iter().chain([&SWEEPS]) {
+        let Ok(entries) = fs::read_dir(lake.join(table)) else { continue };
+        for e in entries.flatten() {
+            let path = e.path();
+            if !e.file_name().to_str().is_some_and(|n| sweep_of(n).is_some()) || !path.is_dir() {
+                continue;
+            }
+            super::atomic::sweep_stale(&path, PART);
+            let old = e.metadata().ok().and_then(|m| m.modified().ok()).and_then(|t| t.elapsed().ok());
+            if old.is_some_and(|a| a.as_secs() >= 60) {
+                // Fails (and so keeps the folder) unless it is empty.
+                let _ = fs::remove_dir(&path);
+            }
+        }
+    }
+}
+
+/// Adds one sweep's tables to the lake (creating it when missing), replacing the sweep's
+/// files when it is there already; returns the files written. `inputs` are the files the
+/// tables were read from, which no output may be.
+pub fn add(
+    lake: &Path,
+    sweep: &Sweep,
+    tables: Vec<(&'static str, DataFrame)>,
+    inputs: &[&Path],
+) -> Result<Vec<PathBuf>> {
+    if lake.exists() && !lake.is_dir() {
+        return Err(Error::Usage(format!("--lake {}: is not a folder", lake.display())));
+    }
+    check_labels(sweep, &tables)?;
+    let mut frames = Vec::with_capacity(TABLES.len() + 1);
+    for (name, df) in tables {
+        let df = if name == "rollouts" { lake_rollouts(df)? } else { df };
+        check_types(lake, name, &sweep.id, &df)?;
+        frames.push((name, df));
+    }
+    let row = sweep.frame()?;
+    check_types(lake, SWEEPS, &sweep.id, &row)?;
+    frames.push((SWEEPS, row));
+    remove_stale(lake);
+    let mut out = OutputSet::new(inputs);
+    for (name, mut df) in frames {
+        let path = partition(lake, name, &sweep.id);
+        let folder = path.parent().expect("a partition file is in its folder");
+        fs::create_dir_all(folder).map_err(|e| Error::write(folder, e))?;
+        let mut w = out.create(&path)?;
+        write_parquet(&mut df, &path, &mut w)?;
+    }
+    out.commit()
+}

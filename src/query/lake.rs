@@ -1,0 +1,141 @@
+//! Reading a lake of sweeps: each table is the union of its sweeps' partitions, with
+//! `sweep` and the sweep's labels as columns (a column a sweep lacks is null there), over
+//! the sweeps the `sweeps` table lists. Partitions are scanned lazily, so a query reads
+//! only the columns and sweeps it needs.
+
+use std::path::{Path, PathBuf};
+
+use polars::prelude::*;
+
+use crate::error::{Error, Result};
+use crate::export::lake::{partitions, SWEEPS, SWEEP_COLUMNS, TABLES};
+use crate::ingest::parquet::scan_parquet;
+
+/// One sweep of a lake, in the lake's order.
+#[derive(Debug, Clone)]
+pub struct SweepRow {
+    pub id: String,
+    pub created_at: String,
+    /// The sweep's labels, by key (absent keys are not listed).
+    pub labels: Vec<(String, String)>,
+}
+
+/// An opened lake: its folder and its sweeps, oldest first (by `created_at`, then id).
+pub struct Lake {
+    pub dir: PathBuf,
+    pub sweeps: Vec<SweepRow>,
+    /// Every label key of any sweep, in the order first seen.
+    pub label_keys: Vec<String>,
+}
+
+/// Text of a one-row frame's column, when it has one.
+fn text(df: &DataFrame, name: &str) -> Result<Option<String>> {
+    match df.column(name) {
+        Ok(c) => Ok(c.cast(&DataType::String)?.str()?.get(0).map(str::to_string)),
+        Err(_) => Ok(None),
+    }
+}
+
+impl Lake {
+    /// Opens the lake in `dir`: reads its `sweeps` rows.
+    pub fn open(dir: &Path) -> Result<Lake> {
+        if !dir.is_dir() {
+            return Err(Error::Usage(format!(
+                "--lake {}: no such folder (add a sweep with `rollstat export --lake DIR`)",
+                dir.display()
+            )));
+        }
+        let mut sweeps = Vec::new();
+        let mut label_keys: Vec<String> = Vec::new();
+        for (id, file) in partitions(dir, SWEEPS) {
+            let df = scan_parquet(&file)?.collect()?;
+            let mut labels = Vec::new();
+            for c in df.columns() {
+                let k = c.name().as_str();
+                if SWEEP_COLUMNS.contains(&k) {
+                    continue;
+                }
+                if let Some(v) = text(&df, k)? {
+                    if !label_keys.iter().any(|x| x == k) {
+                        label_keys.push(k.to_string());
+                    }
+                    labels.push((k.to_string(), v));
+                }
+            }
+            sweeps.push(SweepRow { id, created_at: text(&df, "created_at")?.unwrap_or_default(), labels });
+        }
+        if sweeps.is_empty() {
+            return Err(Error::Usage(format!(
+                "--lake {}: holds no sweep (add one with `rollstat export --lake DIR`)",
+                dir.display()
+            )));
+        }
+        sweeps.sort_by(|a, b| a.created_at.cmp(&b.created_at).then_with(|| a.id.cmp(&b.id)));
+        Ok(Lake { dir: dir.to_path_buf(), sweeps, label_keys })
+    }
+
+    /// The position (from 1) of each sweep in the lake's order.
+    fn order(&self, id: &str) -> Option<usize> {
+        self.sweeps.iter().position(|s| s.id == id).map(|i| i + 1)
+    }
+
+    /// `table` across the lake's sweeps, with `sweep`, `sweep_order` and the label
+    /// columns; `None` when no sweep has the table.
+    pub fn table(&self, table: &str) -> Result<Option<LazyFrame>> {
+        let mut parts: Vec<(usize, String, LazyFrame, Schema)> = Vec::new();
+        for (id, file) in partitions(&self.dir, table) {
+            // Only sweeps with their row: a sweep being added is not there yet.
+            let Some(order) = self.order(&id) else { continue };
+            let mut lf = scan_parquet(&file)?;
+            let schema = lf.collect_schema()?.as_ref().clone();
+            parts.push((order, id, lf, schema));
+        }
+        if parts.is_empty() {
+            return Ok(None);
+        }
+        parts.sort_by_key(|p| p.0);
+        // The union of the columns, in the order first seen from the oldest sweep.
+        let mut union = Schema::default();
+        for (_, _, _, s) in &parts {
+            for (name, dt) in s.iter() {
+                if union.get(name).is_none_or(|old| *old == DataType::Null) {
+                    union.with_column(name.clone(), dt.clone());
+                }
+            }
+        }
+        let mut frames = Vec::with_capacity(parts.len());
+        for (order, id, lf, schema) in parts {
+            let row = &self.sweeps[order - 1];
+            let mut cols: Vec<Expr> =
+                vec![lit(id.as_str()).alias("sweep"), lit(order as i64).cast(DataType::Int64).alias("sweep_order")];
+            // The sweeps table holds the labels itself.
+            for k in self.label_keys.iter().filter(|_| table != SWEEPS) {
+                let v = row.labels.iter().find(|(x, _)| x == k).map(|(_, v)| v.as_str());
+                cols.push(match v {
+                    Some(v) => lit(v).alias(k.as_str()),
+                    None => lit(NULL).cast(DataType::String).alias(k.as_str()),
+                });
+            }
+            for (name, dt) in union.iter() {
+                cols.push(match schema.get(name) {
+                    Some(have) if have == dt => col(name.clone()),
+                    Some(_) => col(name.clone()).cast(dt.clone()),
+                    None => lit(NULL).cast(dt.clone()).alias(name.clone()),
+                });
+            }
+            frames.push(lf.select(cols));
+        }
+        Ok(Some(concat(frames, UnionArgs { rechunk: false, parallel: true, ..Default::default() })?))
+    }
+
+    /// Every table of the lake by name: the four result tables and `sweeps`.
+    pub fn tables(&self) -> Result<Vec<(&'static str, LazyFrame)>> {
+        let mut out = Vec::new();
+        for name in TABLES.iter().chain([&SWEEPS]) {
+            if let Some(lf) = self.table(name)? {
+                out.push((*name, lf));
+            }
+        }
+        Ok(out)
+    }
+}

@@ -1,0 +1,126 @@
+//! The lake workflows: add one sweep's tables to a lake of sweeps (`export --lake`, and
+//! `aggregate`/`profile --lake`), with its `sweeps` row: when, from which files (sizes
+//! and checksums), the task set's fingerprint and the user's labels.
+
+use std::io::Read;
+use std::path::{Path, PathBuf};
+
+use polars::prelude::*;
+
+use crate::error::{Error, Result};
+use crate::export::lake::{self, Source, Sweep};
+use crate::metrics::warnings::Warnings;
+
+/// Where a sweep goes and what it is called.
+#[derive(Debug, Clone)]
+pub struct LakeTarget {
+    /// The lake's folder (created when missing).
+    pub dir: PathBuf,
+    /// The sweep's id; `None`: derived from the source files' contents, so adding the
+    /// same files again replaces the sweep.
+    pub sweep_id: Option<String>,
+    /// `KEY=VALUE` labels, columns of the `sweeps` table and of every query over the lake.
+    pub labels: Vec<(String, String)>,
+    /// When the sweep is added, in seconds since 1970-01-01 UTC.
+    pub made_at: u64,
+}
+
+/// What adding a sweep did.
+#[derive(Debug)]
+pub struct LakeRun {
+    pub sweep: String,
+    /// Whether the sweep was in the lake already (its files were replaced).
+    pub replaced: bool,
+    pub files: Vec<PathBuf>,
+    pub warnings: Warnings,
+}
+
+/// XXH3-128 of a file's bytes, read in large blocks.
+fn checksum(path: &Path) -> Result<Source> {
+    let mut f = std::fs::File::open(path).map_err(|e| Error::read(path, e))?;
+    let mut h = xxhash_rust::xxh3::Xxh3::new();
+    let mut buf = vec![0u8; 4 << 20];
+    let mut bytes = 0u64;
+    loop {
+        let n = f.read(&mut buf).map_err(|e| Error::read(path, e))?;
+        if n == 0 {
+            break;
+        }
+        bytes += n as u64;
+        h.update(&buf[..n]);
+    }
+    let shown = std::fs::canonicalize(path).unwrap_or_else(|_| path.to_path_buf());
+    Ok(Source { path: shown.display().to_string(), bytes, xxh3_128: format!("{:032x}", h.digest128()) })
+}
+
+/// The sweep id of files whose contents are `sources` (in any order), labelled with
+/// `agent` where rows name none: `s` and 12 hex digits.
+fn derived_id(sources: &[Source], agent: Option<&str>) -> String {
+    let mut keys: Vec<String> = sources.iter().map(|s| format!("{}:{}", s.bytes, s.xxh3_128)).collect();
+    keys.sort();
+    if let Some(a) = agent {
+        keys.push(format!("agent={a}"));
+    }
+    format!("s{:012x}", xxhash_rust::xxh3::xxh3_64(keys.join("\n").as_bytes()) >> 16)
+}
+
+/// The task set's fingerprint: XXH3-64 over the sorted distinct task fingerprints of the
+/// `tasks` table, as 16 hex digits.
+fn task_set(tasks: &DataFrame) -> Result<String> {
+    let mut prints: Vec<String> = match tasks.column("task_fingerprint") {
+        Ok(c) => c.str()?.iter().flatten().map(str::to_string).collect(),
+        Err(_) => Vec::new(),
+    };
+    prints.sort();
+    prints.dedup();
+    Ok(format!("{:016x}", xxhash_rust::xxh3::xxh3_64(prints.join("\n").as_bytes())))
+}
+
+/// Distinct values of an integer column.
+fn distinct(df: &DataFrame, column: &str) -> Result<i64> {
+    Ok(df.column(column).map_or(Ok(0), |c| c.n_unique())? as i64)
+}
+
+/// Adds the sweep read from `rollouts` (and `inputs`) to the lake, with the tables
+/// `export` writes.
+pub fn add_sweep(rollouts: &[PathBuf], inputs: Option<&Path>, agent: Option<&str>, to: &LakeTarget) -> Result<LakeRun> {
+    if let Some(id) = &to.sweep_id {
+        lake::check_sweep_id(id)?;
+    }
+    let mut read: Vec<&Path> = rollouts.iter().map(PathBuf::as_path).collect();
+    read.extend(inputs);
+    let (tables, sources) = rayon::join(
+        || super::export::tables(rollouts, inputs, agent),
+        || read.iter().map(|p| checksum(p)).collect::<Result<Vec<Source>>>(),
+    );
+    let (tables, warnings) = tables?;
+    let sources = sources?;
+    add_tables(tables, sources, agent, &read, to, warnings)
+}
+
+/// Adds built tables (by name, in the `export` order) read from `sources`.
+pub fn add_tables(
+    tables: Vec<(&'static str, DataFrame)>,
+    sources: Vec<Source>,
+    agent: Option<&str>,
+    read: &[&Path],
+    to: &LakeTarget,
+    warnings: Warnings,
+) -> Result<LakeRun> {
+    let id = to.sweep_id.clone().unwrap_or_else(|| derived_id(&sources, agent));
+    let get = |name: &str| tables.iter().find(|(n, _)| *n == name).map(|(_, df)| df);
+    let (rollouts, tasks, agents) = (get("rollouts"), get("tasks"), get("agents"));
+    let sweep = Sweep {
+        id: id.clone(),
+        created_at: super::eval_compare::utc_iso(to.made_at as i64),
+        task_set_fingerprint: tasks.map(task_set).transpose()?.unwrap_or_default(),
+        num_rollouts: rollouts.map_or(0, |d| d.height() as i64),
+        num_tasks: tasks.map(|d| distinct(d, "_ng_task_index")).transpose()?.unwrap_or(0),
+        num_agents: agents.map_or(0, |d| d.height() as i64),
+        sources,
+        labels: to.labels.clone(),
+    };
+    let replaced = lake::partition(&to.dir, lake::SWEEPS, &id).is_file();
+    let files = lake::add(&to.dir, &sweep, tables, read)?;
+    Ok(LakeRun { sweep: id, replaced, files, warnings })
+}
