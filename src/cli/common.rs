@@ -163,7 +163,7 @@ pub struct RunsFiles {
     #[arg(long, value_name = "ROLLOUTS.jsonl")]
     pub rollouts: Vec<PathBuf>,
     /// The rollouts files, when not given as --rollouts.
-    #[arg(value_name = "ROLLOUTS.jsonl", required_unless_present = "rollouts", conflicts_with = "rollouts")]
+    #[arg(value_name = "ROLLOUTS.jsonl", conflicts_with = "rollouts")]
     pub files: Vec<PathBuf>,
     /// Materialized inputs JSONL for run labels: none, or one per --rollouts, in order.
     #[arg(long, value_name = "MATERIALIZED.jsonl")]

@@ -17,6 +17,7 @@ use crate::export::compare::{frame, json_with_flips, markdown, text};
 use crate::workflow::CompareConfig;
 
 #[derive(ClapArgs, Debug, Clone)]
+#[command(group(clap::ArgGroup::new("runs_given").required(true).multiple(true).args(["rollouts", "files"])))]
 pub struct Args {
     #[command(flatten)]
     pub runs: RunsFiles,

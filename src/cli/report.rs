@@ -11,9 +11,19 @@ use crate::error::{Error, Result};
 use crate::workflow::ReportConfig;
 
 #[derive(ClapArgs, Debug, Clone)]
+#[command(group(clap::ArgGroup::new("runs_given").required(true).multiple(true).args(["rollouts", "files", "lake"])))]
 pub struct Args {
     #[command(flatten)]
     pub runs: RunsFiles,
+    /// Draw the trend over a lake of sweeps (`rollstat export --lake DIR`) instead: each
+    /// run's metric per sweep, and the paired change between consecutive sweeps, marked
+    /// where it is beyond noise (default output: DIR_trend.html beside the lake).
+    #[arg(long, value_name = "DIR", conflicts_with_all = ["rollouts", "files", "inputs", "baseline", "cluster_key"])]
+    pub lake: Option<PathBuf>,
+    /// With --lake: the sweep label that orders the sweeps (and places them on the x axis
+    /// when every value is a number), e.g. `step`; default: the order they were added in.
+    #[arg(long, value_name = "LABEL", requires = "lake")]
+    pub by: Option<String>,
     /// Numeric field the page is about (`--field FIELD` works too, as on `compare`).
     #[arg(long = "metric", alias = "field", value_name = "FIELD", default_value = "reward")]
     pub metric: String,
@@ -63,6 +73,19 @@ pub fn made_at() -> Result<u64> {
 pub fn run(a: Args) -> Result<()> {
     if let Some(out) = &a.out {
         common::outputs_to_stdout(&[out]);
+    }
+    if let Some(lake) = &a.lake {
+        let c = crate::workflow::trend::TrendConfig {
+            lake: lake.clone(),
+            by: a.by.clone(),
+            metric: a.metric.clone(),
+            out: a.out.clone(),
+            made_at: made_at()?,
+        };
+        let r = crate::workflow::trend::trend(&c)?;
+        common::print_warnings(&r.warnings);
+        say!("Trend report: {} ({} KB)", r.file.display(), r.bytes.div_ceil(1024));
+        return Ok(());
     }
     let r = crate::workflow::report(&a.config()?)?;
     common::print_warnings(&r.warnings);

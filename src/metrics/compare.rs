@@ -409,9 +409,28 @@ fn cluster_ids(runs: &[RunRollouts]) -> Result<BTreeMap<i64, u32>, ClusterConfli
         .collect())
 }
 
-/// The interval around `e`'s mean, warning when its standard error is 0 (the interval
-/// is then the point itself, as rollstat does for the other levels).
-fn interval(e: &MeanSe, what: &str, w: &mut Warnings) -> Option<(f64, f64)> {
+/// The 95% interval of a run's mean over its task values `x` (estimated as `est`), and
+/// whether it is Wilson's: 0/1 task scores without clusters get Wilson's interval, which
+/// stays inside [0, 1]; everything else Student's t around the (clustered) error.
+pub fn run_interval(
+    est: Option<&MeanSe>,
+    x: &[f64],
+    clustered: bool,
+    what: &str,
+    w: &mut Warnings,
+) -> (Option<(f64, f64)>, bool) {
+    let wilson_ci = (!clustered && binary(x) && est.is_some_and(|e| e.se.is_some()))
+        .then(|| wilson(x.iter().filter(|&&v| v == 1.0).count() as u64, x.len() as u64))
+        .flatten();
+    match wilson_ci {
+        Some(ci) => (Some(ci), true),
+        None => (est.and_then(|e| interval(e, what, w)), false),
+    }
+}
+
+/// The Student-t 95% interval around `e`'s mean, warning when its standard error is 0
+/// (the interval is then the point itself, as rollstat does for the other levels).
+pub fn interval(e: &MeanSe, what: &str, w: &mut Warnings) -> Option<(f64, f64)> {
     let se = e.se?;
     if se == 0.0 {
         let why = if e.clusters == e.n {
@@ -538,14 +557,7 @@ fn one_report(
         let c = clusters_of(&mut m.keys().copied());
         let mut est = mean_se(&x, c.as_deref());
         let cr2_used = est.as_mut().is_some_and(|e| small_sample(e, &x, c.as_deref()));
-        // 0/1 task scores get Wilson's interval, which stays inside [0, 1].
-        let wilson_ci = (!clustered && binary(&x) && est.is_some_and(|e| e.se.is_some()))
-            .then(|| wilson(x.iter().filter(|&&v| v == 1.0).count() as u64, x.len() as u64))
-            .flatten();
-        let ci = match wilson_ci {
-            Some(w) => Some(w),
-            None => est.as_ref().and_then(|e| interval(e, &names[i], &mut warnings)),
-        };
+        let (ci, wilson_used) = run_interval(est.as_ref(), &x, clustered, &names[i], &mut warnings);
         match (&est, value) {
             (Some(e), _) => check(e, &names[i], clustered, &mut warnings),
             (None, TaskValue::PassAt(k)) if !r.tasks.is_empty() => warnings.add(format!(
@@ -570,7 +582,7 @@ fn one_report(
             no_value: r.no_value,
             est,
             ci,
-            wilson: wilson_ci.is_some(),
+            wilson: wilson_used,
             cr2: cr2_used,
             repeats,
         });

@@ -19,6 +19,7 @@ pub mod merge_rounds;
 mod merge_stream;
 pub mod profile;
 pub mod report;
+pub mod trend;
 
 use std::path::{Path, PathBuf};
 

@@ -10,6 +10,8 @@ and checks it is not blank (pixel variance). Writes the screenshot to --png, and
 --docs-png also the top --docs-height pixels of the page.
 
 usage: check_report.py REPORT.html --png OUT.png [--docs-png DOCS.png --docs-height 1700]
+                       [--sections trend,changes]  (the sections with a chart; default: the
+                       sweep report's)
 """
 
 import argparse
@@ -161,6 +163,7 @@ def main():
     ap.add_argument("--docs-png")
     ap.add_argument("--docs-height", type=int, default=1700)
     ap.add_argument("--chromium", default="/usr/bin/chromium")
+    ap.add_argument("--sections", default=",".join(SECTIONS))
     a = ap.parse_args()
     profile = tempfile.mkdtemp(prefix="rollstat-chromium-")
     b = Browser(a.chromium, profile)
@@ -197,7 +200,7 @@ def main():
             const c = s.querySelector('svg.chart') || s.querySelector('p.note');
             const r = c ? c.getBoundingClientRect() : {width: 0, height: 0};
             return [id, [r.width, r.height, c ? c.tagName : null]];
-        }))""" % json.dumps(SECTIONS)
+        }))""" % json.dumps(a.sections.split(","))
         sizes = json.loads(b.call("Runtime.evaluate", {"expression": js, "returnByValue": True}, session=s)["result"]["value"])
         for sec, size in sizes:
             if size is None:

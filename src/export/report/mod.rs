@@ -4,6 +4,7 @@
 //! `data-key` naming it, so the page can be checked by a program as well as read.
 
 pub mod svg;
+pub mod trend;
 
 use std::collections::BTreeMap;
 use std::fmt::Write;
