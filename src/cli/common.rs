@@ -127,7 +127,12 @@ impl LakeArgs {
             dir: dir.clone(),
             sweep_id: self.sweep_id.clone(),
             labels,
-            made_at: super::report::made_at()?,
+            made_at_us: match std::env::var_os("SOURCE_DATE_EPOCH") {
+                Some(_) => super::report::made_at()? * 1_000_000,
+                None => std::time::SystemTime::now()
+                    .duration_since(std::time::UNIX_EPOCH)
+                    .map_or(0, |d| d.as_micros() as u64),
+            },
         }))
     }
 }

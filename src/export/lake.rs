@@ -93,7 +93,7 @@ pub struct Source {
 #[derive(Debug, Clone)]
 pub struct Sweep {
     pub id: String,
-    /// When it was added, `YYYY-MM-DDTHH:MM:SS+00:00`.
+    /// When it was added, `YYYY-MM-DDTHH:MM:SS.ffffff+00:00`.
     pub created_at: String,
     pub task_set_fingerprint: String,
     pub num_rollouts: i64,

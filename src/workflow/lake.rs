@@ -21,8 +21,9 @@ pub struct LakeTarget {
     pub sweep_id: Option<String>,
     /// `KEY=VALUE` labels, columns of the `sweeps` table and of every query over the lake.
     pub labels: Vec<(String, String)>,
-    /// When the sweep is added, in seconds since 1970-01-01 UTC.
-    pub made_at: u64,
+    /// When the sweep is added, in microseconds since 1970-01-01 UTC (sweeps added in
+    /// one second keep their order).
+    pub made_at_us: u64,
 }
 
 /// What adding a sweep did.
@@ -112,7 +113,10 @@ pub fn add_tables(
     let (rollouts, tasks, agents) = (get("rollouts"), get("tasks"), get("agents"));
     let sweep = Sweep {
         id: id.clone(),
-        created_at: super::eval_compare::utc_iso(to.made_at as i64),
+        created_at: {
+            let iso = super::eval_compare::utc_iso((to.made_at_us / 1_000_000) as i64);
+            format!("{}.{:06}+00:00", &iso[..19], to.made_at_us % 1_000_000)
+        },
         task_set_fingerprint: tasks.map(task_set).transpose()?.unwrap_or_default(),
         num_rollouts: rollouts.map_or(0, |d| d.height() as i64),
         num_tasks: tasks.map(|d| distinct(d, "_ng_task_index")).transpose()?.unwrap_or(0),

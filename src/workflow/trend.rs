@@ -1,7 +1,8 @@
 //! The trend workflow (`report --lake`): each run's metric across the sweeps of a lake,
 //! and the paired difference between consecutive sweeps on the tasks both measured,
-//! paired by fingerprint, with Holm's correction over every pair shown. It reads only the
-//! `tasks` table's run, task, fingerprint and metric columns.
+//! paired by fingerprint, with Holm's correction over every pair shown. It reads only
+//! the columns it needs: the field, run, task, rollout and mask of the `rollouts` table
+//! and the fingerprints of the `tasks` table.
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -11,7 +12,7 @@ use polars::prelude::*;
 use crate::error::{Error, Result};
 use crate::export::atomic::OutputSet;
 use crate::export::report::trend::{render, TrendPage, TrendPoint, TrendRun, TrendStep, TrendSweep};
-use crate::metrics::compare::{interval, run_interval};
+use crate::metrics::compare::{interval, run_interval, RunRollouts, TaskValue};
 use crate::metrics::warnings::Warnings;
 use crate::query::lake::Lake;
 use crate::stats::holm::holm;
@@ -24,7 +25,7 @@ pub struct TrendConfig {
     /// The label that orders the sweeps (and places them, when every value is a number);
     /// default: the order they were added in.
     pub by: Option<String>,
-    /// The tasks table's column (`mean/reward`; a bare field name means its mean).
+    /// The field whose task means are drawn (`reward`, or `mean/reward`).
     pub metric: String,
     /// Output file; `None`: `<lake>_trend.html` beside the lake's folder.
     pub out: Option<PathBuf>,
@@ -39,12 +40,15 @@ pub struct TrendReport {
     pub warnings: Warnings,
 }
 
-/// The metric's column in the tasks table.
-fn column_of(metric: &str) -> String {
-    if metric.contains('/') {
-        metric.to_string()
-    } else {
-        format!("mean/{metric}")
+/// The rollouts field the page is about (`reward` or `mean/reward`: each task's value
+/// is the mean of its measured rollouts, as `compare` takes it).
+fn field_of(metric: &str) -> Result<String> {
+    match metric.split_once('/') {
+        None => Ok(metric.to_string()),
+        Some(("mean", f)) if !f.is_empty() => Ok(f.to_string()),
+        _ => Err(Error::Usage(format!(
+            "--metric {metric}: the trend is of a field's task means; give the field (`reward`) or `mean/FIELD`"
+        ))),
     }
 }
 
@@ -95,58 +99,86 @@ fn ordered(lake: &Lake, by: Option<&str>, w: &mut Warnings) -> Result<(Vec<Trend
 
 /// Per run, per sweep (index into `sweeps`): each task's value by its pairing key (the
 /// fingerprint, or the task index where a task has none; a key met twice in one sweep
-/// gets its occurrence number).
-type Values = BTreeMap<String, BTreeMap<usize, BTreeMap<String, f64>>>;
+/// gets its occurrence number), with its task index there.
+type Values = BTreeMap<String, BTreeMap<usize, BTreeMap<String, (i64, f64)>>>;
 
-fn task_values(lake: &Lake, sweeps: &[TrendSweep], column: &str) -> Result<Values> {
-    let Some(tasks) = lake.table("tasks")? else {
-        return Err(Error::Usage(format!("--lake {}: no tasks table", lake.dir.display())));
+/// Each (sweep, run, task)'s value, read from the lake's `rollouts` (the field, the run,
+/// the task index and the mask) and `tasks` (the fingerprints) columns. A task's value is
+/// the exact mean of its measured rollouts, as `compare` computes it: the tasks table's
+/// `mean/…` follows NeMo Gym's summation, whose last bit depends on the rollouts' order
+/// and would turn a tie between two sweeps into a win.
+fn task_values(lake: &Lake, sweeps: &[TrendSweep], field: &str) -> Result<Values> {
+    let (Some(mut rollouts), Some(tasks)) = (lake.table("rollouts")?, lake.table("tasks")?) else {
+        return Err(Error::Usage(format!("--lake {}: no rollouts or tasks table", lake.dir.display())));
     };
-    let mut tasks = tasks;
-    let schema = tasks.collect_schema()?;
-    if schema.get(column).is_none() {
-        let mut have: Vec<&str> = schema.iter_names().map(|n| n.as_str()).filter(|n| n.starts_with("mean/")).collect();
-        have.sort_unstable();
-        return Err(Error::Usage(format!(
-            "--metric {column}: the lake's tasks table has no such column (it has {})",
-            have.join(", ")
-        )));
+    let schema = rollouts.collect_schema()?;
+    match schema.get(field) {
+        Some(dt) if dt.is_primitive_numeric() || dt.is_bool() => {}
+        _ => {
+            let mut have: Vec<&str> = schema
+                .iter()
+                .filter(|(n, dt)| dt.is_primitive_numeric() && !n.starts_with("_ng_") && n.as_str() != "sweep_order")
+                .map(|(n, _)| n.as_str())
+                .collect();
+            have.sort_unstable();
+            return Err(Error::Usage(format!(
+                "--metric {field}: no numeric field of that name in the lake's rollouts (numeric fields: {})",
+                have.join(", ")
+            )));
+        }
     }
-    let df = tasks
+    let keys = [col("sweep"), col("agent"), col("_ng_task_index").cast(DataType::Int64)];
+    let r = rollouts
         .select([
             col("sweep"),
             col("agent"),
-            col("_ng_task_index"),
-            col("task_fingerprint"),
-            col(column).cast(DataType::Float64).alias("value"),
+            col("_ng_task_index").cast(DataType::Int64),
+            col("_ng_rollout_index").cast(DataType::Int64),
+            col("mask_sample"),
+            col(field).cast(DataType::Float64).alias("value"),
         ])
         .collect()?;
+    let t = tasks.select([keys[0].clone(), keys[1].clone(), keys[2].clone(), col("task_fingerprint")]).collect()?;
+    let mut prints: std::collections::HashMap<(&str, &str, i64), &str> = std::collections::HashMap::new();
+    let (ts, ta, ti, tf) = (
+        t.column("sweep")?.str()?,
+        t.column("agent")?.str()?,
+        t.column("_ng_task_index")?.i64()?,
+        t.column("task_fingerprint")?.str()?,
+    );
+    for i in 0..t.height() {
+        if let (Some(s), Some(a), Some(x), Some(f)) = (ts.get(i), ta.get(i), ti.get(i), tf.get(i)) {
+            prints.insert((s, a, x), f);
+        }
+    }
     let at: BTreeMap<&str, usize> = sweeps.iter().enumerate().map(|(i, s)| (s.id.as_str(), i)).collect();
-    let (sweep, agent) = (df.column("sweep")?.str()?, df.column("agent")?.str()?);
-    let task = df.column("_ng_task_index")?.cast(&DataType::Int64)?;
-    let task = task.i64()?;
-    let print = df.column("task_fingerprint")?.cast(&DataType::String)?;
-    let print = print.str()?;
-    let value = df.column("value")?.f64()?;
-    let mut out: Values = BTreeMap::new();
-    for i in 0..df.height() {
-        let (Some(s), Some(a), Some(v)) = (sweep.get(i), agent.get(i), value.get(i)) else { continue };
+    let (sweep, agent) = (r.column("sweep")?.str()?, r.column("agent")?.str()?);
+    let (task, rollout) = (r.column("_ng_task_index")?.i64()?, r.column("_ng_rollout_index")?.i64()?);
+    let (masked, value) = (r.column("mask_sample")?.bool()?, r.column("value")?.f64()?);
+    let mut runs: BTreeMap<(usize, &str), RunRollouts> = BTreeMap::new();
+    for i in 0..r.height() {
+        let (Some(s), Some(a), Some(x)) = (sweep.get(i), agent.get(i), task.get(i)) else { continue };
         let Some(&si) = at.get(s) else { continue };
-        if v.is_nan() {
-            continue;
+        let run = runs.entry((si, a)).or_default();
+        // No cluster field: nothing to refuse.
+        let _ = run.add(x, rollout.get(i).unwrap_or(0), value.get(i), masked.get(i).unwrap_or(false), None);
+    }
+    let mut out: Values = BTreeMap::new();
+    for ((si, a), run) in &runs {
+        let m = out.entry(a.to_string()).or_default().entry(*si).or_default();
+        for (x, v) in run.task_values(TaskValue::Mean) {
+            let base = match prints.get(&(sweeps[*si].id.as_str(), *a, x)).filter(|p| !p.is_empty()) {
+                Some(p) => p.to_string(),
+                None => format!("task {x}"),
+            };
+            let mut key = base.clone();
+            let mut n = 1;
+            while m.contains_key(&key) {
+                n += 1;
+                key = format!("{base} #{n}");
+            }
+            m.insert(key, (x, v));
         }
-        let base = match print.get(i).filter(|p| !p.is_empty()) {
-            Some(p) => p.to_string(),
-            None => format!("task {}", task.get(i).unwrap_or(-1)),
-        };
-        let m = out.entry(a.to_string()).or_default().entry(si).or_default();
-        let mut key = base.clone();
-        let mut n = 1;
-        while m.contains_key(&key) {
-            n += 1;
-            key = format!("{base} #{n}");
-        }
-        m.insert(key, v);
     }
     Ok(out)
 }
@@ -154,13 +186,16 @@ fn task_values(lake: &Lake, sweeps: &[TrendSweep], column: &str) -> Result<Value
 /// One run's points and steps (before Holm's correction).
 fn run_trend(
     name: &str,
-    by_sweep: &BTreeMap<usize, BTreeMap<String, f64>>,
+    by_sweep: &BTreeMap<usize, BTreeMap<String, (i64, f64)>>,
     sweeps: &[TrendSweep],
     w: &mut Warnings,
 ) -> TrendRun {
     let mut points = Vec::new();
     for (&s, m) in by_sweep {
-        let x: Vec<f64> = m.values().copied().collect();
+        // In task order, as `compare` sums them.
+        let mut x: Vec<(i64, f64)> = m.values().copied().collect();
+        x.sort_by_key(|v| v.0);
+        let x: Vec<f64> = x.into_iter().map(|v| v.1).collect();
         let Some(est) = mean_se(&x, None) else { continue };
         let (ci, _) = run_interval(Some(&est), &x, false, &format!("{name} in {}", sweeps[s].id), w);
         points.push(TrendPoint { sweep: s, tasks: x.len(), mean: est.mean, ci });
@@ -169,9 +204,11 @@ fn run_trend(
     for pair in points.windows(2) {
         let (from, to) = (pair[0].sweep, pair[1].sweep);
         let (a_map, b_map) = (&by_sweep[&from], &by_sweep[&to]);
-        let shared: Vec<&String> = a_map.keys().filter(|k| b_map.contains_key(*k)).collect();
-        let a: Vec<f64> = shared.iter().map(|k| a_map[*k]).collect();
-        let b: Vec<f64> = shared.iter().map(|k| b_map[*k]).collect();
+        // In the earlier sweep's task order, as `compare` pairs them against its baseline.
+        let mut shared: Vec<&String> = a_map.keys().filter(|k| b_map.contains_key(*k)).collect();
+        shared.sort_by_key(|k| a_map[*k].0);
+        let a: Vec<f64> = shared.iter().map(|k| a_map[*k].1).collect();
+        let b: Vec<f64> = shared.iter().map(|k| b_map[*k].1).collect();
         let what = format!("{name}: {} vs {}", sweeps[to].id, sweeps[from].id);
         let d = paired(&a, &b, None);
         let ci = d.as_ref().and_then(|p| interval(&p.diff, &what, w));
@@ -202,8 +239,8 @@ pub fn trend(c: &TrendConfig) -> Result<TrendReport> {
     out.check(&out_path)?;
     let mut warnings = Warnings::default();
     let (sweeps, positional) = ordered(&lake, c.by.as_deref(), &mut warnings)?;
-    let column = column_of(&c.metric);
-    let values = task_values(&lake, &sweeps, &column)?;
+    let field = field_of(&c.metric)?;
+    let values = task_values(&lake, &sweeps, &field)?;
     let mut runs: Vec<TrendRun> =
         values.iter().map(|(name, by_sweep)| run_trend(name, by_sweep, &sweeps, &mut warnings)).collect();
     let p: Vec<Option<f64>> = runs.iter().flat_map(|r| r.steps.iter().map(|s| s.paired.and_then(|d| d.p))).collect();
@@ -212,7 +249,7 @@ pub fn trend(c: &TrendConfig) -> Result<TrendReport> {
         s.p_holm = adjusted.next().flatten();
     }
     let page = TrendPage {
-        metric: column,
+        metric: format!("mean/{field}"),
         generated: super::report::utc(c.made_at),
         version: env!("CARGO_PKG_VERSION").to_string(),
         lake: c.lake.display().to_string(),

@@ -12,6 +12,7 @@ mod distributed;
 mod export_query;
 mod generate;
 mod ingest;
+mod lake;
 mod outputs;
 mod profile;
 mod report;

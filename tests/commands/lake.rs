@@ -1,0 +1,400 @@
+//! `export --lake`, `query --lake` and `report --lake`: a folder of sweeps that grows,
+//! is written atomically by any number of writers, keeps one type per column, and whose
+//! trend page gives `compare`'s paired numbers.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+
+use super::read_pq;
+use crate::common::*;
+
+/// Generates a sweep into `dir` (tasks asked by `--task-seed 5`, outcomes by `seed`).
+fn sweep(dir: &Path, tasks: &str, seed: &str) -> (PathBuf, PathBuf) {
+    let o = run(&[
+        "generate",
+        "-q",
+        "--tasks",
+        tasks,
+        "--repeats",
+        "4",
+        "--agents",
+        "2",
+        "--fan-out",
+        "--seed",
+        seed,
+        "--task-seed",
+        "5",
+        "--reward",
+        "mixed",
+        "--out-dir",
+        dir.to_str().unwrap(),
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    (dir.join("rollouts.jsonl"), dir.join("materialized_inputs.jsonl"))
+}
+
+/// Adds a sweep to the lake; returns the command's output.
+fn add(lake: &Path, files: &(PathBuf, PathBuf), extra: &[&str]) -> std::process::Output {
+    let mut args = vec![
+        "export",
+        "--rollouts",
+        files.0.to_str().unwrap(),
+        "--inputs",
+        files.1.to_str().unwrap(),
+        "--lake",
+        lake.to_str().unwrap(),
+    ];
+    args.extend_from_slice(extra);
+    run(&args)
+}
+
+/// Rewrites each JSON line of `src` into `dst` with `f`.
+fn rewrite(src: &Path, dst: &Path, f: impl Fn(&mut serde_json::Map<String, serde_json::Value>)) {
+    let text = std::fs::read_to_string(src).unwrap();
+    let mut out = String::new();
+    for line in text.lines().filter(|l| !l.trim().is_empty()) {
+        let mut v: serde_json::Value = serde_json::from_str(line).unwrap();
+        f(v.as_object_mut().unwrap());
+        out.push_str(&v.to_string());
+        out.push('\n');
+    }
+    std::fs::write(dst, out).unwrap();
+}
+
+/// Every file under `dir`, relative to it, sorted.
+fn listing(dir: &Path) -> Vec<String> {
+    fn walk(base: &Path, d: &Path, out: &mut Vec<String>) {
+        for e in std::fs::read_dir(d).unwrap().flatten() {
+            let p = e.path();
+            if p.is_dir() {
+                walk(base, &p, out);
+            } else {
+                out.push(p.strip_prefix(base).unwrap().display().to_string());
+            }
+        }
+    }
+    let mut v = Vec::new();
+    if dir.is_dir() {
+        walk(dir, dir, &mut v);
+    }
+    v.sort();
+    v
+}
+
+/// A query over the lake as CSV rows (header first).
+fn query(lake: &Path, sql: &str) -> Vec<Vec<String>> {
+    let o = run(&["query", "--lake", lake.to_str().unwrap(), "--format", "csv", sql]);
+    assert!(o.status.success(), "{sql}: {}", stderr(&o));
+    stdout(&o).lines().map(|l| l.split(',').map(str::to_string).collect()).collect()
+}
+
+/// The sweep id a run printed (`Sweep ID added to …`).
+fn sweep_id(o: &std::process::Output) -> String {
+    let s = stdout(o);
+    s.split_whitespace().nth(1).unwrap_or_else(|| panic!("no sweep id in {s:?}")).to_string()
+}
+
+#[test]
+fn adding_a_sweep_again_replaces_it_and_labels_become_columns() {
+    let t = TempDir::new("lake-add");
+    let (a, b) = (sweep(&t.join("a"), "40", "1"), sweep(&t.join("b"), "40", "2"));
+    let lake = t.join("lake");
+    let first = add(&lake, &a, &["--label", "step=1000", "--label", "model=m1"]);
+    assert!(first.status.success(), "{}", stderr(&first));
+    assert!(stdout(&first).contains("added to"), "{}", stdout(&first));
+    let files = listing(&lake);
+    let again = add(&lake, &a, &["--label", "step=1000", "--label", "model=m1"]);
+    assert!(again.status.success(), "{}", stderr(&again));
+    assert!(stdout(&again).contains("replaced in"), "{}", stdout(&again));
+    assert_eq!(sweep_id(&first), sweep_id(&again), "the id follows the files' contents");
+    assert_eq!(listing(&lake), files, "the same sweep again is no second sweep");
+    assert_eq!(files.len(), 5, "{files:?}");
+    let id_a = sweep_id(&first);
+    let second = add(&lake, &b, &["--label", "step=2000", "--sweep-id", "step-2000"]);
+    assert!(second.status.success(), "{}", stderr(&second));
+    assert_eq!(sweep_id(&second), "step-2000");
+
+    // The sweeps table: the sources with their sizes and checksums.
+    let row = read_pq(&lake.join(format!("sweeps/sweep={id_a}/part-0.parquet")));
+    let sources = row.column("sources").unwrap().str().unwrap().get(0).unwrap().to_string();
+    let sources: serde_json::Value = serde_json::from_str(&sources).unwrap();
+    for (s, f) in sources.as_array().unwrap().iter().zip([&a.0, &a.1]) {
+        assert_eq!(s["bytes"].as_u64().unwrap(), std::fs::metadata(f).unwrap().len());
+        assert_eq!(s["xxh3_128"].as_str().unwrap().len(), 32);
+        assert!(s["path"].as_str().unwrap().ends_with(f.file_name().unwrap().to_str().unwrap()));
+    }
+    assert_eq!(row.column("num_rollouts").unwrap().i64().unwrap().get(0), Some(40 * 4 * 2));
+    assert_eq!(row.column("num_tasks").unwrap().i64().unwrap().get(0), Some(40));
+
+    // Labels and the sweep are columns of every table; a label a sweep lacks is null.
+    let rows = query(
+        &lake,
+        "SELECT sweep, sweep_order, step, model, COUNT(*) AS n FROM rollouts GROUP BY sweep, sweep_order, step, model ORDER BY sweep_order",
+    );
+    assert_eq!(rows[0], ["sweep", "sweep_order", "step", "model", "n"]);
+    assert_eq!(rows[1], [id_a.as_str(), "1", "1000", "m1", "320"]);
+    assert_eq!(rows[2], ["step-2000", "2", "2000", "", "320"]);
+    // The sweeps table holds its labels once.
+    let rows = query(&lake, "SELECT sweep, step, model, num_agents FROM sweeps ORDER BY sweep_order");
+    assert_eq!(rows[1], [id_a.as_str(), "1000", "m1", "2"]);
+
+    // Sweeps keep the order they were added in, also within one second.
+    let last = add(&lake, &b, &["--sweep-id", "a-last"]);
+    assert!(last.status.success(), "{}", stderr(&last));
+    let rows = query(&lake, "SELECT sweep FROM sweeps ORDER BY sweep_order");
+    assert_eq!(rows[1..], [[id_a.as_str()], ["step-2000"], ["a-last"]]);
+
+    // Refused before anything is written: a label that is a column, a bad id.
+    for (args, says) in [
+        (vec!["--label", "agent=x"], "`agent` is a column of the sweep's"),
+        (vec!["--label", "sweep=x"], "column of the sweeps table"),
+        (vec!["--label", "step"], "KEY=VALUE"),
+        (vec!["--sweep-id", "../x"], "--sweep-id"),
+    ] {
+        let before = listing(&lake);
+        let o = add(&lake, &b, &args);
+        assert_eq!(o.status.code(), Some(2), "{args:?}: {}", stderr(&o));
+        assert!(stderr(&o).contains(says), "{args:?}: {}", stderr(&o));
+        assert_eq!(listing(&lake), before);
+    }
+}
+
+#[test]
+fn a_new_field_is_null_in_older_sweeps_and_a_changed_type_is_refused() {
+    let t = TempDir::new("lake-schema");
+    let (a, b) = (sweep(&t.join("a"), "30", "1"), sweep(&t.join("b"), "30", "2"));
+    let scored = (t.join("b/scored.jsonl"), b.1.clone());
+    rewrite(&b.0, &scored.0, |o| {
+        let r = o["reward"].as_f64().unwrap_or(0.0);
+        o.insert("judge_score".into(), serde_json::json!(r / 2.0 + 0.125));
+    });
+    let lake = t.join("lake");
+    assert!(add(&lake, &a, &["--sweep-id", "old"]).status.success());
+    let o = add(&lake, &scored, &["--sweep-id", "new"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let rows = query(
+        &lake,
+        "SELECT sweep, COUNT(judge_score) AS scored, COUNT(*) AS n FROM rollouts GROUP BY sweep ORDER BY sweep",
+    );
+    assert_eq!(rows[1], ["new", "240", "240"]);
+    assert_eq!(rows[2], ["old", "0", "240"]);
+    let rows = query(&lake, r#"SELECT sweep, COUNT("mean/judge_score") AS m FROM tasks GROUP BY sweep ORDER BY sweep"#);
+    assert_eq!(rows[1..], [["new", "60"], ["old", "0"]], "the old sweep's tasks have no mean/judge_score");
+
+    // A field whose type changes: `judge_score` as text in a third sweep.
+    let texted = (t.join("b/texted.jsonl"), b.1.clone());
+    rewrite(&b.0, &texted.0, |o| {
+        o.insert("judge_score".into(), serde_json::json!("high"));
+    });
+    let before = listing(&lake);
+    let o = add(&lake, &texted, &["--sweep-id", "third"]);
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    let e = stderr(&o);
+    assert!(e.contains("`judge_score`") && e.contains("third") && e.contains("new"), "{e}");
+    assert_eq!(listing(&lake), before, "nothing written");
+
+    // Whole in one sweep, fractional in the next: one type (double) in the lake.
+    let whole = (t.join("b/whole.jsonl"), b.1.clone());
+    rewrite(&b.0, &whole.0, |o| {
+        o.insert("judge_score".into(), serde_json::json!(1));
+    });
+    let o = add(&lake, &whole, &["--sweep-id", "whole"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let rows = query(&lake, "SELECT SUM(judge_score) AS s FROM rollouts WHERE sweep = 'whole'");
+    assert_eq!(rows[1], ["240.0"]);
+}
+
+/// Per agent: the trend page's paired rows (`data-key` → `data-value`), by (run, to).
+fn trend_rows(html: &str) -> BTreeMap<(String, String), BTreeMap<String, String>> {
+    let mut out = BTreeMap::new();
+    for row in html.split("<tr data-run=\"").skip(1) {
+        let row = &row[..row.find("</tr>").unwrap()];
+        let run = row[..row.find('"').unwrap()].to_string();
+        let to = row.split("data-to=\"").nth(1).unwrap();
+        let to = to[..to.find('"').unwrap()].to_string();
+        let mut cells = BTreeMap::new();
+        for cell in row.split("data-key=\"").skip(1) {
+            let key = &cell[..cell.find('"').unwrap()];
+            if let Some(v) = cell.split("data-value=\"").nth(1) {
+                let v = &v[..v.find('"').unwrap()];
+                cells.insert(key.to_string(), v.to_string());
+            } else {
+                let text = &cell[cell.find('>').unwrap() + 1..];
+                cells.insert(key.to_string(), text[..text.find('<').unwrap()].to_string());
+            }
+        }
+        out.insert((run, to), cells);
+    }
+    out
+}
+
+#[test]
+fn the_trend_report_gives_compares_paired_differences() {
+    let t = TempDir::new("lake-trend");
+    let sweeps: Vec<(PathBuf, PathBuf)> =
+        ["1", "2", "3"].iter().map(|s| sweep(&t.join(&format!("s{s}")), "60", s)).collect();
+    let lake = t.join("lake");
+    // Added out of order: the page orders them by the label.
+    for (i, step) in [(2, "3000"), (0, "1000"), (1, "2000")] {
+        let o = add(&lake, &sweeps[i], &["--label", &format!("step={step}"), "--sweep-id", &format!("s{step}")]);
+        assert!(o.status.success(), "{}", stderr(&o));
+    }
+    let page = t.join("trend.html");
+    let o = run(&["report", "--lake", lake.to_str().unwrap(), "--by", "step", "--out", page.to_str().unwrap()]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let rows = trend_rows(&std::fs::read_to_string(&page).unwrap());
+    assert_eq!(rows.len(), 4, "2 runs × 2 consecutive pairs: {rows:?}");
+    let mut ps = Vec::new();
+    for ((agent, to), cells) in &rows {
+        let (from, to_i) = if to == "s2000" { (0, 1) } else { (1, 2) };
+        assert!(to == "s2000" || to == "s3000", "{to}");
+        let base = format!("{}:{agent}", sweeps[from].0.display());
+        let o = run(&[
+            "compare",
+            "--rollouts",
+            sweeps[from].0.to_str().unwrap(),
+            "--rollouts",
+            sweeps[to_i].0.to_str().unwrap(),
+            "--inputs",
+            sweeps[from].1.to_str().unwrap(),
+            "--inputs",
+            sweeps[to_i].1.to_str().unwrap(),
+            "--pair-by",
+            "fingerprint",
+            "--baseline",
+            &base,
+            "--format",
+            "json",
+        ]);
+        assert!(o.status.success(), "{}", stderr(&o));
+        let want = rollstat::json::parse(&o.stdout).unwrap();
+        let name = format!("{}:{agent}", sweeps[to_i].0.display());
+        let rollstat::json::Json::Arr(want) = want else { panic!("compare's JSON is a list") };
+        let row = want.iter().find(|r| r.get("run").and_then(|v| v.as_str()) == Some(&name)).unwrap();
+        let num = |k: &str| row.get(k).and_then(|v| v.as_f64()).unwrap();
+        let got = |k: &str| cells[k].parse::<f64>().unwrap();
+        // The same numbers to the bit: the same task values and the same statistics.
+        for k in ["diff", "p_value"] {
+            assert_eq!(got(k), num(k), "{agent} → {to}: {k}");
+        }
+        assert_eq!(got("paired_tasks"), num("paired_tasks"));
+        assert_eq!(got("wins"), num("wins"));
+        assert_eq!(got("losses"), num("losses"));
+        ps.push((got("p_value"), got("p_value_holm")));
+    }
+    // Holm over the four changes shown.
+    let raw: Vec<Option<f64>> = ps.iter().map(|p| Some(p.0)).collect();
+    for (adj, (_, shown)) in rollstat::stats::holm::holm(&raw).into_iter().zip(&ps) {
+        assert!(close(adj.unwrap(), *shown), "{adj:?} vs {shown}");
+    }
+}
+
+#[test]
+fn flips_pair_tasks_by_fingerprint_wherever_they_sit() {
+    let t = TempDir::new("lake-flips");
+    let (a, b) = (sweep(&t.join("a"), "50", "1"), sweep(&t.join("b"), "50", "9"));
+    // The second sweep asks the same questions at other task indexes.
+    let moved = (t.join("b/moved.jsonl"), t.join("b/moved_inputs.jsonl"));
+    let shift = |o: &mut serde_json::Map<String, serde_json::Value>| {
+        let i = o["_ng_task_index"].as_i64().unwrap();
+        o.insert("_ng_task_index".into(), serde_json::json!((i + 17) % 50));
+    };
+    rewrite(&b.0, &moved.0, shift);
+    rewrite(&b.1, &moved.1, shift);
+    let lake = t.join("lake");
+    assert!(add(&lake, &a, &["--sweep-id", "a"]).status.success());
+    let o = add(&lake, &moved, &["--sweep-id", "b"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let rows = query(&lake, "sweep_flips");
+    let head = &rows[0];
+    let col = |name: &str| head.iter().position(|h| h == name).unwrap();
+    let got: BTreeSet<(String, String, String)> = rows[1..]
+        .iter()
+        .map(|r| (r[col("agent")].clone(), r[col("task_fingerprint")].clone(), r[col("flip")].clone()))
+        .collect();
+    for r in &rows[1..] {
+        let (from, to): (i64, i64) = (r[col("from_task")].parse().unwrap(), r[col("to_task")].parse().unwrap());
+        assert_eq!((from + 17) % 50, to, "paired on what the task asks, not where it sits");
+    }
+    // The same pairs, found here from the two tasks partitions.
+    let read = |s: &str| {
+        let df = read_pq(&lake.join(format!("tasks/sweep={s}/part-0.parquet")));
+        let (ag, fp, m) =
+            (df.column("agent").unwrap(), df.column("task_fingerprint").unwrap(), df.column("mean/reward").unwrap());
+        let mut out = BTreeMap::new();
+        for i in 0..df.height() {
+            out.insert(
+                (ag.str().unwrap().get(i).unwrap().to_string(), fp.str().unwrap().get(i).unwrap().to_string()),
+                m.f64().unwrap().get(i).unwrap(),
+            );
+        }
+        out
+    };
+    let (ta, tb) = (read("a"), read("b"));
+    let mut want = BTreeSet::new();
+    for (k, &x) in &ta {
+        let Some(&y) = tb.get(k) else { continue };
+        if (x >= 0.5) != (y >= 0.5) {
+            want.insert((k.0.clone(), k.1.clone(), if y >= 0.5 { "fixed" } else { "broken" }.to_string()));
+        }
+    }
+    assert!(!want.is_empty(), "the sweeps differ somewhere");
+    assert_eq!(got, want);
+}
+
+fn spawn_add(lake: &Path, files: &(PathBuf, PathBuf), id: &str) -> Child {
+    Command::new(bin())
+        .args(["export", "--rollouts", files.0.to_str().unwrap(), "--inputs", files.1.to_str().unwrap()])
+        .args(["--lake", lake.to_str().unwrap(), "--sweep-id", id])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap()
+}
+
+/// The lake is readable: every Parquet file opens, and each sweep the sweeps table lists
+/// has all five files.
+fn assert_readable(lake: &Path) -> BTreeSet<String> {
+    let files = listing(lake);
+    for f in files.iter().filter(|f| f.ends_with(".parquet")) {
+        let _ = read_pq(&lake.join(f));
+    }
+    let ids: BTreeSet<String> = query(lake, "SELECT sweep FROM sweeps")[1..].iter().map(|r| r[0].clone()).collect();
+    for id in &ids {
+        for table in ["rollouts", "tasks", "agents", "repeats", "sweeps"] {
+            assert!(files.contains(&format!("{table}/sweep={id}/part-0.parquet")), "{id}: no {table} in {files:?}");
+        }
+    }
+    ids
+}
+
+#[test]
+fn two_writers_at_once_both_land_and_a_killed_one_leaves_the_lake_readable() {
+    let t = TempDir::new("lake-writers");
+    let (a, b) = (sweep(&t.join("a"), "400", "1"), sweep(&t.join("b"), "400", "2"));
+    let lake = t.join("lake");
+    let (mut x, mut y) = (spawn_add(&lake, &a, "a"), spawn_add(&lake, &b, "b"));
+    assert!(x.wait().unwrap().success() && y.wait().unwrap().success());
+    assert_eq!(assert_readable(&lake), BTreeSet::from(["a".to_string(), "b".to_string()]));
+
+    // Killed at random points while adding (and while replacing) a sweep.
+    let mut rng = Rng(7);
+    for round in 0..6 {
+        let id = if round % 2 == 0 { "c" } else { "a" };
+        let mut child = spawn_add(&lake, &b, id);
+        std::thread::sleep(std::time::Duration::from_millis(20 + rng.below(400)));
+        // SAFETY: kill on the pid of a child we have not waited for yet.
+        unsafe { libc::kill(child.id() as i32, libc::SIGKILL) };
+        let _ = child.wait();
+        let ids = assert_readable(&lake);
+        assert!(ids.contains("a") && ids.contains("b"), "{ids:?}");
+        // Nothing a Parquet reader would pick up is left half-written.
+        for f in listing(&lake) {
+            assert!(f.ends_with("/part-0.parquet"), "left behind: {f}");
+        }
+    }
+    let o = add(&lake, &b, &["--sweep-id", "c"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(assert_readable(&lake).contains("c"));
+}
