@@ -492,11 +492,28 @@ def health(rollouts: Paths, *, ignore_checks: Iterable[str] = (), out_dir: Optio
         return Health(d, _HEALTH_FILES, files, True)
 
 
-def export(rollouts: Paths, out_dir: PathLike, *, inputs: Optional[PathLike] = None,
-           agent: Optional[str] = None) -> List[str]:
+def export(rollouts: Paths, out_dir: Optional[PathLike] = None, *, inputs: Optional[PathLike] = None,
+           agent: Optional[str] = None, lake: Optional[PathLike] = None, sweep_id: Optional[str] = None,
+           labels: Optional[Mapping[str, Any]] = None) -> Union[List[str], str]:
     """Writes the rollouts, tasks, agents and repeats tables as Parquet into ``out_dir``
     (``rollstat export``); returns the files written. :func:`tables` gives the same
-    tables in memory."""
+    tables in memory.
+
+    With ``lake=DIR`` instead, adds the run as one sweep to a lake of sweeps
+    (``rollstat export --lake``) and returns the sweep's id: ``sweep_id`` names it
+    (default: derived from the files' contents, so the same files replace their sweep),
+    ``labels`` (``{"step": 4000, "model": "m1"}``) become columns of every query over
+    the lake. :func:`query` with ``lake=`` and :func:`report` with ``lake=`` read it."""
+    if lake is not None:
+        if out_dir is not None:
+            raise ValueError("give out_dir or lake, not both")
+        sweep, _, warns = _rollstat.to_lake(_paths(rollouts), os.fspath(lake), _opt_path(inputs), agent, sweep_id,
+                                            [f"{k}={v}" for k, v in (labels or {}).items()])
+        for w in warns:
+            _warnings.warn(_unprefixed(w), RollstatWarning, stacklevel=2)
+        return sweep
+    if out_dir is None:
+        raise ValueError("give out_dir (a folder for the four tables) or lake")
     out_dir = os.fspath(out_dir)
     _run(["export", *_paths(rollouts), *_opt("--inputs", inputs), *_opt("--agent", agent), "--out-dir", out_dir])
     return [os.path.join(out_dir, f"{n}.parquet") for n in Tables.names]
@@ -559,26 +576,43 @@ def compare(rollouts: Paths, *, inputs: Paths = (), agent: Optional[str] = None,
 
 
 def query(sql: str, rollouts: Optional[Paths] = None, *, inputs: Optional[PathLike] = None,
-          agent: Optional[str] = None, parquet_dir: Optional[PathLike] = None) -> Table:
+          agent: Optional[str] = None, parquet_dir: Optional[PathLike] = None,
+          lake: Optional[PathLike] = None) -> Table:
     """SQL over the ``rollouts``, ``tasks``, ``agents`` and ``repeats`` tables of a run
     (``rollstat query``): ``sql`` is a query, a ``.sql`` file, or a bundled query's name.
-    The tables come from ``rollouts`` (and ``inputs``) or from ``parquet_dir`` (an
-    ``export`` folder)."""
+    The tables come from ``rollouts`` (and ``inputs``), from ``parquet_dir`` (an
+    ``export`` folder), or from ``lake`` (every sweep of a lake, with ``sweep``,
+    ``sweep_order`` and the labels as columns, and a ``sweeps`` table)."""
     argv = ["query", sql, *_opt("--rollouts", _paths(rollouts)), *_opt("--inputs", inputs), *_opt("--agent", agent),
-            *_opt("--parquet-dir", parquet_dir)]
+            *_opt("--parquet-dir", parquet_dir), *_opt("--lake", lake)]
     with _scratch() as d:
         out = os.path.join(d, "query.parquet")
         _run([*argv, "--format", "parquet", "--out", out])
         return Table(_rollstat.read_parquet(out), "query")
 
 
-def report(rollouts: Paths, *, inputs: Paths = (), agent: Optional[str] = None, metric: str = "reward",
-           baseline: Optional[str] = None, cluster_key: Optional[str] = None,
+def report(rollouts: Optional[Paths] = None, *, inputs: Paths = (), agent: Optional[str] = None,
+           metric: str = "reward", baseline: Optional[str] = None, cluster_key: Optional[str] = None,
            allow_task_mismatch: bool = False, pair_by: str = "index", task_key: Optional[str] = None,
-           out: Optional[PathLike] = None) -> Report:
+           out: Optional[PathLike] = None, lake: Optional[PathLike] = None, by: Optional[str] = None) -> Report:
     """The one-page HTML report of a sweep (``rollstat report``): leaderboard,
     comparisons against the baseline, pass@k, difficulty, noise, cost. Shown inline in a
-    notebook; ``.write(path)`` writes the command's bytes."""
+    notebook; ``.write(path)`` writes the command's bytes.
+
+    With ``lake=DIR`` (and no rollouts), the trend page over a lake of sweeps: each
+    run's metric per sweep, and the paired change between consecutive sweeps (ordered
+    by the label ``by``, e.g. ``"step"``), marked where it is beyond noise."""
+    if lake is not None:
+        if rollouts is not None:
+            raise ValueError("give rollouts or lake, not both")
+        argv = ["report", "--lake", os.fspath(lake), "--metric", metric, *_opt("--by", by)]
+        if out is not None:
+            out = os.path.abspath(os.fspath(out))
+            _run([*argv, "--out", out])
+            return Report(os.path.dirname(out), [os.path.basename(out)], [], False)
+        with _private() as d:
+            _run([*argv, "--out", os.path.join(d, "trend.html")])
+            return Report(d, ["trend.html"], [], True)
     files = _paths(rollouts)
     argv = ["report", *files, *_opt("--inputs", _paths(inputs)), *_opt("--agent", agent), "--metric", metric,
             *_opt("--baseline", baseline), *_opt("--cluster-key", cluster_key),

@@ -7,6 +7,7 @@
 //! - [`run_cli`] is the `rollstat` command of the wheel: the same code as the binary.
 //! - [`call`] runs a command for the Python API, silently, in-process: its files are
 //!   the command's own bytes because the command's own code writes them.
+//! - [`to_lake`] adds a run to a lake of sweeps and says which sweep it became.
 //! - [`tables`] and [`read_parquet`] give tables as [`Table`]s, which leave through the
 //!   Arrow C stream interface (`__arrow_c_stream__`) that Polars' Arrow already speaks.
 //! - [`batch_metrics`] takes a training batch already in memory: Arrow data, numpy
@@ -47,6 +48,27 @@ fn run_cli(py: Python<'_>, argv: Vec<String>) -> u8 {
 #[pyfunction]
 fn call(py: Python<'_>, argv: Vec<String>) -> PyResult<()> {
     engine(py, move || rollstat::cli::call(std::iter::once("rollstat".to_string()).chain(argv)))
+}
+
+/// Adds a run to a lake of sweeps (`export --lake`); returns the sweep's id, whether it
+/// replaced one, and the warnings the command would print.
+#[pyfunction]
+#[pyo3(signature = (rollouts, lake, inputs=None, agent=None, sweep_id=None, labels=Vec::new()))]
+fn to_lake(
+    py: Python<'_>,
+    rollouts: Vec<PathBuf>,
+    lake: PathBuf,
+    inputs: Option<PathBuf>,
+    agent: Option<String>,
+    sweep_id: Option<String>,
+    labels: Vec<String>,
+) -> PyResult<(String, bool, Vec<String>)> {
+    let args = rollstat::cli::common::LakeArgs { lake: Some(lake), sweep_id, labels };
+    let r = engine(py, move || {
+        let to = args.target()?.expect("a lake is given");
+        rollstat::workflow::lake::add_sweep(&rollouts, inputs.as_deref(), agent.as_deref(), &to)
+    })?;
+    Ok((r.sweep, r.replaced, r.warnings.lines()))
 }
 
 /// Tables by name, in order.
@@ -680,6 +702,7 @@ fn _rollstat(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(run_cli, m)?)?;
     m.add_function(wrap_pyfunction!(call, m)?)?;
     m.add_function(wrap_pyfunction!(tables, m)?)?;
+    m.add_function(wrap_pyfunction!(to_lake, m)?)?;
     m.add_function(wrap_pyfunction!(read_parquet, m)?)?;
     m.add_function(wrap_pyfunction!(read_rollouts, m)?)?;
     m.add_function(wrap_pyfunction!(batch_metrics, m)?)?;

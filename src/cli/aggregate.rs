@@ -51,6 +51,8 @@ pub struct Args {
     /// Health checks to skip, comma-separated (see `rollstat health`).
     #[arg(long, value_name = "CHECKS", conflicts_with = "no_health_check")]
     pub ignore_checks: Vec<String>,
+    #[command(flatten)]
+    pub lake: super::common::LakeArgs,
 }
 
 impl Args {
@@ -73,6 +75,7 @@ impl Args {
                 } else {
                     Some(crate::health::parse_ignored(&self.ignore_checks)?)
                 },
+                lake: self.lake.target()?,
             },
         })
     }
@@ -128,6 +131,9 @@ pub fn print_run(r: &AggregateRun) {
             say!("{}", h.summary_line());
         }
         say!("Quality summary: {}", summary.display());
+    }
+    if let Some(l) = &r.lake {
+        say!("{}", l.summary());
     }
 }
 

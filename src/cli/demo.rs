@@ -67,6 +67,7 @@ pub fn run(a: Args) -> Result<()> {
         allow_partial: false,
         out_dir: None,
         metrics: Metrics::default(),
+        lake: None,
     };
     let p = workflow::profile(&prof)?;
     let warnings = print_warnings(&p.warnings);

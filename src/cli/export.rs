@@ -27,8 +27,7 @@ pub fn run(a: Args) -> Result<()> {
     if let Some(to) = a.lake.target()? {
         let r = crate::workflow::lake::add_sweep(&rollouts, a.run.inputs.as_deref(), a.run.agent.as_deref(), &to)?;
         common::print_warnings(&r.warnings);
-        let how = if r.replaced { "replaced in" } else { "added to" };
-        say!("Sweep {} {how} the lake {} ({} files)", r.sweep, to.dir.display(), r.files.len());
+        say!("{}", r.summary());
         return Ok(());
     }
     let out_dir = a.out_dir.expect("clap requires --out-dir or --lake");

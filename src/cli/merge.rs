@@ -261,6 +261,7 @@ pub fn run(a: Args) -> Result<()> {
                 allow_partial: a.allow_partial,
                 out_dir: a.out_dir,
                 metrics: a.metrics.resolve()?,
+                lake: None,
             };
             if let Some(share) = &a.share_out {
                 let n = crate::workflow::distributed::merge_profile_shares(

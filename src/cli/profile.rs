@@ -26,6 +26,8 @@ pub struct Args {
     pub out_dir: Option<PathBuf>,
     #[command(flatten)]
     pub metrics: MetricArgs,
+    #[command(flatten)]
+    pub lake: common::LakeArgs,
 }
 
 impl Args {
@@ -37,6 +39,7 @@ impl Args {
             allow_partial: self.allow_partial,
             out_dir: self.out_dir.clone(),
             metrics: self.metrics.resolve()?,
+            lake: self.lake.target()?,
         })
     }
 }
@@ -55,6 +58,9 @@ pub fn print_summary(r: &ProfileRun, warnings: usize) {
     if common::quiet() {
         for f in &r.files {
             say!("Wrote {}", f.display());
+        }
+        if let Some(l) = &r.lake {
+            say!("{}", l.summary());
         }
         return;
     }
@@ -84,6 +90,9 @@ pub fn print_summary(r: &ProfileRun, warnings: usize) {
     say!("Reward profiling outputs: {}", r.files[0].display());
     say!("Agent-level metrics: {}", r.files[1].display());
     say!("Repeat-level metrics: {}", r.files[2].display());
+    if let Some(l) = &r.lake {
+        say!("{}", l.summary());
+    }
     if warnings > 0 {
         say!("Warnings: {warnings} (on stderr)");
     }

@@ -56,6 +56,8 @@ pub struct RunOptions {
     /// Run the rollout health check (with these checks ignored) and write its reports
     /// into the output file's folder.
     pub health: Option<Vec<String>>,
+    /// Also add the run's tables to this lake of sweeps.
+    pub lake: Option<super::lake::LakeTarget>,
 }
 
 /// What an aggregate run wrote.
@@ -75,6 +77,8 @@ pub struct AggregateRun {
     pub merged: Option<PathBuf>,
     /// The health check's result and its summary file.
     pub health: Option<(Health, PathBuf)>,
+    /// The sweep added to the lake, when one was given (and something was scored).
+    pub lake: Option<super::lake::LakeRun>,
 }
 
 pub fn aggregate(c: &AggregateConfig) -> Result<AggregateRun> {
@@ -157,11 +161,20 @@ pub fn aggregate(c: &AggregateConfig) -> Result<AggregateRun> {
         },
     );
     let (health, mut run) = (health?, run?);
-    run.shards = shards;
+    run.shards = shards.clone();
     run.records = records;
     run.coverage = coverage;
     run.merged = c.run.merge_into.clone();
     run.health = health.map(|h| (h, reports[0].clone()));
+    // The lake before the files: a sweep the lake refuses (a column's type changed)
+    // leaves no file behind.
+    if let Some(to) = c.run.lake.as_ref().filter(|_| !scored.is_empty()) {
+        let failed = run.coverage.as_ref().map_or(&[][..], |c| c.failures.as_slice());
+        // The files the tables come from, as `export --lake` names them: the same files
+        // give the same sweep.
+        let sources: Vec<&Path> = shards.iter().map(PathBuf::as_path).chain(c.inputs.as_deref()).collect();
+        run.lake = Some(super::lake::add_run(scored, inputs.as_ref(), c.agent.as_deref(), failed, &sources, to)?);
+    }
     if let Some(path) = &c.run.coverage_out {
         let mut text = Vec::new();
         crate::json::write_indented(&mut text, &coverage_json(&run), 0);
@@ -385,6 +398,7 @@ impl AggregateRun {
             coverage: None,
             merged: None,
             health: None,
+            lake: None,
         }
     }
 }

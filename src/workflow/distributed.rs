@@ -589,6 +589,7 @@ pub fn merge_profile(
                     agents: r.agents,
                     warnings: r.warnings,
                     failures: None,
+                    lake: None,
                 });
             }
             if low_memory {

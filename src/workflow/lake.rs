@@ -9,6 +9,8 @@ use polars::prelude::*;
 
 use crate::error::{Error, Result};
 use crate::export::lake::{self, Source, Sweep};
+use crate::ingest::{InputTable, RolloutTable};
+use crate::metrics::failures::Failed;
 use crate::metrics::warnings::Warnings;
 
 /// Where a sweep goes and what it is called.
@@ -30,10 +32,19 @@ pub struct LakeTarget {
 #[derive(Debug)]
 pub struct LakeRun {
     pub sweep: String,
+    pub lake: PathBuf,
     /// Whether the sweep was in the lake already (its files were replaced).
     pub replaced: bool,
     pub files: Vec<PathBuf>,
     pub warnings: Warnings,
+}
+
+impl LakeRun {
+    /// The closing report's line: `Sweep ID added to the lake DIR`.
+    pub fn summary(&self) -> String {
+        let how = if self.replaced { "replaced in" } else { "added to" };
+        format!("Sweep {} {how} the lake {} ({} files)", self.sweep, self.lake.display(), self.files.len())
+    }
 }
 
 /// XXH3-128 of a file's bytes, read in large blocks.
@@ -88,15 +99,29 @@ pub fn add_sweep(rollouts: &[PathBuf], inputs: Option<&Path>, agent: Option<&str
     if let Some(id) = &to.sweep_id {
         lake::check_sweep_id(id)?;
     }
+    let (t, read_inputs) = super::read_both(rollouts, inputs)?;
+    let failed = super::aggregate::failures_beside(rollouts, &t)?.map(|c| c.failures).unwrap_or_default();
     let mut read: Vec<&Path> = rollouts.iter().map(PathBuf::as_path).collect();
     read.extend(inputs);
+    add_run(&t, read_inputs.as_ref(), agent, &failed, &read, to)
+}
+
+/// Adds a run already read (by `export`, `aggregate` or `profile`) to the lake: its
+/// tables are built while the source files `read` are checksummed.
+pub fn add_run(
+    t: &RolloutTable,
+    inputs: Option<&InputTable>,
+    agent: Option<&str>,
+    failed: &[Failed],
+    read: &[&Path],
+    to: &LakeTarget,
+) -> Result<LakeRun> {
     let (tables, sources) = rayon::join(
-        || super::export::tables(rollouts, inputs, agent),
+        || crate::metrics::tables::tables(t, inputs, agent, failed),
         || read.iter().map(|p| checksum(p)).collect::<Result<Vec<Source>>>(),
     );
     let (tables, warnings) = tables?;
-    let sources = sources?;
-    add_tables(tables, sources, agent, &read, to, warnings)
+    add_tables(tables.named(), sources?, agent, read, to, warnings)
 }
 
 /// Adds built tables (by name, in the `export` order) read from `sources`.
@@ -126,5 +151,5 @@ pub fn add_tables(
     };
     let replaced = lake::partition(&to.dir, lake::SWEEPS, &id).is_file();
     let files = lake::add(&to.dir, &sweep, tables, read)?;
-    Ok(LakeRun { sweep: id, replaced, files, warnings })
+    Ok(LakeRun { sweep: id, lake: to.dir.clone(), replaced, files, warnings })
 }

@@ -30,6 +30,8 @@ pub struct ProfileConfig {
     /// Folder for the three artifacts (created when missing); `None`: beside the rollouts.
     pub out_dir: Option<PathBuf>,
     pub metrics: Metrics,
+    /// Also add the run's tables to this lake of sweeps.
+    pub lake: Option<super::lake::LakeTarget>,
 }
 
 /// What a profile run wrote.
@@ -43,6 +45,8 @@ pub struct ProfileRun {
     /// The failed attempts of the run's failures sidecar that no result replaced
     /// (`None`: no sidecar beside the rollouts).
     pub failures: Option<crate::metrics::failures::Coverage>,
+    /// The sweep added to the lake, when one was given.
+    pub lake: Option<super::lake::LakeRun>,
 }
 
 /// Runs the profile. An output folder that this call creates is removed again (when
@@ -141,6 +145,16 @@ pub fn profile_table(
     out.add(&paths[1], &compact_array(&res.agents))?;
     out.add(&paths[2], &compact_array(&res.repeats))?;
     drop(status);
+    // The lake before the files: a sweep the lake refuses leaves no file behind.
+    let lake = match &c.lake {
+        Some(to) => {
+            let failed = super::aggregate::failures_beside(&c.rollouts, t)?.map(|c| c.failures).unwrap_or_default();
+            let read: Vec<&Path> =
+                std::iter::once(c.inputs.as_path()).chain(c.rollouts.iter().map(PathBuf::as_path)).collect();
+            Some(super::lake::add_run(t, Some(inputs), None, &failed, &read, to)?)
+        }
+        None => None,
+    };
     let files = out.commit()?;
-    Ok(ProfileRun { files, summary: res.summary, agents: res.agents, warnings: res.warnings, failures: None })
+    Ok(ProfileRun { files, summary: res.summary, agents: res.agents, warnings: res.warnings, failures: None, lake })
 }
