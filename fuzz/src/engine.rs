@@ -102,6 +102,7 @@ pub fn commands(data: &[u8]) {
             allow_partial: opts & 1 != 0,
             out_dir: Some(dir.clone()),
             metrics,
+            lake: None,
         };
         match profile(&c) {
             Ok(run) => {

@@ -128,7 +128,7 @@ impl LakeArgs {
             sweep_id: self.sweep_id.clone(),
             labels,
             made_at_us: match std::env::var_os("SOURCE_DATE_EPOCH") {
-                Some(_) => super::report::made_at()? * 1_000_000,
+                Some(_) => made_at()? * 1_000_000,
                 None => std::time::SystemTime::now()
                     .duration_since(std::time::UNIX_EPOCH)
                     .map_or(0, |d| d.as_micros() as u64),
@@ -279,4 +279,15 @@ pub fn print_warnings(w: &crate::metrics::warnings::Warnings) -> usize {
         eprintln!("{l}");
     }
     w.total()
+}
+
+/// When a page is made or a sweep added: `SOURCE_DATE_EPOCH` when set (reproducible builds'
+/// convention), else now.
+pub fn made_at() -> Result<u64> {
+    match std::env::var("SOURCE_DATE_EPOCH") {
+        Ok(v) => v.trim().parse().map_err(|_| {
+            crate::error::Error::Usage(format!("SOURCE_DATE_EPOCH={v:?}: give whole seconds since 1970-01-01 UTC"))
+        }),
+        Err(_) => Ok(std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_secs())),
+    }
 }

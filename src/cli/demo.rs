@@ -120,7 +120,7 @@ pub fn run(a: Args) -> Result<()> {
         baseline: None,
         cluster_key: None,
         out: Some(a.dir.join("report.html")),
-        made_at: super::report::made_at()?,
+        made_at: super::common::made_at()?,
         pairing: Default::default(),
     };
     // Its warnings are those of aggregate and compare, printed above.

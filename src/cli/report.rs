@@ -7,7 +7,7 @@ use std::path::PathBuf;
 use clap::Args as ClapArgs;
 
 use super::common::{self, RunsFiles};
-use crate::error::{Error, Result};
+use crate::error::Result;
 use crate::workflow::ReportConfig;
 
 #[derive(ClapArgs, Debug, Clone)]
@@ -52,21 +52,9 @@ impl Args {
             baseline: self.baseline.clone(),
             cluster_key: self.cluster_key.clone(),
             out: self.out.clone(),
-            made_at: made_at()?,
+            made_at: common::made_at()?,
             pairing: self.pairing.config(),
         })
-    }
-}
-
-/// When the page is made: `SOURCE_DATE_EPOCH` when set (reproducible builds'
-/// convention), else now.
-pub fn made_at() -> Result<u64> {
-    match std::env::var("SOURCE_DATE_EPOCH") {
-        Ok(v) => v
-            .trim()
-            .parse()
-            .map_err(|_| Error::Usage(format!("SOURCE_DATE_EPOCH={v:?}: give whole seconds since 1970-01-01 UTC"))),
-        Err(_) => Ok(std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_secs())),
     }
 }
 
@@ -80,7 +68,7 @@ pub fn run(a: Args) -> Result<()> {
             by: a.by.clone(),
             metric: a.metric.clone(),
             out: a.out.clone(),
-            made_at: made_at()?,
+            made_at: common::made_at()?,
         };
         let r = crate::workflow::trend::trend(&c)?;
         common::print_warnings(&r.warnings);

@@ -210,7 +210,7 @@ fn remove_stale(lake: &Path) {
         let Ok(entries) = fs::read_dir(lake.join(table)) else { continue };
         for e in entries.flatten() {
             let path = e.path();
-            if !e.file_name().to_str().is_some_and(|n| sweep_of(n).is_some()) || !path.is_dir() {
+            if e.file_name().to_str().is_none_or(|n| sweep_of(n).is_none()) || !path.is_dir() {
                 continue;
             }
             super::atomic::sweep_stale(&path, PART);

@@ -185,3 +185,37 @@ def test_a_column_changing_type_is_refused_and_the_lake_kept(lake, tmp_path):
     assert listing(mine) == before
     p = run("query", "--lake", mine, "--format", "csv", "SELECT sweep FROM sweeps ORDER BY sweep_order")
     assert p.stdout.split() == ["sweep", OLD, NEW]
+
+
+def test_the_package_adds_queries_and_draws_a_lake(tmp_path, lake):
+    """`export(lake=)` returns the sweep id the command derives, `query(lake=)` gives the
+    command's table, `report(lake=)` the command's page."""
+    import rollstat
+
+    _, d = lake
+    files = [d / OLD / "rollouts.jsonl"]
+    inputs = d / OLD / "materialized_inputs.jsonl"
+    mine = tmp_path / "mine"
+    sid = rollstat.export(files, inputs=inputs, lake=mine, labels={"step": 1000, "model": "m"})
+    again = rollstat.export(files, inputs=inputs, lake=mine, labels={"step": 1000, "model": "m"})
+    assert sid == again and re.fullmatch(r"s[0-9a-f]{12}", sid)
+    assert sorted(os.listdir(mine / "sweeps")) == [f"sweep={sid}"]
+    cli = tmp_path / "cli"
+    out = run("export", "--rollouts", files[0], "--inputs", inputs, "--lake", cli).stdout
+    assert f"Sweep {sid} added to" in out, out
+    t = pl.DataFrame(rollstat.query("SELECT sweep, step, model, COUNT(*) AS n FROM rollouts GROUP BY sweep, step, model",
+                                    lake=mine))
+    assert t.rows() == [(sid, "1000", "m", ROLLOUTS)]
+    rollstat.export([d / NEW / "rollouts.jsonl"], inputs=d / NEW / "materialized_inputs.jsonl", lake=mine,
+                    labels={"step": 2000})
+    page = rollstat.report(lake=mine, by="step")
+    html = page.html
+    assert html.count('<tr data-run="') == AGENTS and "Holm p" in html
+    out = tmp_path / "trend.html"
+    run("report", "--lake", mine, "--by", "step", "--out", out, check=True)
+    strip = lambda h: re.sub(r"Made by rollstat [^<]*<b>[^<]*</b>", "", h)
+    assert strip(html) == strip(out.read_text())
+    with pytest.raises(ValueError):
+        rollstat.export(files, tmp_path / "t", lake=mine)
+    with pytest.raises(rollstat.InputError):
+        rollstat.export(files, inputs=inputs, lake=mine, labels={"agent": "x"})
