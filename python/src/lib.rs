@@ -66,7 +66,7 @@ fn to_lake(
     let args = rollstat::cli::common::LakeArgs { lake: Some(lake), sweep_id, labels };
     let r = engine(py, move || {
         let to = args.target()?.expect("a lake is given");
-        rollstat::workflow::lake::add_sweep(&rollouts, inputs.as_deref(), agent.as_deref(), &to)
+        rollstat::workflow::export::export_to_lake(&rollouts, inputs.as_deref(), agent.as_deref(), &to)
     })?;
     Ok((r.sweep, r.replaced, r.warnings.lines()))
 }

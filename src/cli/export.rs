@@ -25,7 +25,8 @@ pub struct Args {
 pub fn run(a: Args) -> Result<()> {
     let rollouts = a.run.rollouts();
     if let Some(to) = a.lake.target()? {
-        let r = crate::workflow::lake::add_sweep(&rollouts, a.run.inputs.as_deref(), a.run.agent.as_deref(), &to)?;
+        let r =
+            crate::workflow::export::export_to_lake(&rollouts, a.run.inputs.as_deref(), a.run.agent.as_deref(), &to)?;
         common::print_warnings(&r.warnings);
         say!("{}", r.summary());
         return Ok(());

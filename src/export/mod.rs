@@ -4,6 +4,7 @@
 pub mod atomic;
 #[cfg(feature = "engine")]
 pub mod compare;
+pub mod dates;
 pub mod direct;
 #[cfg(feature = "engine")]
 pub mod lake;

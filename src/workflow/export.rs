@@ -59,3 +59,21 @@ pub fn export(c: &ExportConfig) -> Result<(Vec<PathBuf>, Warnings)> {
         Ok((out.commit()?, warnings))
     })
 }
+
+/// Adds the sweep read from `rollouts` (and `inputs`) to the lake `to`, with the tables
+/// [`export`] writes.
+pub fn export_to_lake(
+    rollouts: &[PathBuf],
+    inputs: Option<&Path>,
+    agent: Option<&str>,
+    to: &super::lake::LakeTarget,
+) -> Result<super::lake::LakeRun> {
+    if let Some(id) = &to.sweep_id {
+        crate::export::lake::check_sweep_id(id)?;
+    }
+    let (t, read_inputs) = read_both(rollouts, inputs)?;
+    let failed = super::aggregate::failures_beside(rollouts, &t)?.map(|c| c.failures).unwrap_or_default();
+    let mut read: Vec<&Path> = rollouts.iter().map(PathBuf::as_path).collect();
+    read.extend(inputs);
+    super::lake::add_run(&t, read_inputs.as_ref(), agent, &failed, &read, to)
+}

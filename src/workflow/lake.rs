@@ -1,5 +1,5 @@
-//! The lake workflows: add one sweep's tables to a lake of sweeps (`export --lake`, and
-//! `aggregate`/`profile --lake`), with its `sweeps` row: when, from which files (sizes
+//! The lake workflow: add one run's tables to a lake of sweeps (`export`, `aggregate`
+//! and `profile` with `--lake`), with its `sweeps` row: when, from which files (sizes
 //! and checksums), the task set's fingerprint and the user's labels.
 
 use std::io::Read;
@@ -93,19 +93,6 @@ fn distinct(df: &DataFrame, column: &str) -> Result<i64> {
     Ok(df.column(column).map_or(Ok(0), |c| c.n_unique())? as i64)
 }
 
-/// Adds the sweep read from `rollouts` (and `inputs`) to the lake, with the tables
-/// `export` writes.
-pub fn add_sweep(rollouts: &[PathBuf], inputs: Option<&Path>, agent: Option<&str>, to: &LakeTarget) -> Result<LakeRun> {
-    if let Some(id) = &to.sweep_id {
-        lake::check_sweep_id(id)?;
-    }
-    let (t, read_inputs) = super::read_both(rollouts, inputs)?;
-    let failed = super::aggregate::failures_beside(rollouts, &t)?.map(|c| c.failures).unwrap_or_default();
-    let mut read: Vec<&Path> = rollouts.iter().map(PathBuf::as_path).collect();
-    read.extend(inputs);
-    add_run(&t, read_inputs.as_ref(), agent, &failed, &read, to)
-}
-
 /// Adds a run already read (by `export`, `aggregate` or `profile`) to the lake: its
 /// tables are built while the source files `read` are checksummed.
 pub fn add_run(
@@ -139,7 +126,7 @@ pub fn add_tables(
     let sweep = Sweep {
         id: id.clone(),
         created_at: {
-            let iso = super::eval_compare::utc_iso((to.made_at_us / 1_000_000) as i64);
+            let iso = crate::export::dates::utc_iso((to.made_at_us / 1_000_000) as i64);
             format!("{}.{:06}+00:00", &iso[..19], to.made_at_us % 1_000_000)
         },
         task_set_fingerprint: tasks.map(task_set).transpose()?.unwrap_or_default(),

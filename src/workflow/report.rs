@@ -298,7 +298,7 @@ fn excerpt(i: &InputTable, task: i64) -> Option<String> {
 
 /// `secs` since 1970-01-01 as `YYYY-MM-DD HH:MM:SS UTC`.
 pub fn utc(secs: u64) -> String {
-    let iso = super::eval_compare::utc_iso(secs as i64);
+    let iso = crate::export::dates::utc_iso(secs as i64);
     format!("{} {} UTC", &iso[..10], &iso[11..19])
 }
 

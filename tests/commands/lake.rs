@@ -398,3 +398,59 @@ fn two_writers_at_once_both_land_and_a_killed_one_leaves_the_lake_readable() {
     assert!(o.status.success(), "{}", stderr(&o));
     assert!(assert_readable(&lake).contains("c"));
 }
+
+#[test]
+fn aggregate_and_profile_add_the_sweep_export_would() {
+    let t = TempDir::new("lake-runs");
+    let a = sweep(&t.join("a"), "30", "1");
+    let (lake, agg) = (t.join("lake"), t.join("a/agg.json"));
+    let (r, i) = (a.0.to_str().unwrap(), a.1.to_str().unwrap());
+    let o = run(&["aggregate", r, "--inputs", i, "--out", agg.to_str().unwrap(), "--lake", lake.to_str().unwrap()]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(agg.is_file());
+    let id = stdout(&o).lines().find_map(|l| l.strip_prefix("Sweep ")).unwrap().split(' ').next().unwrap().to_string();
+    let table = |name: &str| std::fs::read(lake.join(format!("{name}/sweep={id}/part-0.parquet"))).unwrap();
+    let before: Vec<Vec<u8>> = ["rollouts", "tasks", "agents", "repeats"].map(table).to_vec();
+    // `export` of the same files is the same sweep, with the same tables.
+    let o = add(&lake, &a, &[]);
+    assert!(stdout(&o).contains(&format!("Sweep {id} replaced in")), "{}", stdout(&o));
+    assert_eq!(["rollouts", "tasks", "agents", "repeats"].map(table).to_vec(), before);
+    let prof = t.join("prof");
+    let o = run(&[
+        "profile",
+        r,
+        "--inputs",
+        i,
+        "--out-dir",
+        prof.to_str().unwrap(),
+        "--lake",
+        lake.to_str().unwrap(),
+        "--sweep-id",
+        "p",
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert_eq!(std::fs::read(lake.join("tasks/sweep=p/part-0.parquet")).unwrap(), before[1]);
+
+    // A sweep the lake refuses writes none of the command's files either.
+    let texted = (t.join("a/texted.jsonl"), a.1.clone());
+    rewrite(&a.0, &texted.0, |o| {
+        o.insert("num_steps".into(), serde_json::json!("many"));
+    });
+    let out = t.join("a/refused.json");
+    let o = run(&[
+        "aggregate",
+        texted.0.to_str().unwrap(),
+        "--inputs",
+        i,
+        "--out",
+        out.to_str().unwrap(),
+        "--no-health-check",
+        "--lake",
+        lake.to_str().unwrap(),
+        "--sweep-id",
+        "q",
+    ]);
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    assert!(stderr(&o).contains("`num_steps`"), "{}", stderr(&o));
+    assert!(!out.exists() && !lake.join("sweeps/sweep=q").exists());
+}
