@@ -2,7 +2,7 @@
 //! and the paired difference between consecutive sweeps on the tasks both measured,
 //! paired by fingerprint, with Holm's correction over every pair shown. It reads only
 //! the columns it needs: the field, run, task, rollout and mask of the `rollouts` table
-//! and the fingerprints of the `tasks` table.
+//! and the fingerprints of the `tasks` table, of the sweeps it shows.
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -100,16 +100,21 @@ fn ordered(lake: &Lake, by: Option<&str>, w: &mut Warnings) -> Result<(Vec<Trend
 /// Per run, per sweep (index into `sweeps`): each task's value by its pairing key (the
 /// fingerprint, or the task index where a task has none; a key met twice in one sweep
 /// gets its occurrence number), with its task index there.
-type Values = BTreeMap<String, BTreeMap<usize, BTreeMap<String, (i64, f64)>>>;
+type Values = BTreeMap<String, BTreeMap<usize, TaskValues>>;
+
+/// One run's tasks in one sweep: pairing key → (task index, value).
+type TaskValues = BTreeMap<String, (i64, f64)>;
 
 /// Each (sweep, run, task)'s value, read from the lake's `rollouts` (the field, the run,
-/// the task index and the mask) and `tasks` (the fingerprints) columns. A task's value is
-/// the exact mean of its measured rollouts, as `compare` computes it: the tasks table's
-/// `mean/…` follows NeMo Gym's summation, whose last bit depends on the rollouts' order
-/// and would turn a tie between two sweeps into a win.
+/// the task index and the mask) and `tasks` (the fingerprints) columns, a sweep's
+/// partitions at a time, sweeps in parallel. A task's value is the exact mean of its
+/// measured rollouts, as `compare` computes it: the tasks table's `mean/…` follows NeMo
+/// Gym's summation, whose last bit depends on the rollouts' order and would turn a tie
+/// between two sweeps into a win.
 fn task_values(lake: &Lake, sweeps: &[TrendSweep], field: &str) -> Result<Values> {
-    let (Some(mut rollouts), Some(tasks)) = (lake.table("rollouts")?, lake.table("tasks")?) else {
-        return Err(Error::Usage(format!("--lake {}: no rollouts or tasks table", lake.dir.display())));
+    use rayon::prelude::*;
+    let Some(mut rollouts) = lake.table("rollouts")? else {
+        return Err(Error::Usage(format!("--lake {}: no rollouts table", lake.dir.display())));
     };
     let schema = rollouts.collect_schema()?;
     match schema.get(field) {
@@ -127,47 +132,71 @@ fn task_values(lake: &Lake, sweeps: &[TrendSweep], field: &str) -> Result<Values
             )));
         }
     }
-    let keys = [col("sweep"), col("agent"), col("_ng_task_index").cast(DataType::Int64)];
-    let r = rollouts
+    let per_sweep: Vec<Result<Vec<(String, TaskValues)>>> =
+        sweeps.par_iter().map(|s| sweep_values(&lake.dir, &s.id, field)).collect();
+    let mut out: Values = BTreeMap::new();
+    for (si, runs) in per_sweep.into_iter().enumerate() {
+        for (agent, m) in runs? {
+            out.entry(agent).or_default().insert(si, m);
+        }
+    }
+    Ok(out)
+}
+
+/// One sweep's task values per run (see [`task_values`]); none when its rollouts lack
+/// the field.
+fn sweep_values(dir: &std::path::Path, id: &str, field: &str) -> Result<Vec<(String, TaskValues)>> {
+    use crate::export::lake::partition;
+    use crate::ingest::parquet::scan_parquet;
+    let mut lf = scan_parquet(&partition(dir, "rollouts", id))?;
+    if lf.collect_schema()?.get(field).is_none() {
+        return Ok(Vec::new());
+    }
+    let r = lf
         .select([
-            col("sweep"),
             col("agent"),
             col("_ng_task_index").cast(DataType::Int64),
             col("_ng_rollout_index").cast(DataType::Int64),
             col("mask_sample"),
-            col(field).cast(DataType::Float64).alias("value"),
+            col(field).cast(DataType::Float64),
         ])
         .collect()?;
-    let t = tasks.select([keys[0].clone(), keys[1].clone(), keys[2].clone(), col("task_fingerprint")]).collect()?;
-    let mut prints: std::collections::HashMap<(&str, &str, i64), &str> = std::collections::HashMap::new();
-    let (ts, ta, ti, tf) = (
-        t.column("sweep")?.str()?,
-        t.column("agent")?.str()?,
-        t.column("_ng_task_index")?.i64()?,
-        t.column("task_fingerprint")?.str()?,
-    );
+    let t = scan_parquet(&partition(dir, "tasks", id))?
+        .select([col("agent"), col("_ng_task_index").cast(DataType::Int64), col("task_fingerprint")])
+        .collect()?;
+    let mut prints: std::collections::HashMap<(&str, i64), &str> = std::collections::HashMap::new();
+    let (ta, ti, tf) =
+        (t.column("agent")?.str()?, t.column("_ng_task_index")?.i64()?, t.column("task_fingerprint")?.str()?);
     for i in 0..t.height() {
-        if let (Some(s), Some(a), Some(x), Some(f)) = (ts.get(i), ta.get(i), ti.get(i), tf.get(i)) {
-            prints.insert((s, a, x), f);
+        if let (Some(a), Some(x), Some(f)) = (ta.get(i), ti.get(i), tf.get(i)) {
+            prints.insert((a, x), f);
         }
     }
-    let at: BTreeMap<&str, usize> = sweeps.iter().enumerate().map(|(i, s)| (s.id.as_str(), i)).collect();
-    let (sweep, agent) = (r.column("sweep")?.str()?, r.column("agent")?.str()?);
+    let agent = r.column("agent")?.str()?;
     let (task, rollout) = (r.column("_ng_task_index")?.i64()?, r.column("_ng_rollout_index")?.i64()?);
-    let (masked, value) = (r.column("mask_sample")?.bool()?, r.column("value")?.f64()?);
-    let mut runs: BTreeMap<(usize, &str), RunRollouts> = BTreeMap::new();
+    let (masked, value) = (r.column("mask_sample")?.bool()?, r.column(field)?.f64()?);
+    // Rows come in runs of one agent: the last run found is tried first.
+    let mut runs: Vec<(&str, RunRollouts)> = Vec::new();
+    let mut last = usize::MAX;
     for i in 0..r.height() {
-        let (Some(s), Some(a), Some(x)) = (sweep.get(i), agent.get(i), task.get(i)) else { continue };
-        let Some(&si) = at.get(s) else { continue };
-        let run = runs.entry((si, a)).or_default();
+        let (Some(a), Some(x)) = (agent.get(i), task.get(i)) else { continue };
+        if runs.get(last).is_none_or(|(n, _)| *n != a) {
+            last = match runs.iter().position(|(n, _)| *n == a) {
+                Some(k) => k,
+                None => {
+                    runs.push((a, RunRollouts::default()));
+                    runs.len() - 1
+                }
+            };
+        }
         // No cluster field: nothing to refuse.
-        let _ = run.add(x, rollout.get(i).unwrap_or(0), value.get(i), masked.get(i).unwrap_or(false), None);
+        let _ = runs[last].1.add(x, rollout.get(i).unwrap_or(0), value.get(i), masked.get(i).unwrap_or(false), None);
     }
-    let mut out: Values = BTreeMap::new();
-    for ((si, a), run) in &runs {
-        let m = out.entry(a.to_string()).or_default().entry(*si).or_default();
+    let mut out = Vec::with_capacity(runs.len());
+    for (a, run) in &runs {
+        let mut m = BTreeMap::new();
         for (x, v) in run.task_values(TaskValue::Mean) {
-            let base = match prints.get(&(sweeps[*si].id.as_str(), *a, x)).filter(|p| !p.is_empty()) {
+            let base = match prints.get(&(*a, x)).filter(|p| !p.is_empty()) {
                 Some(p) => p.to_string(),
                 None => format!("task {x}"),
             };
@@ -179,17 +208,13 @@ fn task_values(lake: &Lake, sweeps: &[TrendSweep], field: &str) -> Result<Values
             }
             m.insert(key, (x, v));
         }
+        out.push((a.to_string(), m));
     }
     Ok(out)
 }
 
 /// One run's points and steps (before Holm's correction).
-fn run_trend(
-    name: &str,
-    by_sweep: &BTreeMap<usize, BTreeMap<String, (i64, f64)>>,
-    sweeps: &[TrendSweep],
-    w: &mut Warnings,
-) -> TrendRun {
+fn run_trend(name: &str, by_sweep: &BTreeMap<usize, TaskValues>, sweeps: &[TrendSweep], w: &mut Warnings) -> TrendRun {
     let mut points = Vec::new();
     for (&s, m) in by_sweep {
         // In task order, as `compare` sums them.
@@ -205,10 +230,11 @@ fn run_trend(
         let (from, to) = (pair[0].sweep, pair[1].sweep);
         let (a_map, b_map) = (&by_sweep[&from], &by_sweep[&to]);
         // In the earlier sweep's task order, as `compare` pairs them against its baseline.
-        let mut shared: Vec<&String> = a_map.keys().filter(|k| b_map.contains_key(*k)).collect();
-        shared.sort_by_key(|k| a_map[*k].0);
-        let a: Vec<f64> = shared.iter().map(|k| a_map[*k].1).collect();
-        let b: Vec<f64> = shared.iter().map(|k| b_map[*k].1).collect();
+        let mut shared: Vec<(i64, f64, f64)> =
+            a_map.iter().filter_map(|(k, &(x, va))| b_map.get(k).map(|&(_, vb)| (x, va, vb))).collect();
+        shared.sort_unstable_by_key(|v| v.0);
+        let a: Vec<f64> = shared.iter().map(|v| v.1).collect();
+        let b: Vec<f64> = shared.iter().map(|v| v.2).collect();
         let what = format!("{name}: {} vs {}", sweeps[to].id, sweeps[from].id);
         let d = paired(&a, &b, None);
         let ci = d.as_ref().and_then(|p| interval(&p.diff, &what, w));
