@@ -11,7 +11,8 @@
 //! The files hold no `sweep` column: the partition folder names it, as Hive-style readers
 //! (DuckDB, pyarrow datasets, Polars, Spark) expect. A sweep's files are written aside
 //! and renamed into place (see [`super::atomic`]), its `sweeps` row last: a sweep is in
-//! the lake once its row is, and a reader never sees half a file. Adding a sweep whose
+//! the lake once its row is, and a reader never sees half a file. The next writer removes
+//! what a killed one left (see [`remove_stale`]). Adding a sweep whose
 //! id is there already replaces its files. In the lake every number of the `rollouts`
 //! table is a double (the `_ng_*` indexes stay integers), so a field that is whole in one
 //! sweep and fractional in the next keeps one type; any other change of a column's type
@@ -203,21 +204,29 @@ fn check_labels(sweep: &Sweep, tables: &[(&str, DataFrame)]) -> Result<()> {
     Ok(())
 }
 
-/// Partition folders left empty by a writer that stopped before renaming its files into
-/// place, untouched for a minute (a live writer fills its folder within the run).
+/// What a writer that stopped before the end left: hidden temporaries of a process that
+/// is gone, and the files of a sweep whose `sweeps` row never landed (killed while
+/// renaming), once they have been in place for a minute (a live writer renames all of a
+/// sweep's files within milliseconds; the age is the file's status change, which the
+/// rename sets). Empty partition folders stay: a live writer may be filling one for a
+/// long while (its temporary has no name there yet), and readers find no file in them.
 fn remove_stale(lake: &Path) {
+    use std::os::unix::fs::MetadataExt;
+    let landed: Vec<String> = partitions(lake, SWEEPS).into_iter().map(|(id, _)| id).collect();
+    let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_secs() as i64);
+    for table in TABLES {
+        for (id, part) in partitions(lake, table) {
+            let placed = fs::metadata(&part).map_or(now, |m| m.ctime());
+            if !landed.contains(&id) && now - placed >= 60 {
+                let _ = fs::remove_file(&part);
+            }
+        }
+    }
     for table in TABLES.iter().chain([&SWEEPS]) {
         let Ok(entries) = fs::read_dir(lake.join(table)) else { continue };
         for e in entries.flatten() {
-            let path = e.path();
-            if e.file_name().to_str().is_none_or(|n| sweep_of(n).is_none()) || !path.is_dir() {
-                continue;
-            }
-            super::atomic::sweep_stale(&path, PART);
-            let old = e.metadata().ok().and_then(|m| m.modified().ok()).and_then(|t| t.elapsed().ok());
-            if old.is_some_and(|a| a.as_secs() >= 60) {
-                // Fails (and so keeps the folder) unless it is empty.
-                let _ = fs::remove_dir(&path);
+            if e.file_name().to_str().and_then(sweep_of).is_some() && e.path().is_dir() {
+                super::atomic::sweep_stale(&e.path(), PART);
             }
         }
     }

@@ -353,6 +353,39 @@ fn spawn_add(lake: &Path, files: &(PathBuf, PathBuf), id: &str) -> Child {
         .unwrap()
 }
 
+/// How long adding `files` to a scratch lake takes here, in milliseconds: kills are drawn
+/// across that span, so they land while reading, writing and renaming alike.
+fn add_millis(t: &TempDir, files: &(PathBuf, PathBuf)) -> u64 {
+    let start = std::time::Instant::now();
+    assert!(add(&t.join("timing-lake"), files, &[]).status.success());
+    start.elapsed().as_millis() as u64
+}
+
+/// Generates the bigger sweep the kill tests interrupt (48,000 rollouts).
+fn big_sweep(dir: &Path, seed: &str) -> (PathBuf, PathBuf) {
+    let o = run(&[
+        "generate",
+        "-q",
+        "--tasks",
+        "6000",
+        "--repeats",
+        "4",
+        "--agents",
+        "2",
+        "--fan-out",
+        "--seed",
+        seed,
+        "--task-seed",
+        "5",
+        "--text-bytes",
+        "100",
+        "--out-dir",
+        dir.to_str().unwrap(),
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    (dir.join("rollouts.jsonl"), dir.join("materialized_inputs.jsonl"))
+}
+
 /// The lake is readable: every Parquet file opens, and each sweep the sweeps table lists
 /// has all five files.
 fn assert_readable(lake: &Path) -> BTreeSet<String> {
@@ -372,18 +405,18 @@ fn assert_readable(lake: &Path) -> BTreeSet<String> {
 #[test]
 fn two_writers_at_once_both_land_and_a_killed_one_leaves_the_lake_readable() {
     let t = TempDir::new("lake-writers");
-    let (a, b) = (sweep(&t.join("a"), "400", "1"), sweep(&t.join("b"), "400", "2"));
+    let (a, b) = (big_sweep(&t.join("a"), "1"), big_sweep(&t.join("b"), "2"));
     let lake = t.join("lake");
     let (mut x, mut y) = (spawn_add(&lake, &a, "a"), spawn_add(&lake, &b, "b"));
     assert!(x.wait().unwrap().success() && y.wait().unwrap().success());
     assert_eq!(assert_readable(&lake), BTreeSet::from(["a".to_string(), "b".to_string()]));
 
     // Killed at random points while adding (and while replacing) a sweep.
-    let mut rng = Rng(7);
-    for round in 0..6 {
+    let (mut rng, span) = (Rng(7), add_millis(&t, &b));
+    for round in 0..8 {
         let id = if round % 2 == 0 { "c" } else { "a" };
         let mut child = spawn_add(&lake, &b, id);
-        std::thread::sleep(std::time::Duration::from_millis(20 + rng.below(400)));
+        std::thread::sleep(std::time::Duration::from_millis(rng.below(span + 20)));
         // SAFETY: kill on the pid of a child we have not waited for yet.
         unsafe { libc::kill(child.id() as i32, libc::SIGKILL) };
         let _ = child.wait();
@@ -453,4 +486,69 @@ fn aggregate_and_profile_add_the_sweep_export_would() {
     assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
     assert!(stderr(&o).contains("`num_steps`"), "{}", stderr(&o));
     assert!(!out.exists() && !lake.join("sweeps/sweep=q").exists());
+}
+
+#[test]
+fn the_next_writer_removes_what_a_killed_one_left() {
+    let t = TempDir::new("lake-leftovers");
+    let (a, b) = (sweep(&t.join("a"), "400", "1"), big_sweep(&t.join("b"), "2"));
+    let lake = t.join("lake");
+    assert!(add(&lake, &a, &["--sweep-id", "a"]).status.success());
+    // Where the file system has no unnamed temporaries, a killed writer leaves hidden ones
+    // (and partition folders it made): never a file a Parquet reader picks up.
+    let (mut rng, span) = (Rng(11), add_millis(&t, &b));
+    let mut left = Vec::new();
+    // Until a kill has landed while writing (at least five rounds, at most thirty).
+    for round in 0..30 {
+        if round >= 5 && !left.is_empty() {
+            break;
+        }
+        let mut child = Command::new(bin())
+            .args(["export", "--rollouts", b.0.to_str().unwrap(), "--inputs", b.1.to_str().unwrap()])
+            .args(["--lake", lake.to_str().unwrap(), "--sweep-id", &format!("k{round}")])
+            .env("ROLLSTAT_TMPFILE", "0")
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        // The second half of the run: writing and renaming.
+        std::thread::sleep(std::time::Duration::from_millis(span / 2 + rng.below(span / 2 + 20)));
+        // SAFETY: kill on the pid of a child we have not waited for yet.
+        unsafe { libc::kill(child.id() as i32, libc::SIGKILL) };
+        let _ = child.wait();
+        assert!(assert_readable(&lake).contains("a"));
+        left.extend(listing(&lake).into_iter().filter(|f| !f.ends_with("/part-0.parquet")));
+    }
+    assert!(!left.is_empty(), "no kill landed while a file was being written");
+    for f in &left {
+        assert!(f.contains("/.part-0.parquet.rollstat-tmp-"), "left behind: {f}");
+    }
+    // Aged past the minute a live writer on another machine is given, they go with the
+    // next writer, as do the partitions of sweeps whose row never landed.
+    for p in left.iter().map(|f| lake.join(f)).filter(|p| p.exists()) {
+        let o = Command::new("touch").args(["-d", "-3 minutes"]).arg(p).output().unwrap();
+        assert!(o.status.success());
+    }
+    // A partition whose sweep never landed is removed a minute after it was renamed into
+    // place (its status change time, which `touch` cannot move back): wait that out only
+    // when a kill left one.
+    let orphans = listing(&lake)
+        .iter()
+        .filter(|f| {
+            let id = f.split('/').nth(1).unwrap_or("").trim_start_matches("sweep=").to_string();
+            f.ends_with("/part-0.parquet") && !lake.join(format!("sweeps/sweep={id}/part-0.parquet")).exists()
+        })
+        .count();
+    if orphans > 0 {
+        std::thread::sleep(std::time::Duration::from_secs(61));
+    }
+    let o = add(&lake, &a, &["--sweep-id", "next"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let files = listing(&lake);
+    assert!(files.iter().all(|f| f.ends_with("/part-0.parquet")), "{files:?}");
+    let ids = assert_readable(&lake);
+    for f in files {
+        let id = f.split('/').nth(1).unwrap().trim_start_matches("sweep=").to_string();
+        assert!(ids.contains(&id), "{f}: a partition of a sweep that never landed is left");
+    }
 }
