@@ -31,6 +31,69 @@ pub enum Pass {
     Select,
 }
 
+/// A merge's numeric fields, gathered bucket by bucket: their names in order of first
+/// appearance, whether every value of every field is an integer or a bool (the
+/// single-machine profile's rule: a field missing from some rows makes the set not
+/// all-int), and, unless the statistics run as passes (`--low-memory`), each field's
+/// values per measured rollout (and their integers while all-int).
+#[derive(Default)]
+pub(super) struct Columns {
+    pub fields: Vec<String>,
+    index: std::collections::HashMap<String, usize>,
+    pub all_int: bool,
+    pub vals: Vec<Vec<f64>>,
+    pub ints: Vec<Vec<i64>>,
+    /// Whether values are kept (not with `--low-memory`).
+    keep: bool,
+}
+
+impl Columns {
+    pub fn new(keep: bool) -> Columns {
+        Columns { all_int: true, keep, ..Columns::default() }
+    }
+
+    /// Takes a bucket's measured rollouts' fields (`before` rollouts came in earlier
+    /// buckets): new fields go after those seen before. Returns each of `p`'s fields'
+    /// index among all fields.
+    pub fn add_fields(&mut self, p: &Profiled<'_>, before: usize) -> Vec<usize> {
+        let mut new_field = false;
+        for f in &p.fields {
+            if !self.index.contains_key(&f.name) {
+                self.index.insert(f.name.clone(), self.fields.len());
+                self.fields.push(f.name.clone());
+                if self.keep {
+                    self.vals.push(vec![f64::NAN; before]);
+                }
+                new_field = true;
+            }
+        }
+        if !p.all_int || p.fields.len() < self.fields.len() || (new_field && before > 0) {
+            self.all_int = false;
+            self.ints = Vec::new();
+        }
+        p.fields.iter().map(|f| self.index[&f.name]).collect()
+    }
+
+    /// Appends the bucket's values (after [`Columns::add_fields`]); a field the bucket
+    /// lacks gets NaN.
+    pub fn add_values(&mut self, p: &Profiled<'_>, before: usize) {
+        let local: std::collections::HashMap<&str, usize> =
+            p.fields.iter().enumerate().map(|(i, f)| (f.name.as_str(), i)).collect();
+        for (g, name) in self.fields.iter().enumerate() {
+            match local.get(name.as_str()) {
+                Some(&f) => self.vals[g].extend_from_slice(&p.vals[f]),
+                None => self.vals[g].resize(before + p.rows.len(), f64::NAN),
+            }
+        }
+        if self.all_int {
+            self.ints.resize(self.fields.len(), Vec::new());
+            for (g, name) in self.fields.iter().enumerate() {
+                self.ints[g].extend_from_slice(&p.ints[local[name.as_str()]]);
+            }
+        }
+    }
+}
+
 /// One column's statistics: an agent's field (missing values zero-filled in place, as
 /// pandas sums them) or a repeat's field (present values only).
 struct Column {

@@ -19,7 +19,7 @@ use std::collections::{BTreeMap, HashMap, HashSet};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use super::merge_lean::LeanRun;
+use super::merge_lean::{Columns, LeanRun};
 use super::merge_rounds::{
     write_share_file, write_task_pieces, BucketInfo, Command, LevelsFrom, Plan, ProfileEntries, Share, TaskPiece,
 };
@@ -265,11 +265,7 @@ struct Gather {
     task: Vec<i64>,
     rollout: Vec<i64>,
     key: Vec<u32>,
-    fields: Vec<String>,
-    field_index: HashMap<String, usize>,
-    vals: Vec<Vec<f64>>,
-    all_int: bool,
-    ints: Vec<Vec<i64>>,
+    cols: Columns,
 }
 
 impl Gather {
@@ -298,11 +294,7 @@ impl Gather {
             task: Vec::new(),
             rollout: Vec::new(),
             key: Vec::new(),
-            fields: Vec::new(),
-            field_index: HashMap::new(),
-            vals: Vec::new(),
-            all_int: true,
-            ints: Vec::new(),
+            cols: Columns::new(!lean),
         }
     }
 
@@ -397,23 +389,7 @@ impl Gather {
     fn add(&mut self, p: &Profiled<'_>) {
         self.bucket_firsts.push(p.t.task[0]);
         let before = self.measured;
-        let lean = self.lean.is_some();
-        let mut new_field = false;
-        for f in &p.fields {
-            if !self.field_index.contains_key(&f.name) {
-                self.field_index.insert(f.name.clone(), self.fields.len());
-                self.fields.push(f.name.clone());
-                if !lean {
-                    self.vals.push(vec![f64::NAN; before]);
-                }
-                new_field = true;
-            }
-        }
-        // A value missing anywhere (a field not in every row) makes the set not all-int.
-        if !p.all_int || p.fields.len() < self.fields.len() || (new_field && before > 0) {
-            self.all_int = false;
-            self.ints = Vec::new();
-        }
+        let global = self.cols.add_fields(p, before);
         let ids: Vec<u32> = p
             .labels
             .iter()
@@ -431,7 +407,6 @@ impl Gather {
         let n = p.rows.len();
         self.measured += n;
         if let Some(runs) = &mut self.lean {
-            let global: Vec<usize> = p.fields.iter().map(|f| self.field_index[&f.name]).collect();
             for (l, positions) in p.label_positions().into_iter().enumerate() {
                 let rows: Vec<usize> = positions.iter().map(|&pos| p.rows[pos]).collect();
                 let k = ids[l] as usize;
@@ -441,19 +416,7 @@ impl Gather {
             }
             return;
         }
-        let local: HashMap<&str, usize> = p.fields.iter().enumerate().map(|(i, f)| (f.name.as_str(), i)).collect();
-        for (g, name) in self.fields.iter().enumerate() {
-            match local.get(name.as_str()) {
-                Some(&f) => self.vals[g].extend_from_slice(&p.vals[f]),
-                None => self.vals[g].resize(before + n, f64::NAN),
-            }
-        }
-        if self.all_int {
-            self.ints.resize(self.fields.len(), Vec::new());
-            for (g, name) in self.fields.iter().enumerate() {
-                self.ints[g].extend_from_slice(&p.ints[local[name.as_str()]]);
-            }
-        }
+        self.cols.add_values(p, before);
         self.task.extend((0..n).map(|pos| p.task(pos)));
         self.rollout.extend((0..n).map(|pos| p.rollout(pos)));
         self.key.extend(p.label.iter().map(|&l| ids[l as usize]));
@@ -771,12 +734,12 @@ pub(super) fn merge_profile_streamed(
             LevelsFrom::Plan(mut plan) => {
                 plan.check_no_other_runs(&g.keys.iter().cloned().map(Some).collect::<Vec<_>>())?;
                 for (k, run) in runs.iter_mut().enumerate() {
-                    run.pad_fields(g.fields.len());
-                    *run = plan.take_finished(&Some(g.keys[k].clone()), &g.fields, std::mem::take(run))?;
+                    run.pad_fields(g.cols.fields.len());
+                    *run = plan.take_finished(&Some(g.keys[k].clone()), &g.cols.fields, std::mem::take(run))?;
                 }
             }
             LevelsFrom::Passes | LevelsFrom::Columns => {
-                lean_passes(slices, name, &ranges, runs, &g.key_ids, &g.fields)?
+                lean_passes(slices, name, &ranges, runs, &g.key_ids, &g.cols.fields)?
             }
         }
     }
@@ -787,17 +750,17 @@ pub(super) fn merge_profile_streamed(
     let labels_sorted: Vec<String> = names.iter().map(|s| s.to_string()).collect();
     let rank: Vec<u32> =
         label_of_key.iter().map(|l| names.binary_search(&l.as_str()).expect("a label of the list") as u32).collect();
-    let fields: Vec<Field> = g.fields.iter().map(|f| Field { name: f.clone(), top: None, usage: None }).collect();
+    let fields: Vec<Field> = g.cols.fields.iter().map(|f| Field { name: f.clone(), top: None, usage: None }).collect();
     let keys = StatKeys::new(&fields);
     let (agents, repeats) = match &g.lean {
         Some(runs) => {
             // Labels and run keys go one to one; each label's levels from its run's state.
             let mut by_rank: Vec<usize> = (0..runs.len()).collect();
             by_rank.sort_by_key(|&k| rank[k]);
-            let agent_stats = by_rank.iter().map(|&k| runs[k].agent_members(&keys, g.all_int)).collect();
+            let agent_stats = by_rank.iter().map(|&k| runs[k].agent_members(&keys, g.cols.all_int)).collect();
             let entries = by_rank
                 .iter()
-                .flat_map(|&k| runs[k].raw_repeat_entries(rank[k], &label_of_key[k], &g.fields, g.run_tasks[k]))
+                .flat_map(|&k| runs[k].raw_repeat_entries(rank[k], &label_of_key[k], &g.cols.fields, g.run_tasks[k]))
                 .collect();
             let mut repeat_warnings = Warnings::default();
             let repeats = finish_repeats(entries, &labels_sorted, &mut repeat_warnings);
@@ -818,9 +781,9 @@ pub(super) fn merge_profile_streamed(
                 label,
                 labels: labels_sorted,
                 fields,
-                vals: std::mem::take(&mut g.vals),
-                all_int: g.all_int,
-                ints: std::mem::take(&mut g.ints),
+                vals: std::mem::take(&mut g.cols.vals),
+                all_int: g.cols.all_int,
+                ints: std::mem::take(&mut g.cols.ints),
                 fan_out: g.fan_out,
             };
             agents_and_repeats(&p, &keys, cov, &mut warnings)
@@ -832,11 +795,11 @@ pub(super) fn merge_profile_streamed(
     let label_by_key: HashMap<&str, &str> =
         g.keys.iter().zip(&label_of_key).map(|(k, l)| (k.as_str(), l.as_str())).collect();
     let mut w = out.create(&paths[0])?;
-    let (fields, all_int, fan_out) = (&g.fields, g.all_int, g.fan_out);
+    let (fields, all_int, fan_out) = (&g.cols.fields, g.cols.all_int, g.fan_out);
     let mut started = false;
     if let Some(pieces) = &mut pieces {
         // Rendered by the round tasks: copied in, bucket after bucket.
-        if (&g.label_pairs, g.fan_out, g.all_int) != (&entry_rules.pairs, entry_rules.fan_out, entry_rules.all_int) {
+        if (&g.label_pairs, g.fan_out, g.cols.all_int) != (&entry_rules.pairs, entry_rules.fan_out, entry_rules.all_int) {
             return Err(Error::Mismatch(
                 "the plan settled other labels or rules for the task entries than these slices give: give the plan \
                  and task entries of these slices' rounds"

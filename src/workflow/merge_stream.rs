@@ -20,7 +20,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use super::aggregate::{AggregateConfig, AggregateRun};
-use super::merge_lean::LeanRun;
+use super::merge_lean::{Columns, LeanRun};
 use super::merge_rounds::{write_share_file, write_task_pieces, Command, LevelsFrom, Plan, Share, TaskPiece};
 use crate::error::{Error, Location, Result};
 use crate::export::atomic::OutputSet;
@@ -52,17 +52,11 @@ struct Run {
     repeats: BTreeSet<i64>,
     /// The `ng_perf` values of all its rows, for `perf_summary`.
     perf: PerfValues,
-    /// Numeric fields in order of first appearance, and whether every value of every
-    /// field is an integer or a bool (as the single-machine profile decides it).
-    fields: Vec<String>,
-    /// Each field's index in `fields`.
-    field_index: HashMap<String, usize>,
-    all_int: bool,
+    /// Its numeric fields, and their values per scored rollout.
+    cols: Columns,
     /// Per scored rollout, in (task, rollout) order.
     task: Vec<i64>,
     rollout: Vec<i64>,
-    vals: Vec<Vec<f64>>,
-    ints: Vec<Vec<i64>>,
     /// The run's first repeated rollout key.
     duplicate: Option<Error>,
     /// Buckets with scored rollouts of this run, and the first task of its scored
@@ -86,13 +80,9 @@ impl Run {
             tasks_all: 0,
             repeats: BTreeSet::new(),
             perf: PerfValues::default(),
-            fields: Vec::new(),
-            field_index: HashMap::new(),
-            all_int: true,
+            cols: Columns::new(!lean),
             task: Vec::new(),
             rollout: Vec::new(),
-            vals: Vec::new(),
-            ints: Vec::new(),
             duplicate: None,
             buckets: Vec::new(),
             firsts: Vec::new(),
@@ -125,41 +115,12 @@ impl Run {
         let label = vec![""; scored.len()];
         let p = Profiled::new(t, &scored, &label);
         let before = self.scored - p.rows.len();
-        // Fields this bucket shows first come after every field seen before.
-        let mut new_field = false;
-        for f in &p.fields {
-            if !self.field_index.contains_key(&f.name) {
-                self.field_index.insert(f.name.clone(), self.fields.len());
-                self.fields.push(f.name.clone());
-                if self.lean.is_none() {
-                    self.vals.push(vec![f64::NAN; before]);
-                }
-                new_field = true;
-            }
-        }
-        // A value missing anywhere (a field not in every row) makes the set not all-int.
-        if !p.all_int || p.fields.len() < self.fields.len() || (new_field && before > 0) {
-            self.all_int = false;
-            self.ints = Vec::new();
-        }
+        let global = self.cols.add_fields(&p, before);
         if let Some(lean) = &mut self.lean {
-            let global: Vec<usize> = p.fields.iter().map(|f| self.field_index[&f.name]).collect();
             lean.add_bucket(&p, &global);
             return;
         }
-        let local: HashMap<&str, usize> = p.fields.iter().enumerate().map(|(i, f)| (f.name.as_str(), i)).collect();
-        for (g, name) in self.fields.iter().enumerate() {
-            match local.get(name.as_str()) {
-                Some(&f) => self.vals[g].extend_from_slice(&p.vals[f]),
-                None => self.vals[g].resize(before + p.rows.len(), f64::NAN),
-            }
-        }
-        if self.all_int {
-            self.ints.resize(self.fields.len(), Vec::new());
-            for (g, name) in self.fields.iter().enumerate() {
-                self.ints[g].extend_from_slice(&p.ints[local[name.as_str()]]);
-            }
-        }
+        self.cols.add_values(&p, before);
         self.task.extend((0..p.rows.len()).map(|pos| p.task(pos)));
         self.rollout.extend((0..p.rows.len()).map(|pos| p.rollout(pos)));
     }
@@ -556,7 +517,7 @@ pub(super) fn merge_aggregate_streamed(
             plan.check_no_other_runs(&counted.iter().map(|r| r.key.clone()).collect::<Vec<_>>())?;
             for run in list.iter_mut().filter(|r| r.scored > 0) {
                 let mine = run.lean.take().expect("a lean run");
-                let done = plan.take_finished(&run.key, &run.fields, mine)?;
+                let done = plan.take_finished(&run.key, &run.cols.fields, mine)?;
                 run.lean = Some(done);
             }
         }
@@ -592,10 +553,10 @@ pub(super) fn merge_aggregate_streamed(
         }
         if let Some(l) = &run.lean {
             let fields: Vec<Field> =
-                run.fields.iter().map(|f| Field { name: f.clone(), top: None, usage: None }).collect();
+                run.cols.fields.iter().map(|f| Field { name: f.clone(), top: None, usage: None }).collect();
             let keys = StatKeys::new(&fields);
-            let agent = l.agent_members(&keys, run.all_int);
-            let repeats = l.repeat_entries(label, &run.fields, run.tasks_measured, &mut warn);
+            let agent = l.agent_members(&keys, run.cols.all_int);
+            let repeats = l.repeat_entries(label, &run.cols.fields, run.tasks_measured, &mut warn);
             let repeats = head_from_levels(
                 &mut head,
                 label,
@@ -608,30 +569,30 @@ pub(super) fn merge_aggregate_streamed(
                 &mut warn,
             )?;
             let perf = run.perf.summary();
-            entries.push(Entry { head, repeats, perf, fields: run.fields.clone(), all_int: run.all_int, run: *i });
+            entries.push(Entry { head, repeats, perf, fields: run.cols.fields.clone(), all_int: run.cols.all_int, run: *i });
             continue;
         }
         let mut t = RolloutTable::empty(LineMap::default());
         t.task = std::mem::take(&mut run.task);
         t.rollout = std::mem::take(&mut run.rollout);
         let n = t.task.len();
-        let fields: Vec<Field> = run.fields.iter().map(|f| Field { name: f.clone(), top: None, usage: None }).collect();
+        let fields: Vec<Field> = run.cols.fields.iter().map(|f| Field { name: f.clone(), top: None, usage: None }).collect();
         let p = Profiled {
             t: &t,
             rows: (0..n).collect(),
             label: vec![0; n],
             labels: vec![label.clone()],
             fields,
-            vals: std::mem::take(&mut run.vals),
-            all_int: run.all_int,
-            ints: std::mem::take(&mut run.ints),
+            vals: std::mem::take(&mut run.cols.vals),
+            all_int: run.cols.all_int,
+            ints: std::mem::take(&mut run.cols.ints),
             fan_out: false,
         };
         let keys = StatKeys::new(&p.fields);
         let repeats =
             levels_into_head(&mut head, label, &p, &keys, cov, run.repeats.len(), |_, _| Ok(()), &opts, &mut warn)?;
         let perf = run.perf.summary();
-        entries.push(Entry { head, repeats, perf, fields: run.fields.clone(), all_int: run.all_int, run: *i });
+        entries.push(Entry { head, repeats, perf, fields: run.cols.fields.clone(), all_int: run.cols.all_int, run: *i });
     }
     trace("merge: statistics", t0);
     // The file: each run's task entries written bucket by bucket.
@@ -866,9 +827,9 @@ fn lean_passes(
                 for (i, scored) in rows_by {
                     let run = &mut list[i];
                     let label = vec![""; scored.len()];
-                    let fields = resolve_fields(t, run.fields.iter().cloned());
+                    let fields = resolve_fields(t, run.cols.fields.iter().cloned());
                     let p = Profiled::with_fields(t, &scored, &label, fields, false);
-                    let global: Vec<usize> = (0..run.fields.len()).collect();
+                    let global: Vec<usize> = (0..run.cols.fields.len()).collect();
                     run.lean.as_mut().expect("a lean run").add_bucket(&p, &global);
                 }
                 Ok(true)
