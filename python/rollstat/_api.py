@@ -603,8 +603,12 @@ def report(rollouts: Optional[Paths] = None, *, inputs: Paths = (), agent: Optio
     run's metric per sweep, and the paired change between consecutive sweeps (ordered
     by the label ``by``, e.g. ``"step"``), marked where it is beyond noise."""
     if lake is not None:
-        if rollouts is not None:
-            raise ValueError("give rollouts or lake, not both")
+        given = [n for n, v in (("rollouts", rollouts), ("inputs", inputs or None), ("agent", agent),
+                                ("baseline", baseline), ("cluster_key", cluster_key), ("task_key", task_key),
+                                ("allow_task_mismatch", allow_task_mismatch or None),
+                                ("pair_by", None if pair_by == "index" else pair_by)) if v is not None]
+        if given:
+            raise ValueError(f"lake= draws the trend over a lake's sweeps; {', '.join(given)} do not apply to it")
         argv = ["report", "--lake", os.fspath(lake), "--metric", metric, *_opt("--by", by)]
         if out is not None:
             out = os.path.abspath(os.fspath(out))

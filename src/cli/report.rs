@@ -18,7 +18,7 @@ pub struct Args {
     /// Draw the trend over a lake of sweeps (`rollstat export --lake DIR`) instead: each
     /// run's metric per sweep, and the paired change between consecutive sweeps, marked
     /// where it is beyond noise (default output: DIR_trend.html beside the lake).
-    #[arg(long, value_name = "DIR", conflicts_with_all = ["rollouts", "files", "inputs", "baseline", "cluster_key"])]
+    #[arg(long, value_name = "DIR", conflicts_with_all = ["rollouts", "files", "inputs", "agent", "baseline", "cluster_key", "pair_by", "task_key", "allow_task_mismatch"])]
     pub lake: Option<PathBuf>,
     /// With --lake: the sweep label that orders the sweeps (and places them on the x axis
     /// when every value is a number), e.g. `step`; default: the order they were added in.

@@ -168,8 +168,10 @@ pub fn partitions(lake: &Path, table: &str) -> Vec<(String, PathBuf)> {
 }
 
 /// Refuses a column whose type differs from the one it has in another sweep of the lake
-/// (a column missing from a frame, or all null, is no conflict).
-fn check_types(lake: &Path, table: &str, sweep: &str, df: &DataFrame) -> Result<()> {
+/// (a column missing from a frame, or all null, is no conflict). Returns the columns the
+/// other sweeps' partitions of `table` have, each with a sweep that has it.
+fn check_types(lake: &Path, table: &str, sweep: &str, df: &DataFrame) -> Result<Vec<(String, String)>> {
+    let mut seen: Vec<(String, String)> = Vec::new();
     for (other, file) in partitions(lake, table) {
         if other == sweep {
             continue;
@@ -187,18 +189,53 @@ fn check_types(lake: &Path, table: &str, sweep: &str, df: &DataFrame) -> Result<
                 )));
             }
         }
+        for name in schema.iter_names() {
+            if !seen.iter().any(|(n, _)| n == name.as_str()) {
+                seen.push((name.to_string(), other.clone()));
+            }
+        }
     }
-    Ok(())
+    Ok(seen)
 }
 
-/// Refuses a label whose key is a column of one of the sweep's tables (queries over the
-/// lake add the labels to every table as columns).
-fn check_labels(sweep: &Sweep, tables: &[(&str, DataFrame)]) -> Result<()> {
+/// Refuses a label whose key is a column of a table, in this sweep or another, and a
+/// column of this sweep that another sweep has as a label: queries over the lake add
+/// the labels to every table as columns. `columns`: per table, the other sweeps'
+/// columns (with a sweep that has each).
+fn check_labels(
+    lake: &Path,
+    sweep: &Sweep,
+    tables: &[(&str, DataFrame)],
+    columns: &[(&str, Vec<(String, String)>)],
+) -> Result<()> {
     for (k, _) in &sweep.labels {
         if let Some((t, _)) = tables.iter().find(|(_, df)| df.column(k).is_ok()) {
             return Err(Error::Usage(format!(
                 "--label {k}=…: `{k}` is a column of the sweep's {t} table; choose another key"
             )));
+        }
+        for (t, cols) in columns {
+            if let Some((_, other)) = cols.iter().find(|(n, _)| n == k) {
+                return Err(Error::Usage(format!(
+                    "--label {k}=…: `{k}` is a column of the {t} table of sweep {other} in the lake; choose another key"
+                )));
+            }
+        }
+    }
+    for (id, file) in partitions(lake, SWEEPS) {
+        if id == sweep.id {
+            continue;
+        }
+        let schema = crate::ingest::parquet::scan_parquet(&file)?.collect_schema()?;
+        let labels = schema.iter_names().filter(|n| !SWEEP_COLUMNS.contains(&n.as_str()));
+        for label in labels {
+            if let Some((t, _)) = tables.iter().find(|(_, df)| df.column(label.as_str()).is_ok()) {
+                return Err(Error::Mismatch(format!(
+                    "{}: sweep {id} has a label `{label}`, which this sweep's {t} table has as a column; \
+                     rename the field, or add the sweep to another lake",
+                    lake.display()
+                )));
+            }
         }
     }
     Ok(())
@@ -244,13 +281,14 @@ pub fn add(
     if lake.exists() && !lake.is_dir() {
         return Err(Error::Usage(format!("--lake {}: is not a folder", lake.display())));
     }
-    check_labels(sweep, &tables)?;
     let mut frames = Vec::with_capacity(TABLES.len() + 1);
+    let mut columns = Vec::with_capacity(TABLES.len());
     for (name, df) in tables {
         let df = if name == "rollouts" { lake_rollouts(df)? } else { df };
-        check_types(lake, name, &sweep.id, &df)?;
+        columns.push((name, check_types(lake, name, &sweep.id, &df)?));
         frames.push((name, df));
     }
+    check_labels(lake, sweep, &frames, &columns)?;
     let row = sweep.frame()?;
     check_types(lake, SWEEPS, &sweep.id, &row)?;
     frames.push((SWEEPS, row));

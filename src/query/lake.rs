@@ -106,10 +106,13 @@ impl Lake {
         let mut frames = Vec::with_capacity(parts.len());
         for (order, id, lf, schema) in parts {
             let row = &self.sweeps[order - 1];
-            let mut cols: Vec<Expr> =
-                vec![lit(id.as_str()).alias("sweep"), lit(order as i64).cast(DataType::Int64).alias("sweep_order")];
-            // The sweeps table holds the labels itself.
-            for k in self.label_keys.iter().filter(|_| table != SWEEPS) {
+            let mut cols: Vec<Expr> = vec![
+                lit(id.as_str()).alias("sweep"),
+                lit(Scalar::new(DataType::Int64, AnyValue::Int64(order as i64))).alias("sweep_order"),
+            ];
+            // The sweeps table holds the labels itself; a label named like a column of the
+            // table (in a sweep added later) gives way to the column.
+            for k in self.label_keys.iter().filter(|k| table != SWEEPS && union.get(k.as_str()).is_none()) {
                 let v = row.labels.iter().find(|(x, _)| x == k).map(|(_, v)| v.as_str());
                 cols.push(match v {
                     Some(v) => lit(v).alias(k.as_str()),
@@ -125,7 +128,11 @@ impl Lake {
             }
             frames.push(lf.select(cols));
         }
-        Ok(Some(concat(frames, UnionArgs { rechunk: false, parallel: true, ..Default::default() })?))
+        let all = concat(frames, UnionArgs { rechunk: false, parallel: true, ..Default::default() })?;
+        // A query that needs no column of the union (`COUNT(*)`) would have Polars count
+        // the inputs' rows through a 128-bit cast this build does not carry: the filter
+        // (true on every row) makes the union's consumer need a column.
+        Ok(Some(all.filter(col("sweep_order").gt_eq(col("sweep_order").min()))))
     }
 
     /// Every table of the lake by name: the four result tables and `sweeps`.

@@ -166,20 +166,20 @@ pub fn aggregate(c: &AggregateConfig) -> Result<AggregateRun> {
     run.coverage = coverage;
     run.merged = c.run.merge_into.clone();
     run.health = health.map(|h| (h, reports[0].clone()));
-    // The lake before the files: a sweep the lake refuses (a column's type changed)
-    // leaves no file behind.
+    if let Some(path) = &c.run.coverage_out {
+        let mut text = Vec::new();
+        crate::json::write_indented(&mut text, &coverage_json(&run), 0);
+        text.push(b'\n');
+        out.add(path, &text)?;
+    }
+    // Every file staged, the lake before their renames: a sweep the lake refuses (a
+    // column's type changed) leaves no file behind.
     if let Some(to) = c.run.lake.as_ref().filter(|_| !scored.is_empty()) {
         let failed = run.coverage.as_ref().map_or(&[][..], |c| c.failures.as_slice());
         // The files the tables come from, as `export --lake` names them: the same files
         // give the same sweep.
         let sources: Vec<&Path> = shards.iter().map(PathBuf::as_path).chain(c.inputs.as_deref()).collect();
         run.lake = Some(super::lake::add_run(scored, inputs.as_ref(), c.agent.as_deref(), failed, &sources, to)?);
-    }
-    if let Some(path) = &c.run.coverage_out {
-        let mut text = Vec::new();
-        crate::json::write_indented(&mut text, &coverage_json(&run), 0);
-        text.push(b'\n');
-        out.add(path, &text)?;
     }
     let files = out.commit()?;
     run.file = (!scored.is_empty()).then(|| files[0].clone());

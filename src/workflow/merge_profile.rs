@@ -799,7 +799,8 @@ pub(super) fn merge_profile_streamed(
     let mut started = false;
     if let Some(pieces) = &mut pieces {
         // Rendered by the round tasks: copied in, bucket after bucket.
-        if (&g.label_pairs, g.fan_out, g.cols.all_int) != (&entry_rules.pairs, entry_rules.fan_out, entry_rules.all_int) {
+        if (&g.label_pairs, g.fan_out, g.cols.all_int) != (&entry_rules.pairs, entry_rules.fan_out, entry_rules.all_int)
+        {
             return Err(Error::Mismatch(
                 "the plan settled other labels or rules for the task entries than these slices give: give the plan \
                  and task entries of these slices' rounds"

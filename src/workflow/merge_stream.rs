@@ -569,14 +569,22 @@ pub(super) fn merge_aggregate_streamed(
                 &mut warn,
             )?;
             let perf = run.perf.summary();
-            entries.push(Entry { head, repeats, perf, fields: run.cols.fields.clone(), all_int: run.cols.all_int, run: *i });
+            entries.push(Entry {
+                head,
+                repeats,
+                perf,
+                fields: run.cols.fields.clone(),
+                all_int: run.cols.all_int,
+                run: *i,
+            });
             continue;
         }
         let mut t = RolloutTable::empty(LineMap::default());
         t.task = std::mem::take(&mut run.task);
         t.rollout = std::mem::take(&mut run.rollout);
         let n = t.task.len();
-        let fields: Vec<Field> = run.cols.fields.iter().map(|f| Field { name: f.clone(), top: None, usage: None }).collect();
+        let fields: Vec<Field> =
+            run.cols.fields.iter().map(|f| Field { name: f.clone(), top: None, usage: None }).collect();
         let p = Profiled {
             t: &t,
             rows: (0..n).collect(),
@@ -592,7 +600,14 @@ pub(super) fn merge_aggregate_streamed(
         let repeats =
             levels_into_head(&mut head, label, &p, &keys, cov, run.repeats.len(), |_, _| Ok(()), &opts, &mut warn)?;
         let perf = run.perf.summary();
-        entries.push(Entry { head, repeats, perf, fields: run.cols.fields.clone(), all_int: run.cols.all_int, run: *i });
+        entries.push(Entry {
+            head,
+            repeats,
+            perf,
+            fields: run.cols.fields.clone(),
+            all_int: run.cols.all_int,
+            run: *i,
+        });
     }
     trace("merge: statistics", t0);
     // The file: each run's task entries written bucket by bucket.

@@ -111,18 +111,22 @@ type TaskValues = BTreeMap<String, (i64, f64)>;
 /// measured rollouts, as `compare` computes it: the tasks table's `mean/…` follows NeMo
 /// Gym's summation, whose last bit depends on the rollouts' order and would turn a tie
 /// between two sweeps into a win.
-fn task_values(lake: &Lake, sweeps: &[TrendSweep], field: &str) -> Result<Values> {
+fn task_values(lake: &Lake, sweeps: &[TrendSweep], field: &str, w: &mut Warnings) -> Result<Values> {
     use rayon::prelude::*;
     let Some(mut rollouts) = lake.table("rollouts")? else {
         return Err(Error::Usage(format!("--lake {}: no rollouts table", lake.dir.display())));
     };
     let schema = rollouts.collect_schema()?;
+    // The rollouts' own fields: not the lake's columns, the labels or the indexes.
+    let own = |n: &str| {
+        !n.starts_with("_ng_") && !["sweep", "sweep_order"].contains(&n) && !lake.label_keys.iter().any(|k| k == n)
+    };
     match schema.get(field) {
-        Some(dt) if dt.is_primitive_numeric() || dt.is_bool() => {}
+        Some(dt) if (dt.is_primitive_numeric() || dt.is_bool()) && own(field) => {}
         _ => {
             let mut have: Vec<&str> = schema
                 .iter()
-                .filter(|(n, dt)| dt.is_primitive_numeric() && !n.starts_with("_ng_") && n.as_str() != "sweep_order")
+                .filter(|(n, dt)| dt.is_primitive_numeric() && own(n.as_str()))
                 .map(|(n, _)| n.as_str())
                 .collect();
             have.sort_unstable();
@@ -136,7 +140,11 @@ fn task_values(lake: &Lake, sweeps: &[TrendSweep], field: &str) -> Result<Values
         sweeps.par_iter().map(|s| sweep_values(&lake.dir, &s.id, field)).collect();
     let mut out: Values = BTreeMap::new();
     for (si, runs) in per_sweep.into_iter().enumerate() {
-        for (agent, m) in runs? {
+        let runs = runs?;
+        if runs.is_empty() {
+            w.add(format!("sweep {}: its rollouts have no `{field}`, so it has no point", sweeps[si].id));
+        }
+        for (agent, m) in runs {
             out.entry(agent).or_default().insert(si, m);
         }
     }
@@ -258,15 +266,24 @@ fn run_trend(name: &str, by_sweep: &BTreeMap<usize, TaskValues>, sweeps: &[Trend
 pub fn trend(c: &TrendConfig) -> Result<TrendReport> {
     let lake = Lake::open(&c.lake)?;
     let out_path = c.out.clone().unwrap_or_else(|| {
-        let name = c.lake.file_name().map_or("lake".into(), |n| n.to_string_lossy().into_owned());
-        c.lake.with_file_name(format!("{name}_trend.html"))
+        // Beside the lake's folder, named after it (`.` and `..` resolved first).
+        let dir = std::fs::canonicalize(&c.lake).unwrap_or_else(|_| c.lake.clone());
+        let name = dir.file_name().map_or("lake".into(), |n| n.to_string_lossy().into_owned());
+        dir.with_file_name(format!("{name}_trend.html"))
     });
-    let mut out = OutputSet::new(&[]);
+    // No file of the lake may be the page.
+    let files: Vec<PathBuf> = crate::export::lake::TABLES
+        .iter()
+        .chain([&crate::export::lake::SWEEPS])
+        .flat_map(|t| crate::export::lake::partitions(&c.lake, t).into_iter().map(|(_, f)| f))
+        .collect();
+    let read: Vec<&std::path::Path> = files.iter().map(PathBuf::as_path).collect();
+    let mut out = OutputSet::new(&read);
     out.check(&out_path)?;
     let mut warnings = Warnings::default();
     let (sweeps, positional) = ordered(&lake, c.by.as_deref(), &mut warnings)?;
     let field = field_of(&c.metric)?;
-    let values = task_values(&lake, &sweeps, &field)?;
+    let values = task_values(&lake, &sweeps, &field, &mut warnings)?;
     let mut runs: Vec<TrendRun> =
         values.iter().map(|(name, by_sweep)| run_trend(name, by_sweep, &sweeps, &mut warnings)).collect();
     let p: Vec<Option<f64>> = runs.iter().flat_map(|r| r.steps.iter().map(|s| s.paired.and_then(|d| d.p))).collect();

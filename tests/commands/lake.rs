@@ -552,3 +552,53 @@ fn the_next_writer_removes_what_a_killed_one_left() {
         assert!(ids.contains(&id), "{f}: a partition of a sweep that never landed is left");
     }
 }
+
+#[test]
+fn labels_never_shadow_columns_and_the_lake_answers_any_query() {
+    let t = TempDir::new("lake-labels");
+    let (a, b) = (sweep(&t.join("a"), "20", "1"), sweep(&t.join("b"), "20", "2"));
+    let scored = (t.join("b/scored.jsonl"), b.1.clone());
+    rewrite(&b.0, &scored.0, |o| {
+        o.insert("foo".into(), serde_json::json!(1.5));
+    });
+    let lake = t.join("lake");
+    assert!(add(&lake, &a, &["--sweep-id", "a", "--label", "foo=bar"]).status.success());
+    // A later sweep with a column named like an earlier label, and a label named like an
+    // earlier sweep's column: both refused, nothing written.
+    let before = listing(&lake);
+    let o = add(&lake, &scored, &["--sweep-id", "b"]);
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    assert!(stderr(&o).contains("label `foo`"), "{}", stderr(&o));
+    assert_eq!(listing(&lake), before);
+    let lake2 = t.join("lake2");
+    assert!(add(&lake2, &scored, &["--sweep-id", "b"]).status.success());
+    let o = add(&lake2, &a, &["--sweep-id", "a", "--label", "foo=bar"]);
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    assert!(stderr(&o).contains("column of the rollouts table of sweep b"), "{}", stderr(&o));
+
+    // Queries that need no column of a table (a count) work on a lake too.
+    assert!(add(&lake2, &b, &["--sweep-id", "c", "--label", "step=2"]).status.success());
+    for (sql, want) in [
+        ("SELECT COUNT(*) AS n FROM rollouts", "320"),
+        ("SELECT COUNT(*) AS n FROM tasks", "80"),
+        ("SELECT COUNT(*) AS n FROM sweeps", "2"),
+        ("SELECT COUNT(*) AS n FROM rollouts WHERE sweep = 'c'", "160"),
+    ] {
+        assert_eq!(query(&lake2, sql)[1], [want], "{sql}");
+    }
+
+    // The page never replaces a file of the lake, and its default name follows the
+    // lake's folder however it is written.
+    let part = lake2.join("tasks/sweep=c/part-0.parquet");
+    let o = run(&["report", "--lake", lake2.to_str().unwrap(), "--out", part.to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    let _ = read_pq(&part);
+    let o = Command::new(bin()).args(["report", "--lake", "."]).current_dir(&lake2).output().unwrap();
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(t.join("lake2_trend.html").is_file(), "{:?}", t.files());
+    // Not a field of the rollouts: refused.
+    for metric in ["sweep_order", "_ng_rollout_index", "step", "nope"] {
+        let o = run(&["report", "--lake", lake2.to_str().unwrap(), "--metric", metric, "--out", "/dev/null"]);
+        assert_eq!(o.status.code(), Some(2), "{metric}: {}", stderr(&o));
+    }
+}

@@ -92,11 +92,16 @@ fn ci_text(ci: Option<(f64, f64)>, digits: usize) -> String {
 
 /// A table cell for a p-value (tiny ones shown as `<0.0001`).
 fn p_cell(p: Option<f64>) -> String {
+    p_cell_as("p_value", p)
+}
+
+/// [`p_cell`] under another key (an adjusted p-value).
+fn p_cell_as(key: &str, p: Option<f64>) -> String {
     match p {
         Some(v) if v < 1e-4 => {
-            format!(r#"<td class="n" data-key="p_value" data-value="{v:?}" title="{v:?}">&lt;0.0001</td>"#)
+            format!(r#"<td class="n" data-key="{key}" data-value="{v:?}" title="{v:?}">&lt;0.0001</td>"#)
         }
-        v => num("p_value", v, 4),
+        v => num(key, v, 4),
     }
 }
 

@@ -7,7 +7,7 @@
 use std::fmt::Write;
 
 use super::svg::{self, colour, esc, Series};
-use super::{ci_text, count, num, p_cell, run_name, section, CSS};
+use super::{ci_text, count, num, p_cell, p_cell_as, run_name, section, CSS};
 use crate::stats::paired::Paired;
 
 /// The level below which a Holm-adjusted p-value marks a change as beyond noise.
@@ -186,7 +186,7 @@ fn changes(h: &mut String, p: &TrendPage) {
                 num("diff", d.map(|d| d.diff.mean), 4),
                 ci_text(s.ci, 4),
                 p_cell(d.and_then(|d| d.p)),
-                num("p_value_holm", s.p_holm, 4),
+                p_cell_as("p_value_holm", s.p_holm),
                 count("wins", d.map_or(0, |d| d.wins)),
                 count("losses", d.map_or(0, |d| d.losses)),
                 count("unpaired", s.only_from + s.only_to),
