@@ -608,7 +608,7 @@ def report(rollouts: Optional[Paths] = None, *, inputs: Paths = (), agent: Optio
                                 ("allow_task_mismatch", allow_task_mismatch or None),
                                 ("pair_by", None if pair_by == "index" else pair_by)) if v is not None]
         if given:
-            raise ValueError(f"lake= draws the trend over a lake's sweeps; {', '.join(given)} do not apply to it")
+            raise ValueError(f"not used with lake= (the trend over a lake's sweeps): {', '.join(given)}")
         argv = ["report", "--lake", os.fspath(lake), "--metric", metric, *_opt("--by", by)]
         if out is not None:
             out = os.path.abspath(os.fspath(out))
