@@ -94,6 +94,44 @@ impl Columns {
     }
 }
 
+/// The passes of `--low-memory` after the first, whichever merge runs them. Each pass
+/// calls `visit(more, add)`, which reads every bucket and hands `add(k, p)` the rows of
+/// each run `k` still passing (`more[k]`); then those runs end their pass, until every
+/// run has its statistics. A run without state (`None`) takes no pass. `changed(k)` is
+/// the error when a pass does not find the rows of run `k` the first pass found.
+pub(super) fn passes(
+    runs: &mut [Option<&mut LeanRun>],
+    changed: impl Fn(usize) -> crate::error::Error,
+    mut visit: impl FnMut(&[bool], &mut dyn FnMut(usize, &Profiled<'_>)) -> crate::error::Result<()>,
+) -> crate::error::Result<()> {
+    let mut more = Vec::with_capacity(runs.len());
+    for (k, r) in runs.iter_mut().enumerate() {
+        more.push(match r {
+            Some(r) => r.end_pass().map_err(|_| changed(k))?,
+            None => false,
+        });
+    }
+    let mut pass = 1;
+    while more.iter().any(|&m| m) {
+        let t0 = std::time::Instant::now();
+        pass += 1;
+        visit(&more, &mut |k, p| {
+            // The bucket's rows come with every field of the run, in its order.
+            let all: Vec<usize> = (0..p.fields.len()).collect();
+            if let Some(r) = runs[k].as_deref_mut() {
+                r.add_bucket(p, &all);
+            }
+        })?;
+        for (k, (r, m)) in runs.iter_mut().zip(more.iter_mut()).enumerate() {
+            if let (true, Some(r)) = (*m, r) {
+                *m = r.end_pass().map_err(|_| changed(k))?;
+            }
+        }
+        crate::trace::trace(&format!("merge: pass {pass}"), t0);
+    }
+    Ok(())
+}
+
 /// One column's statistics: an agent's field (missing values zero-filled in place, as
 /// pandas sums them) or a repeat's field (present values only).
 struct Column {

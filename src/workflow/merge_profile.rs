@@ -19,7 +19,7 @@ use std::collections::{BTreeMap, HashMap, HashSet};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use super::merge_lean::{Columns, LeanRun};
+use super::merge_lean::{passes, Columns, LeanRun};
 use super::merge_rounds::{
     write_share_file, write_task_pieces, BucketInfo, Command, LevelsFrom, Plan, ProfileEntries, Share, TaskPiece,
 };
@@ -839,8 +839,8 @@ pub(super) fn merge_profile_streamed(
     Ok(Some(MergedProfile { summary, agents, warnings }))
 }
 
-/// The passes of `--low-memory` after the first: each reads every bucket and hands each
-/// run that needs another pass its measured rollouts, until every run has its levels.
+/// The passes of `--low-memory` after the first ([`passes`]): each reads every bucket
+/// and hands each run key that needs another pass its measured rollouts.
 fn lean_passes(
     slices: &[PathBuf],
     name: &Path,
@@ -849,48 +849,35 @@ fn lean_passes(
     key_ids: &HashMap<String, u32>,
     fields: &[String],
 ) -> Result<()> {
-    let changed = || {
+    let changed = |_| {
         Error::Mismatch(
             "the slices changed while the merge read them: a pass over them did not find the rollouts the first \
              pass found; merge slices that nothing writes to"
                 .into(),
         )
     };
-    let mut more = Vec::with_capacity(runs.len());
     for r in runs.iter_mut() {
         r.pad_fields(fields.len());
-        more.push(r.end_pass().map_err(|_| changed())?);
     }
-    let all: Vec<usize> = (0..fields.len()).collect();
-    let mut pass = 1;
-    while more.iter().any(|&m| m) {
-        let t0 = std::time::Instant::now();
-        pass += 1;
+    let mut lean: Vec<Option<&mut LeanRun>> = runs.iter_mut().map(Some).collect();
+    passes(&mut lean, changed, |more, add| {
         each_step(slices, name, ranges, false, |t, inp| {
             if t.is_empty() {
                 return Ok(());
             }
-            let j = join_bucket(t, inp)?;
             let mut by: BTreeMap<usize, Vec<usize>> = BTreeMap::new();
-            for &(i, r) in &j.pairs {
-                let k = key_of(inp, i).and_then(|k| key_ids.get(k)).ok_or_else(changed)?;
+            for &(i, r) in &join_bucket(t, inp)?.pairs {
+                let k = key_of(inp, i).and_then(|k| key_ids.get(k)).ok_or_else(|| changed(0))?;
                 if more[*k as usize] {
                     by.entry(*k as usize).or_default().push(r);
                 }
             }
             for (k, rows) in by {
                 let fields_here = resolve_fields(t, fields.iter().cloned());
-                let one = Profiled::with_fields(t, &rows, &vec![""; rows.len()], fields_here, false);
-                runs[k].add_bucket(&one, &all);
+                add(k, &Profiled::with_fields(t, &rows, &vec![""; rows.len()], fields_here, false));
             }
             Ok(())
-        })?;
-        for (r, m) in runs.iter_mut().zip(more.iter_mut()) {
-            if *m {
-                *m = r.end_pass().map_err(|_| changed())?;
-            }
-        }
-        trace(&format!("merge: pass {pass}"), t0);
-    }
-    Ok(())
+        })
+        .map(|_| ())
+    })
 }

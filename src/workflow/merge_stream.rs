@@ -20,7 +20,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use super::aggregate::{AggregateConfig, AggregateRun};
-use super::merge_lean::{Columns, LeanRun};
+use super::merge_lean::{passes, Columns, LeanRun};
 use super::merge_rounds::{write_share_file, write_task_pieces, Command, LevelsFrom, Plan, Share, TaskPiece};
 use crate::error::{Error, Location, Result};
 use crate::export::atomic::OutputSet;
@@ -801,8 +801,8 @@ fn end_task_array<W: Write>(depth: usize, started: bool, w: &mut W) -> std::io::
     }
 }
 
-/// The passes of `--low-memory` after the first: each reads every bucket that holds
-/// scored rollouts and hands each run its rows, until every run has its statistics.
+/// The passes of `--low-memory` after the first ([`passes`]): each reads every bucket
+/// that holds scored rollouts and hands each run its rows.
 fn lean_passes(
     slices: &[PathBuf],
     name: &Path,
@@ -811,26 +811,19 @@ fn lean_passes(
     list: &mut [Run],
 ) -> Result<()> {
     let buckets = all_buckets(list);
-    let changed = |run: &Run| {
+    let fields: Vec<Vec<String>> = list.iter().map(|r| r.cols.fields.clone()).collect();
+    let whose: Vec<(usize, String)> =
+        list.iter().map(|r| (r.scored, r.key.as_deref().unwrap_or("(unnamed)").to_string())).collect();
+    let changed = |k: usize| {
         Error::Mismatch(format!(
             "the slices changed while the merge read them: a pass over them did not find the {} scored rollouts \
              of run {} that the first pass found; merge slices that nothing writes to",
-            run.scored,
-            run.key.as_deref().unwrap_or("(unnamed)"),
+            whose[k].0, whose[k].1,
         ))
     };
-    let mut more: Vec<bool> = Vec::with_capacity(list.len());
-    for run in list.iter_mut() {
-        match run.lean.as_mut().map(|l| l.end_pass()) {
-            Some(Err(_)) => return Err(changed(run)),
-            m => more.push(matches!(m, Some(Ok(true)))),
-        }
-    }
     let by_key: HashMap<Option<String>, usize> = list.iter().enumerate().map(|(i, r)| (r.key.clone(), i)).collect();
-    let mut pass = 1;
-    while more.iter().any(|&m| m) {
-        let t0 = std::time::Instant::now();
-        pass += 1;
+    let mut runs: Vec<Option<&mut LeanRun>> = list.iter_mut().map(|r| r.lean.as_mut()).collect();
+    passes(&mut runs, changed, |more, add| {
         prefetched(
             buckets.len(),
             |k| read_bucket(&slices[buckets[k]], name, &mut all_lines.clone(), inputs),
@@ -838,26 +831,18 @@ fn lean_passes(
                 let b = b?;
                 let t = &b.t;
                 // Each run's scored rows, found in one walk over the bucket.
-                let rows_by = b.runs().scored_by(t, |k| by_key.get(k).copied().filter(|&i| more[i]));
-                for (i, scored) in rows_by {
-                    let run = &mut list[i];
+                for (i, scored) in b.runs().scored_by(t, |k| by_key.get(k).copied().filter(|&i| more[i])) {
                     let label = vec![""; scored.len()];
-                    let fields = resolve_fields(t, run.cols.fields.iter().cloned());
-                    let p = Profiled::with_fields(t, &scored, &label, fields, false);
-                    let global: Vec<usize> = (0..run.cols.fields.len()).collect();
-                    run.lean.as_mut().expect("a lean run").add_bucket(&p, &global);
+                    add(
+                        i,
+                        &Profiled::with_fields(t, &scored, &label, resolve_fields(t, fields[i].iter().cloned()), false),
+                    );
                 }
                 Ok(true)
             },
-        )?;
-        for (run, m) in list.iter_mut().zip(more.iter_mut()) {
-            if *m {
-                *m = run.lean.as_mut().expect("a lean run").end_pass().map_err(|_| changed(run))?;
-            }
-        }
-        trace(&format!("merge: pass {pass}"), t0);
-    }
-    Ok(())
+        )
+        .map(|_| ())
+    })
 }
 
 /// Task entries of runs after the first, written during the one pass over the buckets:
