@@ -180,18 +180,12 @@ fn files_read(a: &Args) -> Vec<PathBuf> {
         v.extend(["rollouts", "tasks", "agents", "repeats"].map(|n| dir.join(format!("{n}.parquet"))));
     }
     if let Some(dir) = &a.lake {
-        v.extend(lake_files(dir));
+        v.extend(crate::export::lake::files(dir));
     }
     if !crate::query::REPORTS.iter().chain(&crate::query::LAKE_REPORTS).any(|(n, _)| *n == a.query) {
         v.push(PathBuf::from(&a.query));
     }
     v
-}
-
-/// Every Parquet file of a lake (none of which an output may replace).
-fn lake_files(dir: &std::path::Path) -> Vec<PathBuf> {
-    let tables = crate::export::lake::TABLES.iter().chain([&crate::export::lake::SWEEPS]);
-    tables.flat_map(|t| crate::export::lake::partitions(dir, t).into_iter().map(|(_, f)| f)).collect()
 }
 
 /// Sets how Polars prints the table: on a terminal, the first and last rows and columns,

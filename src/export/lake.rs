@@ -26,6 +26,7 @@ use polars::prelude::*;
 use super::atomic::OutputSet;
 use super::parquet::write_parquet;
 use crate::error::{Error, Result};
+use crate::json::Json;
 
 /// The tables of a sweep, in the order they are written; the `sweeps` row comes last.
 pub const TABLES: [&str; 4] = ["rollouts", "tasks", "agents", "repeats"];
@@ -108,18 +109,22 @@ pub struct Sweep {
 impl Sweep {
     /// The row as a one-row frame: the fixed columns, then each label as text.
     fn frame(&self) -> Result<DataFrame> {
-        let sources: Vec<String> = self
-            .sources
-            .iter()
-            .map(|s| {
-                format!(
-                    "{{\"path\":{},\"bytes\":{},\"xxh3_128\":\"{}\"}}",
-                    serde_json::Value::String(s.path.clone()),
-                    s.bytes,
-                    s.xxh3_128
-                )
-            })
-            .collect();
+        let sources = Json::Arr(
+            self.sources
+                .iter()
+                .map(|s| {
+                    let mut o = Json::obj();
+                    o.set_all([
+                        ("path", Json::Str(s.path.clone())),
+                        ("bytes", Json::Int(s.bytes as i64)),
+                        ("xxh3_128", Json::Str(s.xxh3_128.clone())),
+                    ]);
+                    o
+                })
+                .collect(),
+        );
+        let mut text = Vec::new();
+        crate::json::write_compact(&mut text, &sources);
         let mut cols = vec![
             Column::new("created_at".into(), [self.created_at.as_str()]),
             Column::new("rollstat_version".into(), [env!("CARGO_PKG_VERSION")]),
@@ -127,7 +132,7 @@ impl Sweep {
             Column::new("num_rollouts".into(), [self.num_rollouts]),
             Column::new("num_tasks".into(), [self.num_tasks]),
             Column::new("num_agents".into(), [self.num_agents]),
-            Column::new("sources".into(), [format!("[{}]", sources.join(","))]),
+            Column::new("sources".into(), [String::from_utf8_lossy(&text).into_owned()]),
         ];
         for (k, v) in &self.labels {
             cols.push(Column::new(k.as_str().into(), [v.as_str()]));
@@ -149,6 +154,11 @@ fn lake_rollouts(df: DataFrame) -> Result<DataFrame> {
         return Ok(df);
     }
     Ok(df.lazy().with_columns(casts).collect()?)
+}
+
+/// Every Parquet file of the lake, `sweeps` included (none of which an output may be).
+pub fn files(lake: &Path) -> Vec<PathBuf> {
+    TABLES.iter().chain([&SWEEPS]).flat_map(|t| partitions(lake, t).into_iter().map(|(_, f)| f)).collect()
 }
 
 /// The sweeps with a partition of `table` in the lake, each with its file.

@@ -551,54 +551,33 @@ pub(super) fn merge_aggregate_streamed(
             entries.push(Entry { head, repeats: Vec::new(), perf, fields: Vec::new(), all_int: false, run: *i });
             continue;
         }
-        if let Some(l) = &run.lean {
-            let fields: Vec<Field> =
-                run.cols.fields.iter().map(|f| Field { name: f.clone(), top: None, usage: None }).collect();
+        let fields: Vec<Field> =
+            run.cols.fields.iter().map(|f| Field { name: f.clone(), top: None, usage: None }).collect();
+        // From the passes' state, or from the columns.
+        let repeats = if let Some(l) = &run.lean {
             let keys = StatKeys::new(&fields);
             let agent = l.agent_members(&keys, run.cols.all_int);
             let repeats = l.repeat_entries(label, &run.cols.fields, run.tasks_measured, &mut warn);
-            let repeats = head_from_levels(
-                &mut head,
-                label,
-                agent,
-                repeats,
-                cov,
-                run.repeats.len(),
-                |_, _| Ok(()),
-                &opts,
-                &mut warn,
-            )?;
-            let perf = run.perf.summary();
-            entries.push(Entry {
-                head,
-                repeats,
-                perf,
-                fields: run.cols.fields.clone(),
+            head_from_levels(&mut head, label, agent, repeats, cov, run.repeats.len(), |_, _| Ok(()), &opts, &mut warn)?
+        } else {
+            let mut t = RolloutTable::empty(LineMap::default());
+            t.task = std::mem::take(&mut run.task);
+            t.rollout = std::mem::take(&mut run.rollout);
+            let n = t.task.len();
+            let p = Profiled {
+                t: &t,
+                rows: (0..n).collect(),
+                label: vec![0; n],
+                labels: vec![label.clone()],
+                fields,
+                vals: std::mem::take(&mut run.cols.vals),
                 all_int: run.cols.all_int,
-                run: *i,
-            });
-            continue;
-        }
-        let mut t = RolloutTable::empty(LineMap::default());
-        t.task = std::mem::take(&mut run.task);
-        t.rollout = std::mem::take(&mut run.rollout);
-        let n = t.task.len();
-        let fields: Vec<Field> =
-            run.cols.fields.iter().map(|f| Field { name: f.clone(), top: None, usage: None }).collect();
-        let p = Profiled {
-            t: &t,
-            rows: (0..n).collect(),
-            label: vec![0; n],
-            labels: vec![label.clone()],
-            fields,
-            vals: std::mem::take(&mut run.cols.vals),
-            all_int: run.cols.all_int,
-            ints: std::mem::take(&mut run.cols.ints),
-            fan_out: false,
+                ints: std::mem::take(&mut run.cols.ints),
+                fan_out: false,
+            };
+            let keys = StatKeys::new(&p.fields);
+            levels_into_head(&mut head, label, &p, &keys, cov, run.repeats.len(), |_, _| Ok(()), &opts, &mut warn)?
         };
-        let keys = StatKeys::new(&p.fields);
-        let repeats =
-            levels_into_head(&mut head, label, &p, &keys, cov, run.repeats.len(), |_, _| Ok(()), &opts, &mut warn)?;
         let perf = run.perf.summary();
         entries.push(Entry {
             head,

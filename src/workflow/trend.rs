@@ -75,24 +75,24 @@ fn ordered(lake: &Lake, by: Option<&str>, w: &mut Warnings) -> Result<(Vec<Trend
     if rows.is_empty() {
         return Err(Error::Usage(format!("--by {by}: no sweep in the lake has that label")));
     }
-    let numbers: Option<Vec<f64>> = rows.iter().map(|r| r.0.as_deref().and_then(|v| v.parse::<f64>().ok())).collect();
-    let numeric = numbers.as_ref().is_some_and(|n| n.iter().all(|x| x.is_finite()));
+    // Numbers when every value is one (then they place the sweeps), else text.
+    let numbers: Option<Vec<f64>> =
+        rows.iter().map(|r| r.0.as_deref().and_then(|v| v.parse::<f64>().ok()).filter(|x| x.is_finite())).collect();
+    let numeric = numbers.is_some();
+    let mut rows: Vec<(f64, Option<String>, TrendSweep)> = match numbers {
+        Some(n) => n.into_iter().zip(rows).map(|(x, (v, s))| (x, v, s)).collect(),
+        None => rows.into_iter().enumerate().map(|(i, (v, s))| (i as f64, v, s)).collect(),
+    };
     // A stable sort: sweeps with one label value keep the order they were added in.
     if numeric {
-        rows.sort_by(|a, b| {
-            let x = |r: &(Option<String>, TrendSweep)| r.0.as_deref().and_then(|v| v.parse::<f64>().ok()).unwrap();
-            x(a).total_cmp(&x(b))
-        });
+        rows.sort_by(|a, b| a.0.total_cmp(&b.0));
     } else {
-        rows.sort_by(|a, b| a.0.cmp(&b.0));
+        rows.sort_by(|a, b| a.1.cmp(&b.1));
     }
     let sweeps = rows
         .into_iter()
         .enumerate()
-        .map(|(i, (v, s))| {
-            let x = if numeric { v.and_then(|v| v.parse().ok()).unwrap_or(0.0) } else { (i + 1) as f64 };
-            TrendSweep { x, ..s }
-        })
+        .map(|(i, (x, _, s))| TrendSweep { x: if numeric { x } else { (i + 1) as f64 }, ..s })
         .collect();
     Ok((sweeps, !numeric))
 }
@@ -272,11 +272,7 @@ pub fn trend(c: &TrendConfig) -> Result<TrendReport> {
         dir.with_file_name(format!("{name}_trend.html"))
     });
     // No file of the lake may be the page.
-    let files: Vec<PathBuf> = crate::export::lake::TABLES
-        .iter()
-        .chain([&crate::export::lake::SWEEPS])
-        .flat_map(|t| crate::export::lake::partitions(&c.lake, t).into_iter().map(|(_, f)| f))
-        .collect();
+    let files = crate::export::lake::files(&c.lake);
     let read: Vec<&std::path::Path> = files.iter().map(PathBuf::as_path).collect();
     let mut out = OutputSet::new(&read);
     out.check(&out_path)?;

@@ -9,29 +9,20 @@ use std::process::{Child, Command, Stdio};
 use super::read_pq;
 use crate::common::*;
 
-/// Generates a sweep into `dir` (tasks asked by `--task-seed 5`, outcomes by `seed`).
-fn sweep(dir: &Path, tasks: &str, seed: &str) -> (PathBuf, PathBuf) {
-    let o = run(&[
-        "generate",
-        "-q",
-        "--tasks",
-        tasks,
-        "--repeats",
-        "4",
-        "--agents",
-        "2",
-        "--fan-out",
-        "--seed",
-        seed,
-        "--task-seed",
-        "5",
-        "--reward",
-        "mixed",
-        "--out-dir",
-        dir.to_str().unwrap(),
-    ]);
+/// Generates a sweep into `dir` (2 agents fanned out over `tasks` tasks × 4 repeats,
+/// asked by `--task-seed 5`, outcomes by `seed`) with `extra` options.
+fn generated(dir: &Path, tasks: &str, seed: &str, extra: &[&str]) -> (PathBuf, PathBuf) {
+    let mut args = vec!["generate", "-q", "--tasks", tasks, "--repeats", "4", "--agents", "2", "--fan-out"];
+    args.extend(["--seed", seed, "--task-seed", "5", "--out-dir", dir.to_str().unwrap()]);
+    args.extend_from_slice(extra);
+    let o = run(&args);
     assert!(o.status.success(), "{}", stderr(&o));
     (dir.join("rollouts.jsonl"), dir.join("materialized_inputs.jsonl"))
+}
+
+/// A sweep of the tests, with mixed rewards.
+fn sweep(dir: &Path, tasks: &str, seed: &str) -> (PathBuf, PathBuf) {
+    generated(dir, tasks, seed, &["--reward", "mixed"])
 }
 
 /// Adds a sweep to the lake; returns the command's output.
@@ -361,29 +352,9 @@ fn add_millis(t: &TempDir, files: &(PathBuf, PathBuf)) -> u64 {
     start.elapsed().as_millis() as u64
 }
 
-/// Generates the bigger sweep the kill tests interrupt (48,000 rollouts).
+/// The bigger sweep the kill tests interrupt (48,000 rollouts).
 fn big_sweep(dir: &Path, seed: &str) -> (PathBuf, PathBuf) {
-    let o = run(&[
-        "generate",
-        "-q",
-        "--tasks",
-        "6000",
-        "--repeats",
-        "4",
-        "--agents",
-        "2",
-        "--fan-out",
-        "--seed",
-        seed,
-        "--task-seed",
-        "5",
-        "--text-bytes",
-        "100",
-        "--out-dir",
-        dir.to_str().unwrap(),
-    ]);
-    assert!(o.status.success(), "{}", stderr(&o));
-    (dir.join("rollouts.jsonl"), dir.join("materialized_inputs.jsonl"))
+    generated(dir, "6000", seed, &["--text-bytes", "100"])
 }
 
 /// The lake is readable: every Parquet file opens, and each sweep the sweeps table lists
