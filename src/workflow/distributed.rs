@@ -9,7 +9,7 @@ use std::path::{Path, PathBuf};
 
 use super::aggregate::{aggregate_table, AggregateConfig, AggregateRun};
 use super::merge_profile::merge_profile_streamed;
-use super::merge_rounds::{Command, LevelsFrom, Plan, TaskPieces};
+use super::merge_rounds::{Command, Plan, TaskPieces};
 use super::merge_stream::{merge_aggregate_streamed, MergeInputs};
 use super::profile::{check_inputs, profile_paths, profile_table, ProfileConfig, ProfileRun};
 use super::{check_runs, report_read_warnings};
@@ -335,8 +335,7 @@ pub fn merge_aggregate(
         }
         let mut pending = inputs.as_ref().map(MergeInputs::read_warnings).unwrap_or_default();
         let planned = plan.is_some();
-        let levels = levels_from(low_memory, plan);
-        let streamed = merge_aggregate_streamed(c, slices, inputs.as_ref(), &mut out, &path, levels, &mut pending)?;
+        let streamed = merge_aggregate_streamed(c, slices, inputs.as_ref(), &mut out, &path, plan, &mut pending)?;
         if let Some(mut run) = streamed {
             run.file = Some(out.commit()?.remove(0));
             return Ok(run);
@@ -367,15 +366,6 @@ pub fn merge_aggregate(
         report_read_warnings(&i.report.warnings);
     }
     aggregate_table(c, &t, inputs.as_ref(), out, &path)
-}
-
-/// How a merge asked for `low_memory`, with or without a finished `plan`, gets its levels.
-fn levels_from(low_memory: bool, plan: Option<Plan>) -> LevelsFrom {
-    match (plan, low_memory) {
-        (Some(p), _) => LevelsFrom::Plan(p),
-        (None, true) => LevelsFrom::Passes,
-        (None, false) => LevelsFrom::Columns,
-    }
 }
 
 /// The files a round task reads (its slices, inputs and plan), which its outputs — the
@@ -580,8 +570,7 @@ pub fn merge_profile(
             }
             let mut pending = inputs.read_warnings();
             let planned = plan.is_some();
-            let levels = levels_from(low_memory, plan.take());
-            if let Some(r) = merge_profile_streamed(c, slices, &inputs, &mut out, &paths, levels, &mut pending)? {
+            if let Some(r) = merge_profile_streamed(c, slices, &inputs, &mut out, &paths, plan.take(), &mut pending)? {
                 let files = out.commit()?;
                 return Ok(ProfileRun {
                     files,

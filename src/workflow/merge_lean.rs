@@ -31,107 +31,6 @@ pub enum Pass {
     Select,
 }
 
-/// A merge's numeric fields, gathered bucket by bucket: their names in order of first
-/// appearance, whether every value of every field is an integer or a bool (the
-/// single-machine profile's rule: a field missing from some rows makes the set not
-/// all-int), and, unless the statistics run as passes (`--low-memory`), each field's
-/// values per measured rollout (and their integers while all-int).
-#[derive(Default)]
-pub(super) struct Columns {
-    pub fields: Vec<String>,
-    index: std::collections::HashMap<String, usize>,
-    pub all_int: bool,
-    pub vals: Vec<Vec<f64>>,
-    pub ints: Vec<Vec<i64>>,
-    /// Whether values are kept (not with `--low-memory`).
-    keep: bool,
-}
-
-impl Columns {
-    pub fn new(keep: bool) -> Columns {
-        Columns { all_int: true, keep, ..Columns::default() }
-    }
-
-    /// Takes a bucket's measured rollouts' fields (`before` rollouts came in earlier
-    /// buckets): new fields go after those seen before. Returns each of `p`'s fields'
-    /// index among all fields.
-    pub fn add_fields(&mut self, p: &Profiled<'_>, before: usize) -> Vec<usize> {
-        let mut new_field = false;
-        for f in &p.fields {
-            if !self.index.contains_key(&f.name) {
-                self.index.insert(f.name.clone(), self.fields.len());
-                self.fields.push(f.name.clone());
-                if self.keep {
-                    self.vals.push(vec![f64::NAN; before]);
-                }
-                new_field = true;
-            }
-        }
-        if !p.all_int || p.fields.len() < self.fields.len() || (new_field && before > 0) {
-            self.all_int = false;
-            self.ints = Vec::new();
-        }
-        p.fields.iter().map(|f| self.index[&f.name]).collect()
-    }
-
-    /// Appends the bucket's values (after [`Columns::add_fields`]); a field the bucket
-    /// lacks gets NaN.
-    pub fn add_values(&mut self, p: &Profiled<'_>, before: usize) {
-        let local: std::collections::HashMap<&str, usize> =
-            p.fields.iter().enumerate().map(|(i, f)| (f.name.as_str(), i)).collect();
-        for (g, name) in self.fields.iter().enumerate() {
-            match local.get(name.as_str()) {
-                Some(&f) => self.vals[g].extend_from_slice(&p.vals[f]),
-                None => self.vals[g].resize(before + p.rows.len(), f64::NAN),
-            }
-        }
-        if self.all_int {
-            self.ints.resize(self.fields.len(), Vec::new());
-            for (g, name) in self.fields.iter().enumerate() {
-                self.ints[g].extend_from_slice(&p.ints[local[name.as_str()]]);
-            }
-        }
-    }
-}
-
-/// The passes of `--low-memory` after the first, whichever merge runs them. Each pass
-/// calls `visit(more, add)`, which reads every bucket and hands `add(k, p)` the rows of
-/// each run `k` still passing (`more[k]`); then those runs end their pass, until every
-/// run has its statistics. A run without state (`None`) takes no pass. `changed(k)` is
-/// the error when a pass does not find the rows of run `k` the first pass found.
-pub(super) fn passes(
-    runs: &mut [Option<&mut LeanRun>],
-    changed: impl Fn(usize) -> crate::error::Error,
-    mut visit: impl FnMut(&[bool], &mut dyn FnMut(usize, &Profiled<'_>)) -> crate::error::Result<()>,
-) -> crate::error::Result<()> {
-    let mut more = Vec::with_capacity(runs.len());
-    for (k, r) in runs.iter_mut().enumerate() {
-        more.push(match r {
-            Some(r) => r.end_pass().map_err(|_| changed(k))?,
-            None => false,
-        });
-    }
-    let mut pass = 1;
-    while more.iter().any(|&m| m) {
-        let t0 = std::time::Instant::now();
-        pass += 1;
-        visit(&more, &mut |k, p| {
-            // The bucket's rows come with every field of the run, in its order.
-            let all: Vec<usize> = (0..p.fields.len()).collect();
-            if let Some(r) = runs[k].as_deref_mut() {
-                r.add_bucket(p, &all);
-            }
-        })?;
-        for (k, (r, m)) in runs.iter_mut().zip(more.iter_mut()).enumerate() {
-            if let (true, Some(r)) = (*m, r) {
-                *m = r.end_pass().map_err(|_| changed(k))?;
-            }
-        }
-        crate::trace::trace(&format!("merge: pass {pass}"), t0);
-    }
-    Ok(())
-}
-
 /// One column's statistics: an agent's field (missing values zero-filled in place, as
 /// pandas sums them) or a repeat's field (present values only).
 struct Column {
@@ -574,24 +473,6 @@ impl LeanRun {
             pass: self.pass,
             bucket_rows: Vec::new(),
         }
-    }
-
-    /// Takes one bucket's scored rollouts of the run, `p`, whose field `f` is the run's
-    /// field `global[f]` (in the counting pass; later passes give every field of the
-    /// run in order), as a worker would: its share of the pass visited apart, then
-    /// absorbed.
-    pub fn add_bucket(&mut self, p: &Profiled<'_>, global: &[usize]) {
-        if p.rows.is_empty() {
-            return;
-        }
-        let first = p.task(0);
-        let (mut share, local) = match self.pass {
-            Pass::Count => (LeanRun::default(), (0..global.len()).collect()),
-            _ => (self.share(first), global.to_vec()),
-        };
-        share.visit(p, &local);
-        share.close_share();
-        self.absorb(first, share, global);
     }
 
     /// Ends a share: its pieces of the sums are settled (and what it holds can be

@@ -19,9 +19,9 @@ use std::collections::{BTreeMap, HashMap, HashSet};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use super::merge_lean::{passes, Columns, LeanRun};
 use super::merge_rounds::{
-    write_share_file, write_task_pieces, BucketInfo, Command, LevelsFrom, Plan, ProfileEntries, Share, TaskPiece,
+    absorb_own, counting_share, round_share, settle, write_share_file, write_task_pieces, BucketInfo, Command,
+    Plan, Share, TaskPiece,
 };
 use super::merge_stream::{prefetched_iter, read_bucket, MergeInputs, RunChecks};
 use super::profile::ProfileConfig;
@@ -35,7 +35,7 @@ use crate::ingest::{InputTable, LineMap, RolloutTable};
 use crate::json::Json;
 use crate::metrics::levels::{distinct, finish_repeats, Profiled, StatKeys};
 use crate::metrics::profile::{
-    agents_and_repeats, assemble_levels, completion_summary, coverage_counts, expected_per_group, index_by_key,
+    assemble_levels, completion_summary, coverage_counts, expected_per_group, index_by_key,
     inputs_fan_out, match_keys, measured_inputs, unmatched_error, unnamed_input, with_coverage, CompletionSummary,
 };
 use crate::metrics::tasks::{info_plans, quoted_names, Samples, TaskPlan};
@@ -232,7 +232,8 @@ impl Iterator for Steps<'_> {
     }
 }
 
-/// What the first pass gathers.
+/// What the first pass gathers besides the statistics' counting round.
+#[derive(Default)]
 struct Gather {
     checks: RunChecks,
     /// The first duplicate key of the inputs and of the results (key order).
@@ -245,60 +246,19 @@ struct Gather {
     /// The first measured input row that names no agent.
     unnamed: Option<Error>,
     summary: CompletionSummary,
-    /// Distinct (server, agent) pairs of the measured input rows, in key order.
-    label_pairs: Vec<(Option<String>, Option<String>)>,
     /// The first task of each bucket with measured rollouts, in order.
     bucket_firsts: Vec<i64>,
-    pair_seen: HashSet<(Option<String>, Option<String>)>,
-    keys: Vec<String>,
-    key_ids: HashMap<String, u32>,
-    fan_out: bool,
     /// Measured rollouts so far.
     measured: usize,
-    /// With `--low-memory`: per run key, the levels' state instead of columns, and its
-    /// measured tasks.
-    lean: Option<Vec<LeanRun>>,
-    run_tasks: Vec<usize>,
+    /// Per run key, its measured tasks.
+    run_tasks: HashMap<String, usize>,
     cov: Vec<(String, [usize; 4])>,
     cov_index: HashMap<String, usize>,
-    /// The measured rollouts in (task, run key, rollout) order: key, run and values.
-    task: Vec<i64>,
-    rollout: Vec<i64>,
-    key: Vec<u32>,
-    cols: Columns,
 }
 
 impl Gather {
-    fn new(lean: bool) -> Gather {
-        Gather {
-            measured: 0,
-            lean: lean.then(Vec::new),
-            run_tasks: Vec::new(),
-            checks: RunChecks::default(),
-            input_dup: None,
-            result_dup: None,
-            extra: 0,
-            first_extra: Vec::new(),
-            missing: 0,
-            first_missing: Vec::new(),
-            unnamed: None,
-            summary: CompletionSummary::default(),
-            label_pairs: Vec::new(),
-            bucket_firsts: Vec::new(),
-            pair_seen: HashSet::new(),
-            keys: Vec::new(),
-            key_ids: HashMap::new(),
-            fan_out: false,
-            cov: Vec::new(),
-            cov_index: HashMap::new(),
-            task: Vec::new(),
-            rollout: Vec::new(),
-            key: Vec::new(),
-            cols: Columns::new(!lean),
-        }
-    }
-
-    fn visit(&mut self, t: &RolloutTable, inp: &InputTable) {
+    /// Takes a bucket joined to its input rows; its runs' counting shares go to `plan`.
+    fn visit(&mut self, t: &RolloutTable, inp: &InputTable, plan: &mut Plan) -> Result<()> {
         if !t.is_empty() {
             self.checks.visit(t, inp);
         }
@@ -307,18 +267,18 @@ impl Gather {
                 Ok(v) => v,
                 Err(e) => {
                     self.input_dup.get_or_insert(e);
-                    return;
+                    return Ok(());
                 }
             };
         let res_idx = match index_by_key(&t.task, &t.rollout, &t.line, "result", &t.lines) {
             Ok(v) => v,
             Err(e) => {
                 self.result_dup.get_or_insert(e);
-                return;
+                return Ok(());
             }
         };
         if self.input_dup.is_some() || self.result_dup.is_some() {
-            return;
+            return Ok(());
         }
         let m = match_keys(&rows_idx, &res_idx);
         self.extra += m.extra.len();
@@ -328,28 +288,10 @@ impl Gather {
             first.extend(all.iter().take(room));
         }
         if self.extra > 0 {
-            return;
+            return Ok(());
         }
         let s = completion_summary(t, inp, &rows_idx, &m.matched);
         add_summary(&mut self.summary, &s);
-        let measured = measured_inputs(t, inp.len(), &rows_idx, &m.matched);
-        let names = |i: usize| (inp.name(inp.server[i]), inp.name(inp.agent[i]));
-        let mut last = None;
-        for &i in &measured {
-            let pair = names(i);
-            if last == Some(pair) {
-                continue;
-            }
-            last = Some(pair);
-            let owned = (pair.0.map(str::to_string), pair.1.map(str::to_string));
-            if self.pair_seen.insert(owned.clone()) {
-                self.label_pairs.push(owned);
-            }
-        }
-        self.fan_out |= inputs_fan_out(measured.iter().filter_map(|&i| {
-            let (s, a) = names(i);
-            run_key(s, a).map(|k| (inp.task[i], k))
-        }));
         for (name, c) in coverage_counts(t, inp, &m.matched) {
             match self.cov_index.get(&name) {
                 Some(&at) => (0..4).for_each(|k| self.cov[at].1[k] += c[k]),
@@ -359,67 +301,29 @@ impl Gather {
                 }
             }
         }
-        if self.unnamed.is_some() {
-            return;
-        }
+        let measured = measured_inputs(t, inp.len(), &rows_idx, &m.matched);
         let pairs: Vec<(usize, usize)> = m.matched.iter().copied().filter(|&(_, r)| !t.masked[r]).collect();
-        let mut row_keys: Vec<&str> = Vec::with_capacity(pairs.len());
-        for &(i, r) in &pairs {
-            let (s, a) = names(i);
-            match run_key(s, a) {
-                Some(k) => row_keys.push(k),
-                None => {
-                    self.unnamed = Some(unnamed_input(t, inp, i, r));
-                    return;
-                }
+        let (info, shares) = counting_shares(t, inp, &measured, &pairs);
+        let shares = match shares {
+            Ok(shares) if self.unnamed.is_none() => shares,
+            Ok(_) => Vec::new(),
+            Err((i, r)) => {
+                self.unnamed.get_or_insert_with(|| unnamed_input(t, inp, i, r));
+                Vec::new()
             }
+        };
+        if !shares.is_empty() {
+            self.bucket_firsts.push(t.task[0]);
         }
-        if pairs.is_empty() {
-            return;
-        }
-        let result_rows: Vec<usize> = pairs.iter().map(|&(_, r)| r).collect();
-        let p = Profiled::new(t, &result_rows, &row_keys);
-        self.fan_out |= p.fan_out;
-        self.add(&p);
-    }
-
-    /// Takes a bucket's measured rollouts (`p`, labelled by run key): its fields go after
-    /// those seen before, its values to the columns or, with `--low-memory`, to each
-    /// run's state.
-    fn add(&mut self, p: &Profiled<'_>) {
-        self.bucket_firsts.push(p.t.task[0]);
-        let before = self.measured;
-        let global = self.cols.add_fields(p, before);
-        let ids: Vec<u32> = p
-            .labels
-            .iter()
-            .map(|k| {
-                *self.key_ids.entry(k.clone()).or_insert_with(|| {
-                    self.keys.push(k.clone());
-                    self.run_tasks.push(0);
-                    if let Some(runs) = &mut self.lean {
-                        runs.push(LeanRun::default());
-                    }
-                    (self.keys.len() - 1) as u32
-                })
+        let shares = shares
+            .into_iter()
+            .map(|(s, rows, tasks)| {
+                self.measured += rows;
+                *self.run_tasks.entry(s.key.clone().unwrap_or_default()).or_default() += tasks;
+                s
             })
             .collect();
-        let n = p.rows.len();
-        self.measured += n;
-        if let Some(runs) = &mut self.lean {
-            for (l, positions) in p.label_positions().into_iter().enumerate() {
-                let rows: Vec<usize> = positions.iter().map(|&pos| p.rows[pos]).collect();
-                let k = ids[l] as usize;
-                self.run_tasks[k] += distinct(positions.iter().map(|&pos| p.task(pos)));
-                let one = Profiled::with_fields(p.t, &rows, &vec![""; rows.len()], p.fields.clone(), p.all_int);
-                runs[k].add_bucket(&one, &global);
-            }
-            return;
-        }
-        self.cols.add_values(p, before);
-        self.task.extend((0..n).map(|pos| p.task(pos)));
-        self.rollout.extend((0..n).map(|pos| p.rollout(pos)));
-        self.key.extend(p.label.iter().map(|&l| ids[l as usize]));
+        absorb_own(plan, shares, vec![info])
     }
 
     /// The errors the whole table's profile would stop at, in its order.
@@ -440,6 +344,57 @@ impl Gather {
             None => Ok(()),
         }
     }
+}
+
+/// The counting round of a bucket joined to its input rows (`measured` input rows,
+/// `pairs` of (input row, result row) of its measured rollouts): what it tells besides
+/// its runs' shares (the (server, agent) pairs of its measured input rows, fan-out,
+/// fields), and a share per run key with its rows and tasks; or the first measured rollout whose input row
+/// names no agent (which the merge refuses).
+#[allow(clippy::type_complexity)]
+fn counting_shares(
+    t: &RolloutTable,
+    inp: &InputTable,
+    measured: &[usize],
+    pairs: &[(usize, usize)],
+) -> (BucketInfo, std::result::Result<Vec<(Share, usize, usize)>, (usize, usize)>) {
+    let names = |i: usize| (inp.name(inp.server[i]), inp.name(inp.agent[i]));
+    let mut info = BucketInfo { pairs: Vec::new(), fan_out: false, measured: None };
+    let mut seen = HashSet::new();
+    for &i in measured {
+        let (s, a) = names(i);
+        let pair = (s.map(str::to_string), a.map(str::to_string));
+        if seen.insert(pair.clone()) {
+            info.pairs.push(pair);
+        }
+    }
+    info.fan_out = inputs_fan_out(measured.iter().filter_map(|&i| key_of(inp, i).map(|k| (inp.task[i], k))));
+    let mut keys = Vec::with_capacity(pairs.len());
+    for &(i, r) in pairs {
+        match key_of(inp, i) {
+            Some(k) => keys.push(k),
+            None => return (info, Err((i, r))),
+        }
+    }
+    if pairs.is_empty() {
+        return (info, Ok(Vec::new()));
+    }
+    let rows: Vec<usize> = pairs.iter().map(|&(_, r)| r).collect();
+    let p = Profiled::new(t, &rows, &keys);
+    info.fan_out |= p.fan_out;
+    info.measured = Some((p.fields.iter().map(|f| f.name.clone()).collect(), p.all_int, rows.len() as u64));
+    let shares = p
+        .label_positions()
+        .into_iter()
+        .enumerate()
+        .map(|(l, positions)| {
+            let run_rows: Vec<usize> = positions.iter().map(|&pos| p.rows[pos]).collect();
+            let one = Profiled::with_fields(t, &run_rows, &vec![""; run_rows.len()], p.fields.clone(), p.all_int);
+            let tasks = distinct(positions.iter().map(|&pos| p.task(pos)));
+            (counting_share(Some(p.labels[l].clone()), &one), run_rows.len(), tasks)
+        })
+        .collect();
+    (info, Ok(shares))
 }
 
 /// A bucket joined to its input rows once the first pass found nothing wrong.
@@ -471,14 +426,13 @@ pub(super) fn write_profile_shares(
     tasks_out: Option<&Path>,
     read: &[&Path],
 ) -> Result<usize> {
-    let name = &c.rollouts[0];
     let mut shares: Vec<Share> = Vec::new();
     let mut infos: Vec<BucketInfo> = Vec::new();
     let mut pieces: Vec<TaskPiece> = Vec::new();
-    // The labels and rules the task entries need, settled by the counting round.
+    // The labels the task entries need, settled by the counting round.
     let labels = plan.map(|p| labels_for(p.entries.pairs.iter().map(|(s, a)| (s.as_deref(), a.as_deref()))));
     for slice in slices {
-        let b = read_bucket(slice, name, &mut LineMap::default(), Some(inputs))?;
+        let b = read_bucket(slice, &c.rollouts[0], &mut LineMap::default(), Some(inputs))?;
         let t = &b.t;
         let Some(inp) = b.inputs.as_deref() else { continue };
         if t.is_empty() {
@@ -486,88 +440,25 @@ pub(super) fn write_profile_shares(
         }
         // A bucket the merge refuses (a key twice) has no share; the merge says why.
         let Ok(Joined { measured, pairs }) = join_bucket(t, inp) else { continue };
-        let keyed: Vec<(usize, &str)> = pairs.iter().filter_map(|&(i, r)| key_of(inp, i).map(|k| (r, k))).collect();
-        match plan {
-            None => {
-                let names = |i: usize| (inp.name(inp.server[i]), inp.name(inp.agent[i]));
-                let mut info = BucketInfo { pairs: Vec::new(), fan_out: false, measured: None };
-                let mut seen = std::collections::HashSet::new();
-                for &i in &measured {
-                    let (s, a) = names(i);
-                    let pair = (s.map(str::to_string), a.map(str::to_string));
-                    if seen.insert(pair.clone()) {
-                        info.pairs.push(pair);
-                    }
-                }
-                info.fan_out = inputs_fan_out(measured.iter().filter_map(|&i| {
-                    let (s, a) = names(i);
-                    run_key(s, a).map(|k| (inp.task[i], k))
-                }));
-                if keyed.is_empty() || keyed.len() < pairs.len() {
-                    // No measured rollout, or one whose input row names no agent (which
-                    // the merge refuses): no share.
-                    infos.push(info);
-                    continue;
-                }
-                let rows: Vec<usize> = keyed.iter().map(|&(r, _)| r).collect();
-                let keys: Vec<&str> = keyed.iter().map(|&(_, k)| k).collect();
-                let p = Profiled::new(t, &rows, &keys);
-                let names: Vec<String> = p.fields.iter().map(|f| f.name.clone()).collect();
-                info.fan_out |= p.fan_out;
-                info.measured = Some((names.clone(), p.all_int, rows.len() as u64));
-                infos.push(info);
-                let local: Vec<usize> = (0..p.fields.len()).collect();
-                for (l, positions) in p.label_positions().into_iter().enumerate() {
-                    let run_rows: Vec<usize> = positions.iter().map(|&pos| p.rows[pos]).collect();
-                    let one =
-                        Profiled::with_fields(t, &run_rows, &vec![""; run_rows.len()], p.fields.clone(), p.all_int);
-                    let mut lean = LeanRun::default();
-                    lean.visit(&one, &local);
-                    lean.close_share();
-                    let key = Some(p.labels[l].clone());
-                    shares.push(Share { key, first_task: one.task(0), names: names.clone(), all_int: p.all_int, lean });
-                }
-            }
-            Some(plan) => {
-                if let (Some(path), Some(labels)) = (tasks_out, &labels) {
-                    let e = &plan.entries;
-                    let label_by_key: HashMap<&str, &str> =
-                        labels.iter().map(|(k, l)| (k.as_str(), l.as_str())).collect();
-                    let mut bytes = Vec::new();
-                    let wrote = write_bucket_entries(
-                        t,
-                        inp,
-                        (&measured, &pairs),
-                        (plan.fields(), e.all_int, e.fan_out),
-                        &label_by_key,
-                        true,
-                        &mut bytes,
-                    )
-                    .map_err(|e| e.at(path))?;
-                    if wrote {
-                        pieces.push(TaskPiece { key: None, first_task: t.task[0], depth: 0, bytes });
-                    }
-                }
-                let mut by: std::collections::BTreeMap<&str, Vec<usize>> = Default::default();
-                for &(r, k) in &keyed {
-                    by.entry(k).or_default().push(r);
-                }
-                let all: Vec<usize> = (0..plan.fields().len()).collect();
-                for (k, rows) in by {
-                    let key = Some(k.to_string());
-                    let run = plan.run_in(&key, slice)?;
-                    if !run.more {
-                        continue;
-                    }
-                    let fields = resolve_fields(t, plan.fields().iter().cloned());
-                    let one = Profiled::with_fields(t, &rows, &vec![""; rows.len()], fields, false);
-                    let mut lean = run.lean.share(one.task(0));
-                    lean.visit(&one, &all);
-                    lean.close_share();
-                    shares.push(Share { key, first_task: one.task(0), names: Vec::new(), all_int: false, lean });
-                }
+        let Some(plan) = plan else {
+            let (info, s) = counting_shares(t, inp, &measured, &pairs);
+            infos.push(info);
+            // A rollout whose input row names no agent, which the merge refuses: no share.
+            shares.extend(s.unwrap_or_default().into_iter().map(|(s, _, _)| s));
+            continue;
+        };
+        if let (Some(path), Some(labels)) = (tasks_out, &labels) {
+            let e = &plan.entries;
+            let label_by_key: HashMap<&str, &str> = labels.iter().map(|(k, l)| (k.as_str(), l.as_str())).collect();
+            let mut bytes = Vec::new();
+            let what = (plan.fields(), e.all_int, e.fan_out);
+            if write_bucket_entries(t, inp, (&measured, &pairs), what, &label_by_key, true, &mut bytes)
+                .map_err(|e| e.at(path))?
+            {
+                pieces.push(TaskPiece { key: None, first_task: t.task[0], depth: 0, bytes });
             }
         }
+        shares.extend(profile_round_shares(plan, t, inp, &pairs, slice)?);
     }
     // A round with task entries has a plan (checked before reading).
     if let (Some(path), Some(plan)) = (tasks_out, plan) {
@@ -575,6 +466,28 @@ pub(super) fn write_profile_shares(
     }
     write_share_file(&shares, &infos, plan, Command::Profile, out, read)?;
     Ok(shares.len())
+}
+
+/// A later round's shares of a bucket joined to its input rows (`pairs` of its measured
+/// rollouts), one per run key still passing.
+fn profile_round_shares(
+    plan: &Plan,
+    t: &RolloutTable,
+    inp: &InputTable,
+    pairs: &[(usize, usize)],
+    slice: &Path,
+) -> Result<Vec<Share>> {
+    let mut by: BTreeMap<&str, Vec<usize>> = BTreeMap::new();
+    for &(i, r) in pairs {
+        if let Some(k) = key_of(inp, i) {
+            by.entry(k).or_default().push(r);
+        }
+    }
+    let mut shares = Vec::new();
+    for (k, rows) in by {
+        shares.extend(round_share(plan, &Some(k.to_string()), t, &rows, slice)?);
+    }
+    Ok(shares)
 }
 
 /// Writes the task entries of bucket `t` (joined to its input rows `inp`: the measured
@@ -671,30 +584,25 @@ fn each_step(
 }
 
 /// `merge profile` bucket by bucket, staging the three artifacts `paths` in `out`; `None`
-/// when this run needs the whole table (nothing is staged then).
+/// when this run needs the whole table (nothing is staged then). The statistics come
+/// from rounds over the buckets run here, or from `given`, a finished plan of rounds
+/// run elsewhere.
 pub(super) fn merge_profile_streamed(
     c: &ProfileConfig,
     slices: &[PathBuf],
     inputs: &MergeInputs,
     out: &mut OutputSet,
     paths: &[PathBuf; 3],
-    levels: LevelsFrom,
+    given: Option<Plan>,
     pending: &mut Vec<String>,
 ) -> Result<Option<MergedProfile>> {
-    let lean = levels.lean();
     if !c.metrics.is_empty() {
         return Ok(None);
     }
-    // Task entries rendered by the round tasks, copied in instead of written here, and
-    // the rules the rounds rendered them by.
-    let mut levels = levels;
-    let (mut pieces, entry_rules) = match &mut levels {
-        LevelsFrom::Plan(p) => (p.tasks.take(), p.entries.clone()),
-        _ => (None, ProfileEntries::default()),
-    };
     let name = &c.rollouts[0];
     let t0 = std::time::Instant::now();
-    let mut g = Gather::new(lean);
+    let mut g = Gather::default();
+    let mut plan = Plan::new(Command::Profile);
     let ranges = RangeInputs::new(inputs);
     let mut all_lines = LineMap::default();
     let mut any_rows = false;
@@ -703,8 +611,7 @@ pub(super) fn merge_profile_streamed(
             all_lines = t.lines.clone();
             any_rows = true;
         }
-        g.visit(t, inp);
-        Ok(())
+        g.visit(t, inp, &mut plan)
     })?;
     // Slices without a row are refused as the whole table refuses them.
     if !in_order || !any_rows {
@@ -724,89 +631,31 @@ pub(super) fn merge_profile_streamed(
         out.add(&paths[2], &compact_array(&[]))?;
         return Ok(Some(MergedProfile { summary, agents, warnings }));
     }
-    // Labels, settled over the whole sweep, and each run key's.
-    let labels = labels_for(g.label_pairs.iter().map(|(s, a)| (s.as_deref(), a.as_deref())));
-    let label_of_key: Vec<String> =
-        g.keys.iter().map(|k| labels.get(k).cloned().unwrap_or_else(|| k.clone())).collect();
-    if let Some(runs) = &mut g.lean {
-        match levels {
-            // The statistics rounds ran elsewhere: the plan holds their results.
-            LevelsFrom::Plan(mut plan) => {
-                plan.check_no_other_runs(&g.keys.iter().cloned().map(Some).collect::<Vec<_>>())?;
-                for (k, run) in runs.iter_mut().enumerate() {
-                    run.pad_fields(g.cols.fields.len());
-                    *run = plan.take_finished(&Some(g.keys[k].clone()), &g.cols.fields, std::mem::take(run))?;
-                }
-            }
-            LevelsFrom::Passes | LevelsFrom::Columns => {
-                lean_passes(slices, name, &ranges, runs, &g.key_ids, &g.cols.fields)?
-            }
-        }
-    }
-    let t0 = std::time::Instant::now();
-    let mut names: Vec<&str> = label_of_key.iter().map(String::as_str).collect();
-    names.sort_unstable();
-    names.dedup();
-    let labels_sorted: Vec<String> = names.iter().map(|s| s.to_string()).collect();
-    let rank: Vec<u32> =
-        label_of_key.iter().map(|l| names.binary_search(&l.as_str()).expect("a label of the list") as u32).collect();
-    let fields: Vec<Field> = g.cols.fields.iter().map(|f| Field { name: f.clone(), top: None, usage: None }).collect();
-    let keys = StatKeys::new(&fields);
-    let (agents, repeats) = match &g.lean {
-        Some(runs) => {
-            // Labels and run keys go one to one; each label's levels from its run's state.
-            let mut by_rank: Vec<usize> = (0..runs.len()).collect();
-            by_rank.sort_by_key(|&k| rank[k]);
-            let agent_stats = by_rank.iter().map(|&k| runs[k].agent_members(&keys, g.cols.all_int)).collect();
-            let entries = by_rank
-                .iter()
-                .flat_map(|&k| runs[k].raw_repeat_entries(rank[k], &label_of_key[k], &g.cols.fields, g.run_tasks[k]))
-                .collect();
-            let mut repeat_warnings = Warnings::default();
-            let repeats = finish_repeats(entries, &labels_sorted, &mut repeat_warnings);
-            warnings.extend(repeat_warnings);
-            assemble_levels(&labels_sorted, agent_stats, repeats, cov, &mut warnings)
-        }
-        None => {
-            // Within a task, rows are in run key order rather than label order: the levels
-            // read each label's positions alone, in (task, rollout) order either way.
-            let label: Vec<u32> = g.key.iter().map(|&k| rank[k as usize]).collect();
-            let n = label.len();
-            let mut t = RolloutTable::empty(LineMap::default());
-            t.task = std::mem::take(&mut g.task);
-            t.rollout = std::mem::take(&mut g.rollout);
-            let p = Profiled {
-                t: &t,
-                rows: (0..n).collect(),
-                label,
-                labels: labels_sorted,
-                fields,
-                vals: std::mem::take(&mut g.cols.vals),
-                all_int: g.cols.all_int,
-                ints: std::mem::take(&mut g.cols.ints),
-                fan_out: g.fan_out,
+    let (plan, mut pieces) = settle(plan, given, |plan| {
+        each_step(slices, name, &ranges, false, |t, inp| {
+            let shares = match t.is_empty() {
+                true => Vec::new(),
+                false => profile_round_shares(plan, t, inp, &join_bucket(t, inp)?.pairs, name)?,
             };
-            agents_and_repeats(&p, &keys, cov, &mut warnings)
-        }
-    };
+            absorb_own(plan, shares, Vec::new())
+        })
+        .map(|_| ())
+    })?;
+    // Labels, settled over the whole sweep, and each run key's.
+    let labels = labels_for(plan.entries.pairs.iter().map(|(s, a)| (s.as_deref(), a.as_deref())));
+    let keys: Vec<&str> = plan.runs().map(|r| r.key.as_deref().unwrap_or_default()).collect();
+    let label_of_key: Vec<&str> = keys.iter().map(|&k| labels.get(k).map_or(k, String::as_str)).collect();
+    let t0 = std::time::Instant::now();
+    let (agents, repeats) = profile_levels(&plan, &label_of_key, &g.run_tasks, cov, &mut warnings);
     trace("merge: statistics", t0);
     // The task entries, bucket by bucket, each with its own input rows as samples.
     let t0 = std::time::Instant::now();
-    let label_by_key: HashMap<&str, &str> =
-        g.keys.iter().zip(&label_of_key).map(|(k, l)| (k.as_str(), l.as_str())).collect();
+    let label_by_key: HashMap<&str, &str> = keys.iter().copied().zip(label_of_key.iter().copied()).collect();
     let mut w = out.create(&paths[0])?;
-    let (fields, all_int, fan_out) = (&g.cols.fields, g.cols.all_int, g.fan_out);
+    let what = (plan.fields(), plan.entries.all_int, plan.entries.fan_out);
     let mut started = false;
     if let Some(pieces) = &mut pieces {
         // Rendered by the round tasks: copied in, bucket after bucket.
-        if (&g.label_pairs, g.fan_out, g.cols.all_int) != (&entry_rules.pairs, entry_rules.fan_out, entry_rules.all_int)
-        {
-            return Err(Error::Mismatch(
-                "the plan settled other labels or rules for the task entries than these slices give: give the plan \
-                 and task entries of these slices' rounds"
-                    .into(),
-            ));
-        }
         for &first in &g.bucket_firsts {
             pieces.copy(&None, first, 0, true, &mut w).map_err(|e| e.at(&paths[0]))?;
         }
@@ -818,7 +667,6 @@ pub(super) fn merge_profile_streamed(
                 return Ok(());
             }
             let Joined { measured, pairs } = join_bucket(t, inp)?;
-            let what = (fields.as_slice(), all_int, fan_out);
             if write_bucket_entries(t, inp, (&measured, &pairs), what, &label_by_key, started, &mut w)
                 .map_err(|e: StreamError| e.at(&paths[0]))?
             {
@@ -839,45 +687,36 @@ pub(super) fn merge_profile_streamed(
     Ok(Some(MergedProfile { summary, agents, warnings }))
 }
 
-/// The passes of `--low-memory` after the first ([`passes`]): each reads every bucket
-/// and hands each run key that needs another pass its measured rollouts.
-fn lean_passes(
-    slices: &[PathBuf],
-    name: &Path,
-    ranges: &RangeInputs<'_>,
-    runs: &mut [LeanRun],
-    key_ids: &HashMap<String, u32>,
-    fields: &[String],
-) -> Result<()> {
-    let changed = |_| {
-        Error::Mismatch(
-            "the slices changed while the merge read them: a pass over them did not find the rollouts the first \
-             pass found; merge slices that nothing writes to"
-                .into(),
-        )
-    };
-    for r in runs.iter_mut() {
-        r.pad_fields(fields.len());
-    }
-    let mut lean: Vec<Option<&mut LeanRun>> = runs.iter_mut().map(Some).collect();
-    passes(&mut lean, changed, |more, add| {
-        each_step(slices, name, ranges, false, |t, inp| {
-            if t.is_empty() {
-                return Ok(());
-            }
-            let mut by: BTreeMap<usize, Vec<usize>> = BTreeMap::new();
-            for &(i, r) in &join_bucket(t, inp)?.pairs {
-                let k = key_of(inp, i).and_then(|k| key_ids.get(k)).ok_or_else(|| changed(0))?;
-                if more[*k as usize] {
-                    by.entry(*k as usize).or_default().push(r);
-                }
-            }
-            for (k, rows) in by {
-                let fields_here = resolve_fields(t, fields.iter().cloned());
-                add(k, &Profiled::with_fields(t, &rows, &vec![""; rows.len()], fields_here, false));
-            }
-            Ok(())
+/// The agent and repeat levels of a profile from its finished plan: each label's from
+/// its run's state (labels and run keys go one to one), labelled `label_of_key` (in the
+/// plan's order of runs), with each run key's measured tasks and the coverage.
+fn profile_levels(
+    plan: &Plan,
+    label_of_key: &[&str],
+    run_tasks: &HashMap<String, usize>,
+    cov: Vec<(String, [usize; 4])>,
+    warnings: &mut Warnings,
+) -> (Vec<Json>, Vec<Json>) {
+    let mut names: Vec<&str> = label_of_key.to_vec();
+    names.sort_unstable();
+    names.dedup();
+    let labels_sorted: Vec<String> = names.iter().map(|s| s.to_string()).collect();
+    let rank = |l: &str| names.binary_search(&l).expect("a label of the list") as u32;
+    let fields: Vec<Field> = plan.fields().iter().map(|f| Field { name: f.clone(), top: None, usage: None }).collect();
+    let keys = StatKeys::new(&fields);
+    let runs: Vec<_> = plan.runs().collect();
+    let mut by_rank: Vec<usize> = (0..runs.len()).collect();
+    by_rank.sort_by_key(|&k| rank(label_of_key[k]));
+    let agent_stats = by_rank.iter().map(|&k| runs[k].lean.agent_members(&keys, plan.entries.all_int)).collect();
+    let entries = by_rank
+        .iter()
+        .flat_map(|&k| {
+            let tasks = run_tasks.get(runs[k].key.as_deref().unwrap_or_default()).copied().unwrap_or(0);
+            runs[k].lean.raw_repeat_entries(rank(label_of_key[k]), label_of_key[k], plan.fields(), tasks)
         })
-        .map(|_| ())
-    })
+        .collect();
+    let mut repeat_warnings = Warnings::default();
+    let repeats = finish_repeats(entries, &labels_sorted, &mut repeat_warnings);
+    warnings.extend(repeat_warnings);
+    assemble_levels(&labels_sorted, agent_stats, repeats, cov, warnings)
 }

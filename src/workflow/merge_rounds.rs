@@ -31,7 +31,10 @@ use super::merge_lean::{mix, LeanRun};
 use crate::error::{Error, Location, Result};
 use crate::export::atomic::OutputSet;
 use crate::export::tasks::StreamError;
+use crate::ingest::fields::resolve_fields;
 use crate::ingest::slice::{Dec, Enc};
+use crate::ingest::RolloutTable;
+use crate::metrics::levels::Profiled;
 
 const MAGIC: &[u8; 16] = b"rollstat-levels\x01";
 const PLAN: u8 = 1;
@@ -60,23 +63,6 @@ const BINS: usize = 1 << 27;
 /// of zeros compress far better than slices).
 const MAX_RATIO: usize = 4096;
 
-/// How a bucket-by-bucket merge gets the agent and repeat levels.
-pub enum LevelsFrom {
-    /// Each run's value columns, kept by the first pass.
-    Columns,
-    /// Passes of the merge's own over the slices (`--low-memory`).
-    Passes,
-    /// A finished plan of rounds run elsewhere (`--low-memory --plan`).
-    Plan(Plan),
-}
-
-impl LevelsFrom {
-    /// Whether no column is kept.
-    pub fn lean(&self) -> bool {
-        !matches!(self, LevelsFrom::Columns)
-    }
-}
-
 /// Where the rounds are: each run's statistics state after the rounds so far.
 pub struct Plan {
     /// Rounds combined so far (1 after the counting round).
@@ -92,6 +78,18 @@ pub struct Plan {
     /// merge settles it.
     pub(super) entries: ProfileEntries,
     runs: Vec<PlanRun>,
+    /// Within a round: what the shares absorbed so far settled (not written).
+    fold: Fold,
+}
+
+/// What a round's shares settle as they are absorbed, bucket after bucket: each run's
+/// last bucket (by first task), and for a profile the pairs and fields seen
+/// and the measured rollouts so far.
+#[derive(Default)]
+struct Fold {
+    last: HashMap<usize, i64>,
+    seen_pairs: std::collections::HashSet<(Option<String>, Option<String>)>,
+    measured: u64,
 }
 
 /// What a profile's task entries need settled over the whole sweep: the distinct
@@ -116,7 +114,7 @@ pub(super) struct BucketInfo {
 
 pub(super) struct PlanRun {
     /// Run key (`None`: the rollouts nothing names, labelled by `--agent`).
-    key: Option<String>,
+    pub(super) key: Option<String>,
     /// Fields in the run's order of first appearance.
     pub(super) names: Vec<String>,
     /// Whether another round is needed.
@@ -268,7 +266,7 @@ impl Plan {
             (d.at == d.b.len()).then_some(runs)
         })()
         .ok_or_else(|| bad(path, "cut short or damaged"))?;
-        Ok(Plan { round, sweep, tasks: None, command, fields, entries, runs })
+        Ok(Plan { round, sweep, tasks: None, command, fields, entries, runs, fold: Fold::default() })
     }
 
     /// Reads a plan for `command`'s merge; a plan of the other command is refused.
@@ -315,7 +313,8 @@ impl Plan {
         self.round == 0 || self.runs.iter().any(|r| r.more)
     }
 
-    fn run(&self, key: &Option<String>) -> Option<&PlanRun> {
+    /// The state of run `key` (`None` when it has no scored rollout).
+    pub(super) fn run(&self, key: &Option<String>) -> Option<&PlanRun> {
         self.runs.iter().find(|r| &r.key == key)
     }
 
@@ -336,46 +335,197 @@ impl Plan {
         &self.fields
     }
 
-    /// The finished state of run `key` for the final merge, checked against what the
-    /// merge's own counting pass found (`counted`, not yet ended): the fields, rows,
-    /// buckets, counts, extremes and digests of the values must be the plan's.
-    pub fn take_finished(&mut self, key: &Option<String>, names: &[String], counted: LeanRun) -> Result<LeanRun> {
-        let which = key.as_deref().unwrap_or("(unnamed)");
-        let i = self.runs.iter().position(|r| &r.key == key).ok_or_else(|| {
-            Error::Mismatch(format!(
-                "the plan has no run {which}, which these slices hold: give the plan combined from these slices' shares"
-            ))
-        })?;
-        let r = &self.runs[i];
-        if r.more || !r.lean.finished() {
-            return Err(Error::Mismatch(format!(
-                "the plan is not finished (run {which} needs another round): run the rounds of `--share-out` \
-                 and `merge combine` until combine prints `done`"
-            )));
-        }
-        // Ending the counting pass shapes the state as the plan's was shaped then (a run
-        // of one repeat drops its repeat columns, repeats get every field).
-        let mut counted = counted;
-        let ended = counted.end_pass().is_ok();
-        if r.names != names || !ended || r.lean.fingerprint() != counted.fingerprint() {
-            return Err(Error::Mismatch(format!(
-                "the plan's run {which} counts other rows or fields than these slices hold: give the plan \
-                 combined from these slices' shares"
-            )));
-        }
-        Ok(std::mem::take(&mut self.runs[i].lean))
+    /// The runs, in the order the counting round first saw them.
+    pub(super) fn runs(&self) -> impl Iterator<Item = &PlanRun> {
+        self.runs.iter()
     }
 
-    /// Runs the final merge counted that the plan does not have.
-    pub fn check_no_other_runs(&self, keys: &[Option<String>]) -> Result<()> {
-        match self.runs.iter().find(|r| !keys.contains(&r.key)) {
-            Some(r) => Err(Error::Mismatch(format!(
+    /// Checks this finished plan against `counted`, the state the final merge's own
+    /// counting round found: the same runs, each with the fields, rows, buckets,
+    /// counts, extremes and digests of the values of the plan.
+    pub(super) fn verify(&self, counted: &Plan) -> Result<()> {
+        let which = |k: &Option<String>| k.as_deref().unwrap_or("(unnamed)").to_string();
+        if let Some(r) = counted.runs.iter().find(|r| self.run(&r.key).is_none()) {
+            return Err(Error::Mismatch(format!(
+                "the plan has no run {}, which these slices hold: give the plan combined from these slices' shares",
+                which(&r.key)
+            )));
+        }
+        if let Some(r) = self.runs.iter().find(|r| counted.run(&r.key).is_none()) {
+            return Err(Error::Mismatch(format!(
                 "the plan has a run {} that these slices do not hold: give the plan combined from these slices' shares",
-                r.key.as_deref().unwrap_or("(unnamed)")
-            ))),
-            None => Ok(()),
+                which(&r.key)
+            )));
+        }
+        for c in &counted.runs {
+            let r = self.run(&c.key).expect("checked above");
+            if r.more || !r.lean.finished() {
+                return Err(Error::Mismatch(format!(
+                    "the plan is not finished (run {} needs another round): run the rounds of `--share-out` \
+                     and `merge combine` until combine prints `done`",
+                    which(&c.key)
+                )));
+            }
+            if r.names != c.names || r.lean.fingerprint() != c.lean.fingerprint() {
+                return Err(Error::Mismatch(format!(
+                    "the plan's run {} counts other rows or fields than these slices hold: give the plan \
+                     combined from these slices' shares",
+                    which(&c.key)
+                )));
+            }
+        }
+        if self.entries != counted.entries {
+            return Err(Error::Mismatch(
+                "the plan settled other labels or rules for the task entries than these slices give: give the plan \
+                 and task entries of these slices' rounds"
+                    .into(),
+            ));
+        }
+        Ok(())
+    }
+
+    /// A plan before the counting round, for `command`'s merge.
+    pub(super) fn new(command: Command) -> Plan {
+        Plan {
+            round: 0,
+            sweep: 0,
+            tasks: None,
+            command,
+            fields: Vec::new(),
+            entries: ProfileEntries { all_int: true, ..Default::default() },
+            runs: Vec::new(),
+            fold: Fold::default(),
         }
     }
+
+    /// Adds one bucket's shares of this round (with, in the counting round of a
+    /// profile, what the bucket tells besides them), buckets in order; the reason when
+    /// they do not fit the plan.
+    pub(super) fn absorb(&mut self, shares: Vec<Share>, infos: Vec<BucketInfo>) -> std::result::Result<(), String> {
+        let counting = self.round == 0;
+        let profile = self.command == Command::Profile;
+        if counting {
+            self.fold_bucket_infos(infos);
+        }
+        for s in shares {
+            let i = match self.runs.iter().position(|r| r.key == s.key) {
+                Some(i) => i,
+                None if counting => {
+                    self.runs.push(PlanRun {
+                        key: s.key.clone(),
+                        names: Vec::new(),
+                        more: true,
+                        all_int: true,
+                        lean: LeanRun::default(),
+                    });
+                    self.runs.len() - 1
+                }
+                None => {
+                    return Err("a share of a run the plan does not have: give the shares written with the plan given \
+                                here"
+                        .into())
+                }
+            };
+            if let Some(&l) = self.fold.last.get(&i).filter(|&&l| s.first_task <= l) {
+                return Err(format!(
+                    "shares out of bucket order (task {} after task {l}): give the shares in the buckets' order",
+                    s.first_task
+                ));
+            }
+            self.fold.last.insert(i, s.first_task);
+            let run = &mut self.runs[i];
+            // Profile: one order of fields for all runs, in the sweep's order.
+            let names = if profile { &mut self.fields } else { &mut run.names };
+            let known = names.len();
+            let global: Vec<usize> = match counting {
+                true => s.names.iter().map(|n| position_or_push(names, n)).collect(),
+                false => (0..names.len()).collect(),
+            };
+            if !run.more || s.lean.counts().1.len() != global.len() {
+                return Err("a share that does not fit the plan: give the shares written with the plan given here".into());
+            }
+            if counting && !profile && !all_int_still(s.all_int, s.names.len(), &run.names, known, run.lean.counts().0) {
+                run.all_int = false;
+            }
+            run.lean.absorb(s.first_task, s.lean, &global);
+        }
+        Ok(())
+    }
+
+    /// Ends the round: each run still passing ends its pass (`changed(run)` is the
+    /// error when the round did not see the rows the counting round counted), and the
+    /// counting round names the sweep.
+    pub(super) fn end_round(&mut self, changed: impl Fn(&str) -> Error) -> Result<()> {
+        let counting = self.round == 0;
+        let width = self.fields.len();
+        for r in self.runs.iter_mut().filter(|r| r.more) {
+            if counting && self.command == Command::Profile {
+                // Every label has every field of the profile.
+                r.lean.pad_fields(width);
+                r.names = self.fields.clone();
+            }
+            r.more = r.lean.end_pass().map_err(|_| changed(r.key.as_deref().unwrap_or("(unnamed)")))?;
+        }
+        if counting {
+            // What was counted names the sweep for every later share, plan and task entry.
+            let mut h = 0x5EED_u64;
+            for r in &self.runs {
+                for b in r.key.iter().chain(&r.names).flat_map(|s| s.bytes().chain([0])) {
+                    h = mix(h, b as u64);
+                }
+                for x in r.lean.fingerprint() {
+                    h = mix(h, x);
+                }
+            }
+            self.sweep = h;
+        }
+        self.round += 1;
+        self.fold = Fold::default();
+        Ok(())
+    }
+
+    /// Adds buckets' infos to what a profile's entries need, as the merge's first pass
+    /// adds its buckets.
+    fn fold_bucket_infos(&mut self, infos: Vec<BucketInfo>) {
+        let (e, f) = (&mut self.entries, &mut self.fold);
+        for b in infos {
+            for p in b.pairs {
+                if f.seen_pairs.insert(p.clone()) {
+                    e.pairs.push(p);
+                }
+            }
+            e.fan_out |= b.fan_out;
+            let Some((names, all_int, rows)) = b.measured else { continue };
+            let known = self.fields.len();
+            for n in &names {
+                position_or_push(&mut self.fields, n);
+            }
+            if !all_int_still(all_int, names.len(), &self.fields, known, f.measured) {
+                e.all_int = false;
+            }
+            f.measured += rows;
+        }
+    }
+}
+
+/// The position of `n` in `names`, pushed there when new.
+fn position_or_push(names: &mut Vec<String>, n: &str) -> usize {
+    match names.iter().position(|m| m == n) {
+        Some(g) => g,
+        None => {
+            names.push(n.to_string());
+            names.len() - 1
+        }
+    }
+}
+
+/// Whether a set of fields stays all-integer after a bucket of `before` earlier values:
+/// a value missing anywhere (a field not in every bucket's rows — this bucket has `own`
+/// of the `names` seen, of which `known` were seen before it — or one that appears
+/// after the first bucket) or not an integer (`all_int` false) makes it not so.
+fn all_int_still(all_int: bool, own: usize, names: &[String], known: usize, before: u64) -> bool {
+    let new_field = names.len() > known;
+    all_int && own >= names.len() && !(new_field && before > 0)
 }
 
 /// Writes one round's shares (in bucket order) for `command`'s merge.
@@ -446,202 +596,128 @@ fn read_shares(path: &Path) -> Result<(Header, Vec<Share>, Vec<BucketInfo>)> {
     Ok((h, shares.0, shares.1))
 }
 
-/// The profile's sweep-wide settling, bucket after bucket: the pairs seen, the fields
-/// seen, and the measured rollouts so far.
-#[derive(Default)]
-struct ProfileFold {
-    seen_pairs: std::collections::HashSet<(Option<String>, Option<String>)>,
-    fields: Vec<String>,
-    measured: u64,
-}
-
-/// Adds buckets' infos to what a profile's entries need, as the merge's first pass adds
-/// its buckets.
-fn fold_bucket_infos(e: &mut ProfileEntries, f: &mut ProfileFold, infos: Vec<BucketInfo>) {
-    for b in infos {
-        for p in b.pairs {
-            if f.seen_pairs.insert(p.clone()) {
-                e.pairs.push(p);
-            }
-        }
-        e.fan_out |= b.fan_out;
-        let Some((names, all_int, rows)) = b.measured else { continue };
-        let mut new_field = false;
-        for n in &names {
-            if !f.fields.contains(n) {
-                f.fields.push(n.clone());
-                new_field = true;
-            }
-        }
-        // A value missing anywhere (a field not in every bucket's rows) makes the set
-        // not all-int.
-        if !all_int || names.len() < f.fields.len() || (new_field && f.measured > 0) {
-            e.all_int = false;
-        }
-        f.measured += rows;
-    }
-}
-
 /// Adds the shares of one round (`shares`, files in bucket order) to `plan` (none for
 /// the counting round) and writes the next plan to `out`; returns it.
 pub fn combine(plan_path: Option<&Path>, shares: &[PathBuf], out: &Path) -> Result<Plan> {
     let mut plan = match plan_path {
         Some(p) => Plan::read(p)?,
-        None => Plan {
-            round: 0,
-            sweep: 0,
-            tasks: None,
-            command: Command::Aggregate,
-            fields: Vec::new(),
-            entries: ProfileEntries { all_int: true, ..Default::default() },
-            runs: Vec::new(),
-        },
+        None => Plan::new(Command::Aggregate),
     };
     if plan_path.is_some() && !plan.more() {
         return Err(Error::Usage("the plan is finished: give it to `merge aggregate --plan`".into()));
     }
     let counting = plan.round == 0;
-    let mut profile_state = ProfileFold::default();
-    let mut index: HashMap<Option<String>, usize> =
-        plan.runs.iter().enumerate().map(|(i, r)| (r.key.clone(), i)).collect();
-    let mut last: HashMap<usize, i64> = HashMap::new();
     for (n, path) in shares.iter().enumerate() {
         let (Header { round, command, sweep }, list, infos) = read_shares(path)?;
-        if counting {
-            fold_bucket_infos(&mut plan.entries, &mut profile_state, infos);
-        }
         if counting && n == 0 {
             plan.command = command;
         }
-        if command != plan.command {
-            return Err(Error::bad(
-                Location::file(path),
-                format!(
-                    "a share of `merge {}` among those of `merge {}`: give one command's shares",
-                    command.name(),
-                    plan.command.name()
-                ),
-            ));
-        }
-        if round != plan.round {
-            return Err(Error::bad(
-                Location::file(path),
-                format!(
-                    "a share of round {} where the plan is at round {}: give this round's shares, written with the \
-                     plan given here",
-                    round + 1,
-                    plan.round + 1
-                ),
-            ));
-        }
-        if !counting && sweep != plan.sweep {
-            return Err(Error::bad(
-                Location::file(path),
-                "a share written with another plan (of other rows): give this round's shares, written with the plan \
-                 given here",
-            ));
-        }
-        for s in list {
-            let i = match index.get(&s.key) {
-                Some(&i) => i,
-                None if counting => {
-                    plan.runs.push(PlanRun {
-                        key: s.key.clone(),
-                        names: Vec::new(),
-                        more: true,
-                        all_int: true,
-                        lean: LeanRun::default(),
-                    });
-                    index.insert(s.key.clone(), plan.runs.len() - 1);
-                    plan.runs.len() - 1
-                }
-                None => {
-                    return Err(Error::bad(
-                        Location::file(path),
-                        "a share of a run the plan does not have: give the shares written with the plan given here",
-                    ))
-                }
-            };
-            if last.get(&i).is_some_and(|&l| s.first_task <= l) {
-                return Err(Error::bad(
-                    Location::file(path),
-                    format!(
-                        "shares out of bucket order (task {} after task {}): give the shares in the buckets' order",
-                        s.first_task, last[&i]
-                    ),
-                ));
-            }
-            last.insert(i, s.first_task);
-            let profile = plan.command == Command::Profile;
-            let run = &mut plan.runs[i];
-            // Profile: one order of fields for all runs, in the sweep's order.
-            let names = if profile { &mut plan.fields } else { &mut run.names };
-            let known = names.len();
-            let global: Vec<usize> = if counting {
-                s.names
-                    .iter()
-                    .map(|n| match names.iter().position(|m| m == n) {
-                        Some(g) => g,
-                        None => {
-                            names.push(n.clone());
-                            names.len() - 1
-                        }
-                    })
-                    .collect()
-            } else {
-                (0..names.len()).collect()
-            };
-            if !run.more || s.lean.counts().1.len() != global.len() {
-                return Err(Error::bad(
-                    Location::file(path),
-                    "a share that does not fit the plan: give the shares written with the plan given here",
-                ));
-            }
-            if counting && !profile {
-                // As the merge settles it: a value missing anywhere (a field not in every
-                // bucket's rows, or one that appears after the first bucket) or not an
-                // integer makes the run not all-int.
-                let new_field = run.names.len() > known;
-                if !s.all_int || s.names.len() < run.names.len() || (new_field && run.lean.counts().0 > 0) {
-                    run.all_int = false;
-                }
-            }
-            run.lean.absorb(s.first_task, s.lean, &global);
-        }
-    }
-    let width = plan.fields.len();
-    for r in plan.runs.iter_mut().filter(|r| r.more) {
-        if counting && plan.command == Command::Profile {
-            // Every label has every field of the profile.
-            r.lean.pad_fields(width);
-            r.names = plan.fields.clone();
-        }
-        r.more = r.lean.end_pass().map_err(|_| {
-            Error::Mismatch(format!(
-                "the shares do not hold the rows the plan counted for run {}: give one share of every bucket, \
-                 all written with the plan given here",
-                r.key.as_deref().unwrap_or("(unnamed)")
+        let wrong = if command != plan.command {
+            Some(format!(
+                "a share of `merge {}` among those of `merge {}`: give one command's shares",
+                command.name(),
+                plan.command.name()
             ))
-        })?;
-    }
-    if counting {
-        // What was counted names the sweep for every later share, plan and task entry.
-        let mut h = 0x5EED_u64;
-        for r in &plan.runs {
-            for b in r.key.iter().chain(&r.names).flat_map(|s| s.bytes().chain([0])) {
-                h = mix(h, b as u64);
-            }
-            for x in r.lean.fingerprint() {
-                h = mix(h, x);
-            }
+        } else if round != plan.round {
+            Some(format!(
+                "a share of round {} where the plan is at round {}: give this round's shares, written with the plan \
+                 given here",
+                round + 1,
+                plan.round + 1
+            ))
+        } else if !counting && sweep != plan.sweep {
+            Some(
+                "a share written with another plan (of other rows): give this round's shares, written with the plan \
+                 given here"
+                    .into(),
+            )
+        } else {
+            plan.absorb(list, infos).err()
+        };
+        if let Some(why) = wrong {
+            return Err(Error::bad(Location::file(path), why));
         }
-        plan.sweep = h;
     }
-    plan.round += 1;
+    plan.end_round(|run| {
+        Error::Mismatch(format!(
+            "the shares do not hold the rows the plan counted for run {run}: give one share of every bucket, all \
+             written with the plan given here"
+        ))
+    })?;
     let mut read: Vec<&Path> = shares.iter().map(PathBuf::as_path).collect();
     read.extend(plan_path);
     plan.write(out, &read)?;
     Ok(plan)
+}
+
+/// The counting round's share of one run's scored rollouts of a bucket, `one` (every
+/// field the rows have, in their order).
+pub(super) fn counting_share(key: Option<String>, one: &Profiled<'_>) -> Share {
+    let names = one.fields.iter().map(|f| f.name.clone()).collect();
+    let mut lean = LeanRun::default();
+    lean.visit(one, &(0..one.fields.len()).collect::<Vec<_>>());
+    lean.close_share();
+    Share { key, first_task: one.task(0), names, all_int: one.all_int, lean }
+}
+
+/// A later round's share of run `key`'s scored rollouts `rows` of bucket `t` (read from
+/// `slice`), from the plan's state of the run: none when the run needs no more rounds.
+pub(super) fn round_share(
+    plan: &Plan,
+    key: &Option<String>,
+    t: &RolloutTable,
+    rows: &[usize],
+    slice: &Path,
+) -> Result<Option<Share>> {
+    let r = plan.run_in(key, slice)?;
+    if !r.more || rows.is_empty() {
+        return Ok(None);
+    }
+    let fields = resolve_fields(t, r.names.iter().cloned());
+    let p = Profiled::with_fields(t, rows, &vec![""; rows.len()], fields, false);
+    let mut lean = r.lean.share(p.task(0));
+    lean.visit(&p, &(0..p.fields.len()).collect::<Vec<_>>());
+    lean.close_share();
+    Ok(Some(Share { key: key.clone(), first_task: p.task(0), names: Vec::new(), all_int: false, lean }))
+}
+
+/// Settles the statistics once `counted` holds the merge's own counting round: from
+/// `given`, a finished plan of rounds run elsewhere (checked against `counted`, with
+/// the task entries its round tasks rendered), or from rounds run in this process —
+/// `round(plan)` reads every bucket and absorbs its shares ([`round_share`]) into the
+/// plan — until no run needs another.
+pub(super) fn settle(
+    mut counted: Plan,
+    given: Option<Plan>,
+    mut round: impl FnMut(&mut Plan) -> Result<()>,
+) -> Result<(Plan, Option<TaskPieces>)> {
+    counted.end_round(|run| Error::Mismatch(format!("run {run}: a bucket's rows are not in (task, rollout) order")))?;
+    if let Some(mut given) = given {
+        given.verify(&counted)?;
+        let pieces = given.tasks.take();
+        return Ok((given, pieces));
+    }
+    let mut plan = counted;
+    while plan.more() {
+        let t0 = std::time::Instant::now();
+        round(&mut plan)?;
+        plan.end_round(|run| {
+            Error::Mismatch(format!(
+                "the slices changed while the merge read them: a pass over them did not find the scored rollouts of \
+                 run {run} that the first pass found; merge slices that nothing writes to"
+            ))
+        })?;
+        crate::trace::trace(&format!("merge: pass {}", plan.round), t0);
+    }
+    Ok((plan, None))
+}
+
+/// [`Plan::absorb`] of shares made here, which fit by construction unless the slices
+/// changed while the merge read them.
+pub(super) fn absorb_own(plan: &mut Plan, shares: Vec<Share>, infos: Vec<BucketInfo>) -> Result<()> {
+    plan.absorb(shares, infos).map_err(|why| {
+        Error::Mismatch(format!("the slices changed while the merge read them ({why}); merge slices that nothing writes to"))
+    })
 }
 
 const TASKS_MAGIC: &[u8; 16] = b"rollstat-tasks\x00\x01";

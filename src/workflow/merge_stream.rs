@@ -20,8 +20,10 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use super::aggregate::{AggregateConfig, AggregateRun};
-use super::merge_lean::{passes, Columns, LeanRun};
-use super::merge_rounds::{write_share_file, write_task_pieces, Command, LevelsFrom, Plan, Share, TaskPiece};
+use super::merge_rounds::{
+    absorb_own, counting_share, round_share, settle, write_share_file, write_task_pieces, Command, Plan, Share,
+    TaskPiece,
+};
 use crate::error::{Error, Location, Result};
 use crate::export::atomic::OutputSet;
 use crate::export::tasks::{close_array, write_aggregate_with, write_task_entries, StreamError};
@@ -31,7 +33,7 @@ use crate::ingest::labels::{label_runs, labels_for, named, run_key, run_keys, NO
 use crate::ingest::slice::read_slices;
 use crate::ingest::{InputTable, LineMap, RolloutTable};
 use crate::json::{Json, Members};
-use crate::metrics::aggregate::{head_from_levels, levels_into_head, task_plan, AggregateOptions, Shared};
+use crate::metrics::aggregate::{head_from_levels, task_plan, AggregateOptions, Shared};
 use crate::metrics::levels::{Profiled, StatKeys};
 use crate::metrics::perf::PerfValues;
 use crate::metrics::profile::{coverage_members, duplicate_key};
@@ -39,7 +41,7 @@ use crate::metrics::tasks::{info_plans, quoted_names};
 use crate::metrics::warnings::Warnings;
 use crate::trace::trace;
 
-/// What one run gathers over the buckets.
+/// What one run gathers over the buckets besides its statistics' state.
 struct Run {
     /// Run key; `None` for the rollouts nothing names (they go to `--agent`).
     key: Option<String>,
@@ -52,11 +54,6 @@ struct Run {
     repeats: BTreeSet<i64>,
     /// The `ng_perf` values of all its rows, for `perf_summary`.
     perf: PerfValues,
-    /// Its numeric fields, and their values per scored rollout.
-    cols: Columns,
-    /// Per scored rollout, in (task, rollout) order.
-    task: Vec<i64>,
-    rollout: Vec<i64>,
     /// The run's first repeated rollout key.
     duplicate: Option<Error>,
     /// Buckets with scored rollouts of this run, and the first task of its scored
@@ -65,12 +62,10 @@ struct Run {
     firsts: Vec<i64>,
     /// Scored rollouts.
     scored: usize,
-    /// With `--low-memory`: the statistics' state instead of the columns.
-    lean: Option<LeanRun>,
 }
 
 impl Run {
-    fn new(key: Option<String>, key_is_server: bool, lean: bool) -> Run {
+    fn new(key: Option<String>, key_is_server: bool) -> Run {
         Run {
             key,
             key_is_server,
@@ -80,19 +75,16 @@ impl Run {
             tasks_all: 0,
             repeats: BTreeSet::new(),
             perf: PerfValues::default(),
-            cols: Columns::new(!lean),
-            task: Vec::new(),
-            rollout: Vec::new(),
             duplicate: None,
             buckets: Vec::new(),
             firsts: Vec::new(),
             scored: 0,
-            lean: lean.then(LeanRun::default),
         }
     }
 
-    /// Adds this bucket's rows of the run (table rows of `t`, in table order).
-    fn add(&mut self, t: &RolloutTable, rows: &[usize], bucket: usize) {
+    /// Adds this bucket's rows of the run (table rows of `t`, in table order); its
+    /// scored rollouts go to the plan as the run's counting share.
+    fn add(&mut self, t: &RolloutTable, rows: &[usize], bucket: usize, plan: &mut Plan) -> Result<()> {
         self.rows += rows.len();
         self.masked += rows.iter().filter(|&&r| t.masked[r]).count();
         self.perf.add(t, rows);
@@ -107,22 +99,13 @@ impl Run {
         let scored: Vec<usize> = rows.iter().copied().filter(|&r| !t.masked[r]).collect();
         self.tasks_measured += crate::metrics::levels::distinct(scored.iter().map(|&r| t.task[r]));
         if scored.is_empty() {
-            return;
+            return Ok(());
         }
         self.buckets.push(bucket);
         self.firsts.push(t.task[scored[0]]);
         self.scored += scored.len();
-        let label = vec![""; scored.len()];
-        let p = Profiled::new(t, &scored, &label);
-        let before = self.scored - p.rows.len();
-        let global = self.cols.add_fields(&p, before);
-        if let Some(lean) = &mut self.lean {
-            lean.add_bucket(&p, &global);
-            return;
-        }
-        self.cols.add_values(&p, before);
-        self.task.extend((0..p.rows.len()).map(|pos| p.task(pos)));
-        self.rollout.extend((0..p.rows.len()).map(|pos| p.rollout(pos)));
+        let p = Profiled::new(t, &scored, &vec![""; scored.len()]);
+        absorb_own(plan, vec![counting_share(self.key.clone(), &p)], Vec::new())
     }
 }
 
@@ -175,14 +158,6 @@ impl BucketRuns {
             }
         }
         by
-    }
-
-    /// The rows of run `key`, in table order.
-    fn rows_of(&self, key: &Option<String>) -> Vec<usize> {
-        let Some(k) = self.keys.iter().position(|(x, _)| x == key) else {
-            return Vec::new();
-        };
-        (0..self.row.len()).filter(|&r| self.row[r] == k as u32).collect()
     }
 }
 
@@ -356,292 +331,217 @@ pub(super) fn read_bucket<'a>(
     Ok(Bucket { t, inputs })
 }
 
+/// What the first pass of `merge aggregate` gathers: each run's counts, and the
+/// sweep-wide facts the whole table's checks, labels and warnings read.
+#[derive(Default)]
+struct Gathered {
+    lines: LineMap,
+    list: Vec<Run>,
+    by_key: HashMap<Option<String>, usize>,
+    /// Without inputs, labels come from the rollouts: run keys in table order with the
+    /// agent of their first row.
+    key_agents: Vec<(String, Option<String>)>,
+    key_seen: HashSet<String>,
+    orphans: usize,
+    first_orphan: Option<(String, i64, i64)>,
+    unnamed: Option<Error>,
+    checks: RunChecks,
+    last_task: Option<i64>,
+}
+
+impl Gathered {
+    /// Takes bucket `b` (the `b`-th slice); false when its tasks do not all come after
+    /// the previous buckets'. Each run's scored rollouts go to `plan`'s counting round.
+    fn visit(&mut self, c: &AggregateConfig, b: usize, bk: &Bucket<'_>, plan: &mut Plan) -> Result<bool> {
+        let (t, bucket_inputs) = (&bk.t, bk.inputs.as_deref());
+        if t.is_empty() {
+            return Ok(true);
+        }
+        if self.last_task.is_some_and(|l| t.task[0] <= l) {
+            return Ok(false);
+        }
+        self.last_task = t.task.last().copied();
+        match bucket_inputs {
+            Some(inp) => self.checks.visit(t, inp),
+            None => self.rollout_labels(t),
+        }
+        if self.unnamed.is_some() {
+            return Ok(true);
+        }
+        let br = bk.runs();
+        // Each local run key's index in `list`, found on its first row.
+        let mut global: Vec<Option<usize>> = vec![None; br.keys.len()];
+        let mut rows_by: Vec<Vec<usize>> = vec![Vec::new(); self.list.len()];
+        for (r, &k) in br.row.iter().enumerate() {
+            if k == ORPHAN {
+                self.orphans += 1;
+                if self.first_orphan.is_none() {
+                    self.first_orphan = Some((t.describe(r), t.task[r], t.rollout[r]));
+                }
+                continue;
+            }
+            let i = match global[k as usize] {
+                Some(i) => i,
+                None => {
+                    let (key, is_server) = &br.keys[k as usize];
+                    if key.is_none() && c.agent.is_none() {
+                        self.unnamed = Some(crate::metrics::aggregate::unnamed(t, bucket_inputs, r));
+                        return Ok(true);
+                    }
+                    let list = &mut self.list;
+                    let i = *self.by_key.entry(key.clone()).or_insert_with(|| {
+                        list.push(Run::new(key.clone(), *is_server));
+                        list.len() - 1
+                    });
+                    global[k as usize] = Some(i);
+                    rows_by.resize(self.list.len(), Vec::new());
+                    i
+                }
+            };
+            rows_by[i].push(r);
+        }
+        for (i, rows) in rows_by.iter().enumerate() {
+            if !rows.is_empty() {
+                self.list[i].add(t, rows, b, plan)?;
+            }
+        }
+        Ok(true)
+    }
+
+    /// Without inputs: the run keys of `t` in table order, each with its first agent.
+    fn rollout_labels(&mut self, t: &RolloutTable) {
+        let mut last = None;
+        for r in 0..t.len() {
+            let pair = (t.name(t.server[r]), t.name(t.agent[r]));
+            if last == Some(pair) {
+                continue;
+            }
+            last = Some(pair);
+            if let Some(k) = run_key(pair.0, pair.1) {
+                if self.key_seen.insert(k.to_string()) {
+                    self.key_agents.push((k.to_string(), named(pair.1).map(str::to_string)));
+                }
+            }
+        }
+    }
+
+    /// The runs in label order, each with its label; `None` when unnamed rollouts join
+    /// a named run of the `--agent` label (their rows would interleave with that run's,
+    /// which the whole table orders).
+    fn order(&self, c: &AggregateConfig, inputs: Option<&MergeInputs>) -> Option<Vec<(String, usize)>> {
+        let labels: HashMap<String, String> = match inputs {
+            Some(inp) => inp.labels(),
+            None => label_runs(&self.key_agents),
+        };
+        let label_of = |r: &Run| -> String {
+            match &r.key {
+                Some(k) => labels.get(k).cloned().unwrap_or_else(|| k.clone()),
+                None => c.agent.clone().unwrap_or_default(),
+            }
+        };
+        let mut order: Vec<(String, usize)> = self.list.iter().enumerate().map(|(i, r)| (label_of(r), i)).collect();
+        order.sort();
+        (!order.windows(2).any(|w| w[0].0 == w[1].0)).then_some(order)
+    }
+}
+
+/// The first pass: every bucket read in order, its runs counted into `plan`; `None`
+/// when the slices are not in task order.
+fn gather_aggregate(
+    c: &AggregateConfig,
+    slices: &[PathBuf],
+    inputs: Option<&MergeInputs>,
+    plan: &mut Plan,
+) -> Result<Option<Gathered>> {
+    let name = &c.rollouts[0];
+    let mut g = Gathered::default();
+    let mut lines = LineMap::default();
+    let in_order = prefetched(
+        slices.len(),
+        |b| read_bucket(&slices[b], name, &mut lines, inputs),
+        |b, bk| -> Result<bool> { g.visit(c, b, &bk?, plan) },
+    )?;
+    if !in_order {
+        return Ok(None);
+    }
+    g.lines = lines;
+    Ok(Some(g))
+}
+
 /// `merge aggregate` bucket by bucket into `path` (staged in `out`), or `None` when this
-/// run needs the whole table (nothing is written then).
+/// run needs the whole table (nothing is written then). The statistics come from
+/// rounds over the buckets run here, or from `given`, a finished plan of rounds run
+/// elsewhere.
 pub(super) fn merge_aggregate_streamed(
     c: &AggregateConfig,
     slices: &[PathBuf],
     inputs: Option<&MergeInputs>,
     out: &mut OutputSet,
     path: &Path,
-    levels: LevelsFrom,
+    given: Option<Plan>,
     pending: &mut Vec<String>,
 ) -> Result<Option<AggregateRun>> {
-    let lean = levels.lean();
-    let mut levels = levels;
-    // Task entries rendered by the round tasks, copied in instead of written here.
-    let mut pieces = match &mut levels {
-        LevelsFrom::Plan(p) => p.tasks.take(),
-        _ => None,
-    };
     if !c.metrics.builtin().is_empty() || !c.metrics.sql().is_empty() {
         return Ok(None);
     }
     let name = &c.rollouts[0];
     let t0 = std::time::Instant::now();
-    let mut all_lines = LineMap::default();
-    let mut runs_by_key: HashMap<Option<String>, usize> = HashMap::new();
-    let mut list: Vec<Run> = Vec::new();
-    // Without inputs, labels come from the rollouts: run keys in table order with the
-    // agent of their first row.
-    let mut key_agents: Vec<(String, Option<String>)> = Vec::new();
-    let mut key_seen: HashSet<String> = HashSet::new();
-    let mut orphans = 0usize;
-    let mut first_orphan: Option<(String, i64, i64)> = None;
-    let mut unnamed: Option<Error> = None;
-    let mut checks = RunChecks::default();
-    let mut last_task: Option<i64> = None;
-    let mut fallback = false;
-    let lines = &mut all_lines;
-    prefetched(
-        slices.len(),
-        |b| read_bucket(&slices[b], name, lines, inputs),
-        |b, bk| -> Result<bool> {
-            let bk = bk?;
-            let (t, bucket_inputs) = (&bk.t, bk.inputs.as_deref());
-            if t.is_empty() {
-                return Ok(true);
-            }
-            // Each slice must hold tasks after every task of the slices before it.
-            if last_task.is_some_and(|l| t.task[0] <= l) {
-                fallback = true;
-                return Ok(false);
-            }
-            last_task = t.task.last().copied();
-            if let Some(inp) = bucket_inputs {
-                checks.visit(t, inp);
-            }
-            if inputs.is_none() {
-                let mut last = None;
-                for r in 0..t.len() {
-                    let pair = (t.name(t.server[r]), t.name(t.agent[r]));
-                    if last == Some(pair) {
-                        continue;
-                    }
-                    last = Some(pair);
-                    if let Some(k) = run_key(pair.0, pair.1) {
-                        if key_seen.insert(k.to_string()) {
-                            key_agents.push((k.to_string(), named(pair.1).map(str::to_string)));
-                        }
-                    }
-                }
-            }
-            if unnamed.is_some() {
-                return Ok(true);
-            }
-            let br = bk.runs();
-            // Each local run key's index in `list`, found on its first row.
-            let mut global: Vec<Option<usize>> = vec![None; br.keys.len()];
-            let mut rows_by: Vec<Vec<usize>> = vec![Vec::new(); list.len()];
-            for (r, &k) in br.row.iter().enumerate() {
-                if k == ORPHAN {
-                    orphans += 1;
-                    if first_orphan.is_none() {
-                        first_orphan = Some((t.describe(r), t.task[r], t.rollout[r]));
-                    }
-                    continue;
-                }
-                let i = match global[k as usize] {
-                    Some(i) => i,
-                    None => {
-                        let (key, is_server) = &br.keys[k as usize];
-                        if key.is_none() && c.agent.is_none() {
-                            unnamed = Some(crate::metrics::aggregate::unnamed(t, bucket_inputs, r));
-                            return Ok(true);
-                        }
-                        let i = *runs_by_key.entry(key.clone()).or_insert_with(|| {
-                            list.push(Run::new(key.clone(), *is_server, lean));
-                            list.len() - 1
-                        });
-                        global[k as usize] = Some(i);
-                        rows_by.resize(list.len(), Vec::new());
-                        i
-                    }
-                };
-                rows_by[i].push(r);
-            }
-            for (i, rows) in rows_by.iter().enumerate() {
-                if !rows.is_empty() {
-                    list[i].add(t, rows, b);
-                }
-            }
-            Ok(true)
-        },
-    )?;
-    if fallback {
-        return Ok(None);
-    }
+    let mut plan = Plan::new(Command::Aggregate);
+    let Some(mut g) = gather_aggregate(c, slices, inputs, &mut plan)? else { return Ok(None) };
     trace("merge: gather runs", t0);
     // The checks the single-machine path makes on the whole table, in its order (none
     // when the sweep has no rows).
     if let Some(inp) = inputs {
-        checks.result(inp.path(), &all_lines)?;
+        std::mem::take(&mut g.checks).result(inp.path(), &g.lines)?;
     }
     // The inputs' read warnings, where the whole table's run prints them.
     super::report_read_warnings(&std::mem::take(pending));
-    if let Some(e) = unnamed {
+    if let Some(e) = g.unnamed.take() {
         return Err(e);
     }
-    // Labels, settled over the whole sweep.
-    let labels: HashMap<String, String> = match inputs {
-        Some(inp) => inp.labels(),
-        None => label_runs(&key_agents),
-    };
-    let label_of = |r: &Run| -> String {
-        match &r.key {
-            Some(k) => labels.get(k).cloned().unwrap_or_else(|| k.clone()),
-            None => c.agent.clone().unwrap_or_default(),
-        }
-    };
-    let mut order: Vec<(String, usize)> = list.iter().enumerate().map(|(i, r)| (label_of(r), i)).collect();
-    order.sort();
-    // Unnamed rollouts join a named run of the `--agent` label: their rows would
-    // interleave with that run's, which the whole table orders.
-    if order.windows(2).any(|w| w[0].0 == w[1].0) {
-        return Ok(None);
-    }
+    let Some(order) = g.order(c, inputs) else { return Ok(None) };
     let mut warn = Warnings::default();
-    if let Some((at, task, rollout)) = &first_orphan {
+    if let Some((at, task, rollout)) = &g.first_orphan {
         warn.add(format!(
-            "{orphans} rollout(s) of {} have no materialized input row (first: {at}, rollout key ({task}, {rollout})); they are left out of the aggregate",
-            all_lines.name(),
+            "{} rollout(s) of {} have no materialized input row (first: {at}, rollout key ({task}, {rollout})); they are left out of the aggregate",
+            g.orphans,
+            g.lines.name(),
         ));
     }
-    if let Some(e) = order.iter().find_map(|(_, i)| list[*i].duplicate.take()) {
+    if let Some(e) = order.iter().find_map(|(_, i)| g.list[*i].duplicate.take()) {
         return Err(e);
     }
-    match levels {
-        // The statistics rounds ran elsewhere: the plan holds their results.
-        LevelsFrom::Plan(mut plan) => {
-            let counted: Vec<&Run> = list.iter().filter(|r| r.scored > 0).collect();
-            plan.check_no_other_runs(&counted.iter().map(|r| r.key.clone()).collect::<Vec<_>>())?;
-            for run in list.iter_mut().filter(|r| r.scored > 0) {
-                let mine = run.lean.take().expect("a lean run");
-                let done = plan.take_finished(&run.key, &run.cols.fields, mine)?;
-                run.lean = Some(done);
-            }
-        }
-        LevelsFrom::Passes => lean_passes(slices, name, inputs, &all_lines, &mut list)?,
-        LevelsFrom::Columns => {}
-    }
-    let opts = AggregateOptions {
-        default_agent: c.agent.clone(),
-        metrics: Vec::new(),
-        key_metrics: c.key_metrics.clone(),
-        extra: HashMap::new(),
-    };
-    // The agent and repeat levels of each run, from its columns.
+    let reading = Reading { slices, name, inputs, lines: &g.lines };
+    let buckets = all_buckets(&g.list);
+    let (plan, mut pieces) = settle(plan, given, |plan| aggregate_round(plan, &buckets, &reading))?;
     let t0 = std::time::Instant::now();
-    let mut entries: Vec<Entry> = Vec::new();
-    for (label, i) in &order {
-        let run = &mut list[*i];
-        let mut head: Members = vec![(Arc::from("agent_ref"), Json::name_ref(label))];
-        if run.key_is_server {
-            head.push((Arc::from("_ng_environment_server"), Json::Str(run.key.clone().unwrap_or_default())));
-        }
-        let cov = if run.masked == 0 {
-            Vec::new()
-        } else {
-            coverage_members(run.rows - run.masked, run.masked, run.tasks_measured, run.tasks_all - run.tasks_measured)
-        };
-        if run.scored == 0 {
-            head.push((Arc::from("agent_metrics"), Json::Obj(cov.clone())));
-            head.push((Arc::from("key_metrics"), Json::Obj(cov)));
-            let perf = run.perf.summary();
-            entries.push(Entry { head, repeats: Vec::new(), perf, fields: Vec::new(), all_int: false, run: *i });
-            continue;
-        }
-        let fields: Vec<Field> =
-            run.cols.fields.iter().map(|f| Field { name: f.clone(), top: None, usage: None }).collect();
-        // From the passes' state, or from the columns.
-        let repeats = if let Some(l) = &run.lean {
-            let keys = StatKeys::new(&fields);
-            let agent = l.agent_members(&keys, run.cols.all_int);
-            let repeats = l.repeat_entries(label, &run.cols.fields, run.tasks_measured, &mut warn);
-            head_from_levels(&mut head, label, agent, repeats, cov, run.repeats.len(), |_, _| Ok(()), &opts, &mut warn)?
-        } else {
-            let mut t = RolloutTable::empty(LineMap::default());
-            t.task = std::mem::take(&mut run.task);
-            t.rollout = std::mem::take(&mut run.rollout);
-            let n = t.task.len();
-            let p = Profiled {
-                t: &t,
-                rows: (0..n).collect(),
-                label: vec![0; n],
-                labels: vec![label.clone()],
-                fields,
-                vals: std::mem::take(&mut run.cols.vals),
-                all_int: run.cols.all_int,
-                ints: std::mem::take(&mut run.cols.ints),
-                fan_out: false,
-            };
-            let keys = StatKeys::new(&p.fields);
-            levels_into_head(&mut head, label, &p, &keys, cov, run.repeats.len(), |_, _| Ok(()), &opts, &mut warn)?
-        };
-        let perf = run.perf.summary();
-        entries.push(Entry {
-            head,
-            repeats,
-            perf,
-            fields: run.cols.fields.clone(),
-            all_int: run.cols.all_int,
-            run: *i,
-        });
-    }
+    let entries = aggregate_entries(c, &g, &order, &plan, &mut warn)?;
     trace("merge: statistics", t0);
-    // The file: each run's task entries written bucket by bucket.
     let t0 = std::time::Instant::now();
     let mut w = out.create(path)?;
     let parts = entries.iter().map(|e| (e.head.as_slice(), e.repeats.as_slice(), e.perf.as_ref()));
-    // Runs that share buckets (every agent on the same tasks) would each read them
-    // again: then one pass over the buckets writes the first run's task entries to the
-    // file and keeps the others' in a scratch file, copied in when their turn comes.
-    let reads: usize = entries.iter().map(|e| list[e.run].buckets.len()).sum();
-    let shared = all_buckets(&list);
-    let one_pass = pieces.is_none() && entries.len() >= 2 && reads * 2 > shared.len() * 3;
-    let mut spilled: Option<Spilled> = None;
-    let written = write_aggregate_with(parts, &mut w, |e, depth, w| {
-        if one_pass {
-            if e == 0 {
-                // Beside the output, or in the temporary folder when it is a pipe or device.
-                let dir = match path.parent() {
-                    _ if crate::export::atomic::is_stream(path) => std::env::temp_dir(),
-                    Some(d) if !d.as_os_str().is_empty() => d.to_path_buf(),
-                    _ => PathBuf::from("."),
-                };
-                spilled =
-                    Some(write_tasks_once(&entries, &list, &shared, slices, name, inputs, &all_lines, depth, &dir, w)?);
-            }
-            return spilled.as_ref().expect("the first entry spilled the others").copy(e, w);
-        }
-        let Entry { fields, all_int, run: i, .. } = &entries[e];
-        let run = &list[*i];
-        let mut started = false;
-        if let Some(pieces) = &mut pieces {
+    let written = match &mut pieces {
+        // Rendered by the round tasks: each run's copied in, bucket after bucket.
+        Some(pieces) => write_aggregate_with(parts, &mut w, |e, depth, w| {
+            let run = &g.list[entries[e].run];
+            let mut started = false;
             for &first in &run.firsts {
                 started |= pieces.copy(&run.key, first, depth, started, w)?;
             }
-            return Ok(end_task_array(depth, started, w)?);
+            Ok(end_task_array(depth, started, w)?)
+        }),
+        // Each bucket read once: the first run's entries go to the file, the others' to
+        // a scratch file with no name, copied in when their turn comes.
+        None => {
+            let mut spilled: Option<Spilled> = None;
+            write_aggregate_with(parts, &mut w, |e, depth, w| {
+                if e == 0 {
+                    spilled = Some(write_tasks_once(&entries, &g.list, &reading, depth, &scratch_dir(path), w)?);
+                }
+                spilled.as_ref().expect("the first entry spilled the others").copy(e, w)
+            })
         }
-        // The next bucket is read, and its rows of this run found, while this one is
-        // written.
-        let read = |k: usize| -> Result<(RolloutTable, Vec<usize>)> {
-            let b = read_bucket(&slices[run.buckets[k]], name, &mut all_lines.clone(), inputs)?;
-            let scored = b.runs().rows_of(&run.key).into_iter().filter(|&r| !b.t.masked[r]).collect();
-            Ok((b.t, scored))
-        };
-        prefetched(
-            run.buckets.len(),
-            read,
-            |_, x: Result<(RolloutTable, Vec<usize>)>| -> std::result::Result<bool, StreamError> {
-                let (t, scored) = x.map_err(StreamError::Input)?;
-                let shared: Shared = (Arc::new(info_plans(&t)), Arc::new(quoted_names(&t)));
-                write_bucket_tasks(&t, &scored, fields, *all_int, &shared, depth, &mut started, w)?;
-                Ok(true)
-            },
-        )?;
-        Ok(end_task_array(depth, started, w)?)
-    });
+    };
     written.map_err(|e| e.at(path))?;
     if let Some(p) = &pieces {
         p.check_all_taken()?;
@@ -663,6 +563,115 @@ pub(super) fn merge_aggregate_streamed(
     Ok(Some(AggregateRun { file: Some(path.to_path_buf()), key_metrics, warnings: warn, ..AggregateRun::nothing() }))
 }
 
+/// Where a scratch file for `path` goes: beside it, or in the temporary folder when it
+/// is a pipe or device.
+fn scratch_dir(path: &Path) -> PathBuf {
+    match path.parent() {
+        _ if crate::export::atomic::is_stream(path) => std::env::temp_dir(),
+        Some(d) if !d.as_os_str().is_empty() => d.to_path_buf(),
+        _ => PathBuf::from("."),
+    }
+}
+
+/// One round of the statistics in this process: every bucket holding scored rollouts
+/// read in order, each run's share of it absorbed into the plan.
+fn aggregate_round(plan: &mut Plan, buckets: &[usize], reading: &Reading<'_>) -> Result<()> {
+    prefetched(
+        buckets.len(),
+        |k| reading.read(buckets[k]),
+        |k, b| -> Result<bool> {
+            let shares = aggregate_shares(&b?, Some(plan), true, &reading.slices[buckets[k]], None)?;
+            absorb_own(plan, shares, Vec::new())?;
+            Ok(true)
+        },
+    )
+    .map(|_| ())
+}
+
+/// The agent and repeat levels of each run, in label order, from the plan.
+fn aggregate_entries(
+    c: &AggregateConfig,
+    g: &Gathered,
+    order: &[(String, usize)],
+    plan: &Plan,
+    warn: &mut Warnings,
+) -> Result<Vec<Entry>> {
+    let opts = AggregateOptions {
+        default_agent: c.agent.clone(),
+        metrics: Vec::new(),
+        key_metrics: c.key_metrics.clone(),
+        extra: HashMap::new(),
+    };
+    let mut entries: Vec<Entry> = Vec::new();
+    for (label, i) in order {
+        let run = &g.list[*i];
+        let mut head: Members = vec![(Arc::from("agent_ref"), Json::name_ref(label))];
+        if run.key_is_server {
+            head.push((Arc::from("_ng_environment_server"), Json::Str(run.key.clone().unwrap_or_default())));
+        }
+        let cov = if run.masked == 0 {
+            Vec::new()
+        } else {
+            coverage_members(run.rows - run.masked, run.masked, run.tasks_measured, run.tasks_all - run.tasks_measured)
+        };
+        let perf = run.perf.summary();
+        let Some(state) = plan.run(&run.key).filter(|_| run.scored > 0) else {
+            head.push((Arc::from("agent_metrics"), Json::Obj(cov.clone())));
+            head.push((Arc::from("key_metrics"), Json::Obj(cov)));
+            entries.push(Entry { head, repeats: Vec::new(), perf, fields: Vec::new(), all_int: false, run: *i });
+            continue;
+        };
+        let fields: Vec<Field> =
+            state.names.iter().map(|f| Field { name: f.clone(), top: None, usage: None }).collect();
+        let l = &state.lean;
+        let agent = l.agent_members(&StatKeys::new(&fields), state.all_int);
+        let repeats = l.repeat_entries(label, &state.names, run.tasks_measured, warn);
+        let repeats =
+            head_from_levels(&mut head, label, agent, repeats, cov, run.repeats.len(), |_, _| Ok(()), &opts, warn)?;
+        entries.push(Entry { head, repeats, perf, fields: state.names.clone(), all_int: state.all_int, run: *i });
+    }
+    Ok(entries)
+}
+
+/// One bucket's shares of a round, a share per run with scored rollouts: the counting
+/// round without a plan, later rounds with the plan the last round's combine wrote
+/// (the task entries of the bucket to `pieces` when given). `agent`: rollouts nothing
+/// names are counted (as `--agent`'s run); else the merge refuses them.
+fn aggregate_shares(
+    b: &Bucket<'_>,
+    plan: Option<&Plan>,
+    agent: bool,
+    slice: &Path,
+    mut pieces: Option<&mut Vec<TaskPiece>>,
+) -> Result<Vec<Share>> {
+    let t = &b.t;
+    let runs = b.runs();
+    let keys = runs.keys();
+    let shared: Shared = (Arc::new(info_plans(t)), Arc::new(quoted_names(t)));
+    let mut shares = Vec::new();
+    for (i, rows) in runs.scored_by(t, |k| keys.iter().position(|x| x == k)) {
+        let key = keys[i].clone();
+        if key.is_none() && !agent {
+            continue;
+        }
+        let Some(plan) = plan else {
+            shares.push(counting_share(key, &Profiled::new(t, &rows, &vec![""; rows.len()])));
+            continue;
+        };
+        if let Some(pieces) = pieces.as_deref_mut() {
+            // The run's task entries of this bucket, as the merge writes them after its
+            // first bucket's.
+            let r = plan.run_in(&key, slice)?;
+            let mut bytes = Vec::new();
+            write_bucket_tasks(t, &rows, &r.names, r.all_int, &shared, TASK_DEPTH, &mut true, &mut bytes)
+                .map_err(|e| e.at(slice))?;
+            pieces.push(TaskPiece { key: key.clone(), first_task: t.task[rows[0]], depth: TASK_DEPTH as u32, bytes });
+        }
+        shares.extend(round_share(plan, &key, t, &rows, slice)?);
+    }
+    Ok(shares)
+}
+
 /// One round's shares of the buckets `slices` (in bucket order), written to `out`: the
 /// counting round without a plan, later rounds with the plan the last round's combine
 /// wrote. `inputs` give each rollout its run as the merge does (rollouts without an
@@ -676,53 +685,12 @@ pub(super) fn write_aggregate_shares(
     tasks_out: Option<&Path>,
     read: &[&Path],
 ) -> Result<usize> {
-    let name = &c.rollouts[0];
     let mut shares: Vec<Share> = Vec::new();
     let mut pieces: Vec<TaskPiece> = Vec::new();
     for slice in slices {
-        let b = read_bucket(slice, name, &mut LineMap::default(), inputs)?;
-        let t = &b.t;
-        let runs = b.runs();
-        let keys = runs.keys();
-        let by = runs.scored_by(t, |k| keys.iter().position(|x| x == k));
-        let shared: Shared = (Arc::new(info_plans(t)), Arc::new(quoted_names(t)));
-        for (i, rows) in by {
-            let key = keys[i].clone();
-            if key.is_none() && c.agent.is_none() {
-                // The merge refuses these rollouts; nothing to count.
-                continue;
-            }
-            let label = vec![""; rows.len()];
-            let (mut lean, names, p) = match plan {
-                None => {
-                    let p = Profiled::new(t, &rows, &label);
-                    let names = p.fields.iter().map(|f| f.name.clone()).collect();
-                    (LeanRun::default(), names, p)
-                }
-                Some(plan) => {
-                    let r = plan.run_in(&key, slice)?;
-                    if tasks_out.is_some() {
-                        // The run's task entries of this bucket, as the merge writes them
-                        // after its first bucket's.
-                        let mut bytes = Vec::new();
-                        write_bucket_tasks(t, &rows, &r.names, r.all_int, &shared, TASK_DEPTH, &mut true, &mut bytes)
-                            .map_err(|e| e.at(tasks_out.expect("given")))?;
-                        let first_task = t.task[rows[0]];
-                        pieces.push(TaskPiece { key: key.clone(), first_task, depth: TASK_DEPTH as u32, bytes });
-                    }
-                    if !r.more {
-                        continue;
-                    }
-                    let fields = resolve_fields(t, r.names.iter().cloned());
-                    let p = Profiled::with_fields(t, &rows, &label, fields, false);
-                    (r.lean.share(p.task(0)), Vec::new(), p)
-                }
-            };
-            let local: Vec<usize> = (0..p.fields.len()).collect();
-            lean.visit(&p, &local);
-            lean.close_share();
-            shares.push(Share { key, first_task: p.task(0), names, all_int: p.all_int, lean });
-        }
+        let b = read_bucket(slice, &c.rollouts[0], &mut LineMap::default(), inputs)?;
+        let p = tasks_out.is_some().then_some(&mut pieces);
+        shares.extend(aggregate_shares(&b, plan, c.agent.is_some(), slice, p)?);
     }
     // A round with task entries has a plan (checked before reading).
     if let (Some(path), Some(plan)) = (tasks_out, plan) {
@@ -780,54 +748,10 @@ fn end_task_array<W: Write>(depth: usize, started: bool, w: &mut W) -> std::io::
     }
 }
 
-/// The passes of `--low-memory` after the first ([`passes`]): each reads every bucket
-/// that holds scored rollouts and hands each run its rows.
-fn lean_passes(
-    slices: &[PathBuf],
-    name: &Path,
-    inputs: Option<&MergeInputs>,
-    all_lines: &LineMap,
-    list: &mut [Run],
-) -> Result<()> {
-    let buckets = all_buckets(list);
-    let fields: Vec<Vec<String>> = list.iter().map(|r| r.cols.fields.clone()).collect();
-    let whose: Vec<(usize, String)> =
-        list.iter().map(|r| (r.scored, r.key.as_deref().unwrap_or("(unnamed)").to_string())).collect();
-    let changed = |k: usize| {
-        Error::Mismatch(format!(
-            "the slices changed while the merge read them: a pass over them did not find the {} scored rollouts \
-             of run {} that the first pass found; merge slices that nothing writes to",
-            whose[k].0, whose[k].1,
-        ))
-    };
-    let by_key: HashMap<Option<String>, usize> = list.iter().enumerate().map(|(i, r)| (r.key.clone(), i)).collect();
-    let mut runs: Vec<Option<&mut LeanRun>> = list.iter_mut().map(|r| r.lean.as_mut()).collect();
-    passes(&mut runs, changed, |more, add| {
-        prefetched(
-            buckets.len(),
-            |k| read_bucket(&slices[buckets[k]], name, &mut all_lines.clone(), inputs),
-            |_, b| -> Result<bool> {
-                let b = b?;
-                let t = &b.t;
-                // Each run's scored rows, found in one walk over the bucket.
-                for (i, scored) in b.runs().scored_by(t, |k| by_key.get(k).copied().filter(|&i| more[i])) {
-                    let label = vec![""; scored.len()];
-                    add(
-                        i,
-                        &Profiled::with_fields(t, &scored, &label, resolve_fields(t, fields[i].iter().cloned()), false),
-                    );
-                }
-                Ok(true)
-            },
-        )
-        .map(|_| ())
-    })
-}
-
 /// Task entries of runs after the first, written during the one pass over the buckets:
 /// each run's pieces (offset and length in the scratch file), in order.
 struct Spilled {
-    file: std::fs::File,
+    file: Option<std::fs::File>,
     pieces: Vec<Vec<(u64, u64)>>,
 }
 
@@ -836,11 +760,12 @@ impl Spilled {
     fn copy<W: Write>(&self, e: usize, w: &mut W) -> std::result::Result<(), StreamError> {
         use std::os::unix::fs::FileExt;
         let mut buf = vec![0u8; 1 << 20];
+        let Some(file) = &self.file else { return Ok(()) };
         for &(at, len) in self.pieces.get(e).map(Vec::as_slice).unwrap_or_default() {
             let mut done = 0;
             while done < len {
                 let n = (len - done).min(buf.len() as u64) as usize;
-                self.file.read_exact_at(&mut buf[..n], at + done)?;
+                file.read_exact_at(&mut buf[..n], at + done)?;
                 w.write_all(&buf[..n])?;
                 done += n as u64;
             }
@@ -866,30 +791,33 @@ impl<W: Write> Write for Counted<W> {
     }
 }
 
-/// Reads every bucket of `buckets` once and writes each entry's task entries array: the
-/// first entry's to `w`, the others' to a scratch file in `dir`.
-#[allow(clippy::too_many_arguments)]
+/// Reads every bucket holding scored rollouts once and writes each entry's task
+/// entries array: the first entry's to `w`, the others' to a scratch file in `dir`.
 fn write_tasks_once<W: Write + Send>(
     entries: &[Entry],
     list: &[Run],
-    buckets: &[usize],
-    slices: &[PathBuf],
-    name: &Path,
-    inputs: Option<&MergeInputs>,
-    all_lines: &LineMap,
+    reading: &Reading<'_>,
     depth: usize,
     dir: &Path,
     w: &mut W,
 ) -> std::result::Result<Spilled, StreamError> {
-    let file = crate::export::atomic::scratch_file(dir)?;
-    let mut spill = Counted { w: std::io::BufWriter::with_capacity(1 << 20, file.try_clone()?), at: 0 };
+    let file = match entries.len() {
+        0 | 1 => None,
+        _ => Some(crate::export::atomic::scratch_file(dir)?),
+    };
+    let spill_to: Box<dyn Write + Send> = match &file {
+        Some(f) => Box::new(f.try_clone()?),
+        None => Box::new(std::io::sink()),
+    };
+    let mut spill = Counted { w: std::io::BufWriter::with_capacity(1 << 20, spill_to), at: 0 };
     let mut pieces: Vec<Vec<(u64, u64)>> = vec![Vec::new(); entries.len()];
     let mut started = vec![false; entries.len()];
     let entry_of: HashMap<Option<String>, usize> =
         entries.iter().enumerate().map(|(e, x)| (list[x.run].key.clone(), e)).collect();
+    let buckets = all_buckets(list);
     prefetched(
         buckets.len(),
-        |k| read_bucket(&slices[buckets[k]], name, &mut all_lines.clone(), inputs),
+        |k| reading.read(buckets[k]),
         |_, b| -> std::result::Result<bool, StreamError> {
             let b = b.map_err(StreamError::Input)?;
             let t = &b.t;
@@ -917,6 +845,21 @@ fn write_tasks_once<W: Write + Send>(
     spill.flush()?;
     drop(spill);
     Ok(Spilled { file, pieces })
+}
+
+/// How a pass after the first reads bucket `k`: the `k`-th slice, its lines numbered as
+/// the first pass numbered them, with its input rows.
+struct Reading<'a> {
+    slices: &'a [PathBuf],
+    name: &'a Path,
+    inputs: Option<&'a MergeInputs>,
+    lines: &'a LineMap,
+}
+
+impl<'a> Reading<'a> {
+    fn read(&self, k: usize) -> Result<Bucket<'a>> {
+        read_bucket(&self.slices[k], self.name, &mut self.lines.clone(), self.inputs)
+    }
 }
 
 /// One run's agent and repeat levels, waiting for its task entries.
