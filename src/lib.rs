@@ -21,6 +21,7 @@
 
 #[cfg(feature = "engine")]
 pub mod cli;
+pub(crate) mod codec;
 pub mod error;
 pub mod export;
 pub mod generate;

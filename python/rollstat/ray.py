@@ -160,7 +160,7 @@ class Stages:
         return cmd, self.marker("merge", 0)
 
     def statistics_rounds(self, command, passthrough, run_stage, stats):
-        """With `--low-memory`: the merge's statistics passes as rounds on the
+        """The merge's statistics as rounds on the
         cluster, a share task per bucket then one combine task, until the plan is done.
         `run_stage` runs a list of (command, failure marker) as tasks and returns their
         reports; a line per round goes to `stats`. The second round's tasks also render
@@ -202,11 +202,11 @@ class Stages:
         raise TaskFailed("the statistics rounds did not finish in 16 rounds")
 
     def wants_rounds(self, passthrough):
-        """Whether the merge would use statistics rounds: `--low-memory`, some buckets,
-        and nothing that makes it read the whole table (custom metrics)."""
+        """Whether the merge reads bucket by bucket, so that its statistics run as
+        rounds on the cluster: some buckets, and not what `merge` reads as one table
+        (`--whole-table`, custom metrics; the partials are in task order)."""
         whole = {"--whole-table", "--metric", "--metric-dir"}
-        return ("--low-memory" in passthrough and bool(self.parts)
-                and not any(f.split("=")[0] in whole for f in passthrough))
+        return bool(self.parts) and not any(f.split("=")[0] in whole for f in passthrough)
 
 
 def bucket_width(files, task_width, buckets):
@@ -344,20 +344,20 @@ def main(argv=None):
             inputs = os.path.abspath(inputs)
         buckets = a.buckets or max(1, 4 * int(ray.cluster_resources().get("CPU", 1)))
         width = bucket_width(local, a.task_width, buckets)
-        plan = Stages(rollstat, work, local, inputs, width, a.split_bytes, fail)
+        stages = Stages(rollstat, work, local, inputs, width, a.split_bytes, fail)
         stats = []
         started = time.monotonic()
-        refs = [task.remote(cmd, m, a.stats) for cmd, m in plan.shards()]
+        refs = [task.remote(cmd, m, a.stats) for cmd, m in stages.shards()]
         stats.append(stage_line("shard", started, ray.get(refs)))
         started = time.monotonic()
-        refs = [task.remote(cmd, m, a.stats) for cmd, m in plan.partials()]
+        refs = [task.remote(cmd, m, a.stats) for cmd, m in stages.partials()]
         stats.append(stage_line("partial", started, ray.get(refs)))
         name = a.name or (os.path.basename(local[0]) if len(local) == 1 else "rollouts.jsonl")
         merge_flags = passthrough
-        if plan.wants_rounds(passthrough):
+        if stages.wants_rounds(passthrough):
             run_stage = lambda jobs: ray.get([task.remote(c, m, a.stats) for c, m in jobs])  # noqa: E731
-            merge_flags = passthrough + plan.statistics_rounds(a.command, passthrough, run_stage, stats)
-        cmd, m = plan.merge(a.command, name, merge_destination(a), merge_flags)
+            merge_flags = passthrough + stages.statistics_rounds(a.command, passthrough, run_stage, stats)
+        cmd, m = stages.merge(a.command, name, merge_destination(a), merge_flags)
         started = time.monotonic()
         report = ray.get(task.remote(cmd, m, a.stats))
         stats.append(stage_line("merge", started, [report]))
@@ -416,7 +416,7 @@ def _run(main_fn, argv):
 def aggregate(rollouts, *, out, inputs=None, **options):
     """`rollstat aggregate` over a sweep in many files, on Ray: the bytes of the
     single-machine command. `options` are the command-line flags by name (`address=`,
-    `buckets=`, `work_dir=`, `low_memory=True`, …). Raises `InputError` when the sweep is
+    `buckets=`, `work_dir=`, `whole_table=True`, …). Raises `InputError` when the sweep is
     refused, `RollstatError` when the driver fails."""
     _run(main, _flags("aggregate", rollouts, dict(out=out, inputs=inputs, **options)))
 

@@ -112,18 +112,18 @@ def main(argv=None):
 
     try:
         width = bucket_width(files, a.task_width, a.buckets or 4 * int(sc.defaultParallelism))
-        plan = Stages(rollstat, work, files, inputs, width, a.split_bytes, fail)
+        stages = Stages(rollstat, work, files, inputs, width, a.split_bytes, fail)
         stats = []
         started = time.monotonic()
-        stats.append(stage_line("shard", started, run_stage(sc, [(c, m, a.stats) for c, m in plan.shards()])))
+        stats.append(stage_line("shard", started, run_stage(sc, [(c, m, a.stats) for c, m in stages.shards()])))
         started = time.monotonic()
-        stats.append(stage_line("partial", started, run_stage(sc, [(c, m, a.stats) for c, m in plan.partials()])))
+        stats.append(stage_line("partial", started, run_stage(sc, [(c, m, a.stats) for c, m in stages.partials()])))
         name = a.name or (os.path.basename(files[0]) if len(files) == 1 else "rollouts.jsonl")
         merge_flags = passthrough
-        if plan.wants_rounds(passthrough):
+        if stages.wants_rounds(passthrough):
             stage = lambda jobs: run_stage(sc, [(c, m, a.stats) for c, m in jobs])  # noqa: E731
-            merge_flags = passthrough + plan.statistics_rounds(a.command, passthrough, stage, stats)
-        cmd, m = plan.merge(a.command, name, merge_destination(a), merge_flags)
+            merge_flags = passthrough + stages.statistics_rounds(a.command, passthrough, stage, stats)
+        cmd, m = stages.merge(a.command, name, merge_destination(a), merge_flags)
         started = time.monotonic()
         report = run_stage(sc, [(cmd, m, a.stats)])[0]
         stats.append(stage_line("merge", started, [report]))
@@ -150,7 +150,7 @@ def main(argv=None):
 def aggregate(rollouts, *, out, inputs=None, **options):
     """`rollstat aggregate` over a sweep in many files, on Spark: the bytes of the
     single-machine command. `options` are the command-line flags by name (`master=`,
-    `buckets=`, `low_memory=True`, …)."""
+    `buckets=`, `whole_table=True`, …)."""
     _run(main, _flags("aggregate", rollouts, dict(out=out, inputs=inputs, **options)))
 
 

@@ -89,32 +89,10 @@ pub struct AggregateArgs {
     /// Key metrics to select (as for `aggregate`).
     #[arg(long = "key-metric", value_name = "PATTERN")]
     pub key_metric: Vec<String>,
-    /// Read every slice into one table, as `merge profile` does, instead of one bucket at
-    /// a time: faster, but holds the sweep's scalar table. The bytes are the same.
-    #[arg(long, conflicts_with = "low_memory")]
-    pub whole_table: bool,
-    /// Keep no column of the sweep: means and deviations are added as the slices are
-    /// read, medians and quartiles found by exact selection. Reads the slices 4–7 times
-    /// instead of twice. The bytes are the same.
-    #[arg(long)]
-    pub low_memory: bool,
-    /// With --low-memory: the statistics from this finished plan (rounds of
-    /// --share-out and `merge combine`, run on a cluster) instead of from passes over
-    /// the slices, which are then read twice.
-    #[arg(long, value_name = "PLAN", requires = "low_memory")]
-    pub plan: Option<PathBuf>,
-    /// With --low-memory: write these buckets' share of the next round of statistics
-    /// (the counting round without --plan) to FILE instead of merging.
-    #[arg(long, value_name = "FILE", requires = "low_memory", conflicts_with = "out")]
-    pub share_out: Option<PathBuf>,
-    /// With --share-out and --plan: also write these buckets' task entries to FILE, for
-    /// the merge's --tasks (so it copies them instead of writing them).
-    #[arg(long, value_name = "FILE", requires_all = ["share_out", "plan"])]
-    pub tasks_out: Option<PathBuf>,
-    /// With --plan: the task entries the round tasks wrote (--tasks-out), every
-    /// bucket's, copied into the output instead of written from the slices.
-    #[arg(long, value_name = "FILE", num_args = 1.., requires = "plan", conflicts_with = "share_out")]
-    pub tasks: Vec<PathBuf>,
+    #[command(flatten)]
+    pub hold: Hold,
+    #[command(flatten)]
+    pub rounds: Rounds,
 }
 
 #[derive(ClapArgs, Debug, Clone)]
@@ -128,36 +106,51 @@ pub struct ProfileArgs {
     /// Profile what completed when some input rows have no rollout.
     #[arg(long)]
     pub allow_partial: bool,
-    /// Read every slice into one table instead of one bucket at a time: holds the
-    /// sweep's scalar table (and was slower on 10M rollouts). The bytes are the same.
-    #[arg(long, conflicts_with = "low_memory")]
-    pub whole_table: bool,
-    /// Keep no column of the sweep: means and deviations are added as the slices are
-    /// read, medians and quartiles found by exact selection. Reads the slices 4–7 times
-    /// instead of twice. The bytes are the same.
-    #[arg(long)]
-    pub low_memory: bool,
     /// Folder for the three artifacts (created if missing).
     #[arg(long, value_name = "DIR", required_unless_present = "share_out")]
     pub out_dir: Option<PathBuf>,
     #[command(flatten)]
     pub metrics: MetricArgs,
-    /// With --low-memory: the statistics from this finished plan (rounds of
-    /// --share-out and `merge combine`, run on a cluster) instead of from passes over
-    /// the slices, which are then read twice.
-    #[arg(long, value_name = "PLAN", requires = "low_memory")]
+    #[command(flatten)]
+    pub hold: Hold,
+    #[command(flatten)]
+    pub rounds: Rounds,
+}
+
+/// How the merge holds the sweep.
+#[derive(ClapArgs, Debug, Clone)]
+pub struct Hold {
+    /// Read every slice into one table instead of one bucket at a time: faster on one
+    /// machine, but holds the sweep's table. The bytes are the same. Custom metrics and
+    /// slices not in task order always take the whole table.
+    #[arg(long)]
+    pub whole_table: bool,
+    /// Accepted for scripts written before every bucket-by-bucket merge kept no column;
+    /// changes nothing.
+    #[arg(long, hide = true)]
+    pub low_memory: bool,
+}
+
+/// The statistics as rounds of tasks on a cluster: a share per bucket, `merge combine`,
+/// until the plan is done.
+#[derive(ClapArgs, Debug, Clone)]
+pub struct Rounds {
+    /// The statistics from this finished plan (rounds of --share-out and `merge
+    /// combine`, run on a cluster) instead of rounds over the slices here, which are
+    /// then read twice.
+    #[arg(long, value_name = "PLAN", conflicts_with = "whole_table")]
     pub plan: Option<PathBuf>,
-    /// With --low-memory: write these buckets' share of the next round of statistics
-    /// (the counting round without --plan) to FILE instead of merging.
-    #[arg(long, value_name = "FILE", requires = "low_memory", conflicts_with = "out_dir")]
+    /// Write these buckets' share of the next round of statistics (the counting round
+    /// without --plan) to FILE instead of merging.
+    #[arg(long, value_name = "FILE", conflicts_with_all = ["whole_table", "tasks"])]
     pub share_out: Option<PathBuf>,
     /// With --share-out and --plan: also write these buckets' task entries to FILE, for
     /// the merge's --tasks (so it copies them instead of writing them).
     #[arg(long, value_name = "FILE", requires_all = ["share_out", "plan"])]
     pub tasks_out: Option<PathBuf>,
     /// With --plan: the task entries the round tasks wrote (--tasks-out), every
-    /// bucket's, copied into the reward profile instead of written from the slices.
-    #[arg(long, value_name = "FILE", num_args = 1.., requires = "plan", conflicts_with = "share_out")]
+    /// bucket's, copied into the output instead of written from the slices.
+    #[arg(long, value_name = "FILE", num_args = 1.., requires = "plan")]
     pub tasks: Vec<PathBuf>,
 }
 
@@ -212,29 +205,30 @@ pub fn run(a: Args) -> Result<()> {
                 run: Default::default(),
             };
             let (slices, inputs) = a.slices.split()?;
-            if let Some(share) = &a.share_out {
+            let r = &a.rounds;
+            if let Some(share) = &r.share_out {
                 let n = crate::workflow::distributed::merge_shares(
                     &c,
                     &slices,
                     &inputs,
-                    a.plan.as_deref(),
+                    r.plan.as_deref(),
                     share,
-                    a.tasks_out.as_deref(),
+                    r.tasks_out.as_deref(),
                 )?;
                 if !common::quiet() {
                     eprintln!("Wrote {} ({n} run shares)", share.display());
                 }
                 return Ok(());
             }
-            let r = crate::workflow::distributed::merge_aggregate(
+            let (r, merged) = crate::workflow::distributed::merge_aggregate(
                 &c,
                 &slices,
                 &inputs,
-                a.whole_table,
-                a.low_memory,
-                a.plan.as_deref(),
-                &a.tasks,
+                a.hold.whole_table,
+                r.plan.as_deref(),
+                &r.tasks,
             )?;
+            say!("Merged {merged}");
             common::print_warnings(&r.warnings);
             if !common::quiet() {
                 super::aggregate::print_key_metrics(&r.key_metrics);
@@ -263,29 +257,30 @@ pub fn run(a: Args) -> Result<()> {
                 metrics: a.metrics.resolve()?,
                 lake: None,
             };
-            if let Some(share) = &a.share_out {
+            let r = &a.rounds;
+            if let Some(share) = &r.share_out {
                 let n = crate::workflow::distributed::merge_profile_shares(
                     &c,
                     &slices,
                     &input_slices,
-                    a.plan.as_deref(),
+                    r.plan.as_deref(),
                     share,
-                    a.tasks_out.as_deref(),
+                    r.tasks_out.as_deref(),
                 )?;
                 if !common::quiet() {
                     eprintln!("Wrote {} ({n} run shares)", share.display());
                 }
                 return Ok(());
             }
-            let r = crate::workflow::distributed::merge_profile(
+            let (r, merged) = crate::workflow::distributed::merge_profile(
                 &c,
                 &slices,
                 &input_slices,
-                a.whole_table,
-                a.low_memory,
-                a.plan.as_deref(),
-                &a.tasks,
+                a.hold.whole_table,
+                r.plan.as_deref(),
+                &r.tasks,
             )?;
+            say!("Merged {merged}");
             let warnings = common::print_warnings(&r.warnings);
             super::profile::print_summary(&r, warnings);
         }

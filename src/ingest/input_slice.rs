@@ -16,7 +16,7 @@ use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
 
 use super::rollouts::NONE;
-use super::slice::{Dec, Enc};
+use crate::codec::{Dec, Enc};
 use super::InputTable;
 use crate::error::{Error, Location, Result};
 

@@ -15,10 +15,16 @@ use super::lines::{LineMap, ReadReport};
 use super::rollouts::{sort_order, NONE, SEP};
 use super::table::{tag, Column, Interner, Source};
 use super::RolloutTable;
+use crate::codec::{Dec, Enc};
 use crate::error::{Error, Location, Result};
 
-/// Version 2 added each row's task fingerprint.
-const MAGIC: &[u8; 16] = b"rollstat-slice\x00\x02";
+/// Version 2 added each row's task fingerprint; version 3 the rows and task span,
+/// uncompressed after the magic.
+const MAGIC: &[u8; 16] = b"rollstat-slice\x00\x03";
+/// The magic's first bytes, the same in every version.
+const MAGIC_STEM: &[u8; 15] = b"rollstat-slice\x00";
+/// The magic and the span: rows, first task, last task.
+const HEAD: usize = 16 + 24;
 
 /// Writes rows `rows` of `t` (in table order) as a slice.
 pub fn write_slice(t: &RolloutTable, rows: &[usize], w: &mut impl Write) -> std::io::Result<()> {
@@ -70,7 +76,11 @@ pub fn write_slice(t: &RolloutTable, rows: &[usize], w: &mut impl Write) -> std:
             e.str(s);
         }
     }
+    let span = |f: fn(i64, i64) -> i64| rows.iter().map(|&r| t.task[r]).reduce(f).unwrap_or(0);
     w.write_all(MAGIC)?;
+    w.write_all(&(rows.len() as u64).to_le_bytes())?;
+    w.write_all(&span(i64::min).to_le_bytes())?;
+    w.write_all(&span(i64::max).to_le_bytes())?;
     w.write_all(&zstd::bulk::compress(&e.0, 1)?)
 }
 
@@ -87,7 +97,7 @@ pub fn read_slices(paths: &[PathBuf], name: &Path) -> Result<RolloutTable> {
     let mut dicts: Vec<std::collections::HashMap<String, u32>> = Vec::new();
     // Every column sized once for all the slices' rows: growing them slice by slice
     // would copy the sweep's table about once more and hold two copies at the peak.
-    let total: usize = paths.iter().map(|p| rows_in(p).unwrap_or(0)).sum();
+    let total: usize = paths.iter().map(|p| span(p).map_or(0, |s| s.rows)).sum();
     t.task.reserve_exact(total);
     t.rollout.reserve_exact(total);
     t.line.reserve_exact(total);
@@ -200,32 +210,6 @@ pub fn read_slices(paths: &[PathBuf], name: &Path) -> Result<RolloutTable> {
     Ok(t)
 }
 
-/// Little-endian lengths and values, as rollstat's private formats (slices, input
-/// slices, level states) write them.
-pub(crate) struct Enc(pub(crate) Vec<u8>);
-
-impl Enc {
-    pub(crate) fn u8(&mut self, v: u8) {
-        self.0.push(v);
-    }
-    pub(crate) fn u32(&mut self, v: u32) {
-        self.0.extend_from_slice(&v.to_le_bytes());
-    }
-    pub(crate) fn u64(&mut self, v: u64) {
-        self.0.extend_from_slice(&v.to_le_bytes());
-    }
-    pub(crate) fn i64(&mut self, v: i64) {
-        self.u64(v as u64);
-    }
-    pub(crate) fn f64(&mut self, v: f64) {
-        self.u64(v.to_bits());
-    }
-    pub(crate) fn str(&mut self, s: &str) {
-        self.u64(s.len() as u64);
-        self.0.extend_from_slice(s.as_bytes());
-    }
-}
-
 struct SliceRow {
     task: i64,
     rollout: i64,
@@ -249,42 +233,55 @@ struct Slice {
     columns: Vec<Column>,
 }
 
-/// A reader over a decompressed slice; every read is bounds-checked.
-pub(crate) struct Dec<'a> {
-    pub(crate) b: &'a [u8],
-    pub(crate) at: usize,
+/// What a slice's head says: its rows and the least and greatest task among them
+/// (0 and 0 for no rows).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Span {
+    pub rows: usize,
+    pub first: i64,
+    pub last: i64,
 }
 
-impl Dec<'_> {
-    pub(crate) fn i64(&mut self) -> Option<i64> {
-        self.u64().map(|v| v as i64)
+/// Reads a slice's head, refused as [`read_slices`] refuses the file when it is not a
+/// slice of this version.
+fn head(path: &Path, bytes: &[u8]) -> Result<Span> {
+    let bad = |why: &str| {
+        Error::bad(
+            Location::file(path),
+            format!("not a rollstat slice ({why}); give the files `rollstat shard` or `rollstat partial` wrote"),
+        )
+    };
+    match bytes.get(..16) {
+        Some(m) if m == MAGIC => {}
+        Some(m) if m.starts_with(MAGIC_STEM) => {
+            return Err(Error::bad(
+                Location::file(path),
+                "a slice of another rollstat version: shard the rollouts again with this one",
+            ))
+        }
+        _ => return Err(bad("no slice header")),
     }
-    pub(crate) fn f64(&mut self) -> Option<f64> {
-        self.u64().map(f64::from_bits)
+    let word = |k: usize| bytes.get(16 + 8 * k..24 + 8 * k).map(|b| u64::from_le_bytes(b.try_into().expect("8 bytes")));
+    match (word(0), word(1), word(2)) {
+        (Some(rows), Some(first), Some(last)) => {
+            let rows = usize::try_from(rows).map_err(|_| bad("cut short or damaged"))?;
+            Ok(Span { rows, first: first as i64, last: last as i64 })
+        }
+        _ => Err(bad("cut short or damaged")),
     }
-    pub(crate) fn take(&mut self, n: usize) -> Option<&[u8]> {
-        let s = self.b.get(self.at..self.at.checked_add(n)?)?;
-        self.at += n;
-        Some(s)
-    }
-    pub(crate) fn u8(&mut self) -> Option<u8> {
-        self.take(1).map(|s| s[0])
-    }
-    pub(crate) fn u32(&mut self) -> Option<u32> {
-        self.take(4).map(|s| u32::from_le_bytes(s.try_into().expect("4 bytes")))
-    }
-    pub(crate) fn u64(&mut self) -> Option<u64> {
-        self.take(8).map(|s| u64::from_le_bytes(s.try_into().expect("8 bytes")))
-    }
-    /// A count of items of at least `size` bytes each, checked against what is left.
-    pub(crate) fn len(&mut self, size: usize) -> Option<usize> {
-        let n = usize::try_from(self.u64()?).ok()?;
-        (n.checked_mul(size)? <= self.b.len() - self.at).then_some(n)
-    }
-    pub(crate) fn str(&mut self) -> Option<String> {
-        let n = self.len(1)?;
-        String::from_utf8(self.take(n)?.to_vec()).ok()
-    }
+}
+
+/// The head of the slice at `path`, read without its data: what `merge` plans by.
+pub fn span(path: &Path) -> Result<Span> {
+    use std::io::Read;
+    let mut bytes = Vec::with_capacity(HEAD);
+    let file = std::fs::File::open(path).map_err(|e| Error::read(path, e))?;
+    let size = file.metadata().map_err(|e| Error::read(path, e))?.len();
+    file.take(HEAD as u64).read_to_end(&mut bytes).map_err(|e| Error::read(path, e))?;
+    let mut s = head(path, &bytes)?;
+    // Only a hint until the data is read: never more rows than the file could hold.
+    s.rows = s.rows.min(usize::try_from(size).unwrap_or(usize::MAX).saturating_mul(MAX_RATIO));
+    Ok(s)
 }
 
 fn decode(path: &Path, bytes: &[u8]) -> Result<Slice> {
@@ -294,7 +291,8 @@ fn decode(path: &Path, bytes: &[u8]) -> Result<Slice> {
             format!("not a rollstat slice ({why}); give the files `rollstat shard` or `rollstat partial` wrote"),
         )
     };
-    let body = bytes.strip_prefix(MAGIC.as_slice()).ok_or_else(|| bad("no slice header"))?;
+    let span = head(path, bytes)?;
+    let body = &bytes[HEAD..];
     // The frame states its decompressed size: one allocation of that size, not a
     // buffer doubled (and copied) as the data arrives. A size beyond any real ratio is
     // not trusted.
@@ -304,42 +302,19 @@ fn decode(path: &Path, bytes: &[u8]) -> Result<Slice> {
         _ => zstd::decode_all(body),
     }
     .map_err(|_| bad("its data does not decompress"))?;
-    parse(&data).ok_or_else(|| bad("cut short or damaged"))
+    let s = parse(&data).ok_or_else(|| bad("cut short or damaged"))?;
+    // The head must say what the data holds: the merge plans by it.
+    let tasks = || s.rows.iter().map(|r| r.task);
+    let own = Span { rows: s.rows.len(), first: tasks().min().unwrap_or(0), last: tasks().max().unwrap_or(0) };
+    match own == span {
+        true => Ok(s),
+        false => Err(bad("its head does not match its rows")),
+    }
 }
 
-/// The most rows, or decompressed bytes, per compressed byte a slice is trusted to
-/// state before its data is read (real slices hold about 10 bytes per byte).
+/// The most decompressed bytes per compressed byte a slice is trusted to state before
+/// its data is read (real slices hold about 10 bytes per byte).
 const MAX_RATIO: usize = 256;
-
-/// The number of rows a slice holds, read from the start of its data only (to size the
-/// table before the slices are read); `None` when that cannot be told cheaply. Only a
-/// hint: the slices are checked in full when read.
-fn rows_in(path: &Path) -> Option<usize> {
-    use std::io::Read;
-    let file = std::fs::File::open(path).ok()?;
-    let size = usize::try_from(file.metadata().ok()?.len()).ok()?;
-    let mut f = std::io::BufReader::new(file);
-    let mut magic = [0u8; 16];
-    f.read_exact(&mut magic).ok()?;
-    if &magic != MAGIC {
-        return None;
-    }
-    let mut dec = zstd::stream::read::Decoder::with_buffer(f).ok()?;
-    let mut data = Vec::new();
-    while data.len() < (16 << 20) {
-        let got = (&mut dec).take(64 << 10).read_to_end(&mut data).ok()?;
-        let mut d = Dec { b: &data, at: 0 };
-        // The row count follows the header; it is not checked against the data read so far.
-        let rows = header(&mut d).and_then(|_| usize::try_from(d.u64()?).ok());
-        if let Some(n) = rows {
-            return Some(n.min(size.saturating_mul(MAX_RATIO)));
-        }
-        if got == 0 {
-            return None;
-        }
-    }
-    None
-}
 
 /// A slice's header: the rollouts files its rows came from, and whether any row had a
 /// `response`. The row count follows it.

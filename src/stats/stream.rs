@@ -12,7 +12,7 @@
 //! bins, whatever the length of the column.
 
 use super::sum::PW_BLOCKSIZE;
-use crate::ingest::slice::{Dec, Enc};
+use crate::codec::{Dec, Enc};
 
 /// numpy's pairwise sum fed one value at a time; see [`super::pairwise_sum`]. Whole
 /// nodes of the tree summed elsewhere can be fed as their sums ([`Self::push_piece`]).

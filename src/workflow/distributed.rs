@@ -18,7 +18,7 @@ use crate::export::atomic::{in_out_dir, OutputSet};
 use crate::ingest::input_slice::{is_input_slice, read_head, write_input_slice, ShardPart, SlicedInputs};
 use crate::ingest::inputs::read_inputs_range;
 use crate::ingest::rollouts::read_rollouts_range;
-use crate::ingest::slice::{read_slices, write_slice};
+use crate::ingest::slice::{read_slices, span, write_slice};
 use crate::ingest::{read_inputs, read_rollouts, InputTable, RolloutTable};
 use crate::trace::trace;
 
@@ -289,19 +289,91 @@ fn read_both(
     })
 }
 
+/// How a merge held the sweep, decided before any slice is read.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Merged {
+    /// Bucket by bucket, the statistics from `rounds` rounds of its plan (run here, or
+    /// elsewhere when the plan was `given`).
+    Buckets { buckets: usize, rounds: u32, given: bool },
+    /// Every slice read into one table.
+    WholeTable,
+}
+
+impl std::fmt::Display for Merged {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match *self {
+            Merged::Buckets { buckets, rounds, given: false } => {
+                write!(f, "bucket by bucket ({buckets} buckets, statistics in {rounds} rounds)")
+            }
+            Merged::Buckets { buckets, rounds, given: true } => {
+                write!(f, "bucket by bucket ({buckets} buckets, statistics from the plan's {rounds} rounds)")
+            }
+            Merged::WholeTable => write!(f, "as one table"),
+        }
+    }
+}
+
+/// Whether a merge reads its slices into one table, and why: asked (`--whole-table`),
+/// custom metrics (which read the whole table), or slices whose task spans are not
+/// in increasing order without overlap (shard slices not joined by `partial`, or
+/// buckets out of order), told by the slices' heads before anything is read. A `plan`
+/// of rounds is for the bucket-by-bucket merge only.
+fn whole_table_for(asked: bool, custom: bool, slices: &[PathBuf], plan: Option<&Path>) -> Result<bool> {
+    let mut last: Option<(i64, &Path)> = None;
+    let mut overlap = None;
+    for path in slices {
+        // A slice whose head cannot be read is refused when it is read, after the
+        // inputs (whose errors come first).
+        let Ok(s) = span(path) else { continue };
+        if s.rows == 0 {
+            continue;
+        }
+        if let Some((l, before)) = last.filter(|&(l, _)| s.first <= l) {
+            overlap.get_or_insert(format!(
+                "{} starts at task {}, not after task {l} of {}",
+                path.display(),
+                s.first,
+                before.display()
+            ));
+        }
+        last = Some((s.last, path.as_path()));
+    }
+    let why = match (asked, custom, overlap, last) {
+        (true, ..) => "--whole-table".to_string(),
+        (_, true, ..) => "custom metrics read the whole table".to_string(),
+        (_, _, Some(o), _) => {
+            eprintln!(
+                "warning: the slices are not in task order ({o}): merging them as one table; join each bucket's \
+                 slices with `partial` and give them in bucket order to merge bucket by bucket"
+            );
+            format!("the slices are not in task order ({o})")
+        }
+        // No rows at all: refused as the whole table refuses it.
+        (_, _, None, None) => "the slices hold no rows".to_string(),
+        _ => return Ok(false),
+    };
+    match plan {
+        Some(p) => Err(Error::Usage(format!(
+            "--plan {} is for the bucket-by-bucket merge, and this merge reads the whole table ({why})",
+            p.display()
+        ))),
+        None => Ok(true),
+    }
+}
+
 /// `aggregate` over slices: `c.rollouts` only names the sweep, `c.out` is required, and
-/// the inputs are `c.inputs` or `input_slices` (not both).
-/// `whole_table` reads the slices into one table; otherwise they are read bucket by
-/// bucket, keeping each run's value columns or, with `low_memory`, none.
+/// the inputs are `c.inputs` or `input_slices` (not both). The slices are read bucket
+/// by bucket unless [`whole_table_for`] says otherwise; the statistics come from
+/// rounds run here or from a finished `plan` (with the task entries its round tasks
+/// rendered, `tasks`).
 pub fn merge_aggregate(
     c: &AggregateConfig,
     slices: &[PathBuf],
     input_slices: &[PathBuf],
     whole_table: bool,
-    low_memory: bool,
     plan: Option<&Path>,
     tasks: &[PathBuf],
-) -> Result<AggregateRun> {
+) -> Result<(AggregateRun, Merged)> {
     let path = c.out.clone().ok_or_else(|| Error::Usage("merge aggregate needs --out FILE".into()))?;
     let given = InputsGiven::new(c.inputs.as_deref(), input_slices)?;
     let mut read: Vec<&Path> = slices.iter().map(PathBuf::as_path).collect();
@@ -309,63 +381,50 @@ pub fn merge_aggregate(
     read.extend(c.metrics.files.iter().map(PathBuf::as_path));
     read.extend(plan);
     read.extend(tasks.iter().map(PathBuf::as_path));
-    let mut plan = plan.map(|p| Plan::read_for(p, Command::Aggregate)).transpose()?;
-    if let Some(p) = &mut plan {
-        if !tasks.is_empty() {
-            p.tasks = Some(TaskPieces::open(tasks, p)?);
-        }
-    }
+    let custom = !c.metrics.builtin().is_empty() || !c.metrics.sql().is_empty();
+    let whole_table = whole_table_for(whole_table, custom, slices, plan)?;
+    let plan = open_plan(plan, tasks, Command::Aggregate)?;
     let mut out = OutputSet::new(&read);
     out.check(&path)?;
-    if !whole_table {
-        // Bucket by bucket: the inputs first (the file, or the slices' headers), then the
-        // slices one at a time, each with its input rows.
-        let t0 = std::time::Instant::now();
-        let inputs = match given {
-            InputsGiven::None => None,
-            InputsGiven::File(f) => Some(MergeInputs::File(read_inputs(f)?)),
-            InputsGiven::Slices(s) => Some(MergeInputs::Sliced(open_slices(s)?)),
-        };
-        // Reading freed its per-piece tables; the merge holds the inputs for its whole run.
-        crate::ingest::release_free_memory();
-        if let Some(MergeInputs::File(i)) = &inputs {
-            crate::trace::trace("merge: read inputs", t0);
-            // The check on the inputs alone (swapped files); the rest needs the rollouts.
-            check_runs(&RolloutTable::empty(Default::default()), i)?;
-        }
-        let mut pending = inputs.as_ref().map(MergeInputs::read_warnings).unwrap_or_default();
-        let planned = plan.is_some();
-        let streamed = merge_aggregate_streamed(c, slices, inputs.as_ref(), &mut out, &path, plan, &mut pending)?;
-        if let Some(mut run) = streamed {
-            run.file = Some(out.commit()?.remove(0));
-            return Ok(run);
-        }
-        if low_memory {
-            eprintln!(
-                "warning: --low-memory: this merge needs the whole table (custom metrics, slices out of task order, \
-                 or rollouts without an agent merged into a named run); reading every slice into one table{}",
-                if planned { " (the plan is not used)" } else { "" }
-            );
-        }
-        let inputs = match inputs {
-            Some(MergeInputs::File(i)) => Some(i),
-            Some(MergeInputs::Sliced(s)) => Some(s.whole()?),
-            None => None,
-        };
-        let t = read_sweep(slices, &c.rollouts[0])?;
+    if whole_table {
+        let (inputs, t) = read_both(given, None, slices, &c.rollouts[0])?;
         if let Some(i) = &inputs {
             check_runs(&t, i)?;
+            report_read_warnings(&i.report.warnings);
         }
-        // Those the bucket-by-bucket pass did not print already.
-        report_read_warnings(&pending);
-        return aggregate_table(c, &t, inputs.as_ref(), out, &path);
+        return Ok((aggregate_table(c, &t, inputs.as_ref(), out, &path)?, Merged::WholeTable));
     }
-    let (inputs, t) = read_both(given, None, slices, &c.rollouts[0])?;
-    if let Some(i) = &inputs {
-        check_runs(&t, i)?;
-        report_read_warnings(&i.report.warnings);
+    // Bucket by bucket: the inputs first (the file, or the slices' headers), then the
+    // slices one at a time, each with its input rows.
+    let t0 = std::time::Instant::now();
+    let inputs = match given {
+        InputsGiven::None => None,
+        InputsGiven::File(f) => Some(MergeInputs::File(read_inputs(f)?)),
+        InputsGiven::Slices(s) => Some(MergeInputs::Sliced(open_slices(s)?)),
+    };
+    // Reading freed its per-piece tables; the merge holds the inputs for its whole run.
+    crate::ingest::release_free_memory();
+    if let Some(MergeInputs::File(i)) = &inputs {
+        crate::trace::trace("merge: read inputs", t0);
+        // The check on the inputs alone (swapped files); the rest needs the rollouts.
+        check_runs(&RolloutTable::empty(Default::default()), i)?;
     }
-    aggregate_table(c, &t, inputs.as_ref(), out, &path)
+    let mut pending = inputs.as_ref().map(MergeInputs::read_warnings).unwrap_or_default();
+    let given = plan.is_some();
+    let (mut run, rounds) = merge_aggregate_streamed(c, slices, inputs.as_ref(), &mut out, &path, plan, &mut pending)?;
+    run.file = Some(out.commit()?.remove(0));
+    Ok((run, Merged::Buckets { buckets: slices.len(), rounds, given }))
+}
+
+/// A finished plan of rounds for `command`'s merge, with the task entries its round
+/// tasks rendered (`tasks`).
+fn open_plan(plan: Option<&Path>, tasks: &[PathBuf], command: Command) -> Result<Option<Plan>> {
+    let Some(path) = plan else { return Ok(None) };
+    let mut plan = Plan::read_for(path, command)?;
+    if !tasks.is_empty() {
+        plan.tasks = Some(TaskPieces::open(tasks, &plan)?);
+    }
+    Ok(Some(plan))
 }
 
 /// The files a round task reads (its slices, inputs and plan), which its outputs — the
@@ -512,26 +571,20 @@ pub fn merge_export(
 
 /// `profile` over slices: the artifacts go to `c.out_dir` (required), named after
 /// `c.rollouts`. The inputs are `c.inputs`, or `input_slices` when given; then each
-/// task's `sample` is still read from the inputs file they were sharded from.
-/// `whole_table` reads the slices into one table; otherwise they are read bucket by
-/// bucket, keeping only the measured rollouts' keys, runs and numeric values.
+/// task's `sample` is still read from the inputs file they were sharded from. The
+/// slices are read bucket by bucket unless [`whole_table_for`] says otherwise.
 pub fn merge_profile(
     c: &ProfileConfig,
     slices: &[PathBuf],
     input_slices: &[PathBuf],
     whole_table: bool,
-    low_memory: bool,
     plan: Option<&Path>,
     tasks: &[PathBuf],
-) -> Result<ProfileRun> {
+) -> Result<(ProfileRun, Merged)> {
     let dir = c.out_dir.clone().ok_or_else(|| Error::Usage("merge profile needs --out-dir DIR".into()))?;
+    let whole_table = whole_table_for(whole_table, !c.metrics.is_empty(), slices, plan)?;
     let plan_path = plan;
-    let mut plan = plan.map(|p| Plan::read_for(p, Command::Profile)).transpose()?;
-    if let Some(p) = &mut plan {
-        if !tasks.is_empty() {
-            p.tasks = Some(TaskPieces::open(tasks, p)?);
-        }
-    }
+    let mut plan = open_plan(plan, tasks, Command::Profile)?;
     let given = if input_slices.is_empty() { InputsGiven::File(&c.inputs) } else { InputsGiven::Slices(input_slices) };
     if let InputsGiven::File(f) = given {
         if f.is_dir() {
@@ -559,48 +612,32 @@ pub fn merge_profile(
         if let InputsGiven::File(f) = given {
             check_inputs(f)?;
         }
-        if !whole_table {
-            let inputs = match opened.take() {
-                Some(s) => MergeInputs::Sliced(s),
-                None => MergeInputs::File(read_inputs(&c.inputs)?),
-            };
-            crate::ingest::release_free_memory();
-            if let MergeInputs::File(i) = &inputs {
-                check_runs(&RolloutTable::empty(Default::default()), i)?;
-            }
-            let mut pending = inputs.read_warnings();
-            let planned = plan.is_some();
-            if let Some(r) = merge_profile_streamed(c, slices, &inputs, &mut out, &paths, plan.take(), &mut pending)? {
-                let files = out.commit()?;
-                return Ok(ProfileRun {
-                    files,
-                    summary: r.summary,
-                    agents: r.agents,
-                    warnings: r.warnings,
-                    failures: None,
-                    lake: None,
-                });
-            }
-            if low_memory {
-                eprintln!(
-                    "warning: --low-memory: this merge needs the whole table (custom metrics, or slices out of task \
-                     order); reading every slice into one table{}",
-                    if planned { " (the plan is not used)" } else { "" }
-                );
-            }
-            let inputs = match inputs {
-                MergeInputs::File(i) => i,
-                MergeInputs::Sliced(s) => s.whole()?,
-            };
-            let t = read_sweep(slices, &c.rollouts[0])?;
+        if whole_table {
+            let (inputs, t) = read_both(given, opened.as_ref(), slices, &c.rollouts[0])?;
+            let inputs = inputs.expect("read_both reads the inputs it is given");
             check_runs(&t, &inputs)?;
-            report_read_warnings(&pending);
-            return profile_table(c, &t, &inputs, out, &paths);
+            report_read_warnings(&inputs.report.warnings);
+            return Ok((profile_table(c, &t, &inputs, out, &paths)?, Merged::WholeTable));
         }
-        let (inputs, t) = read_both(given, opened.as_ref(), slices, &c.rollouts[0])?;
-        let inputs = inputs.expect("read_both reads the inputs it is given");
-        check_runs(&t, &inputs)?;
-        report_read_warnings(&inputs.report.warnings);
-        profile_table(c, &t, &inputs, out, &paths)
+        let inputs = match opened.take() {
+            Some(s) => MergeInputs::Sliced(s),
+            None => MergeInputs::File(read_inputs(&c.inputs)?),
+        };
+        crate::ingest::release_free_memory();
+        if let MergeInputs::File(i) = &inputs {
+            check_runs(&RolloutTable::empty(Default::default()), i)?;
+        }
+        let mut pending = inputs.read_warnings();
+        let given = plan.is_some();
+        let r = merge_profile_streamed(c, slices, &inputs, &mut out, &paths, plan.take(), &mut pending)?;
+        let run = ProfileRun {
+            files: out.commit()?,
+            summary: r.summary,
+            agents: r.agents,
+            warnings: r.warnings,
+            failures: None,
+            lake: None,
+        };
+        Ok((run, Merged::Buckets { buckets: slices.len(), rounds: r.rounds, given }))
     })
 }

@@ -12,7 +12,7 @@
 
 use std::collections::BTreeMap;
 
-use crate::ingest::slice::{Dec, Enc};
+use crate::codec::{Dec, Enc};
 use crate::json::Members;
 use crate::metrics::levels::{
     describe_members, finish_repeats, one_rollout_rule, repeat_field_members, repeat_head, Profiled, RepeatEntry,

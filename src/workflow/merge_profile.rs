@@ -47,6 +47,8 @@ pub(super) struct MergedProfile {
     pub summary: CompletionSummary,
     pub agents: Vec<Json>,
     pub warnings: Warnings,
+    /// Rounds the statistics took after counting.
+    pub rounds: u32,
 }
 
 /// The input rows of a range of tasks.
@@ -150,11 +152,7 @@ impl<'a> RangeInputs<'a> {
 
 /// One step of a pass: a bucket of rollouts (or none, for input rows of tasks without
 /// rollouts) with the input rows of its tasks.
-enum Step {
-    /// A slice whose tasks do not all come after the previous slices'.
-    OutOfOrder,
-    Rows(Box<(RolloutTable, InputTable)>),
-}
+type Step = Box<(RolloutTable, InputTable)>;
 
 /// Reads the slices in order as steps, the input rows cut by task range so that the
 /// ranges tile the tasks: a bucket takes the input rows of its own tasks (from its first
@@ -179,7 +177,7 @@ impl Steps<'_> {
         loop {
             if let Some((a, b)) = self.gaps.pop_front() {
                 let t = RolloutTable::empty(self.lines.clone());
-                return Some(self.inputs.range(a, b).map(|inp| Step::Rows(Box::new((t, inp)))));
+                return Some(self.inputs.range(a, b).map(|inp| Box::new((t, inp))));
             }
             if let Some(s) = self.ready.take() {
                 return Some(Ok(s));
@@ -204,10 +202,6 @@ impl Steps<'_> {
                 }
             };
             let (Some(&first), Some(&last)) = (t.task.first(), t.task.last()) else { continue };
-            if self.last.is_some_and(|l| first <= l) {
-                self.done = true;
-                return Some(Ok(Step::OutOfOrder));
-            }
             // The tasks before this bucket's first that no bucket holds.
             let before = first.checked_sub(1);
             if self.counting && before.is_some() {
@@ -215,7 +209,7 @@ impl Steps<'_> {
             }
             self.last = Some(last);
             match self.inputs.range(before, Some(last)) {
-                Ok(inp) => self.ready = Some(Step::Rows(Box::new((t, inp)))),
+                Ok(inp) => self.ready = Some(Box::new((t, inp))),
                 Err(e) => {
                     self.done = true;
                     return Some(Err(e));
@@ -553,16 +547,16 @@ fn add_summary(to: &mut CompletionSummary, s: &CompletionSummary) {
     to.masked_rollout_rows += s.masked_rollout_rows;
 }
 
-/// Runs `each` on every step of the slices (with the input rows of their tasks), read
-/// one ahead; `false` when a slice's tasks are not all after the previous slices'.
-/// `counting`: the first pass, which also sees the input rows of tasks without rollouts.
+/// Runs `each` on every step of the slices (in task order, with the input rows of their
+/// tasks), read one ahead. `counting`: the first pass, which also sees the input rows
+/// of tasks without rollouts.
 fn each_step(
     slices: &[PathBuf],
     name: &Path,
     inputs: &RangeInputs<'_>,
     counting: bool,
     mut each: impl FnMut(&RolloutTable, &InputTable) -> Result<()>,
-) -> Result<bool> {
+) -> Result<()> {
     let steps = Steps {
         slices,
         name,
@@ -576,17 +570,15 @@ fn each_step(
         done: false,
     };
     prefetched_iter(steps, |s: Result<Step>| -> Result<bool> {
-        match s? {
-            Step::OutOfOrder => Ok(false),
-            Step::Rows(b) => each(&b.0, &b.1).map(|()| true),
-        }
+        let b = s?;
+        each(&b.0, &b.1).map(|()| true)
     })
+    .map(|_| ())
 }
 
-/// `merge profile` bucket by bucket, staging the three artifacts `paths` in `out`; `None`
-/// when this run needs the whole table (nothing is staged then). The statistics come
-/// from rounds over the buckets run here, or from `given`, a finished plan of rounds
-/// run elsewhere.
+/// `merge profile` bucket by bucket, staging the three artifacts `paths` in `out`. The
+/// statistics come from rounds over the buckets run here, or from `given`, a finished
+/// plan of rounds run elsewhere.
 pub(super) fn merge_profile_streamed(
     c: &ProfileConfig,
     slices: &[PathBuf],
@@ -595,28 +587,19 @@ pub(super) fn merge_profile_streamed(
     paths: &[PathBuf; 3],
     given: Option<Plan>,
     pending: &mut Vec<String>,
-) -> Result<Option<MergedProfile>> {
-    if !c.metrics.is_empty() {
-        return Ok(None);
-    }
+) -> Result<MergedProfile> {
     let name = &c.rollouts[0];
     let t0 = std::time::Instant::now();
     let mut g = Gather::default();
     let mut plan = Plan::new(Command::Profile);
     let ranges = RangeInputs::new(inputs);
     let mut all_lines = LineMap::default();
-    let mut any_rows = false;
-    let in_order = each_step(slices, name, &ranges, true, |t, inp| {
+    each_step(slices, name, &ranges, true, |t, inp| {
         if !t.is_empty() {
             all_lines = t.lines.clone();
-            any_rows = true;
         }
         g.visit(t, inp, &mut plan)
     })?;
-    // Slices without a row are refused as the whole table refuses them.
-    if !in_order || !any_rows {
-        return Ok(None);
-    }
     trace("merge: gather", t0);
     g.errors(inputs.path(), &all_lines, c.allow_partial, pending)?;
     let mut summary = std::mem::take(&mut g.summary);
@@ -629,7 +612,7 @@ pub(super) fn merge_profile_streamed(
         out.add(&paths[0], b"")?;
         out.add(&paths[1], &compact_array(&agents))?;
         out.add(&paths[2], &compact_array(&[]))?;
-        return Ok(Some(MergedProfile { summary, agents, warnings }));
+        return Ok(MergedProfile { summary, agents, warnings, rounds: 0 });
     }
     let (plan, mut pieces) = settle(plan, given, |plan| {
         each_step(slices, name, &ranges, false, |t, inp| {
@@ -639,7 +622,6 @@ pub(super) fn merge_profile_streamed(
             };
             absorb_own(plan, shares, Vec::new())
         })
-        .map(|_| ())
     })?;
     // Labels, settled over the whole sweep, and each run key's.
     let labels = labels_for(plan.entries.pairs.iter().map(|(s, a)| (s.as_deref(), a.as_deref())));
@@ -661,8 +643,9 @@ pub(super) fn merge_profile_streamed(
         }
         pieces.check_all_taken()?;
     }
-    let wrote = pieces.is_some()
-        || each_step(slices, name, &ranges, false, |t, inp| {
+    let mut wrote = pieces.is_some();
+    if !wrote {
+        each_step(slices, name, &ranges, false, |t, inp| {
             if t.is_empty() {
                 return Ok(());
             }
@@ -671,9 +654,11 @@ pub(super) fn merge_profile_streamed(
                 .map_err(|e: StreamError| e.at(&paths[0]))?
             {
                 started = true;
+                wrote = true;
             }
             Ok(())
         })?;
+    }
     if !wrote {
         return Err(Error::Mismatch(
             "the slices changed while the merge read them; merge slices that nothing writes to".into(),
@@ -684,7 +669,7 @@ pub(super) fn merge_profile_streamed(
     trace("merge: task entries + write", t0);
     out.add(&paths[1], &compact_array(&agents))?;
     out.add(&paths[2], &compact_array(&repeats))?;
-    Ok(Some(MergedProfile { summary, agents, warnings }))
+    Ok(MergedProfile { summary, agents, warnings, rounds: plan.round - 1 })
 }
 
 /// The agent and repeat levels of a profile from its finished plan: each label's from

@@ -32,7 +32,7 @@ use crate::error::{Error, Location, Result};
 use crate::export::atomic::OutputSet;
 use crate::export::tasks::StreamError;
 use crate::ingest::fields::resolve_fields;
-use crate::ingest::slice::{Dec, Enc};
+use crate::codec::{Dec, Enc};
 use crate::ingest::RolloutTable;
 use crate::metrics::levels::Profiled;
 

@@ -346,27 +346,22 @@ struct Gathered {
     first_orphan: Option<(String, i64, i64)>,
     unnamed: Option<Error>,
     checks: RunChecks,
-    last_task: Option<i64>,
 }
 
 impl Gathered {
-    /// Takes bucket `b` (the `b`-th slice); false when its tasks do not all come after
-    /// the previous buckets'. Each run's scored rollouts go to `plan`'s counting round.
-    fn visit(&mut self, c: &AggregateConfig, b: usize, bk: &Bucket<'_>, plan: &mut Plan) -> Result<bool> {
+    /// Takes bucket `b` (the `b`-th slice, whose tasks all come after the previous
+    /// buckets'). Each run's scored rollouts go to `plan`'s counting round.
+    fn visit(&mut self, c: &AggregateConfig, b: usize, bk: &Bucket<'_>, plan: &mut Plan) -> Result<()> {
         let (t, bucket_inputs) = (&bk.t, bk.inputs.as_deref());
         if t.is_empty() {
-            return Ok(true);
+            return Ok(());
         }
-        if self.last_task.is_some_and(|l| t.task[0] <= l) {
-            return Ok(false);
-        }
-        self.last_task = t.task.last().copied();
         match bucket_inputs {
             Some(inp) => self.checks.visit(t, inp),
             None => self.rollout_labels(t),
         }
         if self.unnamed.is_some() {
-            return Ok(true);
+            return Ok(());
         }
         let br = bk.runs();
         // Each local run key's index in `list`, found on its first row.
@@ -386,7 +381,7 @@ impl Gathered {
                     let (key, is_server) = &br.keys[k as usize];
                     if key.is_none() && c.agent.is_none() {
                         self.unnamed = Some(crate::metrics::aggregate::unnamed(t, bucket_inputs, r));
-                        return Ok(true);
+                        return Ok(());
                     }
                     let list = &mut self.list;
                     let i = *self.by_key.entry(key.clone()).or_insert_with(|| {
@@ -405,7 +400,7 @@ impl Gathered {
                 self.list[i].add(t, rows, b, plan)?;
             }
         }
-        Ok(true)
+        Ok(())
     }
 
     /// Without inputs: the run keys of `t` in table order, each with its first agent.
@@ -425,10 +420,10 @@ impl Gathered {
         }
     }
 
-    /// The runs in label order, each with its label; `None` when unnamed rollouts join
+    /// The runs in label order, each with its label; refused when unnamed rollouts join
     /// a named run of the `--agent` label (their rows would interleave with that run's,
-    /// which the whole table orders).
-    fn order(&self, c: &AggregateConfig, inputs: Option<&MergeInputs>) -> Option<Vec<(String, usize)>> {
+    /// which only the whole table orders).
+    fn order(&self, c: &AggregateConfig, inputs: Option<&MergeInputs>) -> Result<Vec<(String, usize)>> {
         let labels: HashMap<String, String> = match inputs {
             Some(inp) => inp.labels(),
             None => label_runs(&self.key_agents),
@@ -441,37 +436,40 @@ impl Gathered {
         };
         let mut order: Vec<(String, usize)> = self.list.iter().enumerate().map(|(i, r)| (label_of(r), i)).collect();
         order.sort();
-        (!order.windows(2).any(|w| w[0].0 == w[1].0)).then_some(order)
+        match order.windows(2).find(|w| w[0].0 == w[1].0) {
+            Some(w) => Err(Error::Usage(format!(
+                "rollouts that name no agent are labelled `{}` by --agent, which also labels a run: their rows \
+                 interleave with that run's, which only the whole table orders; merge with --whole-table, or give \
+                 --agent a label no run has",
+                w[0].0
+            ))),
+            None => Ok(order),
+        }
     }
 }
 
-/// The first pass: every bucket read in order, its runs counted into `plan`; `None`
-/// when the slices are not in task order.
+/// The first pass: every bucket read in order, its runs counted into `plan`.
 fn gather_aggregate(
     c: &AggregateConfig,
     slices: &[PathBuf],
     inputs: Option<&MergeInputs>,
     plan: &mut Plan,
-) -> Result<Option<Gathered>> {
+) -> Result<Gathered> {
     let name = &c.rollouts[0];
     let mut g = Gathered::default();
     let mut lines = LineMap::default();
-    let in_order = prefetched(
+    prefetched(
         slices.len(),
         |b| read_bucket(&slices[b], name, &mut lines, inputs),
-        |b, bk| -> Result<bool> { g.visit(c, b, &bk?, plan) },
+        |b, bk| -> Result<bool> { g.visit(c, b, &bk?, plan).map(|()| true) },
     )?;
-    if !in_order {
-        return Ok(None);
-    }
     g.lines = lines;
-    Ok(Some(g))
+    Ok(g)
 }
 
-/// `merge aggregate` bucket by bucket into `path` (staged in `out`), or `None` when this
-/// run needs the whole table (nothing is written then). The statistics come from
-/// rounds over the buckets run here, or from `given`, a finished plan of rounds run
-/// elsewhere.
+/// `merge aggregate` bucket by bucket into `path` (staged in `out`), with the rounds
+/// its statistics took. They come from rounds over the buckets run here, or from
+/// `given`, a finished plan of rounds run elsewhere.
 pub(super) fn merge_aggregate_streamed(
     c: &AggregateConfig,
     slices: &[PathBuf],
@@ -480,14 +478,11 @@ pub(super) fn merge_aggregate_streamed(
     path: &Path,
     given: Option<Plan>,
     pending: &mut Vec<String>,
-) -> Result<Option<AggregateRun>> {
-    if !c.metrics.builtin().is_empty() || !c.metrics.sql().is_empty() {
-        return Ok(None);
-    }
+) -> Result<(AggregateRun, u32)> {
     let name = &c.rollouts[0];
     let t0 = std::time::Instant::now();
     let mut plan = Plan::new(Command::Aggregate);
-    let Some(mut g) = gather_aggregate(c, slices, inputs, &mut plan)? else { return Ok(None) };
+    let mut g = gather_aggregate(c, slices, inputs, &mut plan)?;
     trace("merge: gather runs", t0);
     // The checks the single-machine path makes on the whole table, in its order (none
     // when the sweep has no rows).
@@ -499,7 +494,7 @@ pub(super) fn merge_aggregate_streamed(
     if let Some(e) = g.unnamed.take() {
         return Err(e);
     }
-    let Some(order) = g.order(c, inputs) else { return Ok(None) };
+    let order = g.order(c, inputs)?;
     let mut warn = Warnings::default();
     if let Some((at, task, rollout)) = &g.first_orphan {
         warn.add(format!(
@@ -560,7 +555,8 @@ pub(super) fn merge_aggregate_streamed(
             (label, km)
         })
         .collect();
-    Ok(Some(AggregateRun { file: Some(path.to_path_buf()), key_metrics, warnings: warn, ..AggregateRun::nothing() }))
+    let run = AggregateRun { file: Some(path.to_path_buf()), key_metrics, warnings: warn, ..AggregateRun::nothing() };
+    Ok((run, plan.round - 1))
 }
 
 /// Where a scratch file for `path` goes: beside it, or in the temporary folder when it

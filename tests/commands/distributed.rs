@@ -91,16 +91,28 @@ fn shard_inputs(d: &TempDir, inputs: &Path, ranges: u64, width: usize, tag: &str
 }
 
 /// How `merge aggregate` is asked to hold the sweep.
-const MODES: [Option<&str>; 3] = [None, Some("--whole-table"), Some("--low-memory")];
+const MODES: [Option<&str>; 2] = [None, Some("--whole-table")];
 
-/// Runs `merge aggregate` with `args` and `mode` (one of [`MODES`]); whether the
-/// bucket-by-bucket path wrote the file (it says so in its trace).
+/// Runs `merge aggregate` with `args` and `mode` (one of [`MODES`]); whether it merged
+/// bucket by bucket, as its summary line says.
 fn merge_aggregate(args: &[&str], mode: Option<&str>) -> bool {
-    let mut cmd = std::process::Command::new(bin());
-    cmd.arg("merge").arg("aggregate").args(args).args(mode).env("ROLLSTAT_TRACE", "1");
-    let o = cmd.output().unwrap();
+    merged_by_bucket("aggregate", args, mode)
+}
+
+/// Runs `merge COMMAND` with `args` (`-q` left out, so that it prints its summary) and
+/// `mode`; whether it merged bucket by bucket (else as one table), as it says.
+fn merged_by_bucket(command: &str, args: &[&str], mode: Option<&str>) -> bool {
+    let args: Vec<&str> = args.iter().copied().filter(|&a| a != "-q").collect();
+    let o = run(&[&["merge", command], args.as_slice(), mode.as_slice()].concat());
     assert!(o.status.success(), "{args:?}: {}", stderr(&o));
-    stderr(&o).contains("merge: task entries + write")
+    let out = stdout(&o);
+    let said: Vec<&str> = out.lines().filter(|l| l.starts_with("Merged ")).collect();
+    assert_eq!(said.len(), 1, "{out}");
+    match said[0] {
+        l if l.starts_with("Merged bucket by bucket (") => true,
+        "Merged as one table" => false,
+        l => panic!("{l}"),
+    }
 }
 
 /// Runs `args` and then `slices` in each of [`MODES`]: all refuse (exit status 2,
@@ -123,17 +135,13 @@ fn refused_alike(args: &[&str], slices: &[PathBuf], out: &Path, name: &str) -> S
 const PROFILE_FILES: [&str; 3] =
     ["all_reward_profiling.jsonl", "all_agent_metrics.json", "all_repeat_level_metrics.json"];
 
-/// Runs `merge profile` with `args` and `mode` (one of [`MODES`]); whether the
-/// bucket-by-bucket path wrote the artifacts (it says so in its trace).
+/// Runs `merge profile` with `args` and `mode` (one of [`MODES`]); whether it merged
+/// bucket by bucket, as its summary line says.
 fn merge_profile(args: &[&str], mode: Option<&str>) -> bool {
-    let mut cmd = std::process::Command::new(bin());
-    cmd.arg("merge").arg("profile").args(args).args(mode).env("ROLLSTAT_TRACE", "1");
-    let o = cmd.output().unwrap();
-    assert!(o.status.success(), "{args:?}: {}", stderr(&o));
-    stderr(&o).contains("merge: gather")
+    merged_by_bucket("profile", args, mode)
 }
 
-/// The low-memory statistics as a cluster runs them: rounds of `merge aggregate
+/// The statistics as a cluster runs them: rounds of `merge aggregate
 /// --share-out` (each worker given one or two buckets, with `extra`: the inputs, flags)
 /// and `merge combine`, until combine says `done`; the finished plan and the rounds.
 fn rounds(d: &TempDir, slices: &[PathBuf], extra: &[&str], tag: &str, rng: &mut Rng) -> (PathBuf, usize) {
@@ -159,7 +167,7 @@ fn rounds_of(
         while k < slices.len() {
             let take = (1 + rng.pick(2)).min(slices.len() - k);
             let out = d.join(&format!("{tag}-r{round}-{k}.share"));
-            let mut args = vec!["merge", command, "--low-memory", "--share-out", s(&out), "-q"];
+            let mut args = vec!["merge", command, "--share-out", s(&out), "-q"];
             args.extend(extra);
             if let Some(p) = &plan {
                 args.extend(["--plan", s(p)]);
@@ -193,7 +201,7 @@ fn rounds_of(
     panic!("{tag}: no plan finished in 8 rounds");
 }
 
-/// `merge aggregate --low-memory --plan` on `slices` with `extra` (and the rounds'
+/// `merge aggregate --plan` on `slices` with `extra` (and the rounds'
 /// task entries `tasks`, when any): the bytes written.
 fn merge_with_plan(
     d: &TempDir,
@@ -205,7 +213,7 @@ fn merge_with_plan(
 ) -> Vec<u8> {
     let got = d.join(&format!("{tag}-{}-planned.json", tasks.len()));
     let mut cmd = std::process::Command::new(bin());
-    cmd.args(["merge", "aggregate", "--low-memory", "--plan", s(plan), "--out", s(&got), "-q"]).args(extra);
+    cmd.args(["merge", "aggregate", "--plan", s(plan), "--out", s(&got), "-q"]).args(extra);
     if !tasks.is_empty() {
         cmd.arg("--tasks").args(tasks.iter().map(|p| s(p))).arg("--");
     }
@@ -326,7 +334,7 @@ fn check_sweep(generate_args: &[&str], files: usize, seed: u64) {
                     let (a, b) = (bytes(&got.join(f)), bytes(&want_prof.join(f)));
                     assert!(a == b, "profile {f}, width {width}, {mode:?}, input slices {sliced}");
                 }
-                if mode != Some("--low-memory") {
+                if mode.is_some() {
                     continue;
                 }
                 // The statistics as rounds of shares, then the merge with the plan.
@@ -338,7 +346,7 @@ fn check_sweep(generate_args: &[&str], files: usize, seed: u64) {
                 for with_tasks in [false, true] {
                     let got = d.join(&format!("{rtag}-out-{with_tasks}"));
                     let mut cmd = std::process::Command::new(bin());
-                    cmd.args(["merge", "profile", "--low-memory", "--plan", s(&plan), "--out-dir", s(&got), "-q"])
+                    cmd.args(["merge", "profile", "--plan", s(&plan), "--out-dir", s(&got), "-q"])
                         .args(["--name", "all.jsonl", "--allow-partial"])
                         .args(&extra);
                     if with_tasks {
@@ -482,15 +490,21 @@ fn late_fields_and_late_floats_merge_bucket_by_bucket() {
         let want = d.join("want.json");
         ok(&["aggregate", s(file), "--agent", agent, "--out", s(&want), "-q"]);
         let slices = shard_and_join(&d, std::slice::from_ref(file), 5, &format!("late{i}"));
-        for mode in [None, Some("--low-memory")] {
-            let got = d.join("got.json");
-            let mut args = vec!["--agent", agent, "--out", s(&got), "-q"];
-            args.extend(slices.iter().map(|p| s(p)));
-            // Unnamed rollouts labelled as a named run interleave with it: the whole table.
-            assert_eq!(merge_aggregate(&args, mode), agent != "a");
-            assert!(bytes(&got) == bytes(&want), "{} --agent {agent} {mode:?}", file.display());
-            std::fs::remove_file(&got).unwrap();
+        let got = d.join("got.json");
+        let mut args = vec!["--agent", agent, "--out", s(&got), "-q"];
+        args.extend(slices.iter().map(|p| s(p)));
+        if agent == "a" {
+            // Unnamed rollouts labelled as a named run interleave with it, which only the
+            // whole table orders: refused bucket by bucket, before anything is written.
+            let o = run(&[&["merge", "aggregate"], args.as_slice()].concat());
+            assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+            assert!(stderr(&o).contains("--whole-table") && !got.exists(), "{}", stderr(&o));
+            assert!(!merge_aggregate(&args, Some("--whole-table")));
+        } else {
+            assert!(merge_aggregate(&args, None));
         }
+        assert!(bytes(&got) == bytes(&want), "{} --agent {agent}", file.display());
+        std::fs::remove_file(&got).unwrap();
         std::fs::remove_file(&want).unwrap();
     }
 }
@@ -553,10 +567,14 @@ fn merging_shard_slices_without_partials_gives_the_single_machine_bytes() {
     }
     assert!(slices.len() > 3, "{slices:?}");
     let got = d.join("got.json");
-    let mut args = vec!["merge", "aggregate", "--out", s(&got), "-q"];
+    let mut args = vec!["--out", s(&got)];
     args.extend(slices.iter().map(|p| s(p)));
-    ok(&args);
+    // Told by the slices' heads before any is read: one table, with a warning.
+    assert!(!merge_aggregate(&args, None));
     assert!(bytes(&got) == bytes(&want), "merge of {} shard slices", slices.len());
+    let o = run(&[&["merge", "aggregate", "--plan", s(&got)], args.as_slice()].concat());
+    assert_eq!(o.status.code(), Some(2), "a plan is for the bucket-by-bucket merge: {}", stderr(&o));
+    assert!(stderr(&o).contains("not in task order"), "{}", stderr(&o));
 }
 
 /// A bad line in a later range is named by its line number in the whole file.
@@ -766,7 +784,7 @@ fn low_memory_merges_of_long_columns_give_the_single_machine_bytes() {
     let got = d.join("got.json");
     let mut args = vec!["--out", s(&got), "-q"];
     args.extend(slices.iter().map(|p| s(p)));
-    assert!(merge_aggregate(&args, Some("--low-memory")));
+    assert!(merge_aggregate(&args, None));
     assert!(bytes(&got) == bytes(&want), "low-memory merge of 140,000 rollouts");
 }
 
@@ -930,7 +948,7 @@ fn input_slices_that_do_not_make_one_inputs_file_are_refused() {
     let call = |v: Vec<String>, says: &str| refused(&v.iter().map(String::as_str).collect::<Vec<_>>(), says, &out);
     call(merge(&[&by5[0]], &["--inputs", s(&inputs)]), "not both");
     call(merge(&[&by5[0], &by3[0]], &[]), "sharded with one width");
-    for mode in ["", "--whole-table", "--low-memory"] {
+    for mode in ["", "--whole-table"] {
         let more: Vec<&str> = [mode].into_iter().filter(|m| !m.is_empty()).collect();
         call(merge(&[&by5[0], &by5[0]], &more), "is in two input slices");
     }
@@ -1002,7 +1020,7 @@ fn bucket_by_bucket_profiles_count_tasks_without_rollouts() {
     let said = stderr(&o);
     let slices = shard_and_join(&d, std::slice::from_ref(&rollouts), 6, "r");
     let islices = shard_inputs(&d, &inputs, 2, 4, "i", true);
-    for (sliced, mode) in [(false, None), (true, None), (false, Some("--low-memory")), (true, Some("--low-memory"))] {
+    for (sliced, mode) in [(false, None::<&str>), (true, None)] {
         let got = d.join(&format!("got-{sliced}-{mode:?}"));
         let mut cmd = std::process::Command::new(bin());
         cmd.args(["merge", "profile", "--name", "all.jsonl", "--out-dir", s(&got), "--allow-partial", "-q"]);
@@ -1107,7 +1125,7 @@ fn bucket_by_bucket_profiles_order_fan_out_runs_by_label() {
     let got = d.join("got");
     let mut args = vec!["--name", "all.jsonl", "--inputs", s(&inp), "--out-dir", s(&got), "--allow-partial", "-q"];
     args.extend(slices.iter().map(|p| s(p)));
-    for mode in [None, Some("--low-memory")] {
+    for mode in [None] {
         assert!(merge_profile(&args, mode));
         for f in PROFILE_FILES {
             assert!(bytes(&got.join(f)) == bytes(&want.join(f)), "{f}, {mode:?}");
@@ -1329,12 +1347,12 @@ fn rounds_of_shares_give_the_single_machine_bytes_and_refuse_what_does_not_fit()
     // The merge with a plan of other slices (one bucket left out of the rounds).
     let (short, _) = rounds(&d, &slices[1..], &[], "short", &mut rng);
     let out = d.join("x.json");
-    let mut args = vec!["merge", "aggregate", "--low-memory", "--plan", s(&short), "--out", s(&out)];
+    let mut args = vec!["merge", "aggregate", "--plan", s(&short), "--out", s(&out)];
     args.extend(slices.iter().map(|p| s(p)));
     assert!(refused(&args, &out, "plan of other slices").contains("other rows"));
     // Task entries that leave out a bucket, of other slices, or given twice; damaged.
     let with_tasks = |plan: &Path, files: &[&PathBuf], from: usize| -> Vec<String> {
-        let mut a = vec!["merge", "aggregate", "--low-memory", "--plan", s(plan), "--out", s(&out), "--tasks"];
+        let mut a = vec!["merge", "aggregate", "--plan", s(plan), "--out", s(&out), "--tasks"];
         a.extend(files.iter().map(|p| s(p)));
         a.push("--");
         a.extend(slices[from..].iter().map(|p| s(p)));
@@ -1361,13 +1379,13 @@ fn rounds_of_shares_give_the_single_machine_bytes_and_refuse_what_does_not_fit()
     assert!(refused_with(with_tasks(&plan, &dm, 0), "damaged").contains("not rollstat task entries"));
     // A plan not finished.
     let counted = d.join("long-plan0");
-    args[4] = s(&counted);
+    args[3] = s(&counted);
     assert!(refused(&args, &out, "unfinished plan").contains("not finished"));
     // A summing round that leaves out a bucket's share.
     let mut shares = Vec::new();
     for (k, sl) in slices.iter().enumerate().skip(1) {
         let o = d.join(&format!("miss-{k}.share"));
-        ok(&["merge", "aggregate", "--low-memory", "--plan", s(&counted), "--share-out", s(&o), s(sl), "-q"]);
+        ok(&["merge", "aggregate", "--plan", s(&counted), "--share-out", s(&o), s(sl), "-q"]);
         shares.push(o);
     }
     let next = d.join("miss-plan");
@@ -1376,13 +1394,13 @@ fn rounds_of_shares_give_the_single_machine_bytes_and_refuse_what_does_not_fit()
     assert!(refused(&cargs, &next, "a share missing").contains("do not hold the rows"));
     // Shares out of bucket order, and a share of the wrong round.
     let first = d.join("first.share");
-    ok(&["merge", "aggregate", "--low-memory", "--plan", s(&counted), "--share-out", s(&first), s(&slices[0]), "-q"]);
+    ok(&["merge", "aggregate", "--plan", s(&counted), "--share-out", s(&first), s(&slices[0]), "-q"]);
     let mut cargs = vec!["merge", "combine", "--plan", s(&counted), "--out", s(&next), s(&shares[0]), s(&first)];
     assert!(refused(&cargs, &next, "out of order").contains("bucket order"));
     cargs[3] = s(&plan);
     assert!(refused(&cargs, &next, "finished plan").contains("finished"));
     let zero = d.join("zero.share");
-    ok(&["merge", "aggregate", "--low-memory", "--share-out", s(&zero), s(&slices[0]), "-q"]);
+    ok(&["merge", "aggregate", "--share-out", s(&zero), s(&slices[0]), "-q"]);
     let cargs = vec!["merge", "combine", "--plan", s(&counted), "--out", s(&next), s(&zero)];
     assert!(refused(&cargs, &next, "wrong round").contains("round 1 where the plan is at round 2"));
     // Damaged shares and plans; a plan given as a share.
@@ -1403,11 +1421,11 @@ fn rounds_of_shares_give_the_single_machine_bytes_and_refuse_what_does_not_fit()
     // A plan of the other command, and shares of both commands together.
     let inputs = g.join("materialized_inputs.jsonl");
     let (pplan, _, _) = rounds_of("profile", &d, &slices, &["--inputs", s(&inputs)], "prof", &mut rng, false);
-    let mut args = vec!["merge", "aggregate", "--low-memory", "--plan", s(&pplan), "--out", s(&out)];
+    let mut args = vec!["merge", "aggregate", "--plan", s(&pplan), "--out", s(&out)];
     args.extend(slices.iter().map(|p| s(p)));
     assert!(refused(&args, &out, "profile plan").contains("a plan of `merge profile` given to `merge aggregate`"));
     let pshare = d.join("p.share");
-    ok(&["merge", "profile", "--low-memory", "--inputs", s(&inputs), "--share-out", s(&pshare), s(&slices[1]), "-q"]);
+    ok(&["merge", "profile", "--inputs", s(&inputs), "--share-out", s(&pshare), s(&slices[1]), "-q"]);
     let cargs = vec!["merge", "combine", "--out", s(&next), s(&zero), s(&pshare)];
     assert!(refused(&cargs, &next, "mixed commands").contains("a share of `merge profile` among those of"));
     // A byte of a share changed on its way (its data's checksum fails): refused.
@@ -1450,7 +1468,6 @@ fn rounds_of_shares_give_the_single_machine_bytes_and_refuse_what_does_not_fit()
                 run(&[
                     "merge",
                     "aggregate",
-                    "--low-memory",
                     "--plan",
                     s(&bad),
                     "--share-out",
@@ -1466,8 +1483,8 @@ fn rounds_of_shares_give_the_single_machine_bytes_and_refuse_what_does_not_fit()
             }
         }
     }
-    // --plan and --share-out need --low-memory; --share-out does not merge.
-    let o = run(&["merge", "aggregate", "--share-out", s(&next), s(&slices[0])]);
+    // Shares are of the bucket-by-bucket merge: not with --whole-table.
+    let o = run(&["merge", "aggregate", "--whole-table", "--share-out", s(&next), s(&slices[0])]);
     assert_eq!(o.status.code(), Some(2));
     assert!(!next.exists());
 }
@@ -1490,7 +1507,7 @@ fn plans_and_shares_of_other_values_are_refused() {
     let (a, b) = (&sweeps[0], &sweeps[1]);
     assert_eq!(a.0.len(), b.0.len(), "the same buckets");
     let out = d.join("x.json");
-    let mut args = vec!["merge", "aggregate", "--low-memory", "--plan", s(&b.1), "--out", s(&out)];
+    let mut args = vec!["merge", "aggregate", "--plan", s(&b.1), "--out", s(&out)];
     args.extend(a.0.iter().map(|p| s(p)));
     let o = run(&args);
     assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
@@ -1500,14 +1517,14 @@ fn plans_and_shares_of_other_values_are_refused() {
     let counted = d.join("r3-plan0");
     let other = d.join("other.share");
     let b_counted = d.join("r4-plan0");
-    ok(&["merge", "aggregate", "--low-memory", "--plan", s(&b_counted), "--share-out", s(&other), s(&b.0[0]), "-q"]);
+    ok(&["merge", "aggregate", "--plan", s(&b_counted), "--share-out", s(&other), s(&b.0[0]), "-q"]);
     let next = d.join("next");
     let o = run(&["merge", "combine", "--plan", s(&counted), "--out", s(&next), s(&other)]);
     assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
     assert!(stderr(&o).contains("written with another plan"), "{}", stderr(&o));
     assert!(!next.exists());
     // This sweep's plan with the other sweep's task entries.
-    let mut args = vec!["merge", "aggregate", "--low-memory", "--plan", s(&a.1), "--out", s(&out), "--tasks"];
+    let mut args = vec!["merge", "aggregate", "--plan", s(&a.1), "--out", s(&out), "--tasks"];
     args.extend(b.2.iter().map(|p| s(p)));
     args.push("--");
     args.extend(a.0.iter().map(|p| s(p)));
