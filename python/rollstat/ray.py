@@ -205,7 +205,7 @@ class Stages:
         """Whether the merge reads bucket by bucket, so that its statistics run as
         rounds on the cluster: some buckets, and not what `merge` reads as one table
         (`--whole-table`, custom metrics; the partials are in task order)."""
-        whole = {"--whole-table", "--metric", "--metric-dir"}
+        whole = {"--whole-table", "--metric"}
         return bool(self.parts) and not any(f.split("=")[0] in whole for f in passthrough)
 
 

@@ -228,7 +228,9 @@ pub fn run(a: Args) -> Result<()> {
                 r.plan.as_deref(),
                 &r.tasks,
             )?;
-            say!("Merged {merged}");
+            if !common::quiet() {
+                say!("Merged {merged}");
+            }
             common::print_warnings(&r.warnings);
             if !common::quiet() {
                 super::aggregate::print_key_metrics(&r.key_metrics);
@@ -280,7 +282,9 @@ pub fn run(a: Args) -> Result<()> {
                 r.plan.as_deref(),
                 &r.tasks,
             )?;
-            say!("Merged {merged}");
+            if !common::quiet() {
+                say!("Merged {merged}");
+            }
             let warnings = common::print_warnings(&r.warnings);
             super::profile::print_summary(&r, warnings);
         }

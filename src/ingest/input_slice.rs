@@ -16,8 +16,8 @@ use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
 
 use super::rollouts::NONE;
-use crate::codec::{Dec, Enc};
 use super::InputTable;
+use crate::codec::{Dec, Enc};
 use crate::error::{Error, Location, Result};
 
 /// The format's name and version (the last byte).

@@ -152,45 +152,7 @@ pub fn read_slices(paths: &[PathBuf], name: &Path) -> Result<RolloutTable> {
             t.server.push(name_of(row.server));
             t.order.push(order_map[row.order as usize]);
         }
-        let n = t.task.len();
-        for (c, &g) in s.columns.iter().zip(&col_map) {
-            let out = &mut t.columns[g];
-            let code_map: Vec<u32> = c
-                .dict
-                .iter()
-                .map(|s| {
-                    *dicts[g].entry(s.clone()).or_insert_with(|| {
-                        out.dict.push(s.clone());
-                        (out.dict.len() - 1) as u32
-                    })
-                })
-                .collect();
-            // Codes once any slice's rows of the column held a kept string; the first
-            // slice to hold one may be the first of all (its codes then start empty).
-            let coded = !out.codes.is_empty() || !c.codes.is_empty();
-            if !c.codes.is_empty() && out.codes.is_empty() {
-                out.codes = Vec::with_capacity(total.max(base));
-                out.codes.resize(base, u32::MAX);
-            }
-            out.tags.extend_from_slice(&c.tags);
-            out.nums.extend_from_slice(&c.nums);
-            if coded {
-                match c.codes.is_empty() {
-                    true => out.codes.resize(n, u32::MAX),
-                    false => {
-                        out.codes.extend(c.codes.iter().map(|&k| if k == u32::MAX { k } else { code_map[k as usize] }))
-                    }
-                }
-            }
-        }
-        // Columns this slice lacks: absent in its rows.
-        for c in t.columns.iter_mut().filter(|c| c.tags.len() < n) {
-            c.tags.resize(n, tag::ABSENT);
-            c.nums.resize(n, 0.0);
-            if !c.codes.is_empty() {
-                c.codes.resize(n, u32::MAX);
-            }
-        }
+        append_columns(&mut t, &s.columns, &col_map, &mut dicts, (base, total.max(base)));
     }
     t.names = names.list;
     t.orders = orders.seqs;
@@ -208,6 +170,58 @@ pub fn read_slices(paths: &[PathBuf], name: &Path) -> Result<RolloutTable> {
         return Err(Error::bad(Location::file(name), "no rollout rows in the given slices"));
     }
     Ok(t)
+}
+
+/// Appends one slice's columns (`cols`, each going to table column `col_map[k]`, its
+/// strings recoded through `dicts`) to the rows just added to `t` from row `base` on;
+/// columns the slice lacks are absent in its rows. `cap`: the rows every column is
+/// sized for.
+fn append_columns(
+    t: &mut RolloutTable,
+    cols: &[Column],
+    col_map: &[usize],
+    dicts: &mut [std::collections::HashMap<String, u32>],
+    (base, cap): (usize, usize),
+) {
+    let n = t.task.len();
+    for (c, &g) in cols.iter().zip(col_map) {
+        let out = &mut t.columns[g];
+        let code_map: Vec<u32> = c
+            .dict
+            .iter()
+            .map(|s| {
+                *dicts[g].entry(s.clone()).or_insert_with(|| {
+                    out.dict.push(s.clone());
+                    (out.dict.len() - 1) as u32
+                })
+            })
+            .collect();
+        // Codes once any slice's rows of the column held a kept string; the first
+        // slice to hold one may be the first of all (its codes then start empty).
+        let coded = !out.codes.is_empty() || !c.codes.is_empty();
+        if !c.codes.is_empty() && out.codes.is_empty() {
+            out.codes = Vec::with_capacity(cap);
+            out.codes.resize(base, u32::MAX);
+        }
+        out.tags.extend_from_slice(&c.tags);
+        out.nums.extend_from_slice(&c.nums);
+        if coded {
+            match c.codes.is_empty() {
+                true => out.codes.resize(n, u32::MAX),
+                false => {
+                    out.codes.extend(c.codes.iter().map(|&k| if k == u32::MAX { k } else { code_map[k as usize] }))
+                }
+            }
+        }
+    }
+    // Columns this slice lacks: absent in its rows.
+    for c in t.columns.iter_mut().filter(|c| c.tags.len() < n) {
+        c.tags.resize(n, tag::ABSENT);
+        c.nums.resize(n, 0.0);
+        if !c.codes.is_empty() {
+            c.codes.resize(n, u32::MAX);
+        }
+    }
 }
 
 struct SliceRow {

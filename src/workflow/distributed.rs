@@ -292,8 +292,8 @@ fn read_both(
 /// How a merge held the sweep, decided before any slice is read.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Merged {
-    /// Bucket by bucket, the statistics from `rounds` rounds of its plan (run here, or
-    /// elsewhere when the plan was `given`).
+    /// Bucket by bucket, the statistics from `rounds` rounds of its plan, the counting
+    /// round included (run here, or elsewhere when the plan was `given`).
     Buckets { buckets: usize, rounds: u32, given: bool },
     /// Every slice read into one table.
     WholeTable,
@@ -301,14 +301,11 @@ pub enum Merged {
 
 impl std::fmt::Display for Merged {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match *self {
-            Merged::Buckets { buckets, rounds, given: false } => {
-                write!(f, "bucket by bucket ({buckets} buckets, statistics in {rounds} rounds)")
-            }
-            Merged::Buckets { buckets, rounds, given: true } => {
-                write!(f, "bucket by bucket ({buckets} buckets, statistics from the plan's {rounds} rounds)")
-            }
-            Merged::WholeTable => write!(f, "as one table"),
+        let Merged::Buckets { buckets, rounds, given } = *self else { return write!(f, "as one table") };
+        let rounds = if rounds == 1 { "1 round".to_string() } else { format!("{rounds} rounds") };
+        match given {
+            false => write!(f, "bucket by bucket ({buckets} buckets, statistics in {rounds})"),
+            true => write!(f, "bucket by bucket ({buckets} buckets, statistics from the plan's {rounds})"),
         }
     }
 }
@@ -381,8 +378,7 @@ pub fn merge_aggregate(
     read.extend(c.metrics.files.iter().map(PathBuf::as_path));
     read.extend(plan);
     read.extend(tasks.iter().map(PathBuf::as_path));
-    let custom = !c.metrics.builtin().is_empty() || !c.metrics.sql().is_empty();
-    let whole_table = whole_table_for(whole_table, custom, slices, plan)?;
+    let whole_table = whole_table_for(whole_table, !c.metrics.is_empty(), slices, plan)?;
     let plan = open_plan(plan, tasks, Command::Aggregate)?;
     let mut out = OutputSet::new(&read);
     out.check(&path)?;
@@ -456,7 +452,7 @@ fn round_reads<'a>(
     Ok(read)
 }
 
-/// One round of the statistics of `merge aggregate --low-memory`, for a cluster: the
+/// One round of the statistics of `merge aggregate`, for a cluster: the
 /// shares of the buckets `slices` (with their input rows: `c.inputs` or
 /// `input_slices`, which need not be complete) written to `out`; `plan` is the last
 /// round's combined plan (none for the counting round). Returns the shares written.
@@ -477,10 +473,20 @@ pub fn merge_shares(
         // One bucket's input slices: the merge checks that the whole set is complete.
         InputsGiven::Slices(s) => Some(MergeInputs::Sliced(SlicedInputs::open(s)?)),
     };
-    super::merge_stream::write_aggregate_shares(c, slices, inputs.as_ref(), plan.as_ref(), out, tasks_out, &read)
+    let cmd = super::merge_stream::AggregateShares { agent: c.agent.is_some() };
+    super::merge_stream::write_shares(
+        &cmd,
+        &c.rollouts[0],
+        slices,
+        inputs.as_ref(),
+        plan.as_ref(),
+        out,
+        tasks_out,
+        &read,
+    )
 }
 
-/// One round of the statistics of `merge profile --low-memory`, for a cluster: the
+/// One round of the statistics of `merge profile`, for a cluster: the
 /// shares of the buckets `slices`, joined to their input rows (`c.inputs`, or
 /// `input_slices`, which need not be complete), written to `out`; see [`merge_shares`].
 pub fn merge_profile_shares(
@@ -505,7 +511,8 @@ pub fn merge_profile_shares(
         }
         _ => MergeInputs::File(read_inputs(&c.inputs)?),
     };
-    super::merge_profile::write_profile_shares(c, slices, &inputs, plan.as_ref(), out, tasks_out, &read)
+    let cmd = super::merge_profile::ProfileShares;
+    super::merge_stream::write_shares(&cmd, &c.rollouts[0], slices, Some(&inputs), plan.as_ref(), out, tasks_out, &read)
 }
 
 /// The inputs file input slices were sharded from, which `merge profile` re-reads each

@@ -1,5 +1,5 @@
 //! The agent and repeat levels of one run, read bucket by bucket without keeping a
-//! column (`merge aggregate --low-memory`).
+//! column (both bucket-by-bucket merges).
 //!
 //! The first pass counts: rows, present values per field and per (repeat, field),
 //! extremes, tasks per repeat, and the first round of each column's order statistics.

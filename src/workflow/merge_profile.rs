@@ -2,28 +2,23 @@
 //! statistic of the profile is computed over rows in (task, label, rollout) order, so
 //! the merge need not hold the sweep's table. Each bucket of rollouts is read with the
 //! input rows of its tasks (the inputs file cut by task range, or the input slices of
-//! those tasks), in two passes:
+//! those tasks):
 //!
-//! - the first joins them by rollout key, keeps for each measured rollout only its key,
-//!   run and numeric values (the columns the agent and repeat levels read), and counts
-//!   what the completion summary, the coverage and the errors need;
-//! - once the labels are settled over the whole sweep, the levels come from those
-//!   columns with the single-machine code, and a second pass writes each bucket's task
-//!   entries with its own input rows as samples.
-//!
-//! With `--low-memory` each run keeps the low-memory aggregate's state ([`LeanRun`])
-//! instead of columns, and passes of their own settle the statistics before the writing
-//! pass. Custom metrics and slices whose task ranges overlap go to the whole-table merge.
+//! - the first pass joins them by rollout key as the single-machine profile does,
+//!   counts what the completion summary, the coverage and the errors need, and counts
+//!   each run key's measured rollouts into the plan of the statistics' rounds;
+//! - the rounds (`merge_rounds`) settle the agent and repeat levels, every label with
+//!   every field of the profile;
+//! - a last pass writes each bucket's task entries with its own input rows as samples.
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use super::merge_rounds::{
-    absorb_own, counting_share, round_share, settle, write_share_file, write_task_pieces, BucketInfo, Command,
-    Plan, Share, TaskPiece,
+    absorb_own, counting_share, round_share, settle, BucketInfo, Command, Plan, Share, TaskPiece,
 };
-use super::merge_stream::{prefetched_iter, read_bucket, MergeInputs, RunChecks};
+use super::merge_stream::{prefetched_iter, read_bucket, Bucket, BucketShares, MergeInputs, RunChecks};
 use super::profile::ProfileConfig;
 use crate::error::{Error, Result};
 use crate::export::atomic::OutputSet;
@@ -35,8 +30,8 @@ use crate::ingest::{InputTable, LineMap, RolloutTable};
 use crate::json::Json;
 use crate::metrics::levels::{distinct, finish_repeats, Profiled, StatKeys};
 use crate::metrics::profile::{
-    assemble_levels, completion_summary, coverage_counts, expected_per_group, index_by_key,
-    inputs_fan_out, match_keys, measured_inputs, unmatched_error, unnamed_input, with_coverage, CompletionSummary,
+    assemble_levels, completion_summary, coverage_counts, expected_per_group, index_by_key, inputs_fan_out, match_keys,
+    measured_inputs, unmatched_error, unnamed_input, with_coverage, CompletionSummary,
 };
 use crate::metrics::tasks::{info_plans, quoted_names, Samples, TaskPlan};
 use crate::metrics::warnings::Warnings;
@@ -47,7 +42,7 @@ pub(super) struct MergedProfile {
     pub summary: CompletionSummary,
     pub agents: Vec<Json>,
     pub warnings: Warnings,
-    /// Rounds the statistics took after counting.
+    /// Rounds the statistics took, the counting round included.
     pub rounds: u32,
 }
 
@@ -408,58 +403,58 @@ fn join_bucket(t: &RolloutTable, inp: &InputTable) -> Result<Joined> {
     Ok(Joined { measured, pairs })
 }
 
-/// `merge profile`'s shares of one round for the buckets `slices` (in bucket order),
-/// each joined to its input rows as the profile joins them (a run is the run key of
-/// its rollouts' input rows); see `merge_stream::write_aggregate_shares`.
-pub(super) fn write_profile_shares(
-    c: &super::profile::ProfileConfig,
-    slices: &[PathBuf],
-    inputs: &MergeInputs,
+/// `merge profile`'s shares: a bucket joined to its input rows as the profile joins
+/// them, a share per run key of its measured rollouts' input rows.
+pub(super) struct ProfileShares;
+
+impl BucketShares for ProfileShares {
+    const COMMAND: Command = Command::Profile;
+
+    fn shares(
+        &self,
+        b: &Bucket<'_>,
+        plan: Option<&Plan>,
+        slice: &Path,
+        pieces: Option<&mut Vec<TaskPiece>>,
+    ) -> Result<(Vec<Share>, Vec<BucketInfo>)> {
+        match b.inputs.as_deref() {
+            Some(inp) => bucket_shares(&b.t, inp, plan, slice, pieces),
+            None => Ok(Default::default()),
+        }
+    }
+}
+
+/// [`ProfileShares`] of bucket `t` with the input rows of its tasks `inp`.
+fn bucket_shares(
+    t: &RolloutTable,
+    inp: &InputTable,
     plan: Option<&Plan>,
-    out: &Path,
-    tasks_out: Option<&Path>,
-    read: &[&Path],
-) -> Result<usize> {
-    let mut shares: Vec<Share> = Vec::new();
-    let mut infos: Vec<BucketInfo> = Vec::new();
-    let mut pieces: Vec<TaskPiece> = Vec::new();
-    // The labels the task entries need, settled by the counting round.
-    let labels = plan.map(|p| labels_for(p.entries.pairs.iter().map(|(s, a)| (s.as_deref(), a.as_deref()))));
-    for slice in slices {
-        let b = read_bucket(slice, &c.rollouts[0], &mut LineMap::default(), Some(inputs))?;
-        let t = &b.t;
-        let Some(inp) = b.inputs.as_deref() else { continue };
-        if t.is_empty() {
-            continue;
-        }
-        // A bucket the merge refuses (a key twice) has no share; the merge says why.
-        let Ok(Joined { measured, pairs }) = join_bucket(t, inp) else { continue };
-        let Some(plan) = plan else {
-            let (info, s) = counting_shares(t, inp, &measured, &pairs);
-            infos.push(info);
-            // A rollout whose input row names no agent, which the merge refuses: no share.
-            shares.extend(s.unwrap_or_default().into_iter().map(|(s, _, _)| s));
-            continue;
-        };
-        if let (Some(path), Some(labels)) = (tasks_out, &labels) {
-            let e = &plan.entries;
-            let label_by_key: HashMap<&str, &str> = labels.iter().map(|(k, l)| (k.as_str(), l.as_str())).collect();
-            let mut bytes = Vec::new();
-            let what = (plan.fields(), e.all_int, e.fan_out);
-            if write_bucket_entries(t, inp, (&measured, &pairs), what, &label_by_key, true, &mut bytes)
-                .map_err(|e| e.at(path))?
-            {
-                pieces.push(TaskPiece { key: None, first_task: t.task[0], depth: 0, bytes });
-            }
-        }
-        shares.extend(profile_round_shares(plan, t, inp, &pairs, slice)?);
+    slice: &Path,
+    pieces: Option<&mut Vec<TaskPiece>>,
+) -> Result<(Vec<Share>, Vec<BucketInfo>)> {
+    if t.is_empty() {
+        return Ok(Default::default());
     }
-    // A round with task entries has a plan (checked before reading).
-    if let (Some(path), Some(plan)) = (tasks_out, plan) {
-        write_task_pieces(&pieces, plan, path, read)?;
+    // A bucket the merge refuses (a key twice) has no share; the merge says why.
+    let Ok(Joined { measured, pairs }) = join_bucket(t, inp) else { return Ok(Default::default()) };
+    let Some(plan) = plan else {
+        let (info, s) = counting_shares(t, inp, &measured, &pairs);
+        // A rollout whose input row names no agent, which the merge refuses: no share.
+        return Ok((s.unwrap_or_default().into_iter().map(|(s, _, _)| s).collect(), vec![info]));
+    };
+    if let Some(pieces) = pieces {
+        // With the labels and rules the counting round settled.
+        let labels = labels_for(plan.entries.pairs.iter().map(|(s, a)| (s.as_deref(), a.as_deref())));
+        let label_by_key: HashMap<&str, &str> = labels.iter().map(|(k, l)| (k.as_str(), l.as_str())).collect();
+        let what = (plan.fields(), plan.entries.all_int, plan.entries.fan_out);
+        let mut bytes = Vec::new();
+        if write_bucket_entries(t, inp, (&measured, &pairs), what, &label_by_key, true, &mut bytes)
+            .map_err(|e| e.at(slice))?
+        {
+            pieces.push(TaskPiece { key: None, first_task: t.task[0], depth: 0, bytes });
+        }
     }
-    write_share_file(&shares, &infos, plan, Command::Profile, out, read)?;
-    Ok(shares.len())
+    Ok((profile_round_shares(plan, t, inp, &pairs, slice)?, Vec::new()))
 }
 
 /// A later round's shares of a bucket joined to its input rows (`pairs` of its measured
@@ -612,14 +607,12 @@ pub(super) fn merge_profile_streamed(
         out.add(&paths[0], b"")?;
         out.add(&paths[1], &compact_array(&agents))?;
         out.add(&paths[2], &compact_array(&[]))?;
-        return Ok(MergedProfile { summary, agents, warnings, rounds: 0 });
+        return Ok(MergedProfile { summary, agents, warnings, rounds: 1 });
     }
+    // Each bucket with the input rows of its task range, as the first pass read it.
     let (plan, mut pieces) = settle(plan, given, |plan| {
         each_step(slices, name, &ranges, false, |t, inp| {
-            let shares = match t.is_empty() {
-                true => Vec::new(),
-                false => profile_round_shares(plan, t, inp, &join_bucket(t, inp)?.pairs, name)?,
-            };
+            let (shares, _) = bucket_shares(t, inp, Some(plan), name, None)?;
             absorb_own(plan, shares, Vec::new())
         })
     })?;
@@ -669,7 +662,7 @@ pub(super) fn merge_profile_streamed(
     trace("merge: task entries + write", t0);
     out.add(&paths[1], &compact_array(&agents))?;
     out.add(&paths[2], &compact_array(&repeats))?;
-    Ok(MergedProfile { summary, agents, warnings, rounds: plan.round - 1 })
+    Ok(MergedProfile { summary, agents, warnings, rounds: plan.round })
 }
 
 /// The agent and repeat levels of a profile from its finished plan: each label's from

@@ -1,19 +1,19 @@
-//! The statistics passes of `merge aggregate|profile --low-memory`, run as rounds of
-//! tasks on a cluster instead of by the merge.
+//! The statistics of both bucket-by-bucket merges as rounds over the buckets: the
+//! *plan* (every run's state, `merge_lean`), each bucket's *share* of a round, and
+//! combining the shares into the next plan, in this process or as tasks on a cluster.
 //!
-//! Each pass of the low-memory merge is split by bucket. In a round, one task per
-//! bucket reads its slice and writes its *share* of the pass (`merge … --share-out`,
-//! written by the bucket-by-bucket merges' own code): in the counting round each run's
-//! counts, extremes and first histograms; in the summing rounds, for each column, the
-//! sums of the nodes of numpy's pairwise tree that lie wholly in the bucket's positions
-//! plus the values of the (at most two) leaf blocks it shares with its neighbours; in
-//! the selecting rounds the counts of its values in the bins still searched. One small
-//! task then adds the shares, in bucket order, to the *plan* (`merge combine`): the
-//! counts fix every column's length and where each bucket's values start in it, the
-//! pieces complete the sums exactly as numpy adds them, the deviations take a round of
-//! their own after the means (pandas' two passes), and the plan says whether another
-//! round is needed. The final merge (`--low-memory --plan`) checks the plan against the
-//! rows it counts and reads the slices only to count and to write the task entries.
+//! In a round, each bucket's rows give its *share* (`merge … --share-out` on a cluster,
+//! the same code in the merge): in the counting round each run's counts, extremes and
+//! first histograms; in the summing rounds, for each column, the sums of the nodes of
+//! numpy's pairwise tree that lie wholly in the bucket's positions plus the values of
+//! the (at most two) leaf blocks it shares with its neighbours; in the selecting
+//! rounds the counts of its values in the bins still searched. The shares are added to
+//! the plan in bucket order (`merge combine` on a cluster): the counts fix every
+//! column's length and where each bucket's values start in it, the pieces complete the
+//! sums exactly as numpy adds them, the deviations take a round of their own after the
+//! means (pandas' two passes), and the plan says whether another round is needed. A
+//! merge given a finished plan (`--plan`) checks it against its own counting round and
+//! reads the slices only to count and to write the task entries.
 //!
 //! Shares and plans are files of rollstat's own (a magic, then zstd-compressed
 //! little-endian data with a checksum). A summing share holds a few numbers per column
@@ -28,11 +28,11 @@ use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 
 use super::merge_lean::{mix, LeanRun};
+use crate::codec::{Dec, Enc};
 use crate::error::{Error, Location, Result};
 use crate::export::atomic::OutputSet;
 use crate::export::tasks::StreamError;
 use crate::ingest::fields::resolve_fields;
-use crate::codec::{Dec, Enc};
 use crate::ingest::RolloutTable;
 use crate::metrics::levels::Profiled;
 
@@ -442,9 +442,12 @@ impl Plan {
                 false => (0..names.len()).collect(),
             };
             if !run.more || s.lean.counts().1.len() != global.len() {
-                return Err("a share that does not fit the plan: give the shares written with the plan given here".into());
+                return Err(
+                    "a share that does not fit the plan: give the shares written with the plan given here".into()
+                );
             }
-            if counting && !profile && !all_int_still(s.all_int, s.names.len(), &run.names, known, run.lean.counts().0) {
+            if counting && !profile && !all_int_still(s.all_int, s.names.len(), &run.names, known, run.lean.counts().0)
+            {
                 run.all_int = false;
             }
             run.lean.absorb(s.first_task, s.lean, &global);
@@ -716,7 +719,9 @@ pub(super) fn settle(
 /// changed while the merge read them.
 pub(super) fn absorb_own(plan: &mut Plan, shares: Vec<Share>, infos: Vec<BucketInfo>) -> Result<()> {
     plan.absorb(shares, infos).map_err(|why| {
-        Error::Mismatch(format!("the slices changed while the merge read them ({why}); merge slices that nothing writes to"))
+        Error::Mismatch(format!(
+            "the slices changed while the merge read them ({why}); merge slices that nothing writes to"
+        ))
     })
 }
 

@@ -1,17 +1,14 @@
-//! `merge aggregate` one bucket at a time. Buckets are ranges of tasks and every
-//! statistic is computed per run label over rows in (task, rollout) order, so the merge
-//! need not hold the sweep's table: a first pass reads the slices one by one and keeps,
-//! per run, only what the agent and repeat levels read (task and rollout index and one
-//! value column per numeric field) plus counts; the statistics come from those columns
-//! with the single-machine code; a second pass reads the slices again and writes each
-//! run's task entries bucket by bucket. The bytes are those of the whole-table merge.
-//! With `--low-memory` a run keeps no column: the first pass only counts, and passes of
-//! their own compute the statistics (see `merge_lean`).
+//! `merge aggregate` one bucket at a time, and the toolkit both bucket-by-bucket merges
+//! read buckets with. Buckets are ranges of tasks and every statistic is computed per
+//! run label over rows in (task, rollout) order, so the merge need not hold the sweep's
+//! table: a first pass reads the slices in order, checks what the whole table's run
+//! checks, and counts each run's scored rollouts into the plan of the statistics'
+//! rounds; the rounds (`merge_rounds`) settle the agent and repeat levels; a last pass
+//! reads each bucket once more and writes every run's task entries. The bytes are those
+//! of the whole-table merge.
 //!
 //! Runs are told apart by their run key (server stamp, else agent name), which does not
 //! depend on which rows a bucket holds; labels are settled once every bucket was seen.
-//! What this path does not cover (custom metrics, slices whose task ranges overlap, unnamed rollouts merged into a named run) goes to the whole-table
-//! merge.
 
 use std::borrow::Cow;
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
@@ -21,8 +18,8 @@ use std::sync::Arc;
 
 use super::aggregate::{AggregateConfig, AggregateRun};
 use super::merge_rounds::{
-    absorb_own, counting_share, round_share, settle, write_share_file, write_task_pieces, Command, Plan, Share,
-    TaskPiece,
+    absorb_own, counting_share, round_share, settle, write_share_file, write_task_pieces, BucketInfo, Command, Plan,
+    Share, TaskPiece,
 };
 use crate::error::{Error, Location, Result};
 use crate::export::atomic::OutputSet;
@@ -508,7 +505,8 @@ pub(super) fn merge_aggregate_streamed(
     }
     let reading = Reading { slices, name, inputs, lines: &g.lines };
     let buckets = all_buckets(&g.list);
-    let (plan, mut pieces) = settle(plan, given, |plan| aggregate_round(plan, &buckets, &reading))?;
+    let cmd = AggregateShares { agent: true };
+    let (plan, mut pieces) = settle(plan, given, |plan| round_here(&cmd, plan, &buckets, &reading))?;
     let t0 = std::time::Instant::now();
     let entries = aggregate_entries(c, &g, &order, &plan, &mut warn)?;
     trace("merge: statistics", t0);
@@ -556,7 +554,7 @@ pub(super) fn merge_aggregate_streamed(
         })
         .collect();
     let run = AggregateRun { file: Some(path.to_path_buf()), key_metrics, warnings: warn, ..AggregateRun::nothing() };
-    Ok((run, plan.round - 1))
+    Ok((run, plan.round))
 }
 
 /// Where a scratch file for `path` goes: beside it, or in the temporary folder when it
@@ -569,14 +567,19 @@ fn scratch_dir(path: &Path) -> PathBuf {
     }
 }
 
-/// One round of the statistics in this process: every bucket holding scored rollouts
-/// read in order, each run's share of it absorbed into the plan.
-fn aggregate_round(plan: &mut Plan, buckets: &[usize], reading: &Reading<'_>) -> Result<()> {
+/// One round of the statistics in this process: buckets `buckets` read in order, the
+/// shares `cmd` makes of each absorbed into the plan.
+pub(super) fn round_here(
+    cmd: &impl BucketShares,
+    plan: &mut Plan,
+    buckets: &[usize],
+    reading: &Reading<'_>,
+) -> Result<()> {
     prefetched(
         buckets.len(),
         |k| reading.read(buckets[k]),
         |k, b| -> Result<bool> {
-            let shares = aggregate_shares(&b?, Some(plan), true, &reading.slices[buckets[k]], None)?;
+            let (shares, _) = cmd.shares(&b?, Some(plan), &reading.slices[buckets[k]], None)?;
             absorb_own(plan, shares, Vec::new())?;
             Ok(true)
         },
@@ -629,51 +632,80 @@ fn aggregate_entries(
     Ok(entries)
 }
 
-/// One bucket's shares of a round, a share per run with scored rollouts: the counting
-/// round without a plan, later rounds with the plan the last round's combine wrote
-/// (the task entries of the bucket to `pieces` when given). `agent`: rollouts nothing
-/// names are counted (as `--agent`'s run); else the merge refuses them.
-fn aggregate_shares(
-    b: &Bucket<'_>,
-    plan: Option<&Plan>,
-    agent: bool,
-    slice: &Path,
-    mut pieces: Option<&mut Vec<TaskPiece>>,
-) -> Result<Vec<Share>> {
-    let t = &b.t;
-    let runs = b.runs();
-    let keys = runs.keys();
-    let shared: Shared = (Arc::new(info_plans(t)), Arc::new(quoted_names(t)));
-    let mut shares = Vec::new();
-    for (i, rows) in runs.scored_by(t, |k| keys.iter().position(|x| x == k)) {
-        let key = keys[i].clone();
-        if key.is_none() && !agent {
-            continue;
-        }
-        let Some(plan) = plan else {
-            shares.push(counting_share(key, &Profiled::new(t, &rows, &vec![""; rows.len()])));
-            continue;
-        };
-        if let Some(pieces) = pieces.as_deref_mut() {
-            // The run's task entries of this bucket, as the merge writes them after its
-            // first bucket's.
-            let r = plan.run_in(&key, slice)?;
-            let mut bytes = Vec::new();
-            write_bucket_tasks(t, &rows, &r.names, r.all_int, &shared, TASK_DEPTH, &mut true, &mut bytes)
-                .map_err(|e| e.at(slice))?;
-            pieces.push(TaskPiece { key: key.clone(), first_task: t.task[rows[0]], depth: TASK_DEPTH as u32, bytes });
-        }
-        shares.extend(round_share(plan, &key, t, &rows, slice)?);
-    }
-    Ok(shares)
+/// What one command's bucket-by-bucket merge makes of a bucket for the rounds of its
+/// statistics; reading the buckets, running the rounds here and writing the share
+/// files are the same for both commands.
+pub(super) trait BucketShares {
+    /// The merge the shares are for.
+    const COMMAND: Command;
+
+    /// Bucket `b`'s shares of a round (read from `slice`): the counting round without a
+    /// plan, with what the bucket tells besides its runs' shares; later rounds with the
+    /// plan the last round's combine wrote, and then with `pieces`, the bucket's task
+    /// entries rendered as the merge writes them.
+    fn shares(
+        &self,
+        b: &Bucket<'_>,
+        plan: Option<&Plan>,
+        slice: &Path,
+        pieces: Option<&mut Vec<TaskPiece>>,
+    ) -> Result<(Vec<Share>, Vec<BucketInfo>)>;
 }
 
-/// One round's shares of the buckets `slices` (in bucket order), written to `out`: the
-/// counting round without a plan, later rounds with the plan the last round's combine
-/// wrote. `inputs` give each rollout its run as the merge does (rollouts without an
-/// input row are left out, as there).
-pub(super) fn write_aggregate_shares(
-    c: &AggregateConfig,
+/// `merge aggregate`'s shares: one per run with scored rollouts in the bucket. `agent`:
+/// rollouts nothing names are counted (as `--agent`'s run); else the merge refuses them.
+pub(super) struct AggregateShares {
+    pub(super) agent: bool,
+}
+
+impl BucketShares for AggregateShares {
+    const COMMAND: Command = Command::Aggregate;
+
+    fn shares(
+        &self,
+        b: &Bucket<'_>,
+        plan: Option<&Plan>,
+        slice: &Path,
+        mut pieces: Option<&mut Vec<TaskPiece>>,
+    ) -> Result<(Vec<Share>, Vec<BucketInfo>)> {
+        let t = &b.t;
+        let runs = b.runs();
+        let keys = runs.keys();
+        let shared: Shared = (Arc::new(info_plans(t)), Arc::new(quoted_names(t)));
+        let mut shares = Vec::new();
+        for (i, rows) in runs.scored_by(t, |k| keys.iter().position(|x| x == k)) {
+            let key = keys[i].clone();
+            if key.is_none() && !self.agent {
+                continue;
+            }
+            let Some(plan) = plan else {
+                shares.push(counting_share(key, &Profiled::new(t, &rows, &vec![""; rows.len()])));
+                continue;
+            };
+            if let Some(pieces) = pieces.as_deref_mut() {
+                // The run's task entries of this bucket, as the merge writes them after
+                // its first bucket's.
+                let r = plan.run_in(&key, slice)?;
+                let mut bytes = Vec::new();
+                write_bucket_tasks(t, &rows, &r.names, r.all_int, &shared, TASK_DEPTH, &mut true, &mut bytes)
+                    .map_err(|e| e.at(slice))?;
+                let first_task = t.task[rows[0]];
+                pieces.push(TaskPiece { key: key.clone(), first_task, depth: TASK_DEPTH as u32, bytes });
+            }
+            shares.extend(round_share(plan, &key, t, &rows, slice)?);
+        }
+        Ok((shares, Vec::new()))
+    }
+}
+
+/// One round's shares `cmd` makes of the buckets `slices` (in bucket order, each read
+/// with its input rows from `inputs`), written to `out`: the counting round without a
+/// plan, later rounds with the plan the last round's combine wrote, and then with
+/// `tasks_out`, the buckets' task entries too. Returns the shares written.
+#[allow(clippy::too_many_arguments)]
+pub(super) fn write_shares<C: BucketShares>(
+    cmd: &C,
+    name: &Path,
     slices: &[PathBuf],
     inputs: Option<&MergeInputs>,
     plan: Option<&Plan>,
@@ -681,18 +713,18 @@ pub(super) fn write_aggregate_shares(
     tasks_out: Option<&Path>,
     read: &[&Path],
 ) -> Result<usize> {
-    let mut shares: Vec<Share> = Vec::new();
-    let mut pieces: Vec<TaskPiece> = Vec::new();
+    let (mut shares, mut infos, mut pieces) = (Vec::new(), Vec::new(), Vec::new());
     for slice in slices {
-        let b = read_bucket(slice, &c.rollouts[0], &mut LineMap::default(), inputs)?;
-        let p = tasks_out.is_some().then_some(&mut pieces);
-        shares.extend(aggregate_shares(&b, plan, c.agent.is_some(), slice, p)?);
+        let b = read_bucket(slice, name, &mut LineMap::default(), inputs)?;
+        let (s, i) = cmd.shares(&b, plan, slice, tasks_out.is_some().then_some(&mut pieces))?;
+        shares.extend(s);
+        infos.extend(i);
     }
     // A round with task entries has a plan (checked before reading).
     if let (Some(path), Some(plan)) = (tasks_out, plan) {
         write_task_pieces(&pieces, plan, path, read)?;
     }
-    write_share_file(&shares, &[], plan, Command::Aggregate, out, read)?;
+    write_share_file(&shares, &infos, plan, C::COMMAND, out, read)?;
     Ok(shares.len())
 }
 
@@ -845,15 +877,15 @@ fn write_tasks_once<W: Write + Send>(
 
 /// How a pass after the first reads bucket `k`: the `k`-th slice, its lines numbered as
 /// the first pass numbered them, with its input rows.
-struct Reading<'a> {
-    slices: &'a [PathBuf],
-    name: &'a Path,
-    inputs: Option<&'a MergeInputs>,
-    lines: &'a LineMap,
+pub(super) struct Reading<'a> {
+    pub(super) slices: &'a [PathBuf],
+    pub(super) name: &'a Path,
+    pub(super) inputs: Option<&'a MergeInputs>,
+    pub(super) lines: &'a LineMap,
 }
 
 impl<'a> Reading<'a> {
-    fn read(&self, k: usize) -> Result<Bucket<'a>> {
+    pub(super) fn read(&self, k: usize) -> Result<Bucket<'a>> {
         read_bucket(&self.slices[k], self.name, &mut self.lines.clone(), self.inputs)
     }
 }

@@ -646,6 +646,50 @@ fn merge_refuses_a_file_that_is_not_a_slice() {
     assert!(!out.exists());
 }
 
+/// A slice states its rows and task span before its data, and the merge plans by that
+/// head: a head that does not say what the rows hold is refused as damaged, whichever
+/// way the merge goes, and so is a slice of another format version; nothing is written.
+#[test]
+fn merge_refuses_slices_whose_head_lies_or_is_of_another_version() {
+    let d = TempDir::new("dist-head");
+    let g = d.join("gen");
+    generate(&g, &["--tasks", "30", "--repeats", "2", "--seed", "3"]);
+    let slices = shard_and_join(&d, &[g.join("rollouts.jsonl")], 10, "h");
+    let good = bytes(&slices[1]);
+    let rows = u64::from_le_bytes(good[16..24].try_into().unwrap());
+    let first = i64::from_le_bytes(good[24..32].try_into().unwrap());
+    let last = i64::from_le_bytes(good[32..40].try_into().unwrap());
+    assert_eq!((rows, first, last), (20, 10, 19), "bucket 1 of width 10: 10 tasks × 2 repeats");
+    let out = d.join("agg.json");
+    let merge = |slice: &Path, mode: Option<&str>| {
+        let mut args = vec!["merge", "aggregate", "--out", s(&out), s(&slices[0]), s(slice), s(&slices[2])];
+        args.extend(mode);
+        let o = run(&args);
+        assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+        assert!(!out.exists());
+        stderr(&o)
+    };
+    // A span that moves the slice before its neighbour, and a row count off by one.
+    for (at, value) in [(24, 0i64), (16, 21)] {
+        let mut lied = good.clone();
+        lied[at..at + 8].copy_from_slice(&value.to_le_bytes());
+        let p = d.write("lied.slice", "");
+        std::fs::write(&p, &lied).unwrap();
+        for mode in MODES {
+            let e = merge(&p, mode);
+            assert!(e.contains("lied.slice") && e.contains("does not match its rows"), "{mode:?}: {e}");
+        }
+    }
+    // The format before heads: the version byte 2, the data right after the magic.
+    let mut old = good[..16].to_vec();
+    old[15] = 2;
+    old.extend_from_slice(&good[40..]);
+    let p = d.write("old.slice", "");
+    std::fs::write(&p, &old).unwrap();
+    let e = merge(&p, None);
+    assert!(e.contains("old.slice") && e.contains("another rollstat version"), "{e}");
+}
+
 /// The inputs are read beside the slices; a bad inputs line is still the error reported
 /// (before a bad slice), named by file and line, with no output.
 #[test]
@@ -1465,16 +1509,7 @@ fn rounds_of_shares_give_the_single_machine_bytes_and_refuse_what_does_not_fit()
             let o = if as_share {
                 run(&["merge", "combine", "--plan", s(&counted), "--out", s(&next), s(&bad), "-q"])
             } else {
-                run(&[
-                    "merge",
-                    "aggregate",
-                    "--plan",
-                    s(&bad),
-                    "--share-out",
-                    s(&next),
-                    s(&slices[0]),
-                    "-q",
-                ])
+                run(&["merge", "aggregate", "--plan", s(&bad), "--share-out", s(&next), s(&slices[0]), "-q"])
             };
             let code = o.status.code();
             assert!(code == Some(0) || code == Some(2), "{kind} damage {k}: {code:?} {}", stderr(&o));
