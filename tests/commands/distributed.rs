@@ -12,8 +12,7 @@ fn s(p: &Path) -> &str {
 }
 
 fn ok(args: &[&str]) {
-    let o = run(args);
-    assert!(o.status.success(), "{args:?}: {}", stderr(&o));
+    rollstat().args(args).ok();
 }
 
 /// Shards every file with `width` and joins each bucket; the joined slices in bucket
@@ -120,10 +119,7 @@ fn merged_by_bucket(command: &str, args: &[&str], mode: Option<&str>) -> bool {
 fn refused_alike(args: &[&str], slices: &[PathBuf], out: &Path, name: &str) -> String {
     let mut said: Vec<String> = Vec::new();
     for mode in MODES {
-        let mut cmd = std::process::Command::new(bin());
-        cmd.args(args).args(slices.iter().map(|p| s(p))).args(mode);
-        let o = cmd.output().unwrap();
-        assert_eq!(o.status.code(), Some(2), "{name}: {}", stderr(&o));
+        let o = rollstat().args(args).args(slices.iter().map(|p| s(p))).args(mode).fails(2);
         assert!(!out.exists(), "{name}: no output");
         said.push(stderr(&o));
     }
@@ -212,14 +208,11 @@ fn merge_with_plan(
     tag: &str,
 ) -> Vec<u8> {
     let got = d.join(&format!("{tag}-{}-planned.json", tasks.len()));
-    let mut cmd = std::process::Command::new(bin());
-    cmd.args(["merge", "aggregate", "--plan", s(plan), "--out", s(&got), "-q"]).args(extra);
+    let mut cmd = rollstat().args(["merge", "aggregate", "--plan", s(plan), "--out", s(&got), "-q"]).args(extra);
     if !tasks.is_empty() {
-        cmd.arg("--tasks").args(tasks.iter().map(|p| s(p))).arg("--");
+        cmd = cmd.arg("--tasks").args(tasks.iter().map(|p| s(p))).arg("--");
     }
-    cmd.args(slices.iter().map(|p| s(p))).env("ROLLSTAT_TRACE", "1");
-    let o = cmd.output().unwrap();
-    assert!(o.status.success(), "{tag}: {}", stderr(&o));
+    let o = cmd.args(slices.iter().map(|p| s(p))).env("ROLLSTAT_TRACE", "1").ok();
     // The plan holds the statistics: no pass of the merge's own.
     assert!(!stderr(&o).contains("merge: pass 2"), "{tag}: {}", stderr(&o));
     bytes(&got)
@@ -345,16 +338,14 @@ fn check_sweep(generate_args: &[&str], files: usize, seed: u64) {
                 // second round rendered.
                 for with_tasks in [false, true] {
                     let got = d.join(&format!("{rtag}-out-{with_tasks}"));
-                    let mut cmd = std::process::Command::new(bin());
-                    cmd.args(["merge", "profile", "--plan", s(&plan), "--out-dir", s(&got), "-q"])
+                    let mut cmd = rollstat()
+                        .args(["merge", "profile", "--plan", s(&plan), "--out-dir", s(&got), "-q"])
                         .args(["--name", "all.jsonl", "--allow-partial"])
                         .args(&extra);
                     if with_tasks {
-                        cmd.arg("--tasks").args(tasks.iter().map(|p| s(p))).arg("--");
+                        cmd = cmd.arg("--tasks").args(tasks.iter().map(|p| s(p))).arg("--");
                     }
-                    cmd.args(&slice_args).env("ROLLSTAT_TRACE", "1");
-                    let o = cmd.output().unwrap();
-                    assert!(o.status.success(), "{rtag}: {}", stderr(&o));
+                    let o = cmd.args(&slice_args).env("ROLLSTAT_TRACE", "1").ok();
                     assert!(!stderr(&o).contains("merge: pass 2"), "{rtag}: the plan holds the statistics");
                     for f in PROFILE_FILES {
                         let same = bytes(&got.join(f)) == bytes(&want_prof.join(f));
@@ -777,14 +768,13 @@ fn rollouts_without_input_rows_warn_alike_bucket_by_bucket() {
     let mut warnings = Vec::new();
     for whole in [false, true] {
         let got = d.join(&format!("got-{whole}.json"));
-        let mut cmd = std::process::Command::new(bin());
-        cmd.args(["merge", "aggregate", "--inputs", s(&inputs), "--out", s(&got), "-q"]);
-        cmd.args(slices.iter().map(|p| s(p)));
+        let mut cmd = rollstat()
+            .args(["merge", "aggregate", "--inputs", s(&inputs), "--out", s(&got), "-q"])
+            .args(slices.iter().map(|p| s(p)));
         if whole {
-            cmd.arg("--whole-table");
+            cmd = cmd.arg("--whole-table");
         }
-        let o = cmd.output().unwrap();
-        assert!(o.status.success(), "{}", stderr(&o));
+        let o = cmd.ok();
         let e = stderr(&o);
         assert!(e.contains("have no materialized input row"), "{e}");
         warnings.push(e);
@@ -1066,17 +1056,15 @@ fn bucket_by_bucket_profiles_count_tasks_without_rollouts() {
     let islices = shard_inputs(&d, &inputs, 2, 4, "i", true);
     for (sliced, mode) in [(false, None::<&str>), (true, None)] {
         let got = d.join(&format!("got-{sliced}-{mode:?}"));
-        let mut cmd = std::process::Command::new(bin());
-        cmd.args(["merge", "profile", "--name", "all.jsonl", "--out-dir", s(&got), "--allow-partial", "-q"]);
-        cmd.args(mode);
+        let mut cmd = rollstat()
+            .args(["merge", "profile", "--name", "all.jsonl", "--out-dir", s(&got), "--allow-partial", "-q"])
+            .args(mode);
         if sliced {
-            cmd.args(islices.iter().map(|p| s(p)));
+            cmd = cmd.args(islices.iter().map(|p| s(p)));
         } else {
-            cmd.args(["--inputs", s(&inputs)]);
+            cmd = cmd.args(["--inputs", s(&inputs)]);
         }
-        cmd.args(slices.iter().map(|p| s(p)));
-        let o = cmd.output().unwrap();
-        assert!(o.status.success(), "{}", stderr(&o));
+        let o = cmd.args(slices.iter().map(|p| s(p))).ok();
         assert_eq!(stderr(&o), said, "warnings, input slices {sliced}, {mode:?}");
         for f in PROFILE_FILES {
             assert!(bytes(&got.join(f)) == bytes(&want.join(f)), "{f}, input slices {sliced}, {mode:?}");

@@ -103,12 +103,11 @@ fn outputs_to_pipes_stream_in_place() {
         assert_eq!(err.contains("Key metrics for "), !quiet, "{err}");
     }
     // A reader that goes away before reading (`| head -c 0`) ends the run quietly.
-    let mut child = std::process::Command::new(bin())
+    let mut child = rollstat()
         .args(["aggregate", "--rollouts", r.to_str().unwrap(), "--out", "/dev/stdout"])
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
+        .stdout_to(std::process::Stdio::piped())
+        .stderr_to(std::process::Stdio::piped())
+        .spawn();
     drop(child.stdout.take());
     let o = child.wait_with_output().unwrap();
     assert!(o.status.success(), "{}", stderr(&o));
@@ -173,12 +172,10 @@ fn outputs_through_descriptors_and_symlinks() {
     let log = d.join("log.txt");
     std::fs::write(&log, "earlier line\n").unwrap();
     let append = std::fs::OpenOptions::new().append(true).open(&log).unwrap();
-    let o = std::process::Command::new(bin())
+    let o = rollstat()
         .args(["aggregate", "--rollouts", r.to_str().unwrap(), "--out", "/dev/fd/1", "-q"])
-        .stdout(append)
-        .output()
-        .unwrap();
-    assert!(o.status.success(), "{}", stderr(&o));
+        .stdout_to(append)
+        .ok();
     let got = std::fs::read(&log).unwrap();
     let expected = [&b"earlier line\n"[..], &want].concat();
     assert!(got == expected, "log holds {} bytes, expected {}", got.len(), expected.len());
@@ -232,27 +229,16 @@ fn multi_piece_files_and_pipes_read_the_same() {
         outs.push(std::fs::read(&out).unwrap());
     }
     let piped = d.join("agg_pipe.json");
-    let o = std::process::Command::new(bin())
+    rollstat()
         .args(["aggregate", "--rollouts", "/dev/stdin", "--out", piped.to_str().unwrap(), "-q"])
-        .stdin(std::fs::File::open(&r).unwrap())
-        .output()
-        .unwrap();
-    assert!(o.status.success(), "{}", stderr(&o));
+        .stdin_from(std::fs::File::open(&r).unwrap())
+        .ok();
     assert_eq!(outs[0], outs[1]);
     // stdin is a regular file here (mapped); read the same bytes through a real pipe too.
-    let mut child = std::process::Command::new(bin())
+    rollstat()
         .args(["aggregate", "--rollouts", "/dev/stdin", "--out", d.join("agg_fifo.json").to_str().unwrap(), "-q"])
-        .stdin(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
-    {
-        use std::io::Write;
-        let mut stdin = child.stdin.take().unwrap();
-        stdin.write_all(&std::fs::read(&r).unwrap()).unwrap();
-    }
-    let o = child.wait_with_output().unwrap();
-    assert!(o.status.success(), "{}", stderr(&o));
+        .stdin(std::fs::read(&r).unwrap())
+        .ok();
     assert_eq!(std::fs::read(&piped).unwrap(), outs[0]);
     assert_eq!(std::fs::read(d.join("agg_fifo.json")).unwrap(), outs[0]);
 }
@@ -282,12 +268,9 @@ fn pty() -> (std::fs::File, std::fs::File) {
 fn run_on_terminal(args: &[&str]) -> String {
     use std::io::Read;
     let (mut master, slave) = pty();
-    let mut cmd = std::process::Command::new(bin());
-    cmd.args(args).env("ROLLSTAT_PROGRESS_MIN_BYTES", "1").stdout(std::process::Stdio::null()).stderr(slave);
-    let mut child = cmd.spawn().unwrap();
-    // The child holds the only copy of the terminal's slave end now, so reading the
-    // master ends (EIO) once the child exits.
-    drop(cmd);
+    // spawn() drops the command: the child holds the only copy of the terminal's slave end
+    // then, so reading the master ends (EIO) once the child exits.
+    let mut child = rollstat().args(args).env("ROLLSTAT_PROGRESS_MIN_BYTES", "1").stderr_to(slave).spawn();
     let reader = std::thread::spawn(move || {
         let mut seen = Vec::new();
         let mut buf = [0u8; 4096];
@@ -336,12 +319,10 @@ fn progress_shows_on_a_terminal_only() {
     assert!(!text.contains("writing"), "{tty:?}");
     assert!(!text[at + want.len()..].contains('\x1b'), "the artifact's end was cleared: {tty:?}");
 
-    let o = std::process::Command::new(bin())
+    let o = rollstat()
         .args(["aggregate", "--rollouts", r.to_str().unwrap(), "--out", out.to_str().unwrap(), "-q"])
         .env("ROLLSTAT_PROGRESS_MIN_BYTES", "1")
-        .output()
-        .unwrap();
-    assert!(o.status.success());
+        .ok();
     assert!(!o.stderr.contains(&b'\r'), "progress printed to a pipe: {}", stderr(&o));
 }
 

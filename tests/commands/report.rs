@@ -67,14 +67,12 @@ fn figures_match_aggregate_and_compare() {
     let (rs, is) = (r.to_str().unwrap(), i.to_str().unwrap());
     let page = d.join("page.html");
     let make = || {
-        std::process::Command::new(bin())
+        rollstat()
             .args(["report", rs, "--inputs", is, "--out", page.to_str().unwrap()])
             .env("SOURCE_DATE_EPOCH", "1700000000")
-            .output()
-            .unwrap()
+            .ok()
     };
     let o = make();
-    assert!(o.status.success(), "{}", stderr(&o));
     let html = std::fs::read_to_string(&page).unwrap();
     assert!(html.contains("2023-11-14 22:13:20 UTC"), "the time stamp is SOURCE_DATE_EPOCH's");
     // Self-contained: nothing is fetched.
@@ -126,7 +124,7 @@ fn figures_match_aggregate_and_compare() {
     assert!(html.contains(&format!(r#"data-key="rollouts" data-value="{rollouts}""#)));
     // Reproducible bytes.
     let first = std::fs::read(&page).unwrap();
-    assert!(make().status.success());
+    make();
     assert_eq!(std::fs::read(&page).unwrap(), first);
 }
 

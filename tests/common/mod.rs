@@ -3,8 +3,10 @@
 
 #![allow(dead_code)]
 
+use std::ffi::OsStr;
+use std::io::Write;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+use std::process::{Child, Command, Output, Stdio};
 
 use rollstat::json::{parse, Json};
 
@@ -12,9 +14,156 @@ pub fn bin() -> PathBuf {
     PathBuf::from(env!("CARGO_BIN_EXE_rollstat"))
 }
 
-/// Runs `rollstat` with args; returns the output.
+/// A run of the `rollstat` binary under test, set up like a `std::process::Command` and
+/// ended by one of: [`output`](TestCommand::output) (whatever happened),
+/// [`ok`](TestCommand::ok) (asserts success), [`fails`](TestCommand::fails) (asserts an
+/// exit status) or [`spawn`](TestCommand::spawn) (a child to signal or wait for). A failed
+/// assertion shows the command line, the status, stdout and stderr.
+pub struct TestCommand {
+    cmd: Command,
+    /// Bytes written to the run's stdin through a pipe.
+    input: Option<Vec<u8>>,
+    /// Where stdin, stdout and stderr go, when the test says.
+    stdin: Option<Stdio>,
+    stdout: Option<Stdio>,
+    stderr: Option<Stdio>,
+}
+
+/// A run of `rollstat`, in the test's working directory, with its environment.
+pub fn rollstat() -> TestCommand {
+    TestCommand { cmd: Command::new(bin()), input: None, stdin: None, stdout: None, stderr: None }
+}
+
+impl TestCommand {
+    pub fn arg(mut self, arg: impl AsRef<OsStr>) -> Self {
+        self.cmd.arg(arg);
+        self
+    }
+
+    pub fn args<I: IntoIterator<Item = A>, A: AsRef<OsStr>>(mut self, args: I) -> Self {
+        self.cmd.args(args);
+        self
+    }
+
+    pub fn env(mut self, key: impl AsRef<OsStr>, value: impl AsRef<OsStr>) -> Self {
+        self.cmd.env(key, value);
+        self
+    }
+
+    pub fn current_dir(mut self, dir: impl AsRef<Path>) -> Self {
+        self.cmd.current_dir(dir);
+        self
+    }
+
+    /// Feeds `bytes` to the run's stdin through a pipe, from a thread (so a run that
+    /// writes while it reads cannot block on the test). A run that succeeds must have
+    /// read them all; one that fails may stop reading early.
+    pub fn stdin(mut self, bytes: impl Into<Vec<u8>>) -> Self {
+        self.input = Some(bytes.into());
+        self
+    }
+
+    /// The run's stdin from a file (or any other `Stdio`), instead of a pipe of bytes.
+    pub fn stdin_from(mut self, s: impl Into<Stdio>) -> Self {
+        self.stdin = Some(s.into());
+        self
+    }
+
+    /// The run's stdout to a file, a terminal, null or a pipe, instead of the default.
+    pub fn stdout_to(mut self, s: impl Into<Stdio>) -> Self {
+        self.stdout = Some(s.into());
+        self
+    }
+
+    /// The run's stderr to a file, a terminal, null or a pipe, instead of the default.
+    pub fn stderr_to(mut self, s: impl Into<Stdio>) -> Self {
+        self.stderr = Some(s.into());
+        self
+    }
+
+    /// The underlying command, for what the builder does not cover (a `pre_exec` hook).
+    pub fn cmd(&mut self) -> &mut Command {
+        &mut self.cmd
+    }
+
+    /// The command line (with its folder and environment), for failure messages.
+    fn describe(&self) -> String {
+        let mut s = String::new();
+        if let Some(d) = self.cmd.get_current_dir() {
+            s += &format!("cd {} && ", d.display());
+        }
+        for (k, v) in self.cmd.get_envs() {
+            if let Some(v) = v {
+                s += &format!("{}={} ", k.to_string_lossy(), v.to_string_lossy());
+            }
+        }
+        s += "rollstat";
+        for a in self.cmd.get_args() {
+            s += &format!(" {}", a.to_string_lossy());
+        }
+        s
+    }
+
+    /// Runs to the end; stdout and stderr are captured unless redirected, stdin is the
+    /// bytes given (or the redirect, or nothing).
+    pub fn output(mut self) -> Output {
+        let what = self.describe();
+        let input = self.input.take();
+        let stdin = match (&input, self.stdin.take()) {
+            (Some(_), _) => Stdio::piped(),
+            (None, s) => s.unwrap_or_else(Stdio::null),
+        };
+        self.cmd.stdin(stdin);
+        self.cmd.stdout(self.stdout.take().unwrap_or_else(Stdio::piped));
+        self.cmd.stderr(self.stderr.take().unwrap_or_else(Stdio::piped));
+        let mut child = self.cmd.spawn().unwrap_or_else(|e| panic!("{what}: cannot start: {e}"));
+        drop(self.cmd);
+        let writer = input.map(|bytes| {
+            let mut pipe = child.stdin.take().unwrap();
+            std::thread::spawn(move || pipe.write_all(&bytes))
+        });
+        let o = child.wait_with_output().unwrap_or_else(|e| panic!("{what}: {e}"));
+        if let Some(Err(e)) = writer.map(|w| w.join().unwrap()) {
+            assert!(!o.status.success(), "{what}: succeeded without reading all of its stdin: {e}");
+        }
+        o
+    }
+
+    /// Runs to the end and asserts it succeeded.
+    pub fn ok(self) -> Output {
+        let what = self.describe();
+        let o = self.output();
+        assert!(o.status.success(), "{what}: {} (expected success)\n{}", o.status, streams(&o));
+        o
+    }
+
+    /// Runs to the end and asserts it exited with status `code` (not 0: that is [`ok`](Self::ok)).
+    pub fn fails(self, code: i32) -> Output {
+        assert_ne!(code, 0, "fails(0) is ok()");
+        let what = self.describe();
+        let o = self.output();
+        assert_eq!(o.status.code(), Some(code), "{what}: {} (expected exit status {code})\n{}", o.status, streams(&o));
+        o
+    }
+
+    /// Starts the run and returns it; streams not redirected go to null (nobody reads
+    /// them). Bytes for stdin need [`output`](Self::output).
+    pub fn spawn(mut self) -> Child {
+        assert!(self.input.is_none(), "stdin bytes are fed by output(), ok() or fails(), not spawn()");
+        self.cmd.stdin(self.stdin.take().unwrap_or_else(Stdio::null));
+        self.cmd.stdout(self.stdout.take().unwrap_or_else(Stdio::null));
+        self.cmd.stderr(self.stderr.take().unwrap_or_else(Stdio::null));
+        self.cmd.spawn().unwrap_or_else(|e| panic!("{}: cannot start: {e}", self.describe()))
+    }
+}
+
+fn streams(o: &Output) -> String {
+    format!("--- stdout ---\n{}--- stderr ---\n{}", stdout(o), stderr(o))
+}
+
+/// Runs `rollstat` with args; returns the output, whatever the status.
 pub fn run(args: &[&str]) -> Output {
-    Command::new(bin()).args(args).output().expect("run rollstat")
+    rollstat().args(args).output()
 }
 
 pub fn stderr(o: &Output) -> String {
@@ -180,8 +329,5 @@ pub fn fixtures() -> PathBuf {
 
 /// Runs `rollstat generate --out-dir DIR` with `extra` arguments; asserts it succeeded.
 pub fn generate(dir: &Path, extra: &[&str]) {
-    let mut args = vec!["generate", "--out-dir", dir.to_str().unwrap()];
-    args.extend_from_slice(extra);
-    let o = run(&args);
-    assert!(o.status.success(), "{}", stderr(&o));
+    rollstat().args(["generate", "--out-dir", dir.to_str().unwrap()]).args(extra).ok();
 }

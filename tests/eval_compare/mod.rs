@@ -4,14 +4,14 @@
 //! output rules (nothing partial, no input overwritten).
 
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+use std::process::Output;
 
 use crate::common::*;
 use rollstat::json::Json;
 
 /// Runs `rollstat eval-compare ARGS` in `cwd`.
 fn eval_compare(cwd: &Path, args: &[&str]) -> Output {
-    Command::new(bin()).current_dir(cwd).arg("eval-compare").args(args).output().expect("run rollstat")
+    rollstat().current_dir(cwd).arg("eval-compare").args(args).output()
 }
 
 fn str_of(j: Option<&Json>) -> String {

@@ -6,18 +6,17 @@
 
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, ExitStatus, Stdio};
+use std::process::{Child, ExitStatus, Stdio};
 use std::time::{Duration, Instant};
 
-use crate::common::{bin, generate, run, stderr, Rng, TempDir};
+use crate::common::{generate, rollstat, run, stderr, Rng, TempDir};
 
 fn spawn(args: &[&str], env: &[(&str, &str)]) -> Child {
-    let mut c = Command::new(bin());
-    c.args(args).stdout(Stdio::null()).stderr(Stdio::piped());
+    let mut c = rollstat().args(args).stderr_to(Stdio::piped());
     for (k, v) in env {
-        c.env(k, v);
+        c = c.env(k, v);
     }
-    c.spawn().expect("spawn rollstat")
+    c.spawn()
 }
 
 fn send(child: &Child, sig: i32) {
@@ -212,18 +211,17 @@ fn the_next_run_removes_temporaries_of_killed_runs() {
 /// Runs rollstat with a file-size limit of `limit` bytes (SIGXFSZ ignored, so a write
 /// past it fails with EFBIG as on a full disk).
 fn run_limited(args: &[&str], limit: u64) -> std::process::Output {
-    let mut c = Command::new(bin());
-    c.args(args);
+    let mut c = rollstat().args(args);
     // SAFETY: setrlimit and signal are async-signal-safe; nothing is allocated.
     unsafe {
-        c.pre_exec(move || {
+        c.cmd().pre_exec(move || {
             let lim = libc::rlimit { rlim_cur: limit, rlim_max: limit };
             libc::setrlimit(libc::RLIMIT_FSIZE, &lim);
             libc::signal(libc::SIGXFSZ, libc::SIG_IGN);
             Ok(())
         });
     }
-    c.output().unwrap()
+    c.output()
 }
 
 /// A full disk: the run fails with status 1 naming the cause, the previous files are

@@ -5,7 +5,6 @@
 //! Gym's own example files are read from ../shared when present.
 
 use std::path::{Path, PathBuf};
-use std::process::Command;
 
 use crate::common::*;
 use rollstat::json::Json;
@@ -147,7 +146,7 @@ fn run_case(dir: &Path, fails: &mut Vec<String>) {
     }
     let coverage = out.join("coverage.json");
     args.extend(["--coverage-out".into(), coverage.display().to_string()]);
-    let o = Command::new(bin()).args(&args).current_dir(dir).output().unwrap();
+    let o = rollstat().args(&args).current_dir(dir).output();
     let (so, se) = (stdout(&o), stderr(&o));
     let exp = dir.join("expected");
     let want_exit = int(case.get("oracle").and_then(|o| o.get("exit"))).unwrap();
@@ -256,7 +255,7 @@ fn health_case(dir: &Path, fails: &mut Vec<String>) {
     if !ignored.is_empty() {
         args.extend(["--ignore-checks".into(), ignored.join(",")]);
     }
-    let o = Command::new(bin()).args(&args).current_dir(dir).output().unwrap();
+    let o = rollstat().args(&args).current_dir(dir).output();
     if !o.status.success() {
         fails.push(format!("exit {:?}: {}", o.status.code(), stderr(&o)));
         return;
@@ -476,34 +475,14 @@ fn aggregate_and_health_write_the_same_reports() {
 /// (exit 2, nothing written), naming `--no-health-check`, which runs it.
 #[test]
 fn a_pipe_of_trajectories_is_refused_for_the_health_check() {
-    use std::io::Write;
     let d = TempDir::new("health-pipe");
     let text =
         std::fs::read(fixtures().join("conformance/gym_aggregate/health/rollout_checks/rollouts.jsonl")).unwrap();
     let agg = d.join("agg.json");
-    let piped = |extra: &[&str]| {
-        let mut c = Command::new(bin());
-        c.args(["aggregate", "/dev/stdin", "--out", agg.to_str().unwrap()]).args(extra);
-        let mut child = c
-            .stdin(std::process::Stdio::piped())
-            .stdout(std::process::Stdio::piped())
-            .stderr(std::process::Stdio::piped())
-            .spawn()
-            .unwrap();
-        let mut stdin = child.stdin.take().unwrap();
-        let bytes = text.clone();
-        let writer = std::thread::spawn(move || {
-            let _ = stdin.write_all(&bytes);
-        });
-        let o = child.wait_with_output().unwrap();
-        writer.join().unwrap();
-        o
-    };
-    let o = piped(&[]);
-    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    let piped = || rollstat().args(["aggregate", "/dev/stdin", "--out", agg.to_str().unwrap()]).stdin(text.clone());
+    let o = piped().fails(2);
     assert!(stderr(&o).contains("--no-health-check"), "{}", stderr(&o));
     assert!(d.files().is_empty(), "{:?}", d.files());
-    let o = piped(&["--no-health-check"]);
-    assert!(o.status.success(), "{}", stderr(&o));
+    piped().arg("--no-health-check").ok();
     assert_eq!(d.files(), vec!["agg.json"]);
 }
