@@ -317,10 +317,39 @@ pub fn diff(got: &Json, want: &Json, path: &str) -> Option<String> {
     }
 }
 
-/// The repository's shared folder, when present (CI has it beside the clone).
+/// Whether this machine must have every fixture and tool CI has: `ROLLSTAT_REQUIRE_SHARED=1`
+/// (set by .ci/run, whose clone has ../shared beside it). Then a test that would skip for
+/// want of one fails instead.
+pub fn require_shared() -> bool {
+    std::env::var_os("ROLLSTAT_REQUIRE_SHARED").is_some_and(|v| v == "1")
+}
+
+/// Says that what needs `what` is skipped, as it is absent here; under
+/// `ROLLSTAT_REQUIRE_SHARED=1` fails instead.
+pub fn skip_without(what: &str) {
+    assert!(!require_shared(), "{what} is missing, and ROLLSTAT_REQUIRE_SHARED=1 says this machine has it");
+    eprintln!("SKIPPED: {what} is missing");
+}
+
+/// The shared conformance corpus, ../shared/conformance, when present (CI has it beside
+/// the clone; see [`require_shared`]).
 pub fn shared() -> Option<PathBuf> {
     let p = Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared/conformance");
-    p.is_dir().then_some(p)
+    if p.is_dir() {
+        return Some(p);
+    }
+    skip_without(&format!("the shared corpus {}", p.display()));
+    None
+}
+
+/// A folder of the shared corpus (`compare`, `vagen`, …), when present.
+pub fn shared_dir(sub: &str) -> Option<PathBuf> {
+    let p = shared()?.join(sub);
+    if p.is_dir() {
+        return Some(p);
+    }
+    skip_without(&format!("the shared corpus folder {}", p.display()));
+    None
 }
 
 pub fn fixtures() -> PathBuf {

@@ -11,8 +11,8 @@ use rollstat::json::Json;
 fn cases() -> Vec<PathBuf> {
     let mut out = Vec::new();
     let mut roots = vec![fixtures().join("conformance/constructed"), fixtures().join("conformance/generated")];
-    if let Some(s) = shared() {
-        roots.push(s.join("nemo_gym_examples"));
+    if let Some(s) = shared_dir("nemo_gym_examples") {
+        roots.push(s);
     }
     for r in roots {
         let Ok(rd) = std::fs::read_dir(&r) else { continue };

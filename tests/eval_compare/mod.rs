@@ -248,9 +248,9 @@ fn tasks_differ(case: &Path, args: &[String]) -> bool {
 }
 
 fn compare_cases() -> Option<Vec<PathBuf>> {
-    let root = shared()?.join("compare");
+    let root = shared_dir("compare")?;
     let mut v: Vec<PathBuf> =
-        std::fs::read_dir(&root).ok()?.map(|e| e.unwrap().path()).filter(|p| p.join("case.json").exists()).collect();
+        std::fs::read_dir(&root).unwrap().map(|e| e.unwrap().path()).filter(|p| p.join("case.json").exists()).collect();
     v.sort();
     Some(v)
 }
@@ -260,10 +260,7 @@ fn compare_cases() -> Option<Vec<PathBuf>> {
 /// lines), the same warnings with their counts, and the same refusals.
 #[test]
 fn conformance_compare_corpus() {
-    let Some(cases) = compare_cases() else {
-        eprintln!("SKIPPED eval_compare conformance: ../shared/conformance/compare is absent");
-        return;
-    };
+    let Some(cases) = compare_cases() else { return };
     assert!(cases.len() >= 12, "compare conformance cases not found");
     let mut fails = Vec::new();
     let mut worst = 0.0f64;
@@ -392,10 +389,7 @@ fn missing_aggregate_refused_unless_computed() {
 /// same sweep as `binary_two_agents`, so the report is that case's report.
 #[test]
 fn compute_missing_reproduces_the_reference_report() {
-    let Some(root) = shared().map(|s| s.join("compare")) else {
-        eprintln!("SKIPPED compute-missing against the reference: ../shared is absent");
-        return;
-    };
+    let Some(root) = shared_dir("compare") else { return };
     let d = TempDir::new("evalcmp-missing");
     for side in ["base", "cand"] {
         std::fs::create_dir_all(d.join(side)).unwrap();

@@ -275,11 +275,9 @@ fn health_case(dir: &Path, fails: &mut Vec<String>) {
 fn every_health_case_matches_nemo_gym() {
     let mut cases = case_dirs(&fixtures().join("conformance/gym_aggregate/health"));
     assert!(cases.len() >= 4, "the constructed health cases are in tests/fixtures");
-    if let Some(s) = shared() {
+    if let Some(s) = shared_dir("gym_aggregate/health") {
         cases.extend(
-            case_dirs(&s.join("gym_aggregate/health"))
-                .into_iter()
-                .filter(|c| c.file_name().unwrap().to_string_lossy().starts_with("real_")),
+            case_dirs(&s).into_iter().filter(|c| c.file_name().unwrap().to_string_lossy().starts_with("real_")),
         );
     }
     check_each(&cases, health_case);

@@ -3,8 +3,11 @@ Python, never the source tree: `rollstat` must import from site-packages.
 
 ROLLSTAT_BIN names the `rollstat` binary built by cargo, whose bytes the API must
 give (default: the `rollstat` command installed with the wheel). The conformance corpus
-is read from ROLLSTAT_SHARED (default: ../shared beside the checkout)."""
+is read from ROLLSTAT_SHARED (default: ../shared beside the checkout).
+ROLLSTAT_REQUIRE_SHARED=1 (set by .ci/run) says this machine has every package and file
+CI has: a test that would skip for want of one fails instead."""
 
+import importlib
 import os
 import shutil
 import subprocess
@@ -35,6 +38,21 @@ def conformance():
     if not os.path.isdir(c):
         pytest.fail(f"the conformance corpus is missing: {c} (set ROLLSTAT_SHARED)")
     return c
+
+
+def skip_without(what):
+    """Skips the test, as `what` is missing here; fails it under ROLLSTAT_REQUIRE_SHARED=1."""
+    if os.environ.get("ROLLSTAT_REQUIRE_SHARED") == "1":
+        pytest.fail(f"{what} is missing, and ROLLSTAT_REQUIRE_SHARED=1 says this machine has it")
+    pytest.skip(f"{what} is missing")
+
+
+def need(module):
+    """The module `module`, imported; without it the test is skipped (see `skip_without`)."""
+    try:
+        return importlib.import_module(module)
+    except ImportError:
+        skip_without(f"the Python package {module}")
 
 
 def run(*args, check=True):

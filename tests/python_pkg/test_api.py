@@ -9,7 +9,7 @@ import pytest
 
 import rollstat
 
-from conftest import read, run
+from conftest import need, read, run
 
 
 def test_aggregate_is_the_commands_bytes(sweep, tmp_path):
@@ -110,8 +110,8 @@ def test_query_report_and_eval_compare(sweep, runs, tmp_path):
 
 
 def test_tables_go_to_polars_and_duckdb_without_pyarrow_in_between(sweep):
-    pl = pytest.importorskip("polars")
-    duckdb = pytest.importorskip("duckdb")
+    pl = need("polars")
+    duckdb = need("duckdb")
     rollouts, inputs = sweep
     t = rollstat.tables(rollouts, inputs=inputs)
     tasks = t.tasks

@@ -13,7 +13,7 @@ import pytest
 
 import rollstat
 
-from conftest import conformance, run
+from conftest import conformance, need, run
 
 
 def cases():
@@ -93,7 +93,7 @@ def test_vagen_case(path, form):
 
 
 def test_polars_frame_and_record_batch():
-    pl = pytest.importorskip("polars")
+    pl = need("polars")
     rows = rows_of(next(c for c in cases() if "int_groups" in c))
     want = rollstat.batch_metrics(rows)
     assert rollstat.batch_metrics(pl.DataFrame(rows)) == want

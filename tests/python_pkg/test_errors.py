@@ -13,7 +13,7 @@ import pytest
 import rollstat
 from rollstat import _rollstat
 
-from conftest import run
+from conftest import run, skip_without
 
 
 def test_bad_line_names_file_line_and_key(tmp_path):
@@ -63,7 +63,7 @@ def test_an_input_is_never_overwritten(sweep):
 def test_own_failure_is_rollstat_error(sweep):
     rollouts, inputs = sweep
     if not os.path.exists("/dev/full"):
-        pytest.skip("no /dev/full here")
+        skip_without("/dev/full")
     with pytest.raises(rollstat.RollstatError) as e:
         rollstat.aggregate(rollouts, inputs=inputs, out="/dev/full")
     assert not isinstance(e.value, rollstat.InputError)
