@@ -244,7 +244,8 @@ pub fn run(a: Args) -> Result<()> {
             let inputs = InputsGiven::new(a.inputs.as_deref(), &input_slices)?;
             let inputs = match inputs {
                 InputsGiven::File(f) => f.to_path_buf(),
-                InputsGiven::Slices(_) => PathBuf::new(),
+                // The inputs file the input slices were sharded from, as they name it.
+                InputsGiven::Slices(s) => crate::ingest::input_slice::read_head(&s[0])?.inputs,
                 InputsGiven::None => {
                     return Err(crate::error::Error::Usage(
                         "merge profile needs the materialized inputs: --inputs FILE, or their input slices".into(),
