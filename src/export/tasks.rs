@@ -15,7 +15,7 @@ use crate::ingest::InputTable;
 use crate::json::stream::{quoted, Emitter, Snip};
 use crate::json::{parse, transcode_compact, write_str, Json};
 use crate::metrics::aggregate::AggEntry;
-use crate::metrics::tasks::{rollout_info_each, Samples, TaskPlan, Val};
+use crate::metrics::tasks::{rollout_info_each, Samples, TaskSpec, Val};
 
 /// Why streaming task entries stopped: an input row could not be read (the user's file,
 /// named with its line), or the output could not be written.
@@ -59,12 +59,12 @@ struct Prefixes {
 
 impl Prefixes {
     /// For entries whose members sit at `depth` (`None`: compact).
-    fn new(plan: &TaskPlan<'_>, depth: Option<usize>) -> Prefixes {
+    fn new(spec: &TaskSpec<'_>, depth: Option<usize>) -> Prefixes {
         // Members of a rollout info: two levels (array, object) below the entry's.
         let inner = depth.map(|d| d + 2);
         Prefixes {
-            stat: plan.keys.quoted.iter().map(|q| std::array::from_fn(|s| Snip::member(&q[s], depth))).collect(),
-            info: plan.quoted_names.iter().map(|q| Snip::member(q, inner)).collect(),
+            stat: spec.keys.quoted.iter().map(|q| std::array::from_fn(|s| Snip::member(&q[s], depth))).collect(),
+            info: spec.quoted_names.iter().map(|q| Snip::member(q, inner)).collect(),
             info_task: Snip::member(&quoted("_ng_task_index"), inner),
             info_rollout: Snip::member(&quoted("_ng_rollout_index"), inner),
         }
@@ -94,7 +94,7 @@ fn cached(em: &mut Emitter, text: &mut Option<Vec<u8>>, value: impl FnOnce() -> 
 
 /// Where task entry's `sample` comes from.
 enum SampleArg<'s> {
-    /// The plan's fixed sample.
+    /// The spec's fixed sample.
     Fixed,
     /// The input row's line (mapped, or read when the file cannot be mapped), its table
     /// and row (for errors).
@@ -103,7 +103,7 @@ enum SampleArg<'s> {
 
 /// Serializes task entry `g` with the emitter's layout.
 fn entry(
-    plan: &TaskPlan<'_>,
+    spec: &TaskSpec<'_>,
     pre: &Prefixes,
     g: usize,
     sample: SampleArg<'_>,
@@ -111,24 +111,24 @@ fn entry(
     scratch: &mut Vec<f64>,
     rendered: &mut Rendered,
 ) -> Result<(), StreamError> {
-    let p = &plan.p;
-    let (a, b) = plan.groups[g];
+    let p = &spec.p;
+    let (a, b) = spec.groups[g];
     em.begin_obj();
     em.key_plain("_ng_task_index");
     em.i64(p.task(a));
-    let st = plan.stats(g, scratch);
+    let st = spec.stats(g, scratch);
     for s in 0..5 {
         for (f, row) in st.iter().enumerate() {
             if let Some(v) = row[s] {
                 em.member(&pre.stat[f][s]);
-                match plan.int_extreme(g, f, s) {
+                match spec.int_extreme(g, f, s) {
                     Some(i) => em.i64(i),
                     None => em.f64(v),
                 }
             }
         }
     }
-    if plan.with_agent_ref {
+    if spec.with_agent_ref {
         em.key_plain("agent_ref");
         let l = p.label[a] as usize;
         if rendered.agent_refs.len() <= l {
@@ -138,9 +138,9 @@ fn entry(
     }
     em.key_plain("sample");
     match sample {
-        SampleArg::Fixed => match &plan.samples {
+        SampleArg::Fixed => match &spec.samples {
             Samples::Fixed(j) => cached(em, &mut rendered.fixed_sample, || j.clone()),
-            Samples::Inputs { .. } => unreachable!("a fixed sample comes from a fixed plan"),
+            Samples::Inputs { .. } => unreachable!("a fixed sample comes from a fixed spec"),
         },
         SampleArg::Line(bytes, table, r) => {
             if !(em.is_compact() && transcode_compact(bytes, &DROP, &mut em.out)) {
@@ -149,7 +149,7 @@ fn entry(
         }
     }
     let n = (b - a) as i64;
-    let e = plan.expected(g);
+    let e = spec.expected(g);
     em.key_plain("num_rollouts");
     em.i64(n);
     em.key_plain("expected_num_rollouts");
@@ -175,7 +175,7 @@ fn entry(
         em.i64(t.task[row]);
         em.member(&pre.info_rollout);
         em.i64(t.rollout[row]);
-        rollout_info_each(t, &plan.info[t.order[row] as usize], row, |c, v| {
+        rollout_info_each(t, &spec.info[t.order[row] as usize], row, |c, v| {
             em.member(&pre.info[c]);
             match v {
                 Val::Int(i) => em.i64(i),
@@ -209,14 +209,14 @@ fn sample_value(table: &InputTable, bytes: &[u8], r: usize) -> Result<Json, Stre
 /// Writes every task entry: compact, one per line (`indent: None`), or as the elements
 /// of an indented array whose value sits at depth `d` (`Some(d)`; brackets included).
 /// Batches are computed in parallel while a writer thread writes the previous one.
-pub fn write_tasks<W: Write + Send>(plan: &TaskPlan<'_>, indent: Option<usize>, w: &mut W) -> Result<(), StreamError> {
+pub fn write_tasks<W: Write + Send>(spec: &TaskSpec<'_>, indent: Option<usize>, w: &mut W) -> Result<(), StreamError> {
     if indent.is_some() {
-        if plan.groups.is_empty() {
+        if spec.groups.is_empty() {
             return Ok(w.write_all(b"[]")?);
         }
         w.write_all(b"[")?;
     }
-    write_task_entries(plan, indent, false, w)?;
+    write_task_entries(spec, indent, false, w)?;
     if let Some(d) = indent {
         close_array(d, w)?;
     }
@@ -230,24 +230,24 @@ pub fn close_array<W: Write>(d: usize, w: &mut W) -> io::Result<()> {
     w.write_all(b"]")
 }
 
-/// Writes the task entries of `plan` without the array's brackets; `after`: entries of
+/// Writes the task entries of `spec` without the array's brackets; `after`: entries of
 /// the same array were written before these (so the first one takes a comma). This lets
-/// one array be written plan by plan, one bucket of tasks at a time.
+/// one array be written spec by spec, one bucket of tasks at a time.
 pub fn write_task_entries<W: Write + Send>(
-    plan: &TaskPlan<'_>,
+    spec: &TaskSpec<'_>,
     indent: Option<usize>,
     after: bool,
     w: &mut W,
 ) -> Result<(), StreamError> {
-    let n = plan.groups.len();
+    let n = spec.groups.len();
     // Written buffers come back for reuse, so each batch fills memory that is already
     // mapped instead of fresh pages.
     let pool: std::sync::Mutex<Vec<Vec<u8>>> = std::sync::Mutex::new(Vec::new());
     // Entries are objects at depth d + 1 in an indented array, so members sit at d + 2.
-    let pre = Prefixes::new(plan, indent.map(|d| d + 2));
+    let pre = Prefixes::new(spec, indent.map(|d| d + 2));
     let pre = &pre;
     let pool = &pool;
-    let render = |start: usize, end: usize| render_batch(plan, pre, pool, indent, after, start, end);
+    let render = |start: usize, end: usize| render_batch(spec, pre, pool, indent, after, start, end);
     if n <= BATCH {
         // One batch (an aggregate of many small runs has one per run): rendered and
         // written here, without a writer thread.
@@ -309,7 +309,7 @@ fn write_parts<W: Write>(w: &mut W, parts: Vec<Vec<u8>>, pool: &std::sync::Mutex
 /// Renders task entries `start..end` into buffers, one per chunk of consecutive
 /// entries, the chunks in parallel when there are several.
 fn render_batch(
-    plan: &TaskPlan<'_>,
+    spec: &TaskSpec<'_>,
     pre: &Prefixes,
     pool: &std::sync::Mutex<Vec<Vec<u8>>>,
     indent: Option<usize>,
@@ -320,17 +320,17 @@ fn render_batch(
     // Input rows are transcoded by the rendering jobs straight from a mapping of the
     // inputs file, made for each batch so the pages it touches leave memory with it;
     // without a mapping the batch reads its rows first.
-    let batch_map = match &plan.samples {
+    let batch_map = match &spec.samples {
         Samples::Inputs { table, .. } => map_file(table),
         Samples::Fixed(_) => None,
     };
     let mapped = batch_map.as_deref();
-    let read = match (&plan.samples, mapped) {
+    let read = match (&spec.samples, mapped) {
         (Samples::Inputs { table, rows }, None) => read_rows(table, &rows[start..end]).map_err(StreamError::Input)?,
         _ => Vec::new(),
     };
     let sample_of = |g: usize| -> Result<SampleArg<'_>, StreamError> {
-        match (&plan.samples, mapped) {
+        match (&spec.samples, mapped) {
             (Samples::Fixed(_), _) => Ok(SampleArg::Fixed),
             (Samples::Inputs { table, rows }, Some(map)) => {
                 row_in(table, map, rows[g]).map(|b| SampleArg::Line(b, table, rows[g])).map_err(StreamError::Input)
@@ -355,7 +355,7 @@ fn render_batch(
                 em.out.push(b'\n');
                 em.out.resize(em.out.len() + 2 * (d + 1), b' ');
             }
-            entry(plan, pre, g, sample_of(g)?, &mut em, scratch, rendered)?;
+            entry(spec, pre, g, sample_of(g)?, &mut em, scratch, rendered)?;
             if compact {
                 em.out.push(b'\n');
             }
@@ -373,7 +373,7 @@ fn render_batch(
 pub fn write_aggregate<W: Write + Send>(entries: &[AggEntry<'_>], w: &mut W) -> Result<(), StreamError> {
     let parts = entries.iter().map(|e| (e.head.as_slice(), e.repeats.as_slice(), e.perf_summary.as_ref()));
     write_aggregate_with(parts, w, |i, depth, w| match &entries[i].tasks {
-        Some(plan) => write_tasks(plan, Some(depth), w),
+        Some(spec) => write_tasks(spec, Some(depth), w),
         None => Ok(w.write_all(b"[]")?),
     })
 }

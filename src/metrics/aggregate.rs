@@ -10,7 +10,7 @@ use super::custom::{self, MetricSpec};
 use super::levels::{across_repeats, agent_and_repeat_levels, Profiled, RepeatEntry, StatKeys};
 use super::perf::perf_summary;
 use super::profile::{coverage, duplicate_key, index_by_key};
-use super::tasks::{info_plans, quoted_names, InfoPlan, Samples, TaskPlan};
+use super::tasks::{info_specs, quoted_names, InfoSpec, Samples, TaskSpec};
 use super::warnings::Warnings;
 use crate::error::{Error, Result};
 use crate::ingest::labels::{runs, NONE};
@@ -98,13 +98,13 @@ pub(crate) fn unnamed(t: &RolloutTable, inputs: Option<&InputTable>, r: usize) -
     }
 }
 
-/// One aggregate entry: its members in order, with the task level kept as a plan so
+/// One aggregate entry: its members in order, with the task level kept as a spec so
 /// the writer can stream it.
 pub struct AggEntry<'a> {
     /// `agent_ref`, `_ng_environment_server` (when stamped), `agent_metrics`, `key_metrics`.
     pub head: Members,
     /// `group_level_metrics`; `None` writes `[]`.
-    pub tasks: Option<TaskPlan<'a>>,
+    pub tasks: Option<TaskSpec<'a>>,
     /// `repeat_level_metrics` entries.
     pub repeats: Vec<Json>,
     pub perf_summary: Option<Json>,
@@ -123,9 +123,9 @@ impl AggEntry<'_> {
     }
 }
 
-/// What every entry's task plan shares: how each key order writes `rollout_infos`, and
+/// What every entry's task spec shares: how each key order writes `rollout_infos`, and
 /// the columns' quoted names.
-pub type Shared = (Arc<Vec<InfoPlan>>, Arc<Vec<Vec<u8>>>);
+pub type Shared = (Arc<Vec<InfoSpec>>, Arc<Vec<Vec<u8>>>);
 
 /// Computes one aggregate entry.
 pub fn entry<'a>(
@@ -175,13 +175,13 @@ pub fn entry<'a>(
         Ok(())
     };
     let repeats = levels_into_head(&mut head, &g.label, &p, &keys, cov, reps.len(), custom, opts, warn)?;
-    Ok(AggEntry { head, tasks: Some(task_plan(p, keys, shared)), repeats, perf_summary: perf })
+    Ok(AggEntry { head, tasks: Some(task_spec(p, keys, shared)), repeats, perf_summary: perf })
 }
 
-/// The plan of an entry's `group_level_metrics`: one task entry per task of `p`.
-pub fn task_plan<'a>(p: Profiled<'a>, keys: StatKeys, shared: &Shared) -> TaskPlan<'a> {
+/// The spec of an entry's `group_level_metrics`: one task entry per task of `p`.
+pub fn task_spec<'a>(p: Profiled<'a>, keys: StatKeys, shared: &Shared) -> TaskSpec<'a> {
     let groups = p.task_groups();
-    TaskPlan {
+    TaskSpec {
         p,
         keys,
         groups,
@@ -270,7 +270,7 @@ pub fn aggregate<'a>(
     }
     // Entries in parallel (a sweep of a million one-rollout agents is a million small
     // entries); warnings and the first error are taken in label order, as one by one.
-    let shared: Shared = (Arc::new(info_plans(t)), Arc::new(quoted_names(t)));
+    let shared: Shared = (Arc::new(info_specs(t)), Arc::new(quoted_names(t)));
     let done: Vec<(Result<AggEntry<'a>>, Warnings)> = gs
         .par_iter()
         .map(|g| {

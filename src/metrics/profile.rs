@@ -14,7 +14,7 @@ use std::sync::Arc;
 use rayon::prelude::*;
 
 use super::levels::{across_repeats, agent_and_repeat_levels, distinct, Profiled, RepeatEntry, StatKeys};
-use super::tasks::{info_plans, quoted_names, Samples, TaskPlan};
+use super::tasks::{info_specs, quoted_names, Samples, TaskSpec};
 use super::warnings::Warnings;
 use crate::error::{Error, Result};
 use crate::ingest::labels::{labels_for, run_key};
@@ -41,7 +41,7 @@ pub struct CompletionSummary {
 pub struct ProfileOutput<'a> {
     /// The task entries, written batch by batch by `export::tasks`; `None` when no
     /// rollout was measured.
-    pub tasks: Option<TaskPlan<'a>>,
+    pub tasks: Option<TaskSpec<'a>>,
     pub agents: Vec<Json>,
     pub repeats: Vec<Json>,
     pub summary: CompletionSummary,
@@ -256,17 +256,17 @@ pub fn profile<'a>(t: &'a RolloutTable, inputs: &'a InputTable, allow_partial: b
     let cov = coverage_counts(t, inputs, &matched);
     let (agents, repeats) = agents_and_repeats(&p, &keys, cov, &mut warnings);
     let with_agent_ref = p.fan_out;
-    let plan = TaskPlan {
+    let spec = TaskSpec {
         p,
         keys,
         groups,
         expected: Some(expected_per),
         samples: Samples::Inputs { table: inputs, rows: sample_rows },
         with_agent_ref,
-        info: Arc::new(info_plans(t)),
+        info: Arc::new(info_specs(t)),
         quoted_names: Arc::new(quoted_names(t)),
     };
-    Ok(ProfileOutput { tasks: Some(plan), agents, repeats, summary, warnings })
+    Ok(ProfileOutput { tasks: Some(spec), agents, repeats, summary, warnings })
 }
 
 /// Expected rollouts per task group of `p` over the measured input rows (in key order).

@@ -1,4 +1,4 @@
-//! The task level as a *plan*: the profiled set, its task groups and what each task
+//! The task level as a *spec*: the profiled set, its task groups and what each task
 //! entry carries besides statistics. Entries are computed and serialized batch by batch
 //! by `export::tasks`, so a million-rollout profile never holds its task entries (or
 //! their `sample` rows) in memory at once.
@@ -19,7 +19,7 @@ pub enum Samples<'a> {
 }
 
 /// Everything needed to write the task entries of one profiled set.
-pub struct TaskPlan<'a> {
+pub struct TaskSpec<'a> {
     pub p: Profiled<'a>,
     pub keys: StatKeys,
     /// Position ranges of `p`, one per task entry, in output order.
@@ -29,12 +29,12 @@ pub struct TaskPlan<'a> {
     pub samples: Samples<'a>,
     pub with_agent_ref: bool,
     /// Per key order of the table, how its rows write `rollout_infos`.
-    pub info: std::sync::Arc<Vec<InfoPlan>>,
+    pub info: std::sync::Arc<Vec<InfoSpec>>,
     /// Per column of the table, its name JSON-quoted (the `rollout_infos` keys).
     pub quoted_names: std::sync::Arc<Vec<Vec<u8>>>,
 }
 
-impl TaskPlan<'_> {
+impl TaskSpec<'_> {
     /// The five describe statistics per field for group `g`.
     pub fn stats(&self, g: usize, scratch: &mut Vec<f64>) -> Vec<[Option<f64>; 5]> {
         let (a, b) = self.groups[g];
@@ -95,7 +95,7 @@ pub enum Val<'a> {
 /// How a rollout with a given key order writes its `rollout_infos` record: precomputed
 /// once per distinct key order so each row is written without allocating.
 #[derive(Debug, Clone, Default)]
-pub struct InfoPlan {
+pub struct InfoSpec {
     /// The top-level `reward` column, if the row has the key.
     pub reward: Option<usize>,
     /// Usage columns in order, each with the top-level column of the same name (whose
@@ -108,8 +108,8 @@ pub struct InfoPlan {
     pub usage_reward: Option<usize>,
 }
 
-/// One [`InfoPlan`] per interned key order of the table.
-pub fn info_plans(t: &RolloutTable) -> Vec<InfoPlan> {
+/// One [`InfoSpec`] per interned key order of the table.
+pub fn info_specs(t: &RolloutTable) -> Vec<InfoSpec> {
     t.orders
         .iter()
         .map(|seq| {
@@ -117,7 +117,7 @@ pub fn info_plans(t: &RolloutTable) -> Vec<InfoPlan> {
             let (top, usage) = (&seq[..sep], &seq[(sep + 1).min(seq.len())..]);
             let name = |c: u32| t.columns[c as usize].name.as_str();
             let find = |list: &[u32], n: &str| list.iter().find(|&&c| name(c) == n).map(|&c| c as usize);
-            InfoPlan {
+            InfoSpec {
                 reward: find(top, "reward"),
                 usage_reward: find(usage, "reward"),
                 usage: usage.iter().map(|&u| (u as usize, find(top, name(u)))).collect(),
@@ -150,10 +150,10 @@ pub fn info_value(t: &RolloutTable, c: usize, row: usize, keep_bool: bool) -> Op
 /// usage key's place and takes the top-level value, as a Python dict update does.
 #[inline]
 /// `emit` receives the column index (whose name is the key) and the value.
-pub fn rollout_info_each<'t>(t: &'t RolloutTable, plan: &InfoPlan, row: usize, mut emit: impl FnMut(usize, Val<'t>)) {
+pub fn rollout_info_each<'t>(t: &'t RolloutTable, spec: &InfoSpec, row: usize, mut emit: impl FnMut(usize, Val<'t>)) {
     // A numeric usage `reward` overwrites the top-level one, keeping its first place.
-    let usage_reward = plan.usage_reward;
-    if let Some(rc) = plan.reward {
+    let usage_reward = spec.usage_reward;
+    if let Some(rc) = spec.reward {
         let col = &t.columns[rc];
         let v = match usage_reward.and_then(|u| info_value(t, u, row, false)) {
             Some(v) => Some(v),
@@ -167,8 +167,8 @@ pub fn rollout_info_each<'t>(t: &'t RolloutTable, plan: &InfoPlan, row: usize, m
             emit(rc, v);
         }
     }
-    for &(u, dup) in &plan.usage {
-        if plan.reward.is_some() && Some(u) == usage_reward {
+    for &(u, dup) in &spec.usage {
+        if spec.reward.is_some() && Some(u) == usage_reward {
             continue;
         }
         if let Some(v) = info_value(t, u, row, false) {
@@ -176,7 +176,7 @@ pub fn rollout_info_each<'t>(t: &'t RolloutTable, plan: &InfoPlan, row: usize, m
             emit(u, v);
         }
     }
-    for &(c, dup) in &plan.top {
+    for &(c, dup) in &spec.top {
         if dup.is_some_and(|u| info_value(t, u, row, false).is_some()) {
             continue;
         }
@@ -186,7 +186,7 @@ pub fn rollout_info_each<'t>(t: &'t RolloutTable, plan: &InfoPlan, row: usize, m
     }
 }
 
-/// Every column's name JSON-quoted, for [`TaskPlan::quoted_names`].
+/// Every column's name JSON-quoted, for [`TaskSpec::quoted_names`].
 pub fn quoted_names(t: &RolloutTable) -> Vec<Vec<u8>> {
     t.columns.iter().map(|c| crate::json::stream::quoted(&c.name)).collect()
 }

@@ -33,7 +33,7 @@ use crate::metrics::profile::{
     assemble_levels, completion_summary, coverage_counts, expected_per_group, index_by_key, inputs_fan_out, match_keys,
     measured_inputs, unmatched_error, unnamed_input, with_coverage, CompletionSummary,
 };
-use crate::metrics::tasks::{info_plans, quoted_names, Samples, TaskPlan};
+use crate::metrics::tasks::{info_specs, quoted_names, Samples, TaskSpec};
 use crate::metrics::warnings::Warnings;
 use crate::trace::trace;
 
@@ -511,17 +511,17 @@ fn write_bucket_entries<W: std::io::Write + Send>(
     let expected = expected_per_group(&p, &groups, inp, measured, label_of);
     let sample_rows: Vec<usize> = groups.iter().map(|&(a, _)| input_of[&p.rows[a]]).collect();
     let keys = StatKeys::new(&p.fields);
-    let plan = TaskPlan {
+    let spec = TaskSpec {
         p,
         keys,
         groups,
         expected: Some(expected),
         samples: Samples::Inputs { table: inp, rows: sample_rows },
         with_agent_ref: fan_out,
-        info: Arc::new(info_plans(t)),
+        info: Arc::new(info_specs(t)),
         quoted_names: Arc::new(quoted_names(t)),
     };
-    write_task_entries(&plan, None, started, w)?;
+    write_task_entries(&spec, None, started, w)?;
     Ok(true)
 }
 

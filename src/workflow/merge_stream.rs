@@ -30,11 +30,11 @@ use crate::ingest::labels::{label_runs, labels_for, named, run_key, run_keys, NO
 use crate::ingest::slice::read_slices;
 use crate::ingest::{InputTable, LineMap, RolloutTable};
 use crate::json::{Json, Members};
-use crate::metrics::aggregate::{head_from_levels, task_plan, AggregateOptions, Shared};
+use crate::metrics::aggregate::{head_from_levels, task_spec, AggregateOptions, Shared};
 use crate::metrics::levels::{Profiled, StatKeys};
 use crate::metrics::perf::PerfValues;
 use crate::metrics::profile::{coverage_members, duplicate_key};
-use crate::metrics::tasks::{info_plans, quoted_names};
+use crate::metrics::tasks::{info_specs, quoted_names};
 use crate::metrics::warnings::Warnings;
 use crate::trace::trace;
 
@@ -671,7 +671,7 @@ impl BucketShares for AggregateShares {
         let t = &b.t;
         let runs = b.runs();
         let keys = runs.keys();
-        let shared: Shared = (Arc::new(info_plans(t)), Arc::new(quoted_names(t)));
+        let shared: Shared = (Arc::new(info_specs(t)), Arc::new(quoted_names(t)));
         let mut shares = Vec::new();
         for (i, rows) in runs.scored_by(t, |k| keys.iter().position(|x| x == k)) {
             let key = keys[i].clone();
@@ -754,14 +754,14 @@ fn write_bucket_tasks<W: Write + Send>(
     let fields = resolve_fields(t, fields.iter().cloned());
     let p = Profiled::with_fields(t, scored, &label, fields, all_int);
     let keys = StatKeys::new(&p.fields);
-    let plan = task_plan(p, keys, shared);
-    if plan.groups.is_empty() {
+    let spec = task_spec(p, keys, shared);
+    if spec.groups.is_empty() {
         return Ok(());
     }
     if !*started {
         w.write_all(b"[")?;
     }
-    write_task_entries(&plan, Some(depth), *started, w)?;
+    write_task_entries(&spec, Some(depth), *started, w)?;
     *started = true;
     Ok(())
 }
@@ -850,7 +850,7 @@ fn write_tasks_once<W: Write + Send>(
             let b = b.map_err(StreamError::Input)?;
             let t = &b.t;
             let rows_by = b.runs().scored_by(t, |k| entry_of.get(k).copied());
-            let shared: Shared = (Arc::new(info_plans(t)), Arc::new(quoted_names(t)));
+            let shared: Shared = (Arc::new(info_specs(t)), Arc::new(quoted_names(t)));
             for (e, scored) in rows_by {
                 let Entry { fields, all_int, .. } = &entries[e];
                 if e == 0 {

@@ -69,10 +69,16 @@ def check_stats(stderr, shards, max_buckets):
     for m in re.finditer(r"rollstat_ray: (\w+) +(\d+) tasks? +([\d.]+) s +slowest task +([\d.]+) s"
                          r" +peak task memory +([\d.]+) MB", stderr):
         got[m.group(1)] = (int(m.group(2)), float(m.group(3)), float(m.group(4)), float(m.group(5)))
-    if set(got) != {"shard", "partial", "merge"}:
+    # The merge goes bucket by bucket, so its statistics run as rounds: a share task per
+    # bucket of rollouts and one combine task each (counting, sums, deviations at least).
+    rounds = sorted(k for k in got if re.fullmatch(r"round\d+", k))
+    if set(got) - set(rounds) != {"shard", "partial", "merge"} or len(rounds) < 3:
         sys.exit(f"FAILED: --stats printed stages {sorted(got)}:\n{stderr}")
-    if got["shard"][0] != shards or not 2 <= got["partial"][0] <= max_buckets or got["merge"][0] != 1:
+    buckets = got["partial"][0]
+    if got["shard"][0] != shards or not 2 <= buckets <= max_buckets or got["merge"][0] != 1:
         sys.exit(f"FAILED: --stats task counts {got}")
+    if any(not 2 <= got[r][0] <= buckets + 1 for r in rounds):
+        sys.exit(f"FAILED: --stats round task counts {got}")
     for stage, (_, wall, slowest, peak) in got.items():
         # A rollstat process maps its binary and reads a file: more than 1 MB, less than
         # the machine; the slowest task cannot outlast its stage.
@@ -126,16 +132,16 @@ def main():
         same(got_agg, want_agg, "aggregate over 5 files, 3 nodes")
         # Five rollouts files and the inputs file; each bucket's rollouts and inputs joined.
         check_stats(p.stderr, shards=6, max_buckets=14)
-        # With `--low-memory` the statistics run as rounds of share tasks on the cluster
-        # and the merge takes the finished plan. The first attempt of one partial task
-        # and of one summing share task fail: the retries give the same bytes.
+        # The statistics run as rounds of share tasks on the cluster and the merge takes
+        # the finished plan. The first attempt of one partial task and of one summing
+        # share task fail: the retries give the same bytes.
         for fail in ["partial:2", "share1:2"]:
             env["ROLLSTAT_RAY_FAIL_ONCE"] = fail
             got_retry = os.path.join(work, f"got-retry-{fail[:5]}.json")
             p = run(sys.executable, *DRIVER, "aggregate", "--rollouts", os.path.join(work, "part*.jsonl"), "--inputs",
                     "file://" + inputs, "--out", got_retry, "--address", cluster.address,
-                    "--buckets", "5", "--low-memory", "--stats", env=env)
-            same(got_retry, want_agg, f"aggregate --low-memory in rounds, {fail} failed once and retried")
+                    "--buckets", "5", "--stats", env=env)
+            same(got_retry, want_agg, f"aggregate in rounds, {fail} failed once and retried")
             rounds = re.findall(r"rollstat_ray: round(\d+)", p.stderr)
             if len(rounds) < 3:
                 sys.exit(f"FAILED: expected counting, summing and deviation rounds, got {p.stderr!r}")
@@ -146,17 +152,18 @@ def main():
         assert sum(os.path.getsize(f) > 8_000_000 for f in files) >= 2, [os.path.getsize(f) for f in files]
         p = run(sys.executable, *DRIVER, "profile", "--rollouts", *files, "--name", "all.jsonl", "--inputs", inputs,
                 "--allow-partial", "--out-dir", got_prof, "--address", cluster.address,
-                "--buckets", "6", "--split-bytes", "4000000", "--low-memory", "--stats", env=env)
+                "--buckets", "6", "--split-bytes", "4000000", "--stats", env=env)
         if len(re.findall(r"rollstat_ray: round(\d+)", p.stderr)) < 3:
-            sys.exit(f"FAILED: profile --low-memory ran no statistics rounds: {p.stderr!r}")
+            sys.exit(f"FAILED: profile ran no statistics rounds: {p.stderr!r}")
         same_profile(got_prof, want_prof)
         refuses_bad_input(DRIVER, work, files[0], ["--address", cluster.address])
         # The Python entry point of the same driver.
         import rollstat.ray
 
         got_api = os.path.join(work, "got-api.json")
-        rollstat.ray.aggregate(files, inputs=inputs, out=got_api, address=cluster.address, buckets=4)
-        same(got_api, want_agg, "rollstat.ray.aggregate() from Python")
+        rollstat.ray.aggregate(files, inputs=inputs, out=got_api, address=cluster.address, buckets=4,
+                               whole_table=True)
+        same(got_api, want_agg, "rollstat.ray.aggregate(whole_table=True) from Python")
     finally:
         cluster.shutdown()
         subprocess.run(["rm", "-rf", work])

@@ -31,18 +31,16 @@ def main():
         run(sys.executable, *DRIVER, "aggregate", "--rollouts", *files, "--inputs", inputs, "--out", got, "--buckets", "5",
             *common)
         same(got, want_agg, "aggregate over 4 files on Spark")
-        # One partial task's first attempt fails: Spark retries it, the bytes are the same.
-        # With --low-memory the statistics run as rounds of Spark tasks; a summing share
-        # task's first attempt fails too.
+        # The statistics run as rounds of Spark tasks; a summing share task's first
+        # attempt fails: Spark retries it, the bytes are the same.
         env = dict(os.environ, ROLLSTAT_SPARK_FAIL_ONCE="share1:1")
         got_retry = os.path.join(work, "got-retry.json")
         run(sys.executable, *DRIVER, "aggregate", "--rollouts", "file://" + os.path.join(work, "part*.jsonl"),
-            "--inputs", inputs, "--out", got_retry, "--buckets", "4", "--low-memory", *common, env=env)
-        same(got_retry, want_agg, "aggregate --low-memory in rounds, a failed share task retried")
+            "--inputs", inputs, "--out", got_retry, "--buckets", "4", *common, env=env)
+        same(got_retry, want_agg, "aggregate in rounds, a failed share task retried")
         got_prof = os.path.join(work, "got-prof")
         run(sys.executable, *DRIVER, "profile", "--rollouts", *files, "--name", "all.jsonl", "--inputs", inputs,
-            "--allow-partial", "--out-dir", got_prof, "--buckets", "3", "--split-bytes", "2000000", "--low-memory",
-            *common)
+            "--allow-partial", "--out-dir", got_prof, "--buckets", "3", "--split-bytes", "2000000", *common)
         same_profile(got_prof, want_prof)
         refuses_bad_input(DRIVER, work, files[0], common)
     finally:
