@@ -120,9 +120,10 @@ pub struct ProfileArgs {
 /// How the merge holds the sweep.
 #[derive(ClapArgs, Debug, Clone)]
 pub struct Hold {
-    /// Read every slice into one table instead of one bucket at a time: faster on one
-    /// machine, but holds the sweep's table. The bytes are the same. Custom metrics and
-    /// slices not in task order always take the whole table.
+    /// Read every slice into one table instead of one bucket at a time: each slice is
+    /// read once, but the sweep's table is held (some 4 GB for 10M rollouts). The bytes
+    /// are the same. Custom metrics and slices not in task order always take the whole
+    /// table.
     #[arg(long)]
     pub whole_table: bool,
     /// Accepted for scripts written before every bucket-by-bucket merge kept no column;
