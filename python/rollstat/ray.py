@@ -1,6 +1,6 @@
 """Run `rollstat aggregate` or `rollstat profile` over a sweep split into many files,
 on a Ray cluster: one `rollstat shard` task per file (and per file of materialized
-inputs), one `rollstat partial` task per bucket of tasks, one `rollstat merge` task. The output is byte-identical to the
+inputs), one `rollstat join` task per bucket of tasks, one `rollstat merge` task. The output is byte-identical to the
 single-machine command on the files concatenated.
 
     python -m rollstat.ray aggregate --rollouts 'runs/*.jsonl' --out agg.json
@@ -107,13 +107,13 @@ def byte_ranges(path, split):
 class Stages:
     """The rollstat commands of a sweep's three stages, for any scheduler: shard tasks
     (each rollouts file, or byte range of a large one, in order; then the inputs file
-    the same way), partial tasks (one per bucket of rollouts, then per bucket of input
+    the same way), join tasks (one per bucket of rollouts, then per bucket of input
     rows, read from the shards' small manifests only), one merge. `fail` names a task
     whose first attempt fails (STAGE:K), for tests of the retries."""
 
     def __init__(self, rollstat, work, files, inputs, width, split_bytes, fail=""):
         self.rollstat, self.work, self.width, self.fail = rollstat, work, width, fail
-        # In file order, then range order: the order partial joins a bucket's slices in.
+        # In file order, then range order: the order join reads a bucket's slices in.
         self.jobs = [(f, r, False) for f in files for r in byte_ranges(f, split_bytes)]
         if inputs:
             self.jobs += [(inputs, r, True) for r in byte_ranges(inputs, split_bytes)]
@@ -136,8 +136,8 @@ class Stages:
             out.append((cmd, self.marker("shard", k)))
         return out
 
-    def partials(self):
-        """(command, failure marker) of each partial task, once the shards are done."""
+    def joins(self):
+        """(command, failure marker) of each join task, once the shards are done."""
         by_bucket, inputs_by_bucket = {}, {}
         for d, (_f, _r, is_inputs) in zip(self.shard_dirs, self.jobs):
             with open(os.path.join(d, "manifest.json")) as m:
@@ -150,11 +150,11 @@ class Stages:
         out = []
         for k, (path, slices, into) in enumerate(joins):
             into.append(path)
-            out.append(([self.rollstat, "-q", "partial", *slices, "--out", path], self.marker("partial", k)))
+            out.append(([self.rollstat, "-q", "join", *slices, "--out", path], self.marker("join", k)))
         return out
 
     def merge(self, command, name, dest, passthrough):
-        """(command, failure marker) of the merge, once the partials are done."""
+        """(command, failure marker) of the merge, once the joins are done."""
         cmd = [self.rollstat, "merge", command, "--name", name, *dest, *passthrough, "--", *self.parts,
                *self.input_parts]
         return cmd, self.marker("merge", 0)
@@ -204,7 +204,7 @@ class Stages:
     def wants_rounds(self, passthrough):
         """Whether the merge reads bucket by bucket, so that its statistics run as
         rounds on the cluster: some buckets, and not what `merge` reads as one table
-        (`--whole-table`, custom metrics; the partials are in task order)."""
+        (`--whole-table`, custom metrics; the joined slices are in task order)."""
         whole = {"--whole-table", "--metric"}
         return bool(self.parts) and not any(f.split("=")[0] in whole for f in passthrough)
 
@@ -323,7 +323,7 @@ def main(argv=None):
         ray.init(address=a.address, log_to_driver=False, include_dashboard=False)
     work = a.work_dir or tempfile.mkdtemp(prefix="rollstat-ray-", dir=os.environ.get("ROLLSTAT_RAY_TMP"))
     os.makedirs(work, exist_ok=True)
-    # ROLLSTAT_RAY_FAIL_ONCE=partial:K (or shard:K, merge:0): that task's first attempt fails.
+    # ROLLSTAT_RAY_FAIL_ONCE=join:K (or shard:K, merge:0): that task's first attempt fails.
     fail = os.environ.get("ROLLSTAT_RAY_FAIL_ONCE", "")
     task = ray.remote(max_retries=a.max_retries, retry_exceptions=[TaskFailed])(run_rollstat)
     fetch_task = ray.remote(max_retries=a.max_retries, retry_exceptions=True)(fetch)
@@ -350,8 +350,8 @@ def main(argv=None):
         refs = [task.remote(cmd, m, a.stats) for cmd, m in stages.shards()]
         stats.append(stage_line("shard", started, ray.get(refs)))
         started = time.monotonic()
-        refs = [task.remote(cmd, m, a.stats) for cmd, m in stages.partials()]
-        stats.append(stage_line("partial", started, ray.get(refs)))
+        refs = [task.remote(cmd, m, a.stats) for cmd, m in stages.joins()]
+        stats.append(stage_line("join", started, ray.get(refs)))
         name = a.name or (os.path.basename(local[0]) if len(local) == 1 else "rollouts.jsonl")
         merge_flags = passthrough
         if stages.wants_rounds(passthrough):

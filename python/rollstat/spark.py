@@ -1,6 +1,6 @@
 """Run `rollstat aggregate` or `rollstat profile` over a sweep split into many files, on
 Spark: the same three stages as `rollstat.ray` (`rollstat shard` per file or
-byte range, of the rollouts and of the materialized inputs; `rollstat partial` per
+byte range, of the rollouts and of the materialized inputs; `rollstat join` per
 bucket of tasks; one `rollstat merge`), each a Spark job whose tasks call the rollstat
 binary. The output is byte-identical to the single-machine command on the files
 concatenated: Spark only moves file names and schedules; rollstat computes every number.
@@ -107,7 +107,7 @@ def main(argv=None):
     sc.setLogLevel("ERROR")
     work = a.work_dir or tempfile.mkdtemp(prefix="rollstat-spark-", dir=os.environ.get("ROLLSTAT_SPARK_TMP"))
     os.makedirs(work, exist_ok=True)
-    # ROLLSTAT_SPARK_FAIL_ONCE=partial:K (or shard:K, merge:0): that task's first attempt fails.
+    # ROLLSTAT_SPARK_FAIL_ONCE=join:K (or shard:K, merge:0): that task's first attempt fails.
     fail = os.environ.get("ROLLSTAT_SPARK_FAIL_ONCE", "")
 
     try:
@@ -117,7 +117,7 @@ def main(argv=None):
         started = time.monotonic()
         stats.append(stage_line("shard", started, run_stage(sc, [(c, m, a.stats) for c, m in stages.shards()])))
         started = time.monotonic()
-        stats.append(stage_line("partial", started, run_stage(sc, [(c, m, a.stats) for c, m in stages.partials()])))
+        stats.append(stage_line("join", started, run_stage(sc, [(c, m, a.stats) for c, m in stages.joins()])))
         name = a.name or (os.path.basename(files[0]) if len(files) == 1 else "rollouts.jsonl")
         merge_flags = passthrough
         if stages.wants_rounds(passthrough):

@@ -62,7 +62,7 @@ pub struct CombineArgs {
 /// The slices and the sweep's name, common to both.
 #[derive(ClapArgs, Debug, Clone)]
 pub struct Slices {
-    /// The slices, in bucket order (`partial` outputs, or `shard` outputs in file order);
+    /// The slices, in bucket order (`join` outputs, or `shard` outputs in file order);
     /// with them, in any order, the input slices of `shard --inputs` instead of --inputs.
     #[arg(value_name = "SLICE", required = true)]
     pub slices: Vec<PathBuf>,

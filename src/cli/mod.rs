@@ -26,8 +26,8 @@ pub mod export;
 pub mod generate;
 pub mod health;
 pub mod ingest;
+pub mod join;
 pub mod merge;
-pub mod partial;
 pub mod profile;
 pub mod query;
 pub mod report;
@@ -79,8 +79,9 @@ pub enum Command {
     EvalCompare(eval_compare::Args),
     /// Split one rollouts file into slices by bucket of tasks (for runs over many machines).
     Shard(shard::Args),
-    /// Join one bucket's slices from every rollouts file of a sweep.
-    Partial(partial::Args),
+    /// Join one bucket's slices from every rollouts file of a sweep (also `partial`).
+    #[command(alias = "partial")]
+    Join(join::Args),
     /// aggregate or profile over a sharded sweep's slices: the same bytes as on one machine.
     Merge(merge::Args),
 }
@@ -178,7 +179,7 @@ fn dispatch(command: Command) -> Result<()> {
         Command::Completions(a) => completions::run(a),
         Command::EvalCompare(a) => eval_compare::run(a),
         Command::Shard(a) => shard::run(a),
-        Command::Partial(a) => partial::run(a),
+        Command::Join(a) => join::run(a),
         Command::Merge(a) => merge::run(a),
     }
 }

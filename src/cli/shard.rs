@@ -1,4 +1,4 @@
-//! `rollstat shard`: one rollouts file into slices by bucket of tasks, for `partial`
+//! `rollstat shard`: one rollouts file into slices by bucket of tasks, for `join`
 //! and `merge` on other machines (see docs/distributed.md).
 
 use std::path::PathBuf;

@@ -127,7 +127,7 @@ fn not_a_slice(path: &Path, why: &str) -> Error {
     Error::bad(
         Location::file(path),
         format!(
-            "not a rollstat input slice ({why}); give the files `rollstat shard --inputs` or `rollstat partial` wrote"
+            "not a rollstat input slice ({why}); give the files `rollstat shard --inputs` or `rollstat join` wrote"
         ),
     )
 }
@@ -436,7 +436,7 @@ impl SlicedInputs {
                     Location::file(&self.path),
                     format!(
                         "the input slices given hold {given} of the {rows} input rows that `shard --inputs` found in \
-                         bytes {start}..{end}: give every input slice of the shard (or the partials of every bucket)"
+                         bytes {start}..{end}: give every input slice of the shard (or every bucket's joined slices)"
                     ),
                 ));
             }

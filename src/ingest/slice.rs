@@ -4,7 +4,7 @@
 //! disjoint rows read back as one table that equals, row for row and value for value,
 //! the table read from the rollouts files concatenated in the order the slices name.
 //!
-//! The format is private to rollstat (the `shard`, `partial` and `merge` commands write
+//! The format is private to rollstat (the `shard`, `join` and `merge` commands write
 //! and read it; nothing else should): a fixed header, then little-endian lengths and
 //! values, zstd-compressed as a whole.
 
@@ -262,7 +262,7 @@ fn head(path: &Path, bytes: &[u8]) -> Result<Span> {
     let bad = |why: &str| {
         Error::bad(
             Location::file(path),
-            format!("not a rollstat slice ({why}); give the files `rollstat shard` or `rollstat partial` wrote"),
+            format!("not a rollstat slice ({why}); give the files `rollstat shard` or `rollstat join` wrote"),
         )
     };
     match bytes.get(..16) {
@@ -302,7 +302,7 @@ fn decode(path: &Path, bytes: &[u8]) -> Result<Slice> {
     let bad = |why: &str| {
         Error::bad(
             Location::file(path),
-            format!("not a rollstat slice ({why}); give the files `rollstat shard` or `rollstat partial` wrote"),
+            format!("not a rollstat slice ({why}); give the files `rollstat shard` or `rollstat join` wrote"),
         )
     };
     let span = head(path, bytes)?;

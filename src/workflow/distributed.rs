@@ -1,5 +1,5 @@
 //! Sweeps split over many machines: `shard` reads one rollouts file and saves its rows
-//! by bucket of tasks (bucket = ⌊task / width⌋) as slices; `partial` joins one bucket's
+//! by bucket of tasks (bucket = ⌊task / width⌋) as slices; `join` joins one bucket's
 //! slices from every file; `merge` reads the buckets back as one table and runs the
 //! single-machine aggregate or profile on it. The table merge builds equals the one
 //! read from the files concatenated (in the order the slices are given), so the
@@ -164,12 +164,12 @@ fn shard_inputs(c: &ShardConfig) -> Result<ShardRun> {
 /// Joins slices (one bucket's, from every rollouts file, in file order) into one.
 /// Input slices (one bucket's, from byte ranges of the inputs file) are joined in line
 /// order.
-pub fn partial(slices: &[PathBuf], out_path: &Path) -> Result<usize> {
+pub fn join_slices(slices: &[PathBuf], out_path: &Path) -> Result<usize> {
     let ins: Vec<&Path> = slices.iter().map(PathBuf::as_path).collect();
     let mut out = OutputSet::new(&ins);
     out.check(out_path)?;
     if slices.iter().any(|p| is_input_slice(p)) {
-        return partial_inputs(slices, out_path, out);
+        return join_input_slices(slices, out_path, out);
     }
     let t = read_slices(slices, out_path)?;
     let rows: Vec<usize> = (0..t.len()).collect();
@@ -180,7 +180,7 @@ pub fn partial(slices: &[PathBuf], out_path: &Path) -> Result<usize> {
     Ok(t.len())
 }
 
-fn partial_inputs(slices: &[PathBuf], out_path: &Path, mut out: OutputSet) -> Result<usize> {
+fn join_input_slices(slices: &[PathBuf], out_path: &Path, mut out: OutputSet) -> Result<usize> {
     if let Some(p) = slices.iter().find(|p| !is_input_slice(p)) {
         return Err(Error::bad(
             Location::file(p),
@@ -312,7 +312,7 @@ impl std::fmt::Display for Merged {
 
 /// Whether a merge reads its slices into one table, and why: asked (`--whole-table`),
 /// custom metrics (which read the whole table), or slices whose task spans are not
-/// in increasing order without overlap (shard slices not joined by `partial`, or
+/// in increasing order without overlap (shard slices not joined by `join`, or
 /// buckets out of order), told by the slices' heads before anything is read. A `plan`
 /// of rounds is for the bucket-by-bucket merge only.
 fn whole_table_for(asked: bool, custom: bool, slices: &[PathBuf], plan: Option<&Path>) -> Result<bool> {
@@ -341,7 +341,7 @@ fn whole_table_for(asked: bool, custom: bool, slices: &[PathBuf], plan: Option<&
         (_, _, Some(o), _) => {
             eprintln!(
                 "warning: the slices are not in task order ({o}): merging them as one table; join each bucket's \
-                 slices with `partial` and give them in bucket order to merge bucket by bucket"
+                 slices with `rollstat join` and give them in bucket order to merge bucket by bucket"
             );
             format!("the slices are not in task order ({o})")
         }

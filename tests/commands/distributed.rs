@@ -1,4 +1,4 @@
-//! `shard` → `partial` → `merge`: a sweep cut into files (lines shuffled, random cut
+//! `shard` → `join` → `merge`: a sweep cut into files (lines shuffled, random cut
 //! points) gives the same artifact bytes as `aggregate` / `profile` on the files
 //! concatenated, whatever the bucket width; bad input is refused with no output.
 
@@ -45,7 +45,7 @@ fn shard_ranges_and_join(d: &TempDir, jobs: &[(PathBuf, Option<String>)], width:
         .into_iter()
         .map(|(b, slices)| {
             let out = d.join(&format!("{tag}-part{b}.slice"));
-            let mut args = vec!["partial", "--out", s(&out), "-q"];
+            let mut args = vec!["join", "--out", s(&out), "-q"];
             args.extend(slices.iter().map(|p| s(p)));
             ok(&args);
             out
@@ -54,7 +54,7 @@ fn shard_ranges_and_join(d: &TempDir, jobs: &[(PathBuf, Option<String>)], width:
 }
 
 /// Shards an inputs file in `ranges` byte ranges (cut anywhere, not at line ends) with
-/// `width`; with `join`, each bucket's input slices joined by `partial`, else every
+/// `width`; with `join`, each bucket's input slices joined by `join`, else every
 /// input slice `shard` wrote.
 fn shard_inputs(d: &TempDir, inputs: &Path, ranges: u64, width: usize, tag: &str, join: bool) -> Vec<PathBuf> {
     let size = std::fs::metadata(inputs).unwrap().len();
@@ -81,7 +81,7 @@ fn shard_inputs(d: &TempDir, inputs: &Path, ranges: u64, width: usize, tag: &str
         .into_iter()
         .map(|(b, slices)| {
             let out = d.join(&format!("{tag}-ipart{b}.slice"));
-            let mut args = vec!["partial", "--out", s(&out), "-q"];
+            let mut args = vec!["join", "--out", s(&out), "-q"];
             args.extend(slices.iter().map(|p| s(p)));
             ok(&args);
             out
@@ -532,7 +532,7 @@ fn byte_ranges_of_one_file_give_the_single_machine_bytes() {
     assert_eq!(empty.get("buckets"), Some(&rollstat::json::Json::Arr(vec![])));
 }
 
-/// `merge` also takes the shards' slices as they are, without `partial`: every file's
+/// `merge` also takes the shards' slices as they are, without `join`: every file's
 /// buckets in file order, so rows arrive out of (task, rollout) order and are sorted on
 /// reading; a file whose bucket is missing in another adds columns only some slices have.
 #[test]
@@ -1000,6 +1000,7 @@ fn input_slices_that_do_not_make_one_inputs_file_are_refused() {
     assert!(stderr(&o).contains("have no materialized input row"), "{}", stderr(&o));
     std::fs::remove_file(&out).unwrap();
     let part = d.join("mixed.slice");
+    // `join` under its other name, `partial`.
     refused(&["partial", "--out", s(&part), s(&by5[0]), s(&slices[0])], "not an input slice", &part);
     refused(&["partial", "--out", s(&part), s(&by5[0]), s(&by5[1])], "join one bucket at a time", &part);
     // Profile quotes each task's input row from the file the slices were sharded from.

@@ -2,7 +2,7 @@
 """End to end on a local multi-node Ray cluster: `python -m rollstat.ray` (the driver of
 the installed rollstat package, whose tasks run the package's own command: no binary
 path is passed) over a sweep cut into 5 files gives the bytes of single-machine
-`rollstat aggregate` and `profile` on the files concatenated, also when one partial
+`rollstat aggregate` and `profile` on the files concatenated, also when one join
 task's first attempt fails.
 
     python tests/python/check_ray.py ROLLSTAT_BINARY [ROLLOUTS_PER_SWEEP]
@@ -72,9 +72,9 @@ def check_stats(stderr, shards, max_buckets):
     # The merge goes bucket by bucket, so its statistics run as rounds: a share task per
     # bucket of rollouts and one combine task each (counting, sums, deviations at least).
     rounds = sorted(k for k in got if re.fullmatch(r"round\d+", k))
-    if set(got) - set(rounds) != {"shard", "partial", "merge"} or len(rounds) < 3:
+    if set(got) - set(rounds) != {"shard", "join", "merge"} or len(rounds) < 3:
         sys.exit(f"FAILED: --stats printed stages {sorted(got)}:\n{stderr}")
-    buckets = got["partial"][0]
+    buckets = got["join"][0]
     if got["shard"][0] != shards or not 2 <= buckets <= max_buckets or got["merge"][0] != 1:
         sys.exit(f"FAILED: --stats task counts {got}")
     if any(not 2 <= got[r][0] <= buckets + 1 for r in rounds):
@@ -133,9 +133,9 @@ def main():
         # Five rollouts files and the inputs file; each bucket's rollouts and inputs joined.
         check_stats(p.stderr, shards=6, max_buckets=14)
         # The statistics run as rounds of share tasks on the cluster and the merge takes
-        # the finished plan. The first attempt of one partial task and of one summing
+        # the finished plan. The first attempt of one join task and of one summing
         # share task fail: the retries give the same bytes.
-        for fail in ["partial:2", "share1:2"]:
+        for fail in ["join:2", "share1:2"]:
             env["ROLLSTAT_RAY_FAIL_ONCE"] = fail
             got_retry = os.path.join(work, f"got-retry-{fail[:5]}.json")
             p = run(sys.executable, *DRIVER, "aggregate", "--rollouts", os.path.join(work, "part*.jsonl"), "--inputs",

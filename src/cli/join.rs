@@ -1,5 +1,5 @@
-//! `rollstat partial`: one bucket's slices, from every rollouts file of a sweep, joined
-//! into one slice for `merge`.
+//! `rollstat join` (also `partial`): one bucket's slices, from every rollouts file of a
+//! sweep, joined into one slice for `merge`.
 
 use std::path::PathBuf;
 
@@ -19,7 +19,7 @@ pub struct Args {
 }
 
 pub fn run(a: Args) -> Result<()> {
-    let n = crate::workflow::distributed::partial(&a.slices, &a.out)?;
+    let n = crate::workflow::distributed::join_slices(&a.slices, &a.out)?;
     if !common::quiet() {
         say!("Joined {} slices: {n} rollouts", a.slices.len());
     }
