@@ -10,7 +10,7 @@ use std::path::{Path, PathBuf};
 use super::aggregate::{aggregate_table, AggregateConfig, AggregateRun};
 use super::merge_profile::merge_profile_streamed;
 use super::merge_rounds::{Command, Plan, TaskPieces};
-use super::merge_stream::{merge_aggregate_streamed, MergeInputs};
+use super::merge_stream::{merge_aggregate_streamed, BucketShares, MergeInputs};
 use super::profile::{check_inputs, profile_paths, profile_table, ProfileConfig, ProfileRun};
 use super::{check_runs, report_read_warnings};
 use crate::error::{Error, Location, Result};
@@ -452,10 +452,10 @@ fn round_reads<'a>(
     Ok(read)
 }
 
-/// One round of the statistics of `merge aggregate`, for a cluster: the
-/// shares of the buckets `slices` (with their input rows: `c.inputs` or
-/// `input_slices`, which need not be complete) written to `out`; `plan` is the last
-/// round's combined plan (none for the counting round). Returns the shares written.
+/// One round of the statistics of `merge aggregate`, for a cluster: the shares of the
+/// buckets `slices` (with their input rows: `c.inputs` or `input_slices`, which need
+/// not be complete) written to `out`; `plan` is the last round's combined plan (none for
+/// the counting round). Returns the shares written.
 pub fn merge_shares(
     c: &AggregateConfig,
     slices: &[PathBuf],
@@ -465,30 +465,13 @@ pub fn merge_shares(
     tasks_out: Option<&Path>,
 ) -> Result<usize> {
     let given = InputsGiven::new(c.inputs.as_deref(), input_slices)?;
-    let read = round_reads(slices, &given, plan, out, tasks_out)?;
-    let plan = plan.map(|p| Plan::read_for(p, Command::Aggregate)).transpose()?;
-    let inputs = match given {
-        InputsGiven::None => None,
-        InputsGiven::File(f) => Some(MergeInputs::File(read_inputs(f)?)),
-        // One bucket's input slices: the merge checks that the whole set is complete.
-        InputsGiven::Slices(s) => Some(MergeInputs::Sliced(SlicedInputs::open(s)?)),
-    };
     let cmd = super::merge_stream::AggregateShares { agent: c.agent.is_some() };
-    super::merge_stream::write_shares(
-        &cmd,
-        &c.rollouts[0],
-        slices,
-        inputs.as_ref(),
-        plan.as_ref(),
-        out,
-        tasks_out,
-        &read,
-    )
+    round_shares(&cmd, &c.rollouts[0], slices, given, plan, out, tasks_out)
 }
 
-/// One round of the statistics of `merge profile`, for a cluster: the
-/// shares of the buckets `slices`, joined to their input rows (`c.inputs`, or
-/// `input_slices`, which need not be complete), written to `out`; see [`merge_shares`].
+/// One round of the statistics of `merge profile`, for a cluster: the shares of the
+/// buckets `slices`, joined to their input rows (`c.inputs`, or `input_slices`, which
+/// need not be complete), written to `out`; see [`merge_shares`].
 pub fn merge_profile_shares(
     c: &ProfileConfig,
     slices: &[PathBuf],
@@ -498,21 +481,37 @@ pub fn merge_profile_shares(
     tasks_out: Option<&Path>,
 ) -> Result<usize> {
     let given = if input_slices.is_empty() { InputsGiven::File(&c.inputs) } else { InputsGiven::Slices(input_slices) };
+    round_shares(&super::merge_profile::ProfileShares, &c.rollouts[0], slices, given, plan, out, tasks_out)
+}
+
+/// One round's shares `cmd` makes of the buckets `slices` with their inputs `given`,
+/// written to `out` (see [`merge_shares`]); the outputs are checked against every file
+/// read before anything is read.
+fn round_shares<C: BucketShares>(
+    cmd: &C,
+    name: &Path,
+    slices: &[PathBuf],
+    given: InputsGiven<'_>,
+    plan: Option<&Path>,
+    out: &Path,
+    tasks_out: Option<&Path>,
+) -> Result<usize> {
     let read = round_reads(slices, &given, plan, out, tasks_out)?;
-    let plan = plan.map(|p| Plan::read_for(p, Command::Profile)).transpose()?;
+    let plan = plan.map(|p| Plan::read_for(p, C::COMMAND)).transpose()?;
     let inputs = match given {
+        InputsGiven::None => None,
+        InputsGiven::File(f) => Some(MergeInputs::File(read_inputs(f)?)),
+        // One bucket's input slices: the merge checks that the whole set is complete.
         InputsGiven::Slices(s) => {
             let s = SlicedInputs::open(s)?;
-            // The task entries' samples are read from the inputs file the slices name.
-            if tasks_out.is_some() {
+            // A profile's task entries quote their samples from the file the slices name.
+            if C::COMMAND == Command::Profile && tasks_out.is_some() {
                 sample_file(&s)?;
             }
-            MergeInputs::Sliced(s)
+            Some(MergeInputs::Sliced(s))
         }
-        _ => MergeInputs::File(read_inputs(&c.inputs)?),
     };
-    let cmd = super::merge_profile::ProfileShares;
-    super::merge_stream::write_shares(&cmd, &c.rollouts[0], slices, Some(&inputs), plan.as_ref(), out, tasks_out, &read)
+    super::merge_stream::write_shares(cmd, name, slices, inputs.as_ref(), plan.as_ref(), out, tasks_out, &read)
 }
 
 /// The inputs file input slices were sharded from, which `merge profile` re-reads each
