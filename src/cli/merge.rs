@@ -82,7 +82,7 @@ pub struct AggregateArgs {
     #[arg(long, value_name = "NAME")]
     pub agent: Option<String>,
     /// Output file.
-    #[arg(long, value_name = "FILE", required_unless_present = "share_out")]
+    #[arg(long, value_name = "FILE", required_unless_present = "share_out", conflicts_with = "share_out")]
     pub out: Option<PathBuf>,
     #[command(flatten)]
     pub metrics: MetricArgs,
@@ -107,7 +107,7 @@ pub struct ProfileArgs {
     #[arg(long)]
     pub allow_partial: bool,
     /// Folder for the three artifacts (created if missing).
-    #[arg(long, value_name = "DIR", required_unless_present = "share_out")]
+    #[arg(long, value_name = "DIR", required_unless_present = "share_out", conflicts_with = "share_out")]
     pub out_dir: Option<PathBuf>,
     #[command(flatten)]
     pub metrics: MetricArgs,

@@ -1507,10 +1507,18 @@ fn rounds_of_shares_give_the_single_machine_bytes_and_refuse_what_does_not_fit()
             }
         }
     }
-    // Shares are of the bucket-by-bucket merge: not with --whole-table.
-    let o = run(&["merge", "aggregate", "--whole-table", "--share-out", s(&next), s(&slices[0])]);
-    assert_eq!(o.status.code(), Some(2));
-    assert!(!next.exists());
+    // Shares are of the bucket-by-bucket merge: not with --whole-table; and a share task
+    // does not merge, so it takes no --out (or --out-dir).
+    let out = d.join("merged.json");
+    let pout = d.join("merged");
+    for extra in [vec!["merge", "aggregate", "--whole-table"], vec!["merge", "aggregate", "--out", s(&out)]]
+        .into_iter()
+        .chain([vec!["merge", "profile", "--inputs", s(&inputs), "--out-dir", s(&pout)]])
+    {
+        let o = run(&[extra.as_slice(), &["--share-out", s(&next), s(&slices[0])]].concat());
+        assert_eq!(o.status.code(), Some(2), "{extra:?}: {}", stderr(&o));
+        assert!(!next.exists() && !out.exists() && !pout.exists(), "{extra:?}");
+    }
 }
 
 /// A sweep scored again (the same rollouts, rows and fields; other values): its plan,
