@@ -316,6 +316,27 @@ impl std::fmt::Display for Merged {
 /// buckets out of order), told by the slices' heads before anything is read. A `plan`
 /// of rounds is for the bucket-by-bucket merge only.
 fn whole_table_for(asked: bool, custom: bool, slices: &[PathBuf], plan: Option<&Path>) -> Result<bool> {
+    let why = match (asked, custom) {
+        (true, _) => "--whole-table".to_string(),
+        (_, true) => "custom metrics read the whole table".to_string(),
+        _ => match slices_out_of_order(slices) {
+            Some(why) => why,
+            None => return Ok(false),
+        },
+    };
+    match plan {
+        Some(p) => Err(Error::Usage(format!(
+            "--plan {} is for the bucket-by-bucket merge, and this merge reads the whole table ({why})",
+            p.display()
+        ))),
+        None => Ok(true),
+    }
+}
+
+/// Why slices go to the whole table by their heads alone: task spans not in increasing
+/// order without overlap (with a warning), or no rows at all (refused as the whole
+/// table refuses it); `None` when they can be merged bucket by bucket.
+fn slices_out_of_order(slices: &[PathBuf]) -> Option<String> {
     let mut last: Option<(i64, &Path)> = None;
     let mut overlap = None;
     for path in slices {
@@ -335,26 +356,16 @@ fn whole_table_for(asked: bool, custom: bool, slices: &[PathBuf], plan: Option<&
         }
         last = Some((s.last, path.as_path()));
     }
-    let why = match (asked, custom, overlap, last) {
-        (true, ..) => "--whole-table".to_string(),
-        (_, true, ..) => "custom metrics read the whole table".to_string(),
-        (_, _, Some(o), _) => {
+    match (overlap, last) {
+        (Some(o), _) => {
             eprintln!(
                 "warning: the slices are not in task order ({o}): merging them as one table; join each bucket's \
                  slices with `rollstat join` and give them in bucket order to merge bucket by bucket"
             );
-            format!("the slices are not in task order ({o})")
+            Some(format!("the slices are not in task order ({o})"))
         }
-        // No rows at all: refused as the whole table refuses it.
-        (_, _, None, None) => "the slices hold no rows".to_string(),
-        _ => return Ok(false),
-    };
-    match plan {
-        Some(p) => Err(Error::Usage(format!(
-            "--plan {} is for the bucket-by-bucket merge, and this merge reads the whole table ({why})",
-            p.display()
-        ))),
-        None => Ok(true),
+        (None, None) => Some("the slices hold no rows".to_string()),
+        (None, Some(_)) => None,
     }
 }
 

@@ -671,7 +671,8 @@ impl BucketShares for AggregateShares {
         let t = &b.t;
         let runs = b.runs();
         let keys = runs.keys();
-        let shared: Shared = (Arc::new(info_specs(t)), Arc::new(quoted_names(t)));
+        // What rendering the bucket's task entries shares, only when they are asked for.
+        let shared: Option<Shared> = pieces.is_some().then(|| (Arc::new(info_specs(t)), Arc::new(quoted_names(t))));
         let mut shares = Vec::new();
         for (i, rows) in runs.scored_by(t, |k| keys.iter().position(|x| x == k)) {
             let key = keys[i].clone();
@@ -682,12 +683,12 @@ impl BucketShares for AggregateShares {
                 shares.push(counting_share(key, &Profiled::new(t, &rows, &vec![""; rows.len()])));
                 continue;
             };
-            if let Some(pieces) = pieces.as_deref_mut() {
+            if let (Some(pieces), Some(shared)) = (pieces.as_deref_mut(), &shared) {
                 // The run's task entries of this bucket, as the merge writes them after
                 // its first bucket's.
                 let r = plan.run_in(&key, slice)?;
                 let mut bytes = Vec::new();
-                write_bucket_tasks(t, &rows, &r.names, r.all_int, &shared, TASK_DEPTH, &mut true, &mut bytes)
+                write_bucket_tasks(t, &rows, &r.names, r.all_int, shared, TASK_DEPTH, &mut true, &mut bytes)
                     .map_err(|e| e.at(slice))?;
                 let first_task = t.task[rows[0]];
                 pieces.push(TaskPiece { key: key.clone(), first_task, depth: TASK_DEPTH as u32, bytes });
@@ -787,8 +788,8 @@ impl Spilled {
     /// Copies entry `e`'s task entries (nothing for the first, written directly) to `w`.
     fn copy<W: Write>(&self, e: usize, w: &mut W) -> std::result::Result<(), StreamError> {
         use std::os::unix::fs::FileExt;
-        let mut buf = vec![0u8; 1 << 20];
         let Some(file) = &self.file else { return Ok(()) };
+        let mut buf = vec![0u8; 1 << 20];
         for &(at, len) in self.pieces.get(e).map(Vec::as_slice).unwrap_or_default() {
             let mut done = 0;
             while done < len {
