@@ -256,15 +256,18 @@ pub struct Span {
     pub last: i64,
 }
 
+/// The refusal of a file that is not a slice (`why`: what is wrong with it).
+fn not_a_slice(path: &Path, why: &str) -> Error {
+    Error::bad(
+        Location::file(path),
+        format!("not a rollstat slice ({why}); give the files `rollstat shard` or `rollstat join` wrote"),
+    )
+}
+
 /// Reads a slice's head, refused as [`read_slices`] refuses the file when it is not a
 /// slice of this version.
 fn head(path: &Path, bytes: &[u8]) -> Result<Span> {
-    let bad = |why: &str| {
-        Error::bad(
-            Location::file(path),
-            format!("not a rollstat slice ({why}); give the files `rollstat shard` or `rollstat join` wrote"),
-        )
-    };
+    let bad = |why: &str| not_a_slice(path, why);
     match bytes.get(..16) {
         Some(m) if m == MAGIC => {}
         Some(m) if m.starts_with(MAGIC_STEM) => {
@@ -299,12 +302,7 @@ pub fn span(path: &Path) -> Result<Span> {
 }
 
 fn decode(path: &Path, bytes: &[u8]) -> Result<Slice> {
-    let bad = |why: &str| {
-        Error::bad(
-            Location::file(path),
-            format!("not a rollstat slice ({why}); give the files `rollstat shard` or `rollstat join` wrote"),
-        )
-    };
+    let bad = |why: &str| not_a_slice(path, why);
     let span = head(path, bytes)?;
     let body = &bytes[HEAD..];
     // The frame states its decompressed size: one allocation of that size, not a

@@ -223,9 +223,13 @@ pub use crate::schema::DESCRIBE;
 
 impl StatKeys {
     pub fn new(fields: &[Field]) -> Self {
-        let keys: Vec<[Key; 5]> = fields
-            .iter()
-            .map(|f| std::array::from_fn(|s| Arc::from(schema::stat_key(DESCRIBE[s], &f.name).as_str())))
+        Self::of_names(fields.iter().map(|f| f.name.as_str()))
+    }
+
+    /// The keys of fields known by name only (a merge's statistics state).
+    pub fn of_names<'a>(names: impl Iterator<Item = &'a str>) -> Self {
+        let keys: Vec<[Key; 5]> = names
+            .map(|name| std::array::from_fn(|s| Arc::from(schema::stat_key(DESCRIBE[s], name).as_str())))
             .collect();
         let quoted = keys.iter().map(|k| std::array::from_fn(|s| crate::json::stream::quoted(&k[s]))).collect();
         StatKeys { keys, quoted }

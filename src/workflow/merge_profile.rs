@@ -24,7 +24,7 @@ use crate::error::{Error, Result};
 use crate::export::atomic::OutputSet;
 use crate::export::nemo_gym::compact_array;
 use crate::export::tasks::{write_task_entries, StreamError};
-use crate::ingest::fields::{resolve_fields, Field};
+use crate::ingest::fields::resolve_fields;
 use crate::ingest::labels::{labels_for, run_key};
 use crate::ingest::{InputTable, LineMap, RolloutTable};
 use crate::json::Json;
@@ -680,8 +680,7 @@ fn profile_levels(
     names.dedup();
     let labels_sorted: Vec<String> = names.iter().map(|s| s.to_string()).collect();
     let rank = |l: &str| names.binary_search(&l).expect("a label of the list") as u32;
-    let fields: Vec<Field> = plan.fields().iter().map(|f| Field { name: f.clone(), top: None, usage: None }).collect();
-    let keys = StatKeys::new(&fields);
+    let keys = StatKeys::of_names(plan.fields().iter().map(String::as_str));
     let runs: Vec<_> = plan.runs().collect();
     let mut by_rank: Vec<usize> = (0..runs.len()).collect();
     by_rank.sort_by_key(|&k| rank(label_of_key[k]));

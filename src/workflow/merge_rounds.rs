@@ -694,7 +694,13 @@ pub(super) fn settle(
     given: Option<Plan>,
     mut round: impl FnMut(&mut Plan) -> Result<()>,
 ) -> Result<(Plan, Option<TaskPieces>)> {
-    counted.end_round(|run| Error::Mismatch(format!("run {run}: a bucket's rows are not in (task, rollout) order")))?;
+    let changed = |run: &str| {
+        Error::Mismatch(format!(
+            "the slices changed while the merge read them: a pass over them did not find the scored rollouts of \
+             run {run} that the first pass found; merge slices that nothing writes to"
+        ))
+    };
+    counted.end_round(changed)?;
     if let Some(mut given) = given {
         given.verify(&counted)?;
         let pieces = given.tasks.take();
@@ -704,12 +710,7 @@ pub(super) fn settle(
     while plan.more() {
         let t0 = std::time::Instant::now();
         round(&mut plan)?;
-        plan.end_round(|run| {
-            Error::Mismatch(format!(
-                "the slices changed while the merge read them: a pass over them did not find the scored rollouts of \
-                 run {run} that the first pass found; merge slices that nothing writes to"
-            ))
-        })?;
+        plan.end_round(changed)?;
         crate::trace::trace(&format!("merge: pass {}", plan.round), t0);
     }
     Ok((plan, None))

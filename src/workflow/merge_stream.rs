@@ -24,7 +24,7 @@ use super::merge_rounds::{
 use crate::error::{Error, Location, Result};
 use crate::export::atomic::OutputSet;
 use crate::export::tasks::{close_array, write_aggregate_with, write_task_entries, StreamError};
-use crate::ingest::fields::{resolve_fields, Field};
+use crate::ingest::fields::resolve_fields;
 use crate::ingest::input_slice::SlicedInputs;
 use crate::ingest::labels::{label_runs, labels_for, named, run_key, run_keys, NONE};
 use crate::ingest::slice::read_slices;
@@ -620,10 +620,8 @@ fn aggregate_entries(
             entries.push(Entry { head, repeats: Vec::new(), perf, fields: Vec::new(), all_int: false, run: *i });
             continue;
         };
-        let fields: Vec<Field> =
-            state.names.iter().map(|f| Field { name: f.clone(), top: None, usage: None }).collect();
         let l = &state.lean;
-        let agent = l.agent_members(&StatKeys::new(&fields), state.all_int);
+        let agent = l.agent_members(&StatKeys::of_names(state.names.iter().map(String::as_str)), state.all_int);
         let repeats = l.repeat_entries(label, &state.names, run.tasks_measured, warn);
         let repeats =
             head_from_levels(&mut head, label, agent, repeats, cov, run.repeats.len(), |_, _| Ok(()), &opts, warn)?;
