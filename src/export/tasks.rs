@@ -31,6 +31,12 @@ impl From<io::Error> for StreamError {
     }
 }
 
+impl From<Error> for StreamError {
+    fn from(e: Error) -> Self {
+        StreamError::Input(e)
+    }
+}
+
 impl StreamError {
     /// The crate error, naming `out` when writing it failed.
     pub fn at(self, out: &Path) -> Error {

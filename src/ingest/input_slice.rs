@@ -360,15 +360,6 @@ impl SlicedInputs {
         super::labels::labels_for(self.pairs.iter().map(|(s, a)| (s.as_deref(), a.as_deref())))
     }
 
-    /// The input rows of tasks `first..=last` (rows of other tasks of their buckets too).
-    /// None when `last < first`.
-    pub fn for_tasks(&self, first: i64, last: i64) -> Result<InputTable> {
-        let (a, b) = (first.div_euclid(self.task_width), last.div_euclid(self.task_width));
-        let paths: Vec<&PathBuf> =
-            if a <= b { self.buckets.range(a..=b).flat_map(|(_, v)| v).collect() } else { Vec::new() };
-        self.read(&paths)
-    }
-
     /// The input rows of the tasks after `after` up to `upto` (both included when
     /// given; `None`: no bound), in line order.
     pub fn for_range(&self, after: Option<i64>, upto: Option<i64>) -> Result<InputTable> {
@@ -545,10 +536,10 @@ mod tests {
         // A bucket left out is refused; bytes no slice came from are a warning.
         let e = SlicedInputs::open(&paths[..2]).unwrap().check_complete().unwrap_err().to_string();
         assert!(e.contains("hold 5 of the 6 input rows"), "{e}");
-        let first = s.for_tasks(0, 1).unwrap();
+        let first = s.for_range(Some(-1), Some(1)).unwrap();
         assert_eq!(first.task, vec![0, 0, 1, 1]);
-        assert_eq!(s.for_tasks(2, 2).unwrap().line, vec![6, 7]);
-        assert_eq!(s.for_tasks(4, 9).unwrap().len(), 0);
+        assert_eq!(s.for_range(Some(1), Some(2)).unwrap().line, vec![6, 7]);
+        assert_eq!(s.for_range(Some(3), Some(9)).unwrap().len(), 0);
         // Cut at the input buckets' bounds, the ranges read every row once.
         for (after, upto) in [(None, None), (Some(0), None), (None, Some(1)), (Some(-5), Some(2)), (Some(1), Some(1))] {
             let mut got: Vec<u64> = Vec::new();

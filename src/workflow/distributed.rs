@@ -9,8 +9,9 @@ use std::path::{Path, PathBuf};
 
 use super::aggregate::{aggregate_table, AggregateConfig, AggregateRun};
 use super::merge_profile::merge_profile_streamed;
-use super::merge_rounds::{Command, Plan, TaskPieces};
-use super::merge_stream::{merge_aggregate_streamed, BucketShares, MergeInputs};
+use super::merge_buckets::{MergeInputs, Sweep};
+use super::merge_rounds::{write_share_file, write_task_pieces, Command, Plan, TaskPieces};
+use super::merge_aggregate::{merge_aggregate_streamed, BucketShares};
 use super::profile::{check_inputs, profile_paths, profile_table, ProfileConfig, ProfileRun};
 use super::{check_runs, report_read_warnings};
 use crate::error::{Error, Location, Result};
@@ -406,12 +407,12 @@ pub fn merge_aggregate(
     let t0 = std::time::Instant::now();
     let inputs = match given {
         InputsGiven::None => None,
-        InputsGiven::File(f) => Some(MergeInputs::File(read_inputs(f)?)),
+        InputsGiven::File(f) => Some(MergeInputs::file(read_inputs(f)?)),
         InputsGiven::Slices(s) => Some(MergeInputs::Sliced(open_slices(s)?)),
     };
     // Reading freed its per-piece tables; the merge holds the inputs for its whole run.
     crate::ingest::release_free_memory();
-    if let Some(MergeInputs::File(i)) = &inputs {
+    if let Some(MergeInputs::File { t: i, .. }) = &inputs {
         crate::trace::trace("merge: read inputs", t0);
         // The check on the inputs alone (swapped files); the rest needs the rollouts.
         check_runs(&RolloutTable::empty(Default::default()), i)?;
@@ -476,7 +477,7 @@ pub fn merge_shares(
     tasks_out: Option<&Path>,
 ) -> Result<usize> {
     let given = InputsGiven::new(c.inputs.as_deref(), input_slices)?;
-    let cmd = super::merge_stream::AggregateShares { agent: c.agent.is_some() };
+    let cmd = super::merge_aggregate::AggregateShares { agent: c.agent.is_some() };
     round_shares(&cmd, &c.rollouts[0], slices, given, plan, out, tasks_out)
 }
 
@@ -495,9 +496,11 @@ pub fn merge_profile_shares(
     round_shares(&super::merge_profile::ProfileShares, &c.rollouts[0], slices, given, plan, out, tasks_out)
 }
 
-/// One round's shares `cmd` makes of the buckets `slices` with their inputs `given`,
-/// written to `out` (see [`merge_shares`]); the outputs are checked against every file
-/// read before anything is read.
+/// One round's shares `cmd` makes of the buckets `slices` (in bucket order) with their
+/// inputs `given`, written to `out`: the counting round without a plan, later rounds
+/// with the plan the last round's combine wrote, and then with `tasks_out`, the
+/// buckets' task entries too. The outputs are checked against every file read before
+/// anything is read.
 fn round_shares<C: BucketShares>(
     cmd: &C,
     name: &Path,
@@ -511,7 +514,7 @@ fn round_shares<C: BucketShares>(
     let plan = plan.map(|p| Plan::read_for(p, C::COMMAND)).transpose()?;
     let inputs = match given {
         InputsGiven::None => None,
-        InputsGiven::File(f) => Some(MergeInputs::File(read_inputs(f)?)),
+        InputsGiven::File(f) => Some(MergeInputs::file(read_inputs(f)?)),
         // One bucket's input slices: the merge checks that the whole set is complete.
         InputsGiven::Slices(s) => {
             let s = SlicedInputs::open(s)?;
@@ -522,7 +525,19 @@ fn round_shares<C: BucketShares>(
             Some(MergeInputs::Sliced(s))
         }
     };
-    super::merge_stream::write_shares(cmd, name, slices, inputs.as_ref(), plan.as_ref(), out, tasks_out, &read)
+    let (mut shares, mut infos, mut pieces) = (Vec::new(), Vec::new(), Vec::new());
+    Sweep { slices, name, inputs: inputs.as_ref() }.each_step(false, |s| -> Result<()> {
+        let (s, i) = cmd.shares(s, plan.as_ref(), tasks_out.is_some().then_some(&mut pieces))?;
+        shares.extend(s);
+        infos.extend(i);
+        Ok(())
+    })?;
+    // A round with task entries has a plan (checked before reading).
+    if let (Some(path), Some(plan)) = (tasks_out, &plan) {
+        write_task_pieces(&pieces, plan, path, &read)?;
+    }
+    write_share_file(&shares, &infos, plan.as_ref(), C::COMMAND, out, &read)?;
+    Ok(shares.len())
 }
 
 /// The inputs file input slices were sharded from, which `merge profile` re-reads each
@@ -638,10 +653,10 @@ pub fn merge_profile(
         }
         let inputs = match opened.take() {
             Some(s) => MergeInputs::Sliced(s),
-            None => MergeInputs::File(read_inputs(&c.inputs)?),
+            None => MergeInputs::file(read_inputs(&c.inputs)?),
         };
         crate::ingest::release_free_memory();
-        if let MergeInputs::File(i) = &inputs {
+        if let MergeInputs::File { t: i, .. } = &inputs {
             check_runs(&RolloutTable::empty(Default::default()), i)?;
         }
         let mut pending = inputs.read_warnings();

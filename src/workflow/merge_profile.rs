@@ -18,7 +18,8 @@ use std::sync::Arc;
 use super::merge_rounds::{
     absorb_own, counting_share, round_share, settle, BucketInfo, Command, Plan, Share, TaskPiece,
 };
-use super::merge_stream::{prefetched_iter, read_bucket, Bucket, BucketShares, MergeInputs, RunChecks};
+use super::merge_buckets::{MergeInputs, RunChecks, Step, Sweep};
+use super::merge_aggregate::{round_here, BucketShares};
 use super::profile::ProfileConfig;
 use crate::error::{Error, Result};
 use crate::export::atomic::OutputSet;
@@ -44,181 +45,6 @@ pub(super) struct MergedProfile {
     pub warnings: Warnings,
     /// Rounds the statistics took, the counting round included.
     pub rounds: u32,
-}
-
-/// The input rows of a range of tasks.
-enum RangeInputs<'a> {
-    /// The whole file; `by_task` orders its rows by task when they are not (stable).
-    File {
-        t: &'a InputTable,
-        by_task: Option<Vec<usize>>,
-    },
-    Sliced(&'a crate::ingest::input_slice::SlicedInputs),
-}
-
-impl<'a> RangeInputs<'a> {
-    fn new(m: &'a MergeInputs) -> RangeInputs<'a> {
-        match m {
-            MergeInputs::File(t) => {
-                let by_task = (!t.task.is_sorted()).then(|| {
-                    let mut o: Vec<usize> = (0..t.len()).collect();
-                    o.sort_by_key(|&r| t.task[r]);
-                    o
-                });
-                RangeInputs::File { t, by_task }
-            }
-            MergeInputs::Sliced(s) => RangeInputs::Sliced(s),
-        }
-    }
-
-    /// Tasks after `after` up to `upto` cut into ranges of bounded input rows: an input
-    /// bucket each, or for the file about a million rows, whole tasks each.
-    fn cut(&self, after: Option<i64>, upto: Option<i64>) -> Vec<(Option<i64>, Option<i64>)> {
-        const ROWS: usize = 1 << 20;
-        match self {
-            RangeInputs::Sliced(s) => s.cut(after, upto),
-            RangeInputs::File { t, by_task } => {
-                let task_at = |k: usize| match by_task {
-                    None => t.task[k],
-                    Some(o) => t.task[o[k]],
-                };
-                let (lo, hi) = self.positions(after, upto);
-                let mut out = Vec::new();
-                let mut start = lo;
-                while start < hi {
-                    let mut end = (start + ROWS).min(hi);
-                    while end < hi && task_at(end) == task_at(end - 1) {
-                        end += 1;
-                    }
-                    let a = if start == lo { after } else { Some(task_at(start - 1)) };
-                    let z = if end == hi { upto } else { Some(task_at(end - 1)) };
-                    out.push((a, z));
-                    start = end;
-                }
-                out
-            }
-        }
-    }
-
-    /// For the file: the positions (in task order) of the tasks after `after` up to `upto`.
-    fn positions(&self, after: Option<i64>, upto: Option<i64>) -> (usize, usize) {
-        let RangeInputs::File { t, by_task } = self else { return (0, 0) };
-        let task_at = |k: usize| match by_task {
-            None => t.task[k],
-            Some(o) => t.task[o[k]],
-        };
-        // The first position whose task is above `x`.
-        let above = |x: i64| {
-            let (mut lo, mut hi) = (0, t.len());
-            while lo < hi {
-                let mid = lo + (hi - lo) / 2;
-                if task_at(mid) <= x {
-                    lo = mid + 1;
-                } else {
-                    hi = mid;
-                }
-            }
-            lo
-        };
-        let lo = after.map_or(0, above);
-        (lo, upto.map_or(t.len(), above).max(lo))
-    }
-
-    /// The input rows of the tasks after `after` up to `upto` (`None`: no bound), in
-    /// the file's order.
-    fn range(&self, after: Option<i64>, upto: Option<i64>) -> Result<InputTable> {
-        match self {
-            RangeInputs::Sliced(s) => s.for_range(after, upto),
-            RangeInputs::File { t, by_task } => {
-                let (lo, hi) = self.positions(after, upto);
-                let rows: Vec<usize> = match by_task {
-                    None => (lo..hi).collect(),
-                    Some(o) => {
-                        let mut r = o[lo..hi].to_vec();
-                        r.sort_unstable();
-                        r
-                    }
-                };
-                Ok(t.subset(&rows))
-            }
-        }
-    }
-}
-
-/// One step of a pass: a bucket of rollouts (or none, for input rows of tasks without
-/// rollouts) with the input rows of its tasks.
-type Step = Box<(RolloutTable, InputTable)>;
-
-/// Reads the slices in order as steps, the input rows cut by task range so that the
-/// ranges tile the tasks: a bucket takes the input rows of its own tasks (from its first
-/// to its last); in the first pass, the input rows of the tasks between buckets, before
-/// the first and after the last come as steps of their own, one input bucket (or a
-/// bounded number of rows) at a time.
-struct Steps<'a> {
-    slices: &'a [PathBuf],
-    name: &'a Path,
-    lines: LineMap,
-    inputs: &'a RangeInputs<'a>,
-    counting: bool,
-    next: usize,
-    last: Option<i64>,
-    gaps: std::collections::VecDeque<(Option<i64>, Option<i64>)>,
-    ready: Option<Step>,
-    done: bool,
-}
-
-impl Steps<'_> {
-    fn step(&mut self) -> Option<Result<Step>> {
-        loop {
-            if let Some((a, b)) = self.gaps.pop_front() {
-                let t = RolloutTable::empty(self.lines.clone());
-                return Some(self.inputs.range(a, b).map(|inp| Box::new((t, inp))));
-            }
-            if let Some(s) = self.ready.take() {
-                return Some(Ok(s));
-            }
-            if self.done {
-                return None;
-            }
-            if self.next == self.slices.len() {
-                self.done = true;
-                if self.counting {
-                    self.gaps.extend(self.inputs.cut(self.last, None));
-                }
-                continue;
-            }
-            let k = self.next;
-            self.next += 1;
-            let t = match read_bucket(&self.slices[k], self.name, &mut self.lines, None) {
-                Ok(b) => b.t,
-                Err(e) => {
-                    self.done = true;
-                    return Some(Err(e));
-                }
-            };
-            let (Some(&first), Some(&last)) = (t.task.first(), t.task.last()) else { continue };
-            // The tasks before this bucket's first that no bucket holds.
-            let before = first.checked_sub(1);
-            if self.counting && before.is_some() {
-                self.gaps.extend(self.inputs.cut(self.last, before));
-            }
-            self.last = Some(last);
-            match self.inputs.range(before, Some(last)) {
-                Ok(inp) => self.ready = Some(Box::new((t, inp))),
-                Err(e) => {
-                    self.done = true;
-                    return Some(Err(e));
-                }
-            }
-        }
-    }
-}
-
-impl Iterator for Steps<'_> {
-    type Item = Result<Step>;
-    fn next(&mut self) -> Option<Result<Step>> {
-        self.step()
-    }
 }
 
 /// What the first pass gathers besides the statistics' counting round.
@@ -412,71 +238,44 @@ impl BucketShares for ProfileShares {
 
     fn shares(
         &self,
-        b: &Bucket<'_>,
+        s: &Step<'_>,
         plan: Option<&Plan>,
-        slice: &Path,
         pieces: Option<&mut Vec<TaskPiece>>,
     ) -> Result<(Vec<Share>, Vec<BucketInfo>)> {
-        match b.inputs.as_deref() {
-            Some(inp) => bucket_shares(&b.t, inp, plan, slice, pieces),
-            None => Ok(Default::default()),
+        let (t, slice) = (&s.t, s.slice);
+        let Some(inp) = s.inputs.as_ref().filter(|_| !t.is_empty()) else { return Ok(Default::default()) };
+        // A bucket the merge refuses (a key twice) has no share; the merge says why.
+        let Ok(Joined { measured, pairs }) = join_bucket(t, inp) else { return Ok(Default::default()) };
+        let Some(plan) = plan else {
+            let (info, s) = counting_shares(t, inp, &measured, &pairs);
+            // A rollout whose input row names no agent, which the merge refuses: no share.
+            return Ok((s.unwrap_or_default().into_iter().map(|(s, _, _)| s).collect(), vec![info]));
+        };
+        if let Some(pieces) = pieces {
+            // With the labels and rules the counting round settled.
+            let labels = labels_for(plan.entries.pairs.iter().map(|(s, a)| (s.as_deref(), a.as_deref())));
+            let label_by_key: HashMap<&str, &str> = labels.iter().map(|(k, l)| (k.as_str(), l.as_str())).collect();
+            let what = (plan.fields(), plan.entries.all_int, plan.entries.fan_out);
+            let mut bytes = Vec::new();
+            if write_bucket_entries(t, inp, (&measured, &pairs), what, &label_by_key, true, &mut bytes)
+                .map_err(|e| e.at(slice))?
+            {
+                pieces.push(TaskPiece { key: None, first_task: t.task[0], depth: 0, bytes });
+            }
         }
-    }
-}
-
-/// [`ProfileShares`] of bucket `t` with the input rows of its tasks `inp`.
-fn bucket_shares(
-    t: &RolloutTable,
-    inp: &InputTable,
-    plan: Option<&Plan>,
-    slice: &Path,
-    pieces: Option<&mut Vec<TaskPiece>>,
-) -> Result<(Vec<Share>, Vec<BucketInfo>)> {
-    if t.is_empty() {
-        return Ok(Default::default());
-    }
-    // A bucket the merge refuses (a key twice) has no share; the merge says why.
-    let Ok(Joined { measured, pairs }) = join_bucket(t, inp) else { return Ok(Default::default()) };
-    let Some(plan) = plan else {
-        let (info, s) = counting_shares(t, inp, &measured, &pairs);
-        // A rollout whose input row names no agent, which the merge refuses: no share.
-        return Ok((s.unwrap_or_default().into_iter().map(|(s, _, _)| s).collect(), vec![info]));
-    };
-    if let Some(pieces) = pieces {
-        // With the labels and rules the counting round settled.
-        let labels = labels_for(plan.entries.pairs.iter().map(|(s, a)| (s.as_deref(), a.as_deref())));
-        let label_by_key: HashMap<&str, &str> = labels.iter().map(|(k, l)| (k.as_str(), l.as_str())).collect();
-        let what = (plan.fields(), plan.entries.all_int, plan.entries.fan_out);
-        let mut bytes = Vec::new();
-        if write_bucket_entries(t, inp, (&measured, &pairs), what, &label_by_key, true, &mut bytes)
-            .map_err(|e| e.at(slice))?
-        {
-            pieces.push(TaskPiece { key: None, first_task: t.task[0], depth: 0, bytes });
+        // A share per run key still passing, of its measured rollouts.
+        let mut by: BTreeMap<&str, Vec<usize>> = BTreeMap::new();
+        for &(i, r) in &pairs {
+            if let Some(k) = key_of(inp, i) {
+                by.entry(k).or_default().push(r);
+            }
         }
-    }
-    Ok((profile_round_shares(plan, t, inp, &pairs, slice)?, Vec::new()))
-}
-
-/// A later round's shares of a bucket joined to its input rows (`pairs` of its measured
-/// rollouts), one per run key still passing.
-fn profile_round_shares(
-    plan: &Plan,
-    t: &RolloutTable,
-    inp: &InputTable,
-    pairs: &[(usize, usize)],
-    slice: &Path,
-) -> Result<Vec<Share>> {
-    let mut by: BTreeMap<&str, Vec<usize>> = BTreeMap::new();
-    for &(i, r) in pairs {
-        if let Some(k) = key_of(inp, i) {
-            by.entry(k).or_default().push(r);
+        let mut shares = Vec::new();
+        for (k, rows) in by {
+            shares.extend(round_share(plan, &Some(k.to_string()), t, &rows, slice)?);
         }
+        Ok((shares, Vec::new()))
     }
-    let mut shares = Vec::new();
-    for (k, rows) in by {
-        shares.extend(round_share(plan, &Some(k.to_string()), t, &rows, slice)?);
-    }
-    Ok(shares)
 }
 
 /// Writes the task entries of bucket `t` (joined to its input rows `inp`: the measured
@@ -525,6 +324,11 @@ fn write_bucket_entries<W: std::io::Write + Send>(
     Ok(true)
 }
 
+/// A profile step's input rows (a profile always has inputs).
+fn step_inputs<'a>(s: &'a Step<'_>) -> &'a InputTable {
+    s.inputs.as_ref().expect("a profile reads its steps with their input rows")
+}
+
 /// The run key of input row `i`.
 fn key_of(inp: &InputTable, i: usize) -> Option<&str> {
     run_key(inp.name(inp.server[i]), inp.name(inp.agent[i]))
@@ -542,35 +346,6 @@ fn add_summary(to: &mut CompletionSummary, s: &CompletionSummary) {
     to.masked_rollout_rows += s.masked_rollout_rows;
 }
 
-/// Runs `each` on every step of the slices (in task order, with the input rows of their
-/// tasks), read one ahead. `counting`: the first pass, which also sees the input rows
-/// of tasks without rollouts.
-fn each_step(
-    slices: &[PathBuf],
-    name: &Path,
-    inputs: &RangeInputs<'_>,
-    counting: bool,
-    mut each: impl FnMut(&RolloutTable, &InputTable) -> Result<()>,
-) -> Result<()> {
-    let steps = Steps {
-        slices,
-        name,
-        lines: LineMap::default(),
-        inputs,
-        counting,
-        next: 0,
-        last: None,
-        gaps: Default::default(),
-        ready: None,
-        done: false,
-    };
-    prefetched_iter(steps, |s: Result<Step>| -> Result<bool> {
-        let b = s?;
-        each(&b.0, &b.1).map(|()| true)
-    })
-    .map(|_| ())
-}
-
 /// `merge profile` bucket by bucket, staging the three artifacts `paths` in `out`. The
 /// statistics come from rounds over the buckets run here, or from `given`, a finished
 /// plan of rounds run elsewhere.
@@ -583,17 +358,16 @@ pub(super) fn merge_profile_streamed(
     given: Option<Plan>,
     pending: &mut Vec<String>,
 ) -> Result<MergedProfile> {
-    let name = &c.rollouts[0];
+    let sweep = Sweep { slices, name: &c.rollouts[0], inputs: Some(inputs) };
     let t0 = std::time::Instant::now();
     let mut g = Gather::default();
     let mut plan = Plan::new(Command::Profile);
-    let ranges = RangeInputs::new(inputs);
     let mut all_lines = LineMap::default();
-    each_step(slices, name, &ranges, true, |t, inp| {
-        if !t.is_empty() {
-            all_lines = t.lines.clone();
+    sweep.each_step(true, |s| {
+        if !s.t.is_empty() {
+            all_lines = s.t.lines.clone();
         }
-        g.visit(t, inp, &mut plan)
+        g.visit(&s.t, step_inputs(s), &mut plan)
     })?;
     trace("merge: gather", t0);
     g.errors(inputs.path(), &all_lines, c.allow_partial, pending)?;
@@ -609,13 +383,7 @@ pub(super) fn merge_profile_streamed(
         out.add(&paths[2], &compact_array(&[]))?;
         return Ok(MergedProfile { summary, agents, warnings, rounds: 1 });
     }
-    // Each bucket with the input rows of its task range, as the first pass read it.
-    let (plan, mut pieces) = settle(plan, given, |plan| {
-        each_step(slices, name, &ranges, false, |t, inp| {
-            let (shares, _) = bucket_shares(t, inp, Some(plan), name, None)?;
-            absorb_own(plan, shares, Vec::new())
-        })
-    })?;
+    let (plan, mut pieces) = settle(plan, given, |plan| round_here(&ProfileShares, plan, sweep))?;
     // Labels, settled over the whole sweep, and each run key's.
     let labels = labels_for(plan.entries.pairs.iter().map(|(s, a)| (s.as_deref(), a.as_deref())));
     let keys: Vec<&str> = plan.runs().map(|r| r.key.as_deref().unwrap_or_default()).collect();
@@ -638,7 +406,8 @@ pub(super) fn merge_profile_streamed(
     }
     let mut wrote = pieces.is_some();
     if !wrote {
-        each_step(slices, name, &ranges, false, |t, inp| {
+        sweep.each_step(false, |s| -> Result<()> {
+            let (t, inp) = (&s.t, step_inputs(s));
             if t.is_empty() {
                 return Ok(());
             }

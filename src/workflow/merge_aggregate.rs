@@ -1,34 +1,32 @@
-//! `merge aggregate` one bucket at a time, and the toolkit both bucket-by-bucket merges
-//! read buckets with. Buckets are ranges of tasks and every statistic is computed per
-//! run label over rows in (task, rollout) order, so the merge need not hold the sweep's
-//! table: a first pass reads the slices in order, checks what the whole table's run
-//! checks, and counts each run's scored rollouts into the plan of the statistics'
-//! rounds; the rounds (`merge_rounds`) settle the agent and repeat levels; a last pass
-//! reads each bucket once more and writes every run's task entries. The bytes are those
-//! of the whole-table merge.
+//! `merge aggregate` one bucket at a time. Buckets are ranges of tasks and every
+//! statistic is computed per run label over rows in (task, rollout) order, so the merge
+//! need not hold the sweep's table: a first pass reads the slices in order, checks what
+//! the whole table's run checks, and counts each run's scored rollouts into the plan of
+//! the statistics' rounds; the rounds (`merge_rounds`) settle the agent and repeat
+//! levels; a last pass reads each bucket once more and writes every run's task entries.
+//! The bytes are those of the whole-table merge. The rounds' shares of a bucket are made
+//! behind [`BucketShares`], which both merges implement.
 //!
 //! Runs are told apart by their run key (server stamp, else agent name), which does not
 //! depend on which rows a bucket holds; labels are settled once every bucket was seen.
 
-use std::borrow::Cow;
-use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
+use std::collections::{BTreeSet, HashMap, HashSet};
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use super::aggregate::{AggregateConfig, AggregateRun};
+use super::merge_buckets::{BucketRuns, MergeInputs, RunChecks, Step, Sweep, ORPHAN};
 use super::merge_rounds::{
-    absorb_own, counting_share, round_share, settle, write_share_file, write_task_pieces, BucketInfo, Command, Plan,
+    absorb_own, counting_share, round_share, settle, BucketInfo, Command, Plan,
     Share, TaskPiece,
 };
-use crate::error::{Error, Location, Result};
+use crate::error::{Error, Result};
 use crate::export::atomic::OutputSet;
 use crate::export::tasks::{close_array, write_aggregate_with, write_task_entries, StreamError};
 use crate::ingest::fields::resolve_fields;
-use crate::ingest::input_slice::SlicedInputs;
-use crate::ingest::labels::{label_runs, labels_for, named, run_key, run_keys, NONE};
-use crate::ingest::slice::read_slices;
-use crate::ingest::{InputTable, LineMap, RolloutTable};
+use crate::ingest::labels::{label_runs, named, run_key};
+use crate::ingest::{LineMap, RolloutTable};
 use crate::json::{Json, Members};
 use crate::metrics::aggregate::{head_from_levels, task_spec, AggregateOptions, Shared};
 use crate::metrics::levels::{Profiled, StatKeys};
@@ -53,9 +51,7 @@ struct Run {
     perf: PerfValues,
     /// The run's first repeated rollout key.
     duplicate: Option<Error>,
-    /// Buckets with scored rollouts of this run, and the first task of its scored
-    /// rollouts in each.
-    buckets: Vec<usize>,
+    /// The first task of its scored rollouts in each bucket that has them.
     firsts: Vec<i64>,
     /// Scored rollouts.
     scored: usize,
@@ -73,7 +69,6 @@ impl Run {
             repeats: BTreeSet::new(),
             perf: PerfValues::default(),
             duplicate: None,
-            buckets: Vec::new(),
             firsts: Vec::new(),
             scored: 0,
         }
@@ -81,7 +76,7 @@ impl Run {
 
     /// Adds this bucket's rows of the run (table rows of `t`, in table order); its
     /// scored rollouts go to the plan as the run's counting share.
-    fn add(&mut self, t: &RolloutTable, rows: &[usize], bucket: usize, plan: &mut Plan) -> Result<()> {
+    fn add(&mut self, t: &RolloutTable, rows: &[usize], plan: &mut Plan) -> Result<()> {
         self.rows += rows.len();
         self.masked += rows.iter().filter(|&&r| t.masked[r]).count();
         self.perf.add(t, rows);
@@ -98,234 +93,11 @@ impl Run {
         if scored.is_empty() {
             return Ok(());
         }
-        self.buckets.push(bucket);
         self.firsts.push(t.task[scored[0]]);
         self.scored += scored.len();
         let p = Profiled::new(t, &scored, &vec![""; scored.len()]);
         absorb_own(plan, vec![counting_share(self.key.clone(), &p)], Vec::new())
     }
-}
-
-/// The runs of one bucket table: its run keys (with whether each is a server stamp;
-/// `None` for the rollouts nothing names, always last) and each row's index into them,
-/// or [`ORPHAN`] for a rollout without an input row when inputs are given.
-pub(super) struct BucketRuns {
-    keys: Vec<(Option<String>, bool)>,
-    row: Vec<u32>,
-}
-
-const ORPHAN: u32 = u32::MAX;
-
-fn bucket_runs(t: &RolloutTable, inputs: Option<&InputTable>) -> BucketRuns {
-    let r = run_keys(t, inputs);
-    let mut keys: Vec<(Option<String>, bool)> =
-        r.keys.iter().zip(&r.key_is_server).map(|(k, &server)| (Some(k.clone()), server)).collect();
-    let unnamed = keys.len() as u32;
-    keys.push((None, false));
-    let row = (0..t.len())
-        .map(|row| match r.key[row] {
-            _ if inputs.is_some() && !r.has_input[row] => ORPHAN,
-            NONE => unnamed,
-            k => k,
-        })
-        .collect();
-    BucketRuns { keys, row }
-}
-
-impl BucketRuns {
-    /// The bucket's run keys, in order.
-    pub(super) fn keys(&self) -> Vec<Option<String>> {
-        self.keys.iter().map(|(k, _)| k.clone()).collect()
-    }
-
-    /// The scored (unmasked) rows of `t` by the index `index` gives their run key (rows
-    /// of runs it gives none for are left out), each in table order.
-    pub(super) fn scored_by(
-        &self,
-        t: &RolloutTable,
-        index: impl Fn(&Option<String>) -> Option<usize>,
-    ) -> BTreeMap<usize, Vec<usize>> {
-        let of: Vec<Option<usize>> = self.keys.iter().map(|(k, _)| index(k)).collect();
-        let mut by: BTreeMap<usize, Vec<usize>> = BTreeMap::new();
-        for (r, &k) in self.row.iter().enumerate() {
-            if k != ORPHAN && !t.masked[r] {
-                if let Some(i) = of[k as usize] {
-                    by.entry(i).or_default().push(r);
-                }
-            }
-        }
-        by
-    }
-}
-
-/// Calls `each` on `read(0)`, `read(1)`, … `read(n - 1)` in order, each read on a
-/// thread of its own one item ahead, so reading the next slice overlaps working on
-/// this one (at most two are held). `each` returning `Ok(false)` stops the loop.
-pub(super) fn prefetched<T: Send, E>(
-    n: usize,
-    read: impl FnMut(usize) -> T + Send,
-    mut each: impl FnMut(usize, T) -> std::result::Result<bool, E>,
-) -> std::result::Result<bool, E> {
-    let mut i = 0;
-    prefetched_iter((0..n).map(read), |x| {
-        i += 1;
-        each(i - 1, x)
-    })
-}
-
-/// [`prefetched`] over the items of an iterator, drawn on a thread of its own.
-pub(super) fn prefetched_iter<T: Send, E>(
-    items: impl Iterator<Item = T> + Send,
-    mut each: impl FnMut(T) -> std::result::Result<bool, E>,
-) -> std::result::Result<bool, E> {
-    std::thread::scope(|scope| {
-        let (tx, rx) = std::sync::mpsc::sync_channel::<T>(0);
-        scope.spawn(move || {
-            for x in items {
-                if tx.send(x).is_err() {
-                    break;
-                }
-            }
-        });
-        for x in rx.iter() {
-            if !each(x)? {
-                return Ok(false);
-            }
-        }
-        Ok(true)
-    })
-}
-
-/// Whole-sweep checks of the rollouts against their inputs, gathered bucket by bucket
-/// (the single-machine path checks the whole table; the first failing check wins, and
-/// within a check the row of least line).
-#[derive(Default)]
-pub(super) struct RunChecks {
-    any_rows: bool,
-    any_reward: bool,
-    any_input_row: bool,
-    /// The row of least line: its line, location and key.
-    first_row: Option<(u64, Location, (i64, i64))>,
-    /// The contradiction of least line.
-    contradiction: Option<(u64, Error)>,
-}
-
-impl RunChecks {
-    /// Adds one bucket's rows `t` (not empty), with the input rows they may join to.
-    pub(super) fn visit(&mut self, t: &RolloutTable, inp: &InputTable) {
-        self.any_rows = true;
-        self.any_reward |= t.has_response || t.column(crate::ingest::Source::Top, "reward").is_some();
-        self.any_input_row |= (0..t.len()).any(|k| inp.row_of(t.task[k], t.rollout[k]).is_some());
-        let first = (0..t.len()).min_by_key(|&k| t.line[k]).unwrap_or(0);
-        if self.first_row.as_ref().is_none_or(|f| t.line[first] < f.0) {
-            self.first_row = Some((t.line[first], t.location(first), (t.task[first], t.rollout[first])));
-        }
-        if let Some((line, e)) = super::contradiction_error(t, inp) {
-            if self.contradiction.as_ref().is_none_or(|f| line < f.0) {
-                self.contradiction = Some((line, e));
-            }
-        }
-    }
-
-    /// The first check that fails, in the order the whole table's checks run (none
-    /// when the sweep has no rows); `inputs` and `lines` name the files.
-    pub(super) fn result(self, inputs: &Path, lines: &LineMap) -> Result<()> {
-        if !self.any_rows {
-            return Ok(());
-        }
-        if !self.any_reward {
-            return Err(super::no_results(lines, inputs));
-        }
-        if !self.any_input_row {
-            let (_, loc, key) = self.first_row.expect("a slice holds rows");
-            return Err(super::no_input_rows(loc, key, inputs));
-        }
-        match self.contradiction {
-            Some((_, e)) => Err(e),
-            None => Ok(()),
-        }
-    }
-}
-
-/// A merge's materialized inputs: the file, read whole, or its input slices, read a
-/// bucket at a time.
-#[allow(clippy::large_enum_variant)] // one per merge
-pub(super) enum MergeInputs {
-    File(InputTable),
-    Sliced(SlicedInputs),
-}
-
-impl MergeInputs {
-    /// The inputs file, as messages name it.
-    pub(super) fn path(&self) -> &Path {
-        match self {
-            MergeInputs::File(t) => &t.path,
-            MergeInputs::Sliced(s) => &s.path,
-        }
-    }
-
-    /// The inputs file's read warnings (a cut-off last line).
-    pub(super) fn read_warnings(&self) -> Vec<String> {
-        match self {
-            MergeInputs::File(t) => t.report.warnings.clone(),
-            MergeInputs::Sliced(s) => s.warnings().to_vec(),
-        }
-    }
-
-    /// Run labels, settled over every input row.
-    fn labels(&self) -> HashMap<String, String> {
-        match self {
-            MergeInputs::File(inp) => {
-                labels_for((0..inp.len()).map(|i| (inp.name(inp.server[i]), inp.name(inp.agent[i]))))
-            }
-            MergeInputs::Sliced(s) => s.labels(),
-        }
-    }
-
-    /// The input rows bucket table `t` may join to (in line order): all of them, or
-    /// those of the input slices of its tasks.
-    fn for_bucket(&self, t: &RolloutTable) -> Result<Cow<'_, InputTable>> {
-        match self {
-            MergeInputs::File(inp) => Ok(Cow::Borrowed(inp)),
-            MergeInputs::Sliced(s) => {
-                let first = t.task.first().copied().unwrap_or(0);
-                let last = t.task.last().copied().unwrap_or(-1);
-                s.for_tasks(first, last).map(Cow::Owned)
-            }
-        }
-    }
-}
-
-/// One bucket of rollouts with the input rows it may join to.
-pub(super) struct Bucket<'a> {
-    pub(super) t: RolloutTable,
-    pub(super) inputs: Option<Cow<'a, InputTable>>,
-}
-
-impl Bucket<'_> {
-    pub(super) fn runs(&self) -> BucketRuns {
-        bucket_runs(&self.t, self.inputs.as_deref())
-    }
-}
-
-/// Reads one slice as a table whose line numbers count files as the whole sweep does
-/// (`lines`, grown by the files this slice names), so rows of different buckets compare
-/// by line and are named as in the whole table; with the input rows of its tasks.
-pub(super) fn read_bucket<'a>(
-    slice: &Path,
-    name: &Path,
-    lines: &mut LineMap,
-    inputs: Option<&'a MergeInputs>,
-) -> Result<Bucket<'a>> {
-    let mut t = read_slices(&[slice.to_path_buf()], name)?;
-    let map: Vec<usize> = t.lines.files().iter().map(|f| lines.file(f)).collect();
-    for l in &mut t.line {
-        let (file, line) = LineMap::split(*l);
-        *l = LineMap::number(map[file], line);
-    }
-    t.lines = lines.clone();
-    let inputs = inputs.map(|i| i.for_bucket(&t)).transpose()?;
-    Ok(Bucket { t, inputs })
 }
 
 /// What the first pass of `merge aggregate` gathers: each run's counts, and the
@@ -346,13 +118,14 @@ struct Gathered {
 }
 
 impl Gathered {
-    /// Takes bucket `b` (the `b`-th slice, whose tasks all come after the previous
-    /// buckets'). Each run's scored rollouts go to `plan`'s counting round.
-    fn visit(&mut self, c: &AggregateConfig, b: usize, bk: &Bucket<'_>, plan: &mut Plan) -> Result<()> {
-        let (t, bucket_inputs) = (&bk.t, bk.inputs.as_deref());
+    /// Takes the next bucket (whose tasks all come after the previous buckets'). Each
+    /// run's scored rollouts go to `plan`'s counting round.
+    fn visit(&mut self, c: &AggregateConfig, s: &Step<'_>, plan: &mut Plan) -> Result<()> {
+        let (t, bucket_inputs) = (&s.t, s.inputs.as_ref());
         if t.is_empty() {
             return Ok(());
         }
+        self.lines = t.lines.clone();
         match bucket_inputs {
             Some(inp) => self.checks.visit(t, inp),
             None => self.rollout_labels(t),
@@ -360,7 +133,7 @@ impl Gathered {
         if self.unnamed.is_some() {
             return Ok(());
         }
-        let br = bk.runs();
+        let br = BucketRuns::of(s);
         // Each local run key's index in `list`, found on its first row.
         let mut global: Vec<Option<usize>> = vec![None; br.keys.len()];
         let mut rows_by: Vec<Vec<usize>> = vec![Vec::new(); self.list.len()];
@@ -394,7 +167,7 @@ impl Gathered {
         }
         for (i, rows) in rows_by.iter().enumerate() {
             if !rows.is_empty() {
-                self.list[i].add(t, rows, b, plan)?;
+                self.list[i].add(t, rows, plan)?;
             }
         }
         Ok(())
@@ -445,25 +218,6 @@ impl Gathered {
     }
 }
 
-/// The first pass: every bucket read in order, its runs counted into `plan`.
-fn gather_aggregate(
-    c: &AggregateConfig,
-    slices: &[PathBuf],
-    inputs: Option<&MergeInputs>,
-    plan: &mut Plan,
-) -> Result<Gathered> {
-    let name = &c.rollouts[0];
-    let mut g = Gathered::default();
-    let mut lines = LineMap::default();
-    prefetched(
-        slices.len(),
-        |b| read_bucket(&slices[b], name, &mut lines, inputs),
-        |b, bk| -> Result<bool> { g.visit(c, b, &bk?, plan).map(|()| true) },
-    )?;
-    g.lines = lines;
-    Ok(g)
-}
-
 /// `merge aggregate` bucket by bucket into `path` (staged in `out`), with the rounds
 /// its statistics took. They come from rounds over the buckets run here, or from
 /// `given`, a finished plan of rounds run elsewhere.
@@ -476,10 +230,11 @@ pub(super) fn merge_aggregate_streamed(
     given: Option<Plan>,
     pending: &mut Vec<String>,
 ) -> Result<(AggregateRun, u32)> {
-    let name = &c.rollouts[0];
+    let sweep = Sweep { slices, name: &c.rollouts[0], inputs };
     let t0 = std::time::Instant::now();
     let mut plan = Plan::new(Command::Aggregate);
-    let mut g = gather_aggregate(c, slices, inputs, &mut plan)?;
+    let mut g = Gathered::default();
+    sweep.each_step(false, |s| g.visit(c, s, &mut plan))?;
     trace("merge: gather runs", t0);
     // The checks the single-machine path makes on the whole table, in its order (none
     // when the sweep has no rows).
@@ -503,10 +258,7 @@ pub(super) fn merge_aggregate_streamed(
     if let Some(e) = order.iter().find_map(|(_, i)| g.list[*i].duplicate.take()) {
         return Err(e);
     }
-    let reading = Reading { slices, name, inputs, lines: &g.lines };
-    let buckets = all_buckets(&g.list);
-    let cmd = AggregateShares { agent: true };
-    let (plan, mut pieces) = settle(plan, given, |plan| round_here(&cmd, plan, &buckets, &reading))?;
+    let (plan, mut pieces) = settle(plan, given, |plan| round_here(&AggregateShares { agent: true }, plan, sweep))?;
     let t0 = std::time::Instant::now();
     let entries = aggregate_entries(c, &g, &order, &plan, &mut warn)?;
     trace("merge: statistics", t0);
@@ -529,7 +281,7 @@ pub(super) fn merge_aggregate_streamed(
             let mut spilled: Option<Spilled> = None;
             write_aggregate_with(parts, &mut w, |e, depth, w| {
                 if e == 0 {
-                    spilled = Some(write_tasks_once(&entries, &g.list, &reading, depth, &scratch_dir(path), w)?);
+                    spilled = Some(write_tasks_once(&entries, &g.list, sweep, depth, &scratch_dir(path), w)?);
                 }
                 spilled.as_ref().expect("the first entry spilled the others").copy(e, w)
             })
@@ -569,22 +321,11 @@ fn scratch_dir(path: &Path) -> PathBuf {
 
 /// One round of the statistics in this process: buckets `buckets` read in order, the
 /// shares `cmd` makes of each absorbed into the plan.
-pub(super) fn round_here(
-    cmd: &impl BucketShares,
-    plan: &mut Plan,
-    buckets: &[usize],
-    reading: &Reading<'_>,
-) -> Result<()> {
-    prefetched(
-        buckets.len(),
-        |k| reading.read(buckets[k]),
-        |k, b| -> Result<bool> {
-            let (shares, _) = cmd.shares(&b?, Some(plan), &reading.slices[buckets[k]], None)?;
-            absorb_own(plan, shares, Vec::new())?;
-            Ok(true)
-        },
-    )
-    .map(|_| ())
+pub(super) fn round_here(cmd: &impl BucketShares, plan: &mut Plan, sweep: Sweep<'_>) -> Result<()> {
+    sweep.each_step(false, |s| {
+        let (shares, _) = cmd.shares(s, Some(plan), None)?;
+        absorb_own(plan, shares, Vec::new())
+    })
 }
 
 /// The agent and repeat levels of each run, in label order, from the plan.
@@ -637,15 +378,14 @@ pub(super) trait BucketShares {
     /// The merge the shares are for.
     const COMMAND: Command;
 
-    /// Bucket `b`'s shares of a round (read from `slice`): the counting round without a
-    /// plan, with what the bucket tells besides its runs' shares; later rounds with the
-    /// plan the last round's combine wrote, and then with `pieces`, the bucket's task
-    /// entries rendered as the merge writes them.
+    /// A bucket's shares of a round: the counting round without a plan, with what the
+    /// bucket tells besides its runs' shares; later rounds with the plan the last
+    /// round's combine wrote, and then with `pieces`, the bucket's task entries
+    /// rendered as the merge writes them.
     fn shares(
         &self,
-        b: &Bucket<'_>,
+        s: &Step<'_>,
         plan: Option<&Plan>,
-        slice: &Path,
         pieces: Option<&mut Vec<TaskPiece>>,
     ) -> Result<(Vec<Share>, Vec<BucketInfo>)>;
 }
@@ -661,18 +401,17 @@ impl BucketShares for AggregateShares {
 
     fn shares(
         &self,
-        b: &Bucket<'_>,
+        s: &Step<'_>,
         plan: Option<&Plan>,
-        slice: &Path,
         mut pieces: Option<&mut Vec<TaskPiece>>,
     ) -> Result<(Vec<Share>, Vec<BucketInfo>)> {
-        let t = &b.t;
-        let runs = b.runs();
-        let keys = runs.keys();
+        let (t, slice) = (&s.t, s.slice);
+        let runs = BucketRuns::of(s);
+        let keys: Vec<&Option<String>> = runs.keys.iter().map(|(k, _)| k).collect();
         // What rendering the bucket's task entries shares, only when they are asked for.
         let shared: Option<Shared> = pieces.is_some().then(|| (Arc::new(info_specs(t)), Arc::new(quoted_names(t))));
         let mut shares = Vec::new();
-        for (i, rows) in runs.scored_by(t, |k| keys.iter().position(|x| x == k)) {
+        for (i, rows) in runs.scored_by(t, |k| keys.iter().position(|&x| x == k)) {
             let key = keys[i].clone();
             if key.is_none() && !self.agent {
                 continue;
@@ -697,43 +436,8 @@ impl BucketShares for AggregateShares {
     }
 }
 
-/// One round's shares `cmd` makes of the buckets `slices` (in bucket order, each read
-/// with its input rows from `inputs`), written to `out`: the counting round without a
-/// plan, later rounds with the plan the last round's combine wrote, and then with
-/// `tasks_out`, the buckets' task entries too. Returns the shares written.
-#[allow(clippy::too_many_arguments)]
-pub(super) fn write_shares<C: BucketShares>(
-    cmd: &C,
-    name: &Path,
-    slices: &[PathBuf],
-    inputs: Option<&MergeInputs>,
-    plan: Option<&Plan>,
-    out: &Path,
-    tasks_out: Option<&Path>,
-    read: &[&Path],
-) -> Result<usize> {
-    let (mut shares, mut infos, mut pieces) = (Vec::new(), Vec::new(), Vec::new());
-    for slice in slices {
-        let b = read_bucket(slice, name, &mut LineMap::default(), inputs)?;
-        let (s, i) = cmd.shares(&b, plan, slice, tasks_out.is_some().then_some(&mut pieces))?;
-        shares.extend(s);
-        infos.extend(i);
-    }
-    // A round with task entries has a plan (checked before reading).
-    if let (Some(path), Some(plan)) = (tasks_out, plan) {
-        write_task_pieces(&pieces, plan, path, read)?;
-    }
-    write_share_file(&shares, &infos, plan, C::COMMAND, out, read)?;
-    Ok(shares.len())
-}
-
 /// The depth of each run's `group_level_metrics` array in the aggregate file.
 const TASK_DEPTH: usize = 2;
-
-/// The buckets holding scored rollouts of any run, in order.
-fn all_buckets(list: &[Run]) -> Vec<usize> {
-    list.iter().flat_map(|r| r.buckets.iter().copied()).collect::<BTreeSet<_>>().into_iter().collect()
-}
 
 /// Writes one run's task entries of bucket `t` (its scored rows `scored`, profiled with
 /// the run's `fields`) into the `group_level_metrics` array at `depth`, opening the array
@@ -823,7 +527,7 @@ impl<W: Write> Write for Counted<W> {
 fn write_tasks_once<W: Write + Send>(
     entries: &[Entry],
     list: &[Run],
-    reading: &Reading<'_>,
+    sweep: Sweep<'_>,
     depth: usize,
     dir: &Path,
     w: &mut W,
@@ -841,28 +545,25 @@ fn write_tasks_once<W: Write + Send>(
     let mut started = vec![false; entries.len()];
     let entry_of: HashMap<Option<String>, usize> =
         entries.iter().enumerate().map(|(e, x)| (list[x.run].key.clone(), e)).collect();
-    let buckets = all_buckets(list);
-    prefetched(
-        buckets.len(),
-        |k| reading.read(buckets[k]),
-        |_, b| -> std::result::Result<bool, StreamError> {
-            let b = b.map_err(StreamError::Input)?;
-            let t = &b.t;
-            let rows_by = b.runs().scored_by(t, |k| entry_of.get(k).copied());
-            let shared: Shared = (Arc::new(info_specs(t)), Arc::new(quoted_names(t)));
-            for (e, scored) in rows_by {
-                let Entry { fields, all_int, .. } = &entries[e];
-                if e == 0 {
-                    write_bucket_tasks(t, &scored, fields, *all_int, &shared, depth, &mut started[e], w)?;
-                } else {
-                    let at = spill.at;
-                    write_bucket_tasks(t, &scored, fields, *all_int, &shared, depth, &mut started[e], &mut spill)?;
-                    pieces[e].push((at, spill.at - at));
-                }
+    sweep.each_step(false, |s| -> std::result::Result<(), StreamError> {
+        let t = &s.t;
+        let rows_by = BucketRuns::of(s).scored_by(t, |k| entry_of.get(k).copied());
+        if rows_by.is_empty() {
+            return Ok(());
+        }
+        let shared: Shared = (Arc::new(info_specs(t)), Arc::new(quoted_names(t)));
+        for (e, scored) in rows_by {
+            let Entry { fields, all_int, .. } = &entries[e];
+            if e == 0 {
+                write_bucket_tasks(t, &scored, fields, *all_int, &shared, depth, &mut started[e], w)?;
+            } else {
+                let at = spill.at;
+                write_bucket_tasks(t, &scored, fields, *all_int, &shared, depth, &mut started[e], &mut spill)?;
+                pieces[e].push((at, spill.at - at));
             }
-            Ok(true)
-        },
-    )?;
+        }
+        Ok(())
+    })?;
     end_task_array(depth, started[0], w)?;
     for (e, &s) in started.iter().enumerate().skip(1) {
         let at = spill.at;
@@ -872,21 +573,6 @@ fn write_tasks_once<W: Write + Send>(
     spill.flush()?;
     drop(spill);
     Ok(Spilled { file, pieces })
-}
-
-/// How a pass after the first reads bucket `k`: the `k`-th slice, its lines numbered as
-/// the first pass numbered them, with its input rows.
-pub(super) struct Reading<'a> {
-    pub(super) slices: &'a [PathBuf],
-    pub(super) name: &'a Path,
-    pub(super) inputs: Option<&'a MergeInputs>,
-    pub(super) lines: &'a LineMap,
-}
-
-impl<'a> Reading<'a> {
-    pub(super) fn read(&self, k: usize) -> Result<Bucket<'a>> {
-        read_bucket(&self.slices[k], self.name, &mut self.lines.clone(), self.inputs)
-    }
 }
 
 /// One run's agent and repeat levels, waiting for its task entries.
@@ -899,39 +585,4 @@ struct Entry {
     all_int: bool,
     /// Index of the run in the gathered list.
     run: usize,
-}
-
-#[cfg(test)]
-mod tests {
-    use super::prefetched;
-
-    #[test]
-    fn prefetched_hands_items_over_in_order_and_stops_when_told() {
-        let mut seen = Vec::new();
-        let all = prefetched(
-            10,
-            |i| i * 10,
-            |i, x| -> Result<bool, ()> {
-                seen.push((i, x));
-                Ok(x < 30)
-            },
-        );
-        assert_eq!(all, Ok(false));
-        assert_eq!(seen, vec![(0, 0), (1, 10), (2, 20), (3, 30)]);
-        let mut n = 0;
-        assert_eq!(
-            prefetched(
-                4,
-                |i| i,
-                |_, _| -> Result<bool, ()> {
-                    n += 1;
-                    Ok(true)
-                }
-            ),
-            Ok(true)
-        );
-        assert_eq!(n, 4);
-        let failed = prefetched(5, |i| i, |_, x| if x == 2 { Err(x) } else { Ok(true) });
-        assert_eq!(failed, Err(2));
-    }
 }
