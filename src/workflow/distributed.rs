@@ -272,7 +272,9 @@ fn open_slices(paths: &[PathBuf]) -> Result<SlicedInputs> {
     Ok(s)
 }
 
-/// Reads the inputs (when given) on a thread of their own while the slices are read:
+/// The whole table of the sweep and its inputs, checked against each other as the
+/// single-machine commands check them (with the inputs' read warnings printed). The
+/// inputs (when given) are read on a thread of their own while the slices are read:
 /// the inputs are JSONL as large as the sweep has rollouts, the slices are compact, and
 /// reading the two one after the other left a core idle for much of the merge. An error
 /// in the inputs is reported before one in the slices, as when they were read in turn.
@@ -282,12 +284,37 @@ fn read_both(
     slices: &[PathBuf],
     rollouts: &Path,
 ) -> Result<(Option<InputTable>, RolloutTable)> {
-    std::thread::scope(|s| {
+    let (inputs, t) = std::thread::scope(|s| {
         let reading = s.spawn(move || inputs.read_whole(opened));
         let t = read_sweep(slices, rollouts);
         let inputs = reading.join().unwrap_or_else(|e| std::panic::resume_unwind(e))?;
-        Ok((inputs, t?))
-    })
+        Ok::<_, Error>((inputs, t?))
+    })?;
+    if let Some(i) = &inputs {
+        check_runs(&t, i)?;
+        report_read_warnings(&i.report.warnings);
+    }
+    Ok((inputs, t))
+}
+
+/// The inputs of a merge bucket by bucket (`opened`: the input slices, when they were
+/// opened already): the file, read whole, or the input slices' headers. The check on
+/// the inputs alone (swapped files) is made here; the rest needs the rollouts.
+fn bucket_inputs(given: InputsGiven<'_>, opened: Option<SlicedInputs>) -> Result<Option<MergeInputs>> {
+    let t0 = std::time::Instant::now();
+    let inputs = match (given, opened) {
+        (_, Some(s)) => Some(MergeInputs::Sliced(s)),
+        (InputsGiven::None, None) => None,
+        (InputsGiven::File(f), None) => Some(MergeInputs::file(read_inputs(f)?)),
+        (InputsGiven::Slices(s), None) => Some(MergeInputs::Sliced(open_slices(s)?)),
+    };
+    // Reading freed its per-piece tables; the merge holds the inputs for its whole run.
+    crate::ingest::release_free_memory();
+    if let Some(MergeInputs::File { t, .. }) = &inputs {
+        crate::trace::trace("merge: read inputs", t0);
+        check_runs(&RolloutTable::empty(Default::default()), t)?;
+    }
+    Ok(inputs)
 }
 
 /// How a merge held the sweep, decided before any slice is read.
@@ -396,27 +423,11 @@ pub fn merge_aggregate(
     out.check(&path)?;
     if whole_table {
         let (inputs, t) = read_both(given, None, slices, &c.rollouts[0])?;
-        if let Some(i) = &inputs {
-            check_runs(&t, i)?;
-            report_read_warnings(&i.report.warnings);
-        }
         return Ok((aggregate_table(c, &t, inputs.as_ref(), out, &path)?, Merged::WholeTable));
     }
-    // Bucket by bucket: the inputs first (the file, or the slices' headers), then the
-    // slices one at a time, each with its input rows.
-    let t0 = std::time::Instant::now();
-    let inputs = match given {
-        InputsGiven::None => None,
-        InputsGiven::File(f) => Some(MergeInputs::file(read_inputs(f)?)),
-        InputsGiven::Slices(s) => Some(MergeInputs::Sliced(open_slices(s)?)),
-    };
-    // Reading freed its per-piece tables; the merge holds the inputs for its whole run.
-    crate::ingest::release_free_memory();
-    if let Some(MergeInputs::File { t: i, .. }) = &inputs {
-        crate::trace::trace("merge: read inputs", t0);
-        // The check on the inputs alone (swapped files); the rest needs the rollouts.
-        check_runs(&RolloutTable::empty(Default::default()), i)?;
-    }
+    // Bucket by bucket: the inputs first, then the slices one at a time, each with its
+    // input rows.
+    let inputs = bucket_inputs(given, None)?;
     let mut pending = inputs.as_ref().map(MergeInputs::read_warnings).unwrap_or_default();
     let given = plan.is_some();
     let (mut run, rounds) = merge_aggregate_streamed(c, slices, inputs.as_ref(), &mut out, &path, plan, &mut pending)?;
@@ -588,10 +599,6 @@ pub fn merge_export(
             out.check(path)?;
         }
         let (inputs, t) = read_both(given, None, slices, &c.rollouts[0])?;
-        if let Some(i) = &inputs {
-            check_runs(&t, i)?;
-            report_read_warnings(&i.report.warnings);
-        }
         let (tables, warnings) = crate::metrics::tables::tables(&t, inputs.as_ref(), c.agent.as_deref(), &[])?;
         for ((_, mut df), path) in tables.named().into_iter().zip(&paths) {
             let mut w = out.create(path)?;
@@ -647,18 +654,9 @@ pub fn merge_profile(
         if whole_table {
             let (inputs, t) = read_both(given, opened.as_ref(), slices, &c.rollouts[0])?;
             let inputs = inputs.expect("read_both reads the inputs it is given");
-            check_runs(&t, &inputs)?;
-            report_read_warnings(&inputs.report.warnings);
             return Ok((profile_table(c, &t, &inputs, out, &paths)?, Merged::WholeTable));
         }
-        let inputs = match opened.take() {
-            Some(s) => MergeInputs::Sliced(s),
-            None => MergeInputs::file(read_inputs(&c.inputs)?),
-        };
-        crate::ingest::release_free_memory();
-        if let MergeInputs::File { t: i, .. } = &inputs {
-            check_runs(&RolloutTable::empty(Default::default()), i)?;
-        }
+        let inputs = bucket_inputs(given, opened.take())?.expect("a profile has inputs");
         let mut pending = inputs.read_warnings();
         let given = plan.is_some();
         let r = merge_profile_streamed(c, slices, &inputs, &mut out, &paths, plan.take(), &mut pending)?;
