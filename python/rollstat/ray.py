@@ -163,14 +163,12 @@ class Stages:
         """The merge's statistics as rounds on the
         cluster, a share task per bucket then one combine task, until the plan is done.
         `run_stage` runs a list of (command, failure marker) as tasks and returns their
-        reports; a line per round goes to `stats`. The second round's tasks also render
-        their buckets' task entries, which the merge copies in. The
-        flags that make the merge take the finished plan (and those entries)."""
+        reports; a line per round goes to `stats`. The flags that make the merge take
+        the finished plan."""
         inputs_of = {}
         for p in self.input_parts:
             inputs_of[int(re.search(r"part-i(-?\d+)\.slice$", p).group(1))] = p
         plan = None
-        tasks = []
         for r in range(16):
             jobs, shares = [], []
             for k, part in enumerate(self.parts):
@@ -183,9 +181,6 @@ class Stages:
                 shares.append(share)
                 cmd = [self.rollstat, "-q", "merge", command, "--share-out", share, *passthrough]
                 cmd += ["--plan", plan] if plan else []
-                if r == 1:
-                    tasks.append(os.path.join(self.work, f"tasks-{k}"))
-                    cmd += ["--tasks-out", tasks[-1]]
                 jobs.append(([*cmd, "--", part, *ins], self.marker(f"share{r}", k)))
             started = time.monotonic()
             reports = run_stage(jobs)
@@ -196,7 +191,7 @@ class Stages:
             plan = nxt
             said = report[3].strip()
             if said == "done":
-                return ["--plan", plan, *(["--tasks", *tasks] if tasks else [])]
+                return ["--plan", plan]
             if said != "more":
                 raise TaskFailed(f"merge combine said {said!r}, not `more` or `done`")
         raise TaskFailed("the statistics rounds did not finish in 16 rounds")

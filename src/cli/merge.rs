@@ -143,16 +143,8 @@ pub struct Rounds {
     pub plan: Option<PathBuf>,
     /// Write these buckets' share of the next round of statistics (the counting round
     /// without --plan) to FILE instead of merging.
-    #[arg(long, value_name = "FILE", conflicts_with_all = ["whole_table", "tasks"])]
+    #[arg(long, value_name = "FILE", conflicts_with = "whole_table")]
     pub share_out: Option<PathBuf>,
-    /// With --share-out and --plan: also write these buckets' task entries to FILE, for
-    /// the merge's --tasks (so it copies them instead of writing them).
-    #[arg(long, value_name = "FILE", requires_all = ["share_out", "plan"])]
-    pub tasks_out: Option<PathBuf>,
-    /// With --plan: the task entries the round tasks wrote (--tasks-out), every
-    /// bucket's, copied into the output instead of written from the slices.
-    #[arg(long, value_name = "FILE", num_args = 1.., requires = "plan")]
-    pub tasks: Vec<PathBuf>,
 }
 
 impl Slices {
@@ -214,7 +206,6 @@ pub fn run(a: Args) -> Result<()> {
                     &inputs,
                     r.plan.as_deref(),
                     share,
-                    r.tasks_out.as_deref(),
                 )?;
                 if !common::quiet() {
                     eprintln!("Wrote {} ({n} run shares)", share.display());
@@ -227,7 +218,6 @@ pub fn run(a: Args) -> Result<()> {
                 &inputs,
                 a.hold.whole_table,
                 r.plan.as_deref(),
-                &r.tasks,
             )?;
             if !common::quiet() {
                 say!("Merged {merged}");
@@ -269,7 +259,6 @@ pub fn run(a: Args) -> Result<()> {
                     &input_slices,
                     r.plan.as_deref(),
                     share,
-                    r.tasks_out.as_deref(),
                 )?;
                 if !common::quiet() {
                     eprintln!("Wrote {} ({n} run shares)", share.display());
@@ -282,7 +271,6 @@ pub fn run(a: Args) -> Result<()> {
                 &input_slices,
                 a.hold.whole_table,
                 r.plan.as_deref(),
-                &r.tasks,
             )?;
             if !common::quiet() {
                 say!("Merged {merged}");

@@ -10,7 +10,7 @@ use std::path::{Path, PathBuf};
 use super::aggregate::{aggregate_table, AggregateConfig, AggregateRun};
 use super::merge_profile::merge_profile_streamed;
 use super::merge_buckets::{MergeInputs, Sweep};
-use super::merge_rounds::{write_share_file, write_task_pieces, Command, Plan, TaskPieces};
+use super::merge_rounds::{write_share_file, Command, Plan};
 use super::merge_aggregate::{merge_aggregate_streamed, BucketShares};
 use super::profile::{check_inputs, profile_paths, profile_table, ProfileConfig, ProfileRun};
 use super::{check_runs, report_read_warnings};
@@ -400,15 +400,13 @@ fn slices_out_of_order(slices: &[PathBuf]) -> Option<String> {
 /// `aggregate` over slices: `c.rollouts` only names the sweep, `c.out` is required, and
 /// the inputs are `c.inputs` or `input_slices` (not both). The slices are read bucket
 /// by bucket unless [`whole_table_for`] says otherwise; the statistics come from
-/// rounds run here or from a finished `plan` (with the task entries its round tasks
-/// rendered, `tasks`).
+/// rounds run here or from a finished `plan`.
 pub fn merge_aggregate(
     c: &AggregateConfig,
     slices: &[PathBuf],
     input_slices: &[PathBuf],
     whole_table: bool,
     plan: Option<&Path>,
-    tasks: &[PathBuf],
 ) -> Result<(AggregateRun, Merged)> {
     let path = c.out.clone().ok_or_else(|| Error::Usage("merge aggregate needs --out FILE".into()))?;
     let given = InputsGiven::new(c.inputs.as_deref(), input_slices)?;
@@ -416,9 +414,8 @@ pub fn merge_aggregate(
     read.extend(given.files());
     read.extend(c.metrics.files.iter().map(PathBuf::as_path));
     read.extend(plan);
-    read.extend(tasks.iter().map(PathBuf::as_path));
     let whole_table = whole_table_for(whole_table, !c.metrics.is_empty(), slices, plan)?;
-    let plan = open_plan(plan, tasks, Command::Aggregate)?;
+    let plan = plan.map(|p| Plan::read_for(p, Command::Aggregate)).transpose()?;
     let mut out = OutputSet::new(&read);
     out.check(&path)?;
     if whole_table {
@@ -435,46 +432,6 @@ pub fn merge_aggregate(
     Ok((run, Merged::Buckets { buckets: slices.len(), rounds, given }))
 }
 
-/// A finished plan of rounds for `command`'s merge, with the task entries its round
-/// tasks rendered (`tasks`).
-fn open_plan(plan: Option<&Path>, tasks: &[PathBuf], command: Command) -> Result<Option<Plan>> {
-    let Some(path) = plan else { return Ok(None) };
-    let mut plan = Plan::read_for(path, command)?;
-    if !tasks.is_empty() {
-        plan.tasks = Some(TaskPieces::open(tasks, &plan)?);
-    }
-    Ok(Some(plan))
-}
-
-/// The files a round task reads (its slices, inputs and plan), which its outputs — the
-/// share `out` and the task entries `tasks_out` — are checked not to overwrite before
-/// anything is read; task entries need a plan (what the counting round settles).
-fn round_reads<'a>(
-    slices: &'a [PathBuf],
-    given: &InputsGiven<'a>,
-    plan: Option<&'a Path>,
-    out: &Path,
-    tasks_out: Option<&Path>,
-) -> Result<Vec<&'a Path>> {
-    let mut read: Vec<&Path> = slices.iter().map(PathBuf::as_path).collect();
-    read.extend(given.files());
-    read.extend(plan);
-    let set = OutputSet::new(&read);
-    set.check(out)?;
-    if let Some(t) = tasks_out {
-        if plan.is_none() {
-            return Err(Error::Usage(
-                "--tasks-out needs --plan: the task entries need what the counting round settles".into(),
-            ));
-        }
-        set.check(t)?;
-        if crate::export::atomic::same_file(t, out) || t == out {
-            return Err(Error::Usage("--tasks-out and --share-out name the same file".into()));
-        }
-    }
-    Ok(read)
-}
-
 /// One round of the statistics of `merge aggregate`, for a cluster: the shares of the
 /// buckets `slices` (with their input rows: `c.inputs` or `input_slices`, which need
 /// not be complete) written to `out`; `plan` is the last round's combined plan (none for
@@ -485,11 +442,10 @@ pub fn merge_shares(
     input_slices: &[PathBuf],
     plan: Option<&Path>,
     out: &Path,
-    tasks_out: Option<&Path>,
 ) -> Result<usize> {
     let given = InputsGiven::new(c.inputs.as_deref(), input_slices)?;
     let cmd = super::merge_aggregate::AggregateShares { agent: c.agent.is_some() };
-    round_shares(&cmd, &c.rollouts[0], slices, given, plan, out, tasks_out)
+    round_shares(&cmd, &c.rollouts[0], slices, given, plan, out)
 }
 
 /// One round of the statistics of `merge profile`, for a cluster: the shares of the
@@ -501,17 +457,15 @@ pub fn merge_profile_shares(
     input_slices: &[PathBuf],
     plan: Option<&Path>,
     out: &Path,
-    tasks_out: Option<&Path>,
 ) -> Result<usize> {
     let given = if input_slices.is_empty() { InputsGiven::File(&c.inputs) } else { InputsGiven::Slices(input_slices) };
-    round_shares(&super::merge_profile::ProfileShares, &c.rollouts[0], slices, given, plan, out, tasks_out)
+    round_shares(&super::merge_profile::ProfileShares, &c.rollouts[0], slices, given, plan, out)
 }
 
 /// One round's shares `cmd` makes of the buckets `slices` (in bucket order) with their
 /// inputs `given`, written to `out`: the counting round without a plan, later rounds
-/// with the plan the last round's combine wrote, and then with `tasks_out`, the
-/// buckets' task entries too. The outputs are checked against every file read before
-/// anything is read.
+/// with the plan the last round's combine wrote. The share is checked against every
+/// file read before anything is read.
 fn round_shares<C: BucketShares>(
     cmd: &C,
     name: &Path,
@@ -519,34 +473,25 @@ fn round_shares<C: BucketShares>(
     given: InputsGiven<'_>,
     plan: Option<&Path>,
     out: &Path,
-    tasks_out: Option<&Path>,
 ) -> Result<usize> {
-    let read = round_reads(slices, &given, plan, out, tasks_out)?;
+    let mut read: Vec<&Path> = slices.iter().map(PathBuf::as_path).collect();
+    read.extend(given.files());
+    read.extend(plan);
+    OutputSet::new(&read).check(out)?;
     let plan = plan.map(|p| Plan::read_for(p, C::COMMAND)).transpose()?;
     let inputs = match given {
         InputsGiven::None => None,
         InputsGiven::File(f) => Some(MergeInputs::file(read_inputs(f)?)),
         // One bucket's input slices: the merge checks that the whole set is complete.
-        InputsGiven::Slices(s) => {
-            let s = SlicedInputs::open(s)?;
-            // A profile's task entries quote their samples from the file the slices name.
-            if C::COMMAND == Command::Profile && tasks_out.is_some() {
-                sample_file(&s)?;
-            }
-            Some(MergeInputs::Sliced(s))
-        }
+        InputsGiven::Slices(s) => Some(MergeInputs::Sliced(SlicedInputs::open(s)?)),
     };
-    let (mut shares, mut infos, mut pieces) = (Vec::new(), Vec::new(), Vec::new());
+    let (mut shares, mut infos) = (Vec::new(), Vec::new());
     Sweep { slices, name, inputs: inputs.as_ref() }.each_step(false, |s| -> Result<()> {
-        let (s, i) = cmd.shares(s, plan.as_ref(), tasks_out.is_some().then_some(&mut pieces))?;
+        let (s, i) = cmd.shares(s, plan.as_ref())?;
         shares.extend(s);
         infos.extend(i);
         Ok(())
     })?;
-    // A round with task entries has a plan (checked before reading).
-    if let (Some(path), Some(plan)) = (tasks_out, &plan) {
-        write_task_pieces(&pieces, plan, path, &read)?;
-    }
     write_share_file(&shares, &infos, plan.as_ref(), C::COMMAND, out, &read)?;
     Ok(shares.len())
 }
@@ -618,12 +563,11 @@ pub fn merge_profile(
     input_slices: &[PathBuf],
     whole_table: bool,
     plan: Option<&Path>,
-    tasks: &[PathBuf],
 ) -> Result<(ProfileRun, Merged)> {
     let dir = c.out_dir.clone().ok_or_else(|| Error::Usage("merge profile needs --out-dir DIR".into()))?;
     let whole_table = whole_table_for(whole_table, !c.metrics.is_empty(), slices, plan)?;
     let plan_path = plan;
-    let mut plan = open_plan(plan, tasks, Command::Profile)?;
+    let mut plan = plan.map(|p| Plan::read_for(p, Command::Profile)).transpose()?;
     let given = if input_slices.is_empty() { InputsGiven::File(&c.inputs) } else { InputsGiven::Slices(input_slices) };
     if let InputsGiven::File(f) = given {
         if f.is_dir() {
@@ -643,7 +587,6 @@ pub fn merge_profile(
         read.extend(sample_file.as_deref());
         read.extend(c.metrics.files.iter().map(PathBuf::as_path));
         read.extend(plan_path);
-        read.extend(tasks.iter().map(PathBuf::as_path));
         let mut out = OutputSet::new(&read);
         for p in &paths {
             out.check(p)?;

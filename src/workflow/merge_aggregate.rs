@@ -19,7 +19,7 @@ use super::aggregate::{AggregateConfig, AggregateRun};
 use super::merge_buckets::{BucketRuns, MergeInputs, RunChecks, Step, Sweep, ORPHAN};
 use super::merge_rounds::{
     absorb_own, counting_share, round_share, settle, BucketInfo, Command, Plan,
-    Share, TaskPiece,
+    Share,
 };
 use crate::error::{Error, Result};
 use crate::export::atomic::OutputSet;
@@ -51,8 +51,6 @@ struct Run {
     perf: PerfValues,
     /// The run's first repeated rollout key.
     duplicate: Option<Error>,
-    /// The first task of its scored rollouts in each bucket that has them.
-    firsts: Vec<i64>,
     /// Scored rollouts.
     scored: usize,
 }
@@ -69,7 +67,6 @@ impl Run {
             repeats: BTreeSet::new(),
             perf: PerfValues::default(),
             duplicate: None,
-            firsts: Vec::new(),
             scored: 0,
         }
     }
@@ -93,7 +90,6 @@ impl Run {
         if scored.is_empty() {
             return Ok(());
         }
-        self.firsts.push(t.task[scored[0]]);
         self.scored += scored.len();
         let p = Profiled::new(t, &scored, &vec![""; scored.len()]);
         absorb_own(plan, vec![counting_share(self.key.clone(), &p)], Vec::new())
@@ -258,39 +254,23 @@ pub(super) fn merge_aggregate_streamed(
     if let Some(e) = order.iter().find_map(|(_, i)| g.list[*i].duplicate.take()) {
         return Err(e);
     }
-    let (plan, mut pieces) = settle(plan, given, |plan| round_here(&AggregateShares { agent: true }, plan, sweep))?;
+    let plan = settle(plan, given, |plan| round_here(&AggregateShares { agent: true }, plan, sweep))?;
     let t0 = std::time::Instant::now();
     let entries = aggregate_entries(c, &g, &order, &plan, &mut warn)?;
     trace("merge: statistics", t0);
     let t0 = std::time::Instant::now();
     let mut w = out.create(path)?;
     let parts = entries.iter().map(|e| (e.head.as_slice(), e.repeats.as_slice(), e.perf.as_ref()));
-    let written = match &mut pieces {
-        // Rendered by the round tasks: each run's copied in, bucket after bucket.
-        Some(pieces) => write_aggregate_with(parts, &mut w, |e, depth, w| {
-            let run = &g.list[entries[e].run];
-            let mut started = false;
-            for &first in &run.firsts {
-                started |= pieces.copy(&run.key, first, depth, started, w)?;
-            }
-            Ok(end_task_array(depth, started, w)?)
-        }),
-        // Each bucket read once: the first run's entries go to the file, the others' to
-        // a scratch file with no name, copied in when their turn comes.
-        None => {
-            let mut spilled: Option<Spilled> = None;
-            write_aggregate_with(parts, &mut w, |e, depth, w| {
-                if e == 0 {
-                    spilled = Some(write_tasks_once(&entries, &g.list, sweep, depth, &scratch_dir(path), w)?);
-                }
-                spilled.as_ref().expect("the first entry spilled the others").copy(e, w)
-            })
+    // Each bucket read once: the first run's entries go to the file, the others' to a
+    // scratch file with no name, copied in when their turn comes.
+    let mut spilled: Option<Spilled> = None;
+    write_aggregate_with(parts, &mut w, |e, depth, w| {
+        if e == 0 {
+            spilled = Some(write_tasks_once(&entries, &g.list, sweep, depth, &scratch_dir(path), w)?);
         }
-    };
-    written.map_err(|e| e.at(path))?;
-    if let Some(p) = &pieces {
-        p.check_all_taken()?;
-    }
+        spilled.as_ref().expect("the first entry spilled the others").copy(e, w)
+    })
+    .map_err(|e| e.at(path))?;
     w.finish().map_err(|e| Error::write(path, e))?;
     drop(w);
     trace("merge: task entries + write", t0);
@@ -323,7 +303,7 @@ fn scratch_dir(path: &Path) -> PathBuf {
 /// shares `cmd` makes of each absorbed into the plan.
 pub(super) fn round_here(cmd: &impl BucketShares, plan: &mut Plan, sweep: Sweep<'_>) -> Result<()> {
     sweep.each_step(false, |s| {
-        let (shares, _) = cmd.shares(s, Some(plan), None)?;
+        let (shares, _) = cmd.shares(s, Some(plan))?;
         absorb_own(plan, shares, Vec::new())
     })
 }
@@ -380,14 +360,8 @@ pub(super) trait BucketShares {
 
     /// A bucket's shares of a round: the counting round without a plan, with what the
     /// bucket tells besides its runs' shares; later rounds with the plan the last
-    /// round's combine wrote, and then with `pieces`, the bucket's task entries
-    /// rendered as the merge writes them.
-    fn shares(
-        &self,
-        s: &Step<'_>,
-        plan: Option<&Plan>,
-        pieces: Option<&mut Vec<TaskPiece>>,
-    ) -> Result<(Vec<Share>, Vec<BucketInfo>)>;
+    /// round's combine wrote.
+    fn shares(&self, s: &Step<'_>, plan: Option<&Plan>) -> Result<(Vec<Share>, Vec<BucketInfo>)>;
 }
 
 /// `merge aggregate`'s shares: one per run with scored rollouts in the bucket. `agent`:
@@ -399,17 +373,10 @@ pub(super) struct AggregateShares {
 impl BucketShares for AggregateShares {
     const COMMAND: Command = Command::Aggregate;
 
-    fn shares(
-        &self,
-        s: &Step<'_>,
-        plan: Option<&Plan>,
-        mut pieces: Option<&mut Vec<TaskPiece>>,
-    ) -> Result<(Vec<Share>, Vec<BucketInfo>)> {
+    fn shares(&self, s: &Step<'_>, plan: Option<&Plan>) -> Result<(Vec<Share>, Vec<BucketInfo>)> {
         let (t, slice) = (&s.t, s.slice);
         let runs = BucketRuns::of(s);
         let keys: Vec<&Option<String>> = runs.keys.iter().map(|(k, _)| k).collect();
-        // What rendering the bucket's task entries shares, only when they are asked for.
-        let shared: Option<Shared> = pieces.is_some().then(|| (Arc::new(info_specs(t)), Arc::new(quoted_names(t))));
         let mut shares = Vec::new();
         for (i, rows) in runs.scored_by(t, |k| keys.iter().position(|&x| x == k)) {
             let key = keys[i].clone();
@@ -420,24 +387,11 @@ impl BucketShares for AggregateShares {
                 shares.push(counting_share(key, &Profiled::new(t, &rows, &vec![""; rows.len()])));
                 continue;
             };
-            if let (Some(pieces), Some(shared)) = (pieces.as_deref_mut(), &shared) {
-                // The run's task entries of this bucket, as the merge writes them after
-                // its first bucket's.
-                let r = plan.run_in(&key, slice)?;
-                let mut bytes = Vec::new();
-                write_bucket_tasks(t, &rows, &r.names, r.all_int, shared, TASK_DEPTH, &mut true, &mut bytes)
-                    .map_err(|e| e.at(slice))?;
-                let first_task = t.task[rows[0]];
-                pieces.push(TaskPiece { key: key.clone(), first_task, depth: TASK_DEPTH as u32, bytes });
-            }
             shares.extend(round_share(plan, &key, t, &rows, slice)?);
         }
         Ok((shares, Vec::new()))
     }
 }
-
-/// The depth of each run's `group_level_metrics` array in the aggregate file.
-const TASK_DEPTH: usize = 2;
 
 /// Writes one run's task entries of bucket `t` (its scored rows `scored`, profiled with
 /// the run's `fields`) into the `group_level_metrics` array at `depth`, opening the array

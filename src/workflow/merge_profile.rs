@@ -16,7 +16,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use super::merge_rounds::{
-    absorb_own, counting_share, round_share, settle, BucketInfo, Command, Plan, Share, TaskPiece,
+    absorb_own, counting_share, round_share, settle, BucketInfo, Command, Plan, Share,
 };
 use super::merge_buckets::{MergeInputs, RunChecks, Step, Sweep};
 use super::merge_aggregate::{round_here, BucketShares};
@@ -61,8 +61,6 @@ struct Gather {
     /// The first measured input row that names no agent.
     unnamed: Option<Error>,
     summary: CompletionSummary,
-    /// The first task of each bucket with measured rollouts, in order.
-    bucket_firsts: Vec<i64>,
     /// Measured rollouts so far.
     measured: usize,
     /// Per run key, its measured tasks.
@@ -127,9 +125,6 @@ impl Gather {
                 Vec::new()
             }
         };
-        if !shares.is_empty() {
-            self.bucket_firsts.push(t.task[0]);
-        }
         let shares = shares
             .into_iter()
             .map(|(s, rows, tasks)| {
@@ -236,12 +231,7 @@ pub(super) struct ProfileShares;
 impl BucketShares for ProfileShares {
     const COMMAND: Command = Command::Profile;
 
-    fn shares(
-        &self,
-        s: &Step<'_>,
-        plan: Option<&Plan>,
-        pieces: Option<&mut Vec<TaskPiece>>,
-    ) -> Result<(Vec<Share>, Vec<BucketInfo>)> {
+    fn shares(&self, s: &Step<'_>, plan: Option<&Plan>) -> Result<(Vec<Share>, Vec<BucketInfo>)> {
         let (t, slice) = (&s.t, s.slice);
         let Some(inp) = s.inputs.as_ref().filter(|_| !t.is_empty()) else { return Ok(Default::default()) };
         // A bucket the merge refuses (a key twice) has no share; the merge says why.
@@ -251,18 +241,6 @@ impl BucketShares for ProfileShares {
             // A rollout whose input row names no agent, which the merge refuses: no share.
             return Ok((s.unwrap_or_default().into_iter().map(|(s, _, _)| s).collect(), vec![info]));
         };
-        if let Some(pieces) = pieces {
-            // With the labels and rules the counting round settled.
-            let labels = labels_for(plan.entries.pairs.iter().map(|(s, a)| (s.as_deref(), a.as_deref())));
-            let label_by_key: HashMap<&str, &str> = labels.iter().map(|(k, l)| (k.as_str(), l.as_str())).collect();
-            let what = (plan.fields(), plan.entries.all_int, plan.entries.fan_out);
-            let mut bytes = Vec::new();
-            if write_bucket_entries(t, inp, (&measured, &pairs), what, &label_by_key, true, &mut bytes)
-                .map_err(|e| e.at(slice))?
-            {
-                pieces.push(TaskPiece { key: None, first_task: t.task[0], depth: 0, bytes });
-            }
-        }
         // A share per run key still passing, of its measured rollouts.
         let mut by: BTreeMap<&str, Vec<usize>> = BTreeMap::new();
         for &(i, r) in &pairs {
@@ -383,7 +361,7 @@ pub(super) fn merge_profile_streamed(
         out.add(&paths[2], &compact_array(&[]))?;
         return Ok(MergedProfile { summary, agents, warnings, rounds: 1 });
     }
-    let (plan, mut pieces) = settle(plan, given, |plan| round_here(&ProfileShares, plan, sweep))?;
+    let plan = settle(plan, given, |plan| round_here(&ProfileShares, plan, sweep))?;
     // Labels, settled over the whole sweep, and each run key's.
     let labels = labels_for(plan.entries.pairs.iter().map(|(s, a)| (s.as_deref(), a.as_deref())));
     let keys: Vec<&str> = plan.runs().map(|r| r.key.as_deref().unwrap_or_default()).collect();
@@ -397,31 +375,17 @@ pub(super) fn merge_profile_streamed(
     let mut w = out.create(&paths[0])?;
     let what = (plan.fields(), plan.entries.all_int, plan.entries.fan_out);
     let mut started = false;
-    if let Some(pieces) = &mut pieces {
-        // Rendered by the round tasks: copied in, bucket after bucket.
-        for &first in &g.bucket_firsts {
-            pieces.copy(&None, first, 0, true, &mut w).map_err(|e| e.at(&paths[0]))?;
+    sweep.each_step(false, |s| -> Result<()> {
+        let (t, inp) = (&s.t, step_inputs(s));
+        if t.is_empty() {
+            return Ok(());
         }
-        pieces.check_all_taken()?;
-    }
-    let mut wrote = pieces.is_some();
-    if !wrote {
-        sweep.each_step(false, |s| -> Result<()> {
-            let (t, inp) = (&s.t, step_inputs(s));
-            if t.is_empty() {
-                return Ok(());
-            }
-            let Joined { measured, pairs } = join_bucket(t, inp)?;
-            if write_bucket_entries(t, inp, (&measured, &pairs), what, &label_by_key, started, &mut w)
-                .map_err(|e: StreamError| e.at(&paths[0]))?
-            {
-                started = true;
-                wrote = true;
-            }
-            Ok(())
-        })?;
-    }
-    if !wrote {
+        let Joined { measured, pairs } = join_bucket(t, inp)?;
+        started |= write_bucket_entries(t, inp, (&measured, &pairs), what, &label_by_key, started, &mut w)
+            .map_err(|e: StreamError| e.at(&paths[0]))?;
+        Ok(())
+    })?;
+    if !started {
         return Err(Error::Mismatch(
             "the slices changed while the merge read them; merge slices that nothing writes to".into(),
         ));

@@ -31,7 +31,6 @@ use super::merge_lean::{mix, LeanRun};
 use crate::codec::{Dec, Enc};
 use crate::error::{Error, Location, Result};
 use crate::export::atomic::OutputSet;
-use crate::export::tasks::StreamError;
 use crate::ingest::fields::resolve_fields;
 use crate::ingest::RolloutTable;
 use crate::metrics::levels::Profiled;
@@ -69,8 +68,6 @@ pub struct Plan {
     pub round: u32,
     /// A digest of what the counting round counted (see [`Header`]).
     sweep: u64,
-    /// Task entries rendered by the round tasks (`--tasks-out`), for the final merge.
-    pub(super) tasks: Option<TaskPieces>,
     command: Command,
     /// `profile`: the fields of every run, in the sweep's order of first appearance.
     fields: Vec<String>,
@@ -266,7 +263,7 @@ impl Plan {
             (d.at == d.b.len()).then_some(runs)
         })()
         .ok_or_else(|| bad(path, "cut short or damaged"))?;
-        Ok(Plan { round, sweep, tasks: None, command, fields, entries, runs, fold: Fold::default() })
+        Ok(Plan { round, sweep, command, fields, entries, runs, fold: Fold::default() })
     }
 
     /// Reads a plan for `command`'s merge; a plan of the other command is refused.
@@ -389,7 +386,6 @@ impl Plan {
         Plan {
             round: 0,
             sweep: 0,
-            tasks: None,
             command,
             fields: Vec::new(),
             entries: ProfileEntries { all_int: true, ..Default::default() },
@@ -685,15 +681,15 @@ pub(super) fn round_share(
 }
 
 /// Settles the statistics once `counted` holds the merge's own counting round: from
-/// `given`, a finished plan of rounds run elsewhere (checked against `counted`, with
-/// the task entries its round tasks rendered), or from rounds run in this process —
+/// `given`, a finished plan of rounds run elsewhere (checked against `counted`), or
+/// from rounds run in this process —
 /// `round(plan)` reads every bucket and absorbs its shares ([`round_share`]) into the
 /// plan — until no run needs another.
 pub(super) fn settle(
     mut counted: Plan,
     given: Option<Plan>,
     mut round: impl FnMut(&mut Plan) -> Result<()>,
-) -> Result<(Plan, Option<TaskPieces>)> {
+) -> Result<Plan> {
     let changed = |run: &str| {
         Error::Mismatch(format!(
             "the slices changed while the merge read them: a pass over them did not find the scored rollouts of \
@@ -701,10 +697,9 @@ pub(super) fn settle(
         ))
     };
     counted.end_round(changed)?;
-    if let Some(mut given) = given {
+    if let Some(given) = given {
         given.verify(&counted)?;
-        let pieces = given.tasks.take();
-        return Ok((given, pieces));
+        return Ok(given);
     }
     let mut plan = counted;
     while plan.more() {
@@ -713,7 +708,7 @@ pub(super) fn settle(
         plan.end_round(changed)?;
         crate::trace::trace(&format!("merge: pass {}", plan.round), t0);
     }
-    Ok((plan, None))
+    Ok(plan)
 }
 
 /// [`Plan::absorb`] of shares made here, which fit by construction unless the slices
@@ -724,224 +719,4 @@ pub(super) fn absorb_own(plan: &mut Plan, shares: Vec<Share>, infos: Vec<BucketI
             "the slices changed while the merge read them ({why}); merge slices that nothing writes to"
         ))
     })
-}
-
-const TASKS_MAGIC: &[u8; 16] = b"rollstat-tasks\x00\x01";
-
-/// One run's task entries of one bucket, rendered by a round task: the run key, the
-/// first task of the run's rows in the bucket, the depth of the array they go in, and
-/// the entries (each after a comma, as entries after the first are written).
-pub(super) struct TaskPiece {
-    pub(super) key: Option<String>,
-    pub(super) first_task: i64,
-    pub(super) depth: u32,
-    pub(super) bytes: Vec<u8>,
-}
-
-/// Writes rendered task entries (`--tasks-out`): the magic, each piece zstd-compressed
-/// with a checksum, then their index (compressed) and its length.
-pub(super) fn write_task_pieces(pieces: &[TaskPiece], plan: &Plan, out: &Path, read: &[&Path]) -> Result<()> {
-    let compress = |data: &[u8]| packed(data, 1).map_err(|e| Error::write(out, e));
-    let mut bytes = TASKS_MAGIC.to_vec();
-    let mut index = Enc(Vec::new());
-    index.u64(plan.sweep);
-    index.u64(pieces.len() as u64);
-    for p in pieces {
-        let packed = compress(&p.bytes)?;
-        encode_key(&p.key, &mut index);
-        index.i64(p.first_task);
-        index.u32(p.depth);
-        index.u64(bytes.len() as u64);
-        index.u64(packed.len() as u64);
-        index.u64(p.bytes.len() as u64);
-        bytes.extend_from_slice(&packed);
-    }
-    let packed = compress(&index.0)?;
-    bytes.extend_from_slice(&packed);
-    bytes.extend_from_slice(&(packed.len() as u64).to_le_bytes());
-    let mut set = OutputSet::new(read);
-    set.add(out, &bytes)?;
-    set.commit()?;
-    Ok(())
-}
-
-/// Where one piece of task entries is: its file, offset, compressed length, length and
-/// the depth it was written for.
-type PieceAt = (usize, u64, u64, u64, u32);
-
-/// The task entries round tasks rendered, from their files, by (run key, first task).
-pub(super) struct TaskPieces {
-    files: Vec<PathBuf>,
-    index: HashMap<(Option<String>, i64), PieceAt>,
-}
-
-impl TaskPieces {
-    /// Opens the files of rendered task entries for `plan`'s merge.
-    pub(super) fn open(paths: &[PathBuf], plan: &Plan) -> Result<TaskPieces> {
-        use std::io::{Read, Seek, SeekFrom};
-        let bad = |p: &Path, why: &str| {
-            Error::bad(
-                Location::file(p),
-                format!("not rollstat task entries ({why}); give the files `merge aggregate --tasks-out` wrote"),
-            )
-        };
-        let mut index = HashMap::new();
-        for (k, path) in paths.iter().enumerate() {
-            let mut f = std::fs::File::open(path).map_err(|e| Error::read(path, e))?;
-            let size = f.metadata().map_err(|e| Error::read(path, e))?.len();
-            let mut magic = [0u8; 16];
-            let mut tail = [0u8; 8];
-            let head = f.read_exact(&mut magic).is_ok()
-                && f.seek(SeekFrom::End(-8)).is_ok()
-                && f.read_exact(&mut tail).is_ok();
-            if !head || &magic != TASKS_MAGIC || size < 24 {
-                return Err(bad(path, "no header"));
-            }
-            let len = u64::from_le_bytes(tail);
-            if len > size - 24 {
-                return Err(bad(path, "cut short or damaged"));
-            }
-            let mut packed = vec![0u8; len as usize];
-            f.seek(SeekFrom::Start(size - 8 - len))
-                .and_then(|_| f.read_exact(&mut packed))
-                .map_err(|e| Error::read(path, e))?;
-            let limit = (len as usize).saturating_mul(MAX_RATIO).saturating_add(1 << 20);
-            let mut data = Vec::new();
-            zstd::stream::read::Decoder::new(&packed[..])
-                .and_then(|d| d.take(limit as u64).read_to_end(&mut data))
-                .map_err(|_| bad(path, "its index does not decompress"))?;
-            let mut d = Dec { b: &data, at: 0 };
-            let sweep = d.u64();
-            let entries = (|| {
-                let mut out = Vec::new();
-                for _ in 0..d.len(37)? {
-                    let key = decode_key(&mut d)?;
-                    let (first, depth, at, clen, n) = (d.i64()?, d.u32()?, d.u64()?, d.u64()?, d.u64()?);
-                    if at < 16 || at.checked_add(clen)? > size - 8 - len {
-                        return None;
-                    }
-                    out.push(((key, first), (k, at, clen, n, depth)));
-                }
-                (d.at == d.b.len()).then_some(out)
-            })()
-            .ok_or_else(|| bad(path, "cut short or damaged"))?;
-            if sweep != Some(plan.sweep) {
-                return Err(Error::bad(
-                    Location::file(path),
-                    "task entries written with another plan (of other rows): give those of these slices' rounds",
-                ));
-            }
-            for (key, v) in entries {
-                if index.insert(key.clone(), v).is_some() {
-                    return Err(Error::bad(
-                        Location::file(path),
-                        format!(
-                            "the task entries of run {} at task {} are in two of the given files: give each \
-                             bucket's once",
-                            key.0.as_deref().unwrap_or("(unnamed)"),
-                            key.1
-                        ),
-                    ));
-                }
-            }
-        }
-        Ok(TaskPieces { files: paths.to_vec(), index })
-    }
-
-    /// Copies the entries of run `key` in the bucket where its rows start at task
-    /// `first_task`, written for an array at `depth`, to `w`: after the array's opening
-    /// bracket and without the first entry's comma unless entries were `started`.
-    /// Whether any were written; refused when no file holds them.
-    pub(super) fn copy<W: std::io::Write>(
-        &mut self,
-        key: &Option<String>,
-        first_task: i64,
-        depth: usize,
-        started: bool,
-        w: &mut W,
-    ) -> std::result::Result<bool, StreamError> {
-        use std::io::{Read, Seek, SeekFrom};
-        let which = key.as_deref().unwrap_or("(unnamed)");
-        let Some((k, at, clen, n, d)) = self.index.remove(&(key.clone(), first_task)) else {
-            return Err(StreamError::Input(Error::Mismatch(format!(
-                "no task entries of run {which} at task {first_task} in the given --tasks files: give every \
-                 bucket's, from the rounds of these slices"
-            ))));
-        };
-        let path = &self.files[k];
-        if d as usize != depth {
-            return Err(StreamError::Input(Error::Mismatch(format!(
-                "{}: task entries written for another layout (depth {d}, not {depth}); write them with this rollstat",
-                path.display()
-            ))));
-        }
-        if n == 0 {
-            return Ok(false);
-        }
-        let damaged = || {
-            StreamError::Input(Error::bad(
-                Location::file(path),
-                "task entries that do not decompress: the file is damaged",
-            ))
-        };
-        let mut f = std::fs::File::open(path).map_err(|e| StreamError::Input(Error::read(path, e)))?;
-        f.seek(SeekFrom::Start(at)).map_err(|e| StreamError::Input(Error::read(path, e)))?;
-        let mut dec = zstd::stream::read::Decoder::new(f.take(clen)).map_err(|_| damaged())?.take(n);
-        // A piece is as large as a bucket's entries: decompressed on a thread of its own
-        // into a few buffers that go round, while this one writes them.
-        let (full_tx, full_rx) = std::sync::mpsc::sync_channel::<(Vec<u8>, usize)>(2);
-        let (empty_tx, empty_rx) = std::sync::mpsc::channel::<Vec<u8>>();
-        for _ in 0..3 {
-            let _ = empty_tx.send(vec![0u8; 1 << 20]);
-        }
-        let ok = std::thread::scope(|scope| -> std::result::Result<bool, StreamError> {
-            let reader = scope.spawn(move || -> bool {
-                let mut left = n;
-                while left > 0 {
-                    let Ok(mut buf) = empty_rx.recv() else { return true };
-                    match dec.read(&mut buf) {
-                        Ok(got) if got > 0 => {
-                            left -= got as u64;
-                            if full_tx.send((buf, got)).is_err() {
-                                return true;
-                            }
-                        }
-                        _ => return false,
-                    }
-                }
-                // The frame's end (and its checksum) must follow the announced bytes.
-                let mut one = [0u8; 1];
-                matches!(dec.into_inner().read(&mut one), Ok(0))
-            });
-            // Owned here, so that a failed write drops them and the reader stops.
-            let (full_rx, empty_tx) = (full_rx, empty_tx);
-            let mut first = !started;
-            for (buf, got) in full_rx.iter() {
-                let mut chunk = &buf[..got];
-                if std::mem::take(&mut first) {
-                    w.write_all(b"[")?;
-                    chunk = chunk.strip_prefix(b",").unwrap_or(chunk);
-                }
-                w.write_all(chunk)?;
-                let _ = empty_tx.send(buf);
-            }
-            Ok(reader.join().unwrap_or_else(|e| std::panic::resume_unwind(e)))
-        })?;
-        if !ok {
-            return Err(damaged());
-        }
-        Ok(true)
-    }
-
-    /// Refuses entries no bucket of the merge took (of other slices).
-    pub(super) fn check_all_taken(&self) -> Result<()> {
-        match self.index.keys().next() {
-            Some((key, first)) => Err(Error::Mismatch(format!(
-                "the --tasks files hold task entries of run {} at task {first} that these slices do not: give \
-                 the task entries of these slices' rounds",
-                key.as_deref().unwrap_or("(unnamed)")
-            ))),
-            None => Ok(()),
-        }
-    }
 }

@@ -141,8 +141,7 @@ fn merge_profile(args: &[&str], mode: Option<&str>) -> bool {
 /// --share-out` (each worker given one or two buckets, with `extra`: the inputs, flags)
 /// and `merge combine`, until combine says `done`; the finished plan and the rounds.
 fn rounds(d: &TempDir, slices: &[PathBuf], extra: &[&str], tag: &str, rng: &mut Rng) -> (PathBuf, usize) {
-    let (plan, n, _) = rounds_of("aggregate", d, slices, extra, tag, rng, false);
-    (plan, n)
+    rounds_of("aggregate", d, slices, extra, tag, rng)
 }
 
 /// [`rounds`] for `merge aggregate` or `merge profile`.
@@ -153,10 +152,8 @@ fn rounds_of(
     extra: &[&str],
     tag: &str,
     rng: &mut Rng,
-    with_tasks: bool,
-) -> (PathBuf, usize, Vec<PathBuf>) {
+) -> (PathBuf, usize) {
     let mut plan: Option<PathBuf> = None;
-    let mut tasks = Vec::new();
     for round in 0..8 {
         let mut shares = Vec::new();
         let mut k = 0;
@@ -167,12 +164,6 @@ fn rounds_of(
             args.extend(extra);
             if let Some(p) = &plan {
                 args.extend(["--plan", s(p)]);
-            }
-            // The task entries, rendered in the second round by the same tasks.
-            let rendered = d.join(&format!("{tag}-tasks-{k}"));
-            if with_tasks && round == 1 {
-                tasks.push(rendered.clone());
-                args.extend(["--tasks-out", s(&rendered)]);
             }
             args.extend(slices[k..k + take].iter().map(|p| s(p)));
             ok(&args);
@@ -189,7 +180,7 @@ fn rounds_of(
         assert!(o.status.success(), "{args:?}: {}", stderr(&o));
         let said = stdout(&o);
         if said.trim() == "done" {
-            return (next, round + 1, tasks);
+            return (next, round + 1);
         }
         assert_eq!(said.trim(), "more", "{args:?}");
         plan = Some(next);
@@ -197,21 +188,10 @@ fn rounds_of(
     panic!("{tag}: no plan finished in 8 rounds");
 }
 
-/// `merge aggregate --plan` on `slices` with `extra` (and the rounds'
-/// task entries `tasks`, when any): the bytes written.
-fn merge_with_plan(
-    d: &TempDir,
-    slices: &[PathBuf],
-    extra: &[&str],
-    plan: &Path,
-    tasks: &[PathBuf],
-    tag: &str,
-) -> Vec<u8> {
-    let got = d.join(&format!("{tag}-{}-planned.json", tasks.len()));
-    let mut cmd = rollstat().args(["merge", "aggregate", "--plan", s(plan), "--out", s(&got), "-q"]).args(extra);
-    if !tasks.is_empty() {
-        cmd = cmd.arg("--tasks").args(tasks.iter().map(|p| s(p))).arg("--");
-    }
+/// `merge aggregate --plan` on `slices` with `extra`: the bytes written.
+fn merge_with_plan(d: &TempDir, slices: &[PathBuf], extra: &[&str], plan: &Path, tag: &str) -> Vec<u8> {
+    let got = d.join(&format!("{tag}-planned.json"));
+    let cmd = rollstat().args(["merge", "aggregate", "--plan", s(plan), "--out", s(&got), "-q"]).args(extra);
     let o = cmd.args(slices.iter().map(|p| s(p))).env("ROLLSTAT_TRACE", "1").ok();
     // The plan holds the statistics: no pass of the merge's own.
     assert!(!stderr(&o).contains("merge: pass 2"), "{tag}: {}", stderr(&o));
@@ -306,10 +286,8 @@ fn check_sweep(generate_args: &[&str], files: usize, seed: u64) {
             [(&file_args[..], &want_agg), (&islice_args[..], &want_agg), (&[][..], &want_plain)].into_iter().enumerate()
         {
             let rtag = format!("{tag}-rounds{k}");
-            let (plan, _, tasks) = rounds_of("aggregate", &d, &slices, extra, &rtag, &mut rng, true);
-            assert!(merge_with_plan(&d, &slices, extra, &plan, &[], &rtag) == bytes(want), "rounds {k}, width {width}");
-            let with = merge_with_plan(&d, &slices, extra, &plan, &tasks, &rtag);
-            assert!(with == bytes(want), "rounds {k} with their task entries, width {width}");
+            let (plan, _) = rounds_of("aggregate", &d, &slices, extra, &rtag, &mut rng);
+            assert!(merge_with_plan(&d, &slices, extra, &plan, &rtag) == bytes(want), "rounds {k}, width {width}");
         }
         for (m, mode) in MODES.into_iter().enumerate() {
             let whole = mode == Some("--whole-table");
@@ -333,27 +311,19 @@ fn check_sweep(generate_args: &[&str], files: usize, seed: u64) {
                 // The statistics as rounds of shares, then the merge with the plan.
                 let rtag = format!("{tag}-prof-rounds-{sliced}");
                 let extra: Vec<&str> = if sliced { islice_args.clone() } else { vec!["--inputs", s(&inputs)] };
-                let (plan, _, tasks) = rounds_of("profile", &d, &slices, &extra, &rtag, &mut rng, true);
-                // With the slices read again for the task entries, and with those the
-                // second round rendered.
-                for with_tasks in [false, true] {
-                    let got = d.join(&format!("{rtag}-out-{with_tasks}"));
-                    let mut cmd = rollstat()
-                        .args(["merge", "profile", "--plan", s(&plan), "--out-dir", s(&got), "-q"])
-                        .args(["--name", "all.jsonl", "--allow-partial"])
-                        .args(&extra);
-                    if with_tasks {
-                        cmd = cmd.arg("--tasks").args(tasks.iter().map(|p| s(p))).arg("--");
-                    }
-                    let o = cmd.args(&slice_args).env("ROLLSTAT_TRACE", "1").ok();
-                    assert!(!stderr(&o).contains("merge: pass 2"), "{rtag}: the plan holds the statistics");
-                    for f in PROFILE_FILES {
-                        let same = bytes(&got.join(f)) == bytes(&want_prof.join(f));
-                        assert!(
-                            same,
-                            "profile {f} from rounds, task entries rendered there: {with_tasks}, width {width}"
-                        );
-                    }
+                let (plan, _) = rounds_of("profile", &d, &slices, &extra, &rtag, &mut rng);
+                let got = d.join(&format!("{rtag}-out"));
+                let o = rollstat()
+                    .args(["merge", "profile", "--plan", s(&plan), "--out-dir", s(&got), "-q"])
+                    .args(["--name", "all.jsonl", "--allow-partial"])
+                    .args(&extra)
+                    .args(&slice_args)
+                    .env("ROLLSTAT_TRACE", "1")
+                    .ok();
+                assert!(!stderr(&o).contains("merge: pass 2"), "{rtag}: the plan holds the statistics");
+                for f in PROFILE_FILES {
+                    let same = bytes(&got.join(f)) == bytes(&want_prof.join(f));
+                    assert!(same, "profile {f} from rounds, width {width}");
                 }
             }
         }
@@ -1366,10 +1336,9 @@ fn rounds_of_shares_give_the_single_machine_bytes_and_refuse_what_does_not_fit()
     let want = d.join("want.json");
     ok(&["aggregate", s(&all), "--out", s(&want), "-q"]);
     let slices = shard_and_join(&d, &parts, 37, "w37");
-    let (plan, n, tasks) = rounds_of("aggregate", &d, &slices, &[], "long", &mut rng, true);
+    let (plan, n) = rounds(&d, &slices, &[], "long", &mut rng);
     assert!(n >= 3, "counting, sums and deviations take a round each ({n})");
-    assert!(merge_with_plan(&d, &slices, &[], &plan, &[], "long") == bytes(&want));
-    assert!(merge_with_plan(&d, &slices, &[], &plan, &tasks, "long") == bytes(&want));
+    assert!(merge_with_plan(&d, &slices, &[], &plan, "long") == bytes(&want));
 
     let refused = |args: &[&str], out: &Path, what: &str| -> String {
         let o = run(args);
@@ -1383,33 +1352,6 @@ fn rounds_of_shares_give_the_single_machine_bytes_and_refuse_what_does_not_fit()
     let mut args = vec!["merge", "aggregate", "--plan", s(&short), "--out", s(&out)];
     args.extend(slices.iter().map(|p| s(p)));
     assert!(refused(&args, &out, "plan of other slices").contains("other rows"));
-    // Task entries that leave out a bucket, of other slices, or given twice; damaged.
-    let with_tasks = |plan: &Path, files: &[&PathBuf], from: usize| -> Vec<String> {
-        let mut a = vec!["merge", "aggregate", "--plan", s(plan), "--out", s(&out), "--tasks"];
-        a.extend(files.iter().map(|p| s(p)));
-        a.push("--");
-        a.extend(slices[from..].iter().map(|p| s(p)));
-        a.into_iter().map(str::to_string).collect()
-    };
-    let refused_with = |targs: Vec<String>, what: &str| {
-        let targs: Vec<&str> = targs.iter().map(String::as_str).collect();
-        refused(&targs, &out, what)
-    };
-    let all: Vec<&PathBuf> = tasks.iter().collect();
-    assert!(refused_with(with_tasks(&plan, &all[1..], 0), "a bucket left out").contains("no task entries of run"));
-    let mut twice = all.clone();
-    twice.push(all[0]);
-    assert!(refused_with(with_tasks(&plan, &twice, 0), "given twice").contains("in two of the given files"));
-    // Entries rendered in other rounds (of other rows) name another sweep.
-    let said = refused_with(with_tasks(&short, &all, 1), "tasks of other slices");
-    assert!(said.contains("written with another plan"), "{said}");
-    let mut cut = std::fs::read(&tasks[0]).unwrap();
-    cut.truncate(cut.len() / 2);
-    let damaged = d.join("damaged.tasks");
-    std::fs::write(&damaged, &cut).unwrap();
-    let mut dm = all.clone();
-    dm[0] = &damaged;
-    assert!(refused_with(with_tasks(&plan, &dm, 0), "damaged").contains("not rollstat task entries"));
     // A plan not finished.
     let counted = d.join("long-plan0");
     args[3] = s(&counted);
@@ -1453,7 +1395,7 @@ fn rounds_of_shares_give_the_single_machine_bytes_and_refuse_what_does_not_fit()
     assert!(refused(&cargs, &next, "a plan as a share").contains("a plan where a share was expected"));
     // A plan of the other command, and shares of both commands together.
     let inputs = g.join("materialized_inputs.jsonl");
-    let (pplan, _, _) = rounds_of("profile", &d, &slices, &["--inputs", s(&inputs)], "prof", &mut rng, false);
+    let (pplan, _) = rounds_of("profile", &d, &slices, &["--inputs", s(&inputs)], "prof", &mut rng);
     let mut args = vec!["merge", "aggregate", "--plan", s(&pplan), "--out", s(&out)];
     args.extend(slices.iter().map(|p| s(p)));
     assert!(refused(&args, &out, "profile plan").contains("a plan of `merge profile` given to `merge aggregate`"));
@@ -1522,7 +1464,7 @@ fn rounds_of_shares_give_the_single_machine_bytes_and_refuse_what_does_not_fit()
 }
 
 /// A sweep scored again (the same rollouts, rows and fields; other values): its plan,
-/// shares and task entries are refused with the first sweep's slices, since the merge
+/// and shares are refused with the first sweep's slices, since the merge
 /// checks what its own counting finds against what the plan counted.
 #[test]
 fn plans_and_shares_of_other_values_are_refused() {
@@ -1533,8 +1475,8 @@ fn plans_and_shares_of_other_values_are_refused() {
         let g = d.join(&format!("gen{seed}"));
         generate(&g, &["--tasks", "300", "--repeats", "2", "--agents", "1", "--seed", seed, "--text-bytes", "10"]);
         let slices = shard_and_join(&d, &[g.join("rollouts.jsonl")], 40, &format!("s{seed}"));
-        let (plan, _, tasks) = rounds_of("aggregate", &d, &slices, &[], &format!("r{seed}"), &mut rng, true);
-        sweeps.push((slices, plan, tasks));
+        let (plan, _) = rounds(&d, &slices, &[], &format!("r{seed}"), &mut rng);
+        sweeps.push((slices, plan));
     }
     let (a, b) = (&sweeps[0], &sweeps[1]);
     assert_eq!(a.0.len(), b.0.len(), "the same buckets");
@@ -1555,13 +1497,4 @@ fn plans_and_shares_of_other_values_are_refused() {
     assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
     assert!(stderr(&o).contains("written with another plan"), "{}", stderr(&o));
     assert!(!next.exists());
-    // This sweep's plan with the other sweep's task entries.
-    let mut args = vec!["merge", "aggregate", "--plan", s(&a.1), "--out", s(&out), "--tasks"];
-    args.extend(b.2.iter().map(|p| s(p)));
-    args.push("--");
-    args.extend(a.0.iter().map(|p| s(p)));
-    let o = run(&args);
-    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
-    assert!(stderr(&o).contains("written with another plan"), "{}", stderr(&o));
-    assert!(!out.exists());
 }
