@@ -700,6 +700,27 @@ mod tests {
     }
 
     #[test]
+    fn states_read_back_with_bins_the_passes_never_make_are_refused() {
+        let counting = || {
+            let mut s = Select::new();
+            (0..5000).for_each(|i| s.push(i as f64));
+            s
+        };
+        assert!(counting().valid());
+        let mut s = counting();
+        let Work::Count { counts, .. } = &mut s.targets[0].work else { panic!("a histogram") };
+        counts.pop();
+        assert!(!s.valid(), "a histogram smaller than its bits");
+        let mut s = counting();
+        let Work::Count { bits, .. } = &mut s.targets[0].work else { panic!("a histogram") };
+        *bits = 13;
+        assert!(!s.valid(), "more bits than a round counts");
+        let mut s = counting();
+        s.targets[0].prefix = 1;
+        assert!(!s.valid(), "a prefix of no bits");
+    }
+
+    #[test]
     fn order_keys_follow_total_order() {
         let xs = [f64::NEG_INFINITY, -1e300, -1.0, -5e-324, -0.0, 0.0, 5e-324, 1.0, 1e300, f64::INFINITY];
         for w in xs.windows(2) {
