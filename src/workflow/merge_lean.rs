@@ -33,6 +33,7 @@ pub enum Pass {
 }
 
 impl Pass {
+    /// The pass after this one (selecting passes follow each other).
     fn next(self) -> Pass {
         match self {
             Pass::Count => Pass::Sum,

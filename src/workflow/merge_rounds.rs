@@ -682,6 +682,10 @@ pub(super) fn write_task_pieces(pieces: &[TaskPiece], plan: &Plan, out: &Path, r
 /// the depth it was written for.
 type PieceAt = (usize, u64, u64, u64, u32);
 
+/// A piece in the index of its file: run key, first task, depth, offset, compressed
+/// length and length.
+type IndexEntry = (Option<String>, i64, u32, u64, u64, u64);
+
 /// The task entries round tasks rendered, from their files, by (run key, first task).
 pub(super) struct TaskPieces {
     files: Vec<PathBuf>,
@@ -723,8 +727,7 @@ impl TaskPieces {
             zstd::stream::read::Decoder::new(&packed[..])
                 .and_then(|d| d.take(limit as u64).read_to_end(&mut data))
                 .map_err(|_| bad(path, "its index does not decompress"))?;
-            // Each piece: run key, first task, depth, offset, compressed length, length.
-            let (sweep, entries): (u64, Vec<(Option<String>, i64, u32, u64, u64, u64)>) =
+            let (sweep, entries): (u64, Vec<IndexEntry>) =
                 decode_all(&data).ok_or_else(|| bad(path, "cut short or damaged"))?;
             if sweep != plan.sweep {
                 return Err(Error::bad(
