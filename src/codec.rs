@@ -1,6 +1,5 @@
-//! Little-endian lengths and values, the encoding of rollstat's private formats
-//! (slices, input slices, level states and shares). A leaf: it imports nothing of
-//! rollstat's, so every layer may use it.
+//! Little-endian lengths and values, the encoding of rollstat's slices and input
+//! slices. A leaf: it imports nothing of rollstat's, so every layer may use it.
 
 /// A writer of little-endian lengths and values.
 pub(crate) struct Enc(pub(crate) Vec<u8>);
@@ -15,12 +14,6 @@ impl Enc {
     pub(crate) fn u64(&mut self, v: u64) {
         self.0.extend_from_slice(&v.to_le_bytes());
     }
-    pub(crate) fn i64(&mut self, v: i64) {
-        self.u64(v as u64);
-    }
-    pub(crate) fn f64(&mut self, v: f64) {
-        self.u64(v.to_bits());
-    }
     pub(crate) fn str(&mut self, s: &str) {
         self.u64(s.len() as u64);
         self.0.extend_from_slice(s.as_bytes());
@@ -34,12 +27,6 @@ pub(crate) struct Dec<'a> {
 }
 
 impl Dec<'_> {
-    pub(crate) fn i64(&mut self) -> Option<i64> {
-        self.u64().map(|v| v as i64)
-    }
-    pub(crate) fn f64(&mut self) -> Option<f64> {
-        self.u64().map(f64::from_bits)
-    }
     pub(crate) fn take(&mut self, n: usize) -> Option<&[u8]> {
         let s = self.b.get(self.at..self.at.checked_add(n)?)?;
         self.at += n;

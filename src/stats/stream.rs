@@ -11,8 +11,9 @@
 //! a bin is small enough to gather and sort. Memory is a few histograms and the gathered
 //! bins, whatever the length of the column.
 
+use serde::{Deserialize, Serialize};
+
 use super::sum::PW_BLOCKSIZE;
-use crate::codec::{Dec, Enc};
 
 /// numpy's pairwise sum fed one value at a time; see [`super::pairwise_sum`]. Whole
 /// nodes of the tree summed elsewhere can be fed as their sums ([`Self::push_piece`]).
@@ -144,7 +145,7 @@ impl PairwiseStream {
 
 /// A piece of one share of a pairwise sum: a value, or the sum of a whole node of the
 /// tree (its length and its pairwise sum).
-#[derive(Clone, Copy, Debug, PartialEq)]
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
 pub enum Piece {
     Value(f64),
     Node(u64, f64),
@@ -250,6 +251,7 @@ fn from_order_key(k: u64) -> f64 {
     f64::from_bits(if k >> 63 == 1 { k & !(1 << 63) } else { !k })
 }
 
+#[derive(Serialize, Deserialize)]
 enum Work {
     /// Counts per value of the next `bits` bits of the key.
     Count {
@@ -261,6 +263,7 @@ enum Work {
 
 /// The values whose key starts with `prefix` (its top `fixed` bits), with the ranks
 /// (among them) still to find there.
+#[derive(Serialize, Deserialize)]
 struct Target {
     prefix: u64,
     fixed: u32,
@@ -280,6 +283,7 @@ impl Target {
 }
 
 /// Exact order statistics of a column read in several passes; see the module notes.
+#[derive(Serialize, Deserialize)]
 pub struct Select {
     targets: Vec<Target>,
     found: Vec<(u64, f64)>,
@@ -493,92 +497,23 @@ impl Select {
         }
     }
 
-    /// Writes the state (between passes, or a share after its pass) for [`Self::decode`].
-    pub(crate) fn encode(&self, e: &mut Enc) {
-        e.u8(self.first as u8 | (self.changed as u8) << 1 | (self.kept.is_some() as u8) << 2);
-        if let Some(k) = &self.kept {
-            e.u64(k.len() as u64);
-            k.iter().for_each(|&x| e.f64(x));
-        }
-        e.u64(self.found.len() as u64);
-        for &(k, x) in &self.found {
-            e.u64(k);
-            e.f64(x);
-        }
-        e.u64(self.targets.len() as u64);
-        for t in &self.targets {
-            e.u64(t.prefix);
-            e.u32(t.fixed);
-            e.u64(t.lo);
-            e.u64(t.hi);
-            e.u64(t.ranks.len() as u64);
-            for &(a, b) in &t.ranks {
-                e.u64(a);
-                e.u64(b);
-            }
-            match &t.work {
-                Work::Count { bits, counts } => {
-                    e.u8(0);
-                    e.u32(*bits);
-                    // Few bins hold values: only those are written.
-                    let used: Vec<(usize, u64)> = counts.iter().copied().enumerate().filter(|c| c.1 > 0).collect();
-                    e.u64(used.len() as u64);
-                    for (i, c) in used {
-                        e.u32(i as u32);
-                        e.u64(c);
+    /// Whether a state read back (between passes, or a share after its pass) is one
+    /// the passes could have left: a few bins searched, each counting whole bits of the
+    /// key in a histogram of their size.
+    pub fn valid(&self) -> bool {
+        self.targets.len() <= 16
+            && self.targets.iter().all(|t| {
+                t.fixed <= 64
+                    && (t.fixed > 0 || t.prefix == 0)
+                    && match &t.work {
+                        Work::Count { bits, counts } => {
+                            (1..=FIRST_BITS.max(ROUND_BITS)).contains(bits)
+                                && t.fixed + bits <= 64
+                                && counts.len() == 1 << bits
+                        }
+                        Work::Gather(_) => true,
                     }
-                }
-                Work::Gather(v) => {
-                    e.u8(1);
-                    e.u64(v.len() as u64);
-                    v.iter().for_each(|&x| e.f64(x));
-                }
-            }
-        }
-    }
-
-    /// Reads what [`Self::encode`] wrote; `None` for damaged data.
-    /// `budget`: the histogram bins still allowed (each takes 8 bytes), so that a small
-    /// state cannot ask for more memory than real ones use.
-    pub(crate) fn decode(d: &mut Dec<'_>, budget: &mut usize) -> Option<Select> {
-        let flags = d.u8()?;
-        let kept = match flags & 4 {
-            0 => None,
-            _ => Some((0..d.len(8)?).map(|_| d.f64()).collect::<Option<Vec<f64>>>()?),
-        };
-        let found = (0..d.len(16)?).map(|_| Some((d.u64()?, d.f64()?))).collect::<Option<Vec<_>>>()?;
-        let mut targets = Vec::new();
-        let n = d.len(29)?;
-        // A column searches a few ranks: more bins than that is damage, not a state.
-        if n > 16 {
-            return None;
-        }
-        for _ in 0..n {
-            let (prefix, fixed, lo, hi) = (d.u64()?, d.u32()?, d.u64()?, d.u64()?);
-            let ranks = (0..d.len(16)?).map(|_| Some((d.u64()?, d.u64()?))).collect::<Option<Vec<_>>>()?;
-            let work = match d.u8()? {
-                0 => {
-                    let bits = d.u32()?;
-                    if bits == 0 || bits > FIRST_BITS.max(ROUND_BITS) || fixed.checked_add(bits)? > 64 {
-                        return None;
-                    }
-                    *budget = budget.checked_sub(1 << bits)?;
-                    let mut counts = vec![0u64; 1 << bits];
-                    for _ in 0..d.len(12)? {
-                        let i = d.u32()? as usize;
-                        *counts.get_mut(i)? = d.u64()?;
-                    }
-                    Work::Count { bits, counts }
-                }
-                1 => Work::Gather((0..d.len(8)?).map(|_| d.f64()).collect::<Option<Vec<f64>>>()?),
-                _ => return None,
-            };
-            if fixed > 64 || (fixed == 0 && prefix != 0) {
-                return None;
-            }
-            targets.push(Target { prefix, fixed, ranks, work, lo, hi });
-        }
-        Some(Select { targets, found, first: flags & 1 == 1, kept, changed: flags & 2 == 2 })
+            })
     }
 
     /// Whether some pass saw fewer values than the ranks named need: the column was not
@@ -762,6 +697,27 @@ mod tests {
         fine.end_pass(&[1]);
         assert!(!fine.changed() && !fine.wants_pass());
         assert_eq!(fine.at(1), 2.0);
+    }
+
+    #[test]
+    fn states_read_back_with_bins_the_passes_never_make_are_refused() {
+        let counting = || {
+            let mut s = Select::new();
+            (0..5000).for_each(|i| s.push(i as f64));
+            s
+        };
+        assert!(counting().valid());
+        let mut s = counting();
+        let Work::Count { counts, .. } = &mut s.targets[0].work else { panic!("a histogram") };
+        counts.pop();
+        assert!(!s.valid(), "a histogram smaller than its bits");
+        let mut s = counting();
+        let Work::Count { bits, .. } = &mut s.targets[0].work else { panic!("a histogram") };
+        *bits = 13;
+        assert!(!s.valid(), "more bits than a round counts");
+        let mut s = counting();
+        s.targets[0].prefix = 1;
+        assert!(!s.valid(), "a prefix of no bits");
     }
 
     #[test]

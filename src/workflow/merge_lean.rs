@@ -12,7 +12,8 @@
 
 use std::collections::BTreeMap;
 
-use crate::codec::{Dec, Enc};
+use serde::{Deserialize, Serialize};
+
 use crate::json::Members;
 use crate::metrics::levels::{
     describe_members, finish_repeats, one_rollout_rule, repeat_field_members, repeat_head, Profiled, RepeatEntry,
@@ -23,7 +24,7 @@ use crate::stats::stream::{PairwiseStream, Piece, Select, TreeCut};
 use crate::stats::{median_at, positions_for};
 
 /// Where the passes are.
-#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+#[derive(Clone, Copy, PartialEq, Eq, Debug, Serialize, Deserialize)]
 pub enum Pass {
     Count,
     Sum,
@@ -31,8 +32,20 @@ pub enum Pass {
     Select,
 }
 
+impl Pass {
+    /// The pass after this one (selecting passes follow each other).
+    fn next(self) -> Pass {
+        match self {
+            Pass::Count => Pass::Sum,
+            Pass::Sum => Pass::Square,
+            Pass::Square | Pass::Select => Pass::Select,
+        }
+    }
+}
+
 /// One column's statistics: an agent's field (missing values zero-filled in place, as
 /// pandas sums them) or a repeat's field (present values only).
+#[derive(Serialize, Deserialize)]
 struct Column {
     present: u64,
     lo: f64,
@@ -40,7 +53,11 @@ struct Column {
     ilo: i64,
     ihi: i64,
     select: Select,
+    /// The sums the pass adds to: fresh between passes, so a state read back opens them
+    /// again ([`Self::open_sums`]).
+    #[serde(skip)]
     sum: Option<PairwiseStream>,
+    #[serde(skip)]
     square: Option<PairwiseStream>,
     mean: f64,
     var: Option<f64>,
@@ -49,7 +66,9 @@ struct Column {
     /// The length of the column's sums (the run's rows where missing values are
     /// zero-filled, else the values present), once counted.
     len: u64,
-    /// In a share: where its values lie in the column, and their pieces of the sum.
+    /// In a share: where its values lie in the column (until it is closed), and their
+    /// pieces of the sum.
+    #[serde(skip)]
     cut: Option<TreeCut>,
     pieces: Option<Vec<Piece>>,
     /// A share held other values than the column's (or none of them): the column changed.
@@ -216,18 +235,12 @@ impl Column {
                 };
                 self.select.end_pass(&ranks);
                 self.len = len;
-                if n > 0 {
-                    self.sum = Some(PairwiseStream::new(len));
-                }
             }
             Pass::Sum => {
                 self.select.end_pass(&[]);
                 if let Some(s) = self.sum.take() {
                     let Some(sum) = s.numpy_sum() else { return false };
                     self.mean = sum / n as f64;
-                }
-                if n > 1 {
-                    self.square = Some(PairwiseStream::new(len));
                 }
             }
             Pass::Square => {
@@ -239,83 +252,16 @@ impl Column {
             }
             Pass::Select => self.select.end_pass(&[]),
         }
+        self.open_sums(pass.next());
         same && !self.select.changed()
     }
 
-    fn encode(&self, e: &mut Enc) {
-        e.u64(self.present);
-        e.f64(self.lo);
-        e.f64(self.hi);
-        e.i64(self.ilo);
-        e.i64(self.ihi);
-        e.f64(self.mean);
-        e.u8(self.var.is_some() as u8);
-        e.f64(self.var.unwrap_or(0.0));
-        e.u64(self.seen);
-        e.u64(self.len);
-        // Between passes a sum is fresh (nothing added yet): its length says it all.
-        e.u8(self.sum.is_some() as u8 | (self.square.is_some() as u8) << 1 | (self.broken as u8) << 2);
-        match &self.pieces {
-            None => e.u8(0),
-            Some(p) => {
-                e.u8(1);
-                e.u64(p.len() as u64);
-                for &piece in p {
-                    match piece {
-                        Piece::Value(x) => {
-                            e.u8(0);
-                            e.f64(x);
-                        }
-                        Piece::Node(n, x) => {
-                            e.u8(1);
-                            e.u64(n);
-                            e.f64(x);
-                        }
-                    }
-                }
-            }
-        }
-        encode_starts(&self.starts, e);
-        e.u64(self.digest);
-        self.select.encode(e);
-    }
-
-    fn decode(d: &mut Dec<'_>, budget: &mut usize) -> Option<Column> {
-        let mut c = Column::new();
-        c.present = d.u64()?;
-        c.lo = d.f64()?;
-        c.hi = d.f64()?;
-        c.ilo = d.i64()?;
-        c.ihi = d.i64()?;
-        c.mean = d.f64()?;
-        let has_var = d.u8()? == 1;
-        let var = d.f64()?;
-        c.var = has_var.then_some(var);
-        c.seen = d.u64()?;
-        c.len = d.u64()?;
-        let flags = d.u8()?;
-        c.sum = (flags & 1 == 1).then(|| PairwiseStream::new(c.len));
-        c.square = (flags & 2 == 2).then(|| PairwiseStream::new(c.len));
-        c.broken = flags & 4 == 4;
-        if d.u8()? == 1 {
-            let mut p = Vec::new();
-            for _ in 0..d.len(9)? {
-                p.push(match d.u8()? {
-                    0 => Piece::Value(d.f64()?),
-                    1 => Piece::Node(d.u64()?, d.f64()?),
-                    _ => return None,
-                });
-            }
-            c.pieces = Some(p);
-        }
-        c.starts = decode_starts(d)?;
-        c.digest = d.u64()?;
-        c.select = Select::decode(d, budget)?;
-        // Sums are opened only for columns with values, deviations with two or more.
-        if (c.sum.is_some() && c.present == 0) || (c.square.is_some() && c.present < 2) {
-            return None;
-        }
-        Some(c)
+    /// Opens the sums pass `next` adds to: the values' for the mean (of a column with
+    /// values), their squared deviations' for the variance (with two or more).
+    fn open_sums(&mut self, next: Pass) {
+        let n = self.present;
+        self.sum = (next == Pass::Sum && n > 0).then(|| PairwiseStream::new(self.len));
+        self.square = (next == Pass::Square && n > 1).then(|| PairwiseStream::new(self.len));
     }
 
     /// Whether the column's statistics are all known (see [`LeanRun::finished`]).
@@ -343,7 +289,10 @@ impl Column {
     }
 }
 
+#[derive(Serialize, Deserialize)]
 struct Repeat {
+    /// The last task counted, within the counting pass over a bucket.
+    #[serde(skip)]
     last_task: Option<i64>,
     tasks: usize,
     fields: Vec<Column>,
@@ -356,6 +305,7 @@ impl Repeat {
 }
 
 /// What one run keeps of its scored rollouts for the agent and repeat levels.
+#[derive(Serialize, Deserialize)]
 pub struct LeanRun {
     /// Scored rollouts seen (the length of the agent's columns).
     rows: u64,
@@ -441,11 +391,7 @@ impl LeanRun {
         if !same {
             return Err(Changed);
         }
-        self.pass = match pass {
-            Pass::Count => Pass::Sum,
-            Pass::Sum => Pass::Square,
-            Pass::Square | Pass::Select => Pass::Select,
-        };
+        self.pass = pass.next();
         Ok(self.pass != Pass::Select || self.columns().any(|c| c.select.wants_pass()))
     }
 
@@ -478,9 +424,7 @@ impl LeanRun {
     /// Ends a share: its pieces of the sums are settled (and what it holds can be
     /// written and read elsewhere).
     pub fn close_share(&mut self) {
-        for c in self.fields.iter_mut().chain(self.repeats.values_mut().flat_map(|r| r.fields.iter_mut())) {
-            c.close_share();
-        }
+        self.columns_mut().for_each(Column::close_share);
     }
 
     /// Adds one bucket's closed share of this pass (the bucket whose rows of the run
@@ -528,46 +472,21 @@ impl LeanRun {
         }
     }
 
-    /// Writes the state (between passes, or a closed share) for [`Self::decode`].
-    pub(crate) fn encode(&self, e: &mut Enc) {
-        e.u8(self.pass as u8);
-        e.u64(self.rows);
-        encode_starts(&self.bucket_rows, e);
-        e.u64(self.fields.len() as u64);
-        self.fields.iter().for_each(|c| c.encode(e));
-        e.u64(self.repeats.len() as u64);
-        for (&r, rep) in &self.repeats {
-            e.i64(r);
-            e.u64(rep.tasks as u64);
-            e.u64(rep.fields.len() as u64);
-            rep.fields.iter().for_each(|c| c.encode(e));
+    /// Whether a state read back (between passes, or a closed share) is one the passes
+    /// could have left; it then has the sums its pass adds to, which are not written.
+    pub(crate) fn restore(&mut self) -> bool {
+        let (width, pass) = (self.fields.len(), self.pass);
+        // A repeat has every field of its run, or none (a run of one repeat).
+        if self.repeats.values().any(|r| !r.fields.is_empty() && r.fields.len() != width) {
+            return false;
         }
-    }
-
-    /// Reads what [`Self::encode`] wrote; `None` for damaged data.
-    pub(crate) fn decode(d: &mut Dec<'_>, budget: &mut usize) -> Option<LeanRun> {
-        let pass = match d.u8()? {
-            0 => Pass::Count,
-            1 => Pass::Sum,
-            2 => Pass::Square,
-            3 => Pass::Select,
-            _ => return None,
-        };
-        let rows = d.u64()?;
-        let bucket_rows = decode_starts(d)?;
-        let fields = (0..d.len(8)?).map(|_| Column::decode(d, budget)).collect::<Option<Vec<_>>>()?;
-        let mut repeats = BTreeMap::new();
-        for _ in 0..d.len(24)? {
-            let r = d.i64()?;
-            let tasks = usize::try_from(d.u64()?).ok()?;
-            let cols = (0..d.len(8)?).map(|_| Column::decode(d, budget)).collect::<Option<Vec<_>>>()?;
-            // A repeat has every field of its run, or none (a run of one repeat).
-            if !cols.is_empty() && cols.len() != fields.len() {
-                return None;
+        for c in self.columns_mut() {
+            if !c.select.valid() {
+                return false;
             }
-            repeats.insert(r, Repeat { last_task: None, tasks, fields: cols });
+            c.open_sums(pass);
         }
-        Some(LeanRun { rows, fields, repeats, pass, bucket_rows })
+        true
     }
 
     /// The run's rows and each field's count of present values.
@@ -609,6 +528,10 @@ impl LeanRun {
 
     fn columns(&self) -> impl Iterator<Item = &Column> {
         self.fields.iter().chain(self.repeats.values().flat_map(|r| r.fields.iter()))
+    }
+
+    fn columns_mut(&mut self) -> impl Iterator<Item = &mut Column> {
+        self.fields.iter_mut().chain(self.repeats.values_mut().flat_map(|r| r.fields.iter_mut()))
     }
 
     /// The agent-level members of the run (fields named `names`, in the run's order),
@@ -685,19 +608,6 @@ impl LeanRun {
             .collect();
         entries
     }
-}
-
-fn encode_starts(s: &[(i64, u64, u64)], e: &mut Enc) {
-    e.u64(s.len() as u64);
-    for &(t, a, n) in s {
-        e.i64(t);
-        e.u64(a);
-        e.u64(n);
-    }
-}
-
-fn decode_starts(d: &mut Dec<'_>) -> Option<Vec<(i64, u64, u64)>> {
-    (0..d.len(24)?).map(|_| Some((d.i64()?, d.u64()?, d.u64()?))).collect()
 }
 
 /// Mixes `x` into the digest `h` (FNV-1a over 64-bit words).

@@ -15,11 +15,11 @@
 //! merge given a finished plan (`--plan`) checks it against its own counting round and
 //! reads the slices only to count and to write the task entries.
 //!
-//! Shares and plans are files of rollstat's own (a magic, then zstd-compressed
-//! little-endian data with a checksum). A summing share holds a few numbers per column
-//! and level of the tree and at most 254 loose values per column; a counting share
-//! keeps up to 4,096 values per column before it counts them in bins, and a selecting
-//! one the values of the bins it gathers (at most 65,536 per bin searched). Every share,
+//! Shares and plans are files of rollstat's own (a magic, then the state in bincode,
+//! zstd-compressed with a checksum). A summing share holds a few numbers per column and
+//! level of the tree and at most 254 loose values per column; a counting share keeps
+//! up to 4,096 values per column before it counts them in bins, and a selecting one
+//! the values of the bins it gathers (at most 65,536 per bin searched). Every share,
 //! plan and file of task entries after the counting round carries a digest of what that
 //! round counted, so pieces of different rounds of rows never mix, and the final merge
 //! checks the plan against what its own counting finds.
@@ -27,21 +27,23 @@
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 
+use serde::de::DeserializeOwned;
+use serde::{Deserialize, Serialize};
+
 use super::merge_lean::{mix, LeanRun};
-use crate::codec::{Dec, Enc};
 use crate::error::{Error, Location, Result};
 use crate::export::atomic::OutputSet;
 use crate::ingest::fields::resolve_fields;
 use crate::ingest::RolloutTable;
 use crate::metrics::levels::Profiled;
 
-const MAGIC: &[u8; 16] = b"rollstat-levels\x01";
+const MAGIC: &[u8; 16] = b"rollstat-levels\x02";
 const PLAN: u8 = 1;
 const SHARES: u8 = 2;
 
 /// Which merge the rounds are for: `aggregate` keeps each run's fields in its own
 /// order, `profile` one order of fields for every run (each padded to all of them).
-#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+#[derive(Clone, Copy, PartialEq, Eq, Debug, Serialize, Deserialize)]
 pub enum Command {
     Aggregate,
     Profile,
@@ -55,9 +57,6 @@ impl Command {
         }
     }
 }
-/// Selection bins a state read back may hold in all (8 bytes each): what a sweep of
-/// thousands of columns needs, far less than a small damaged file could ask for.
-const BINS: usize = 1 << 27;
 /// Decompressed bytes per compressed byte trusted before a state is read (histograms
 /// of zeros compress far better than slices).
 const MAX_RATIO: usize = 4096;
@@ -92,7 +91,7 @@ struct Fold {
 /// What a profile's task entries need settled over the whole sweep: the distinct
 /// (server, agent) pairs of the measured input rows in key order (which settle the
 /// labels), whether runs fan out, and whether every value is an integer or a bool.
-#[derive(Default, Clone, PartialEq, Debug)]
+#[derive(Default, Clone, PartialEq, Debug, Serialize, Deserialize)]
 pub(super) struct ProfileEntries {
     pub(super) pairs: Vec<(Option<String>, Option<String>)>,
     pub(super) fan_out: bool,
@@ -100,6 +99,7 @@ pub(super) struct ProfileEntries {
 }
 
 /// What one bucket tells a profile's counting round besides its runs' shares.
+#[derive(Serialize, Deserialize)]
 pub(super) struct BucketInfo {
     /// Its measured input rows' distinct (server, agent) pairs, in key order.
     pub(super) pairs: Vec<(Option<String>, Option<String>)>,
@@ -109,6 +109,7 @@ pub(super) struct BucketInfo {
     pub(super) measured: Option<(Vec<String>, bool, u64)>,
 }
 
+#[derive(Serialize, Deserialize)]
 pub(super) struct PlanRun {
     /// Run key (`None`: the rollouts nothing names, labelled by `--agent`).
     pub(super) key: Option<String>,
@@ -123,6 +124,7 @@ pub(super) struct PlanRun {
 }
 
 /// One bucket's share of a round for one run.
+#[derive(Serialize, Deserialize)]
 pub(super) struct Share {
     pub(super) key: Option<String>,
     /// The first task of the run's rows in the bucket: names the bucket in the plan.
@@ -141,37 +143,10 @@ fn bad(path: &Path, why: &str) -> Error {
     )
 }
 
-fn encode_key(k: &Option<String>, e: &mut Enc) {
-    match k {
-        None => e.u8(0),
-        Some(s) => {
-            e.u8(1);
-            e.str(s);
-        }
-    }
-}
-
-fn decode_key(d: &mut Dec<'_>) -> Option<Option<String>> {
-    match d.u8()? {
-        0 => Some(None),
-        1 => Some(Some(d.str()?)),
-        _ => None,
-    }
-}
-
-fn encode_names(names: &[String], e: &mut Enc) {
-    e.u64(names.len() as u64);
-    names.iter().for_each(|n| e.str(n));
-}
-
-fn decode_names(d: &mut Dec<'_>) -> Option<Vec<String>> {
-    (0..d.len(8)?).map(|_| d.str()).collect()
-}
-
 /// What a state file says of itself: the round its data is of (or follows, for a
 /// plan), the command, and the sweep: a digest of what the counting round counted, the
 /// same in every later plan and share (0 before it).
-#[derive(Clone, Copy)]
+#[derive(Clone, Copy, Serialize, Deserialize)]
 struct Header {
     round: u32,
     command: Command,
@@ -186,27 +161,52 @@ fn packed(data: &[u8], level: i32) -> std::io::Result<Vec<u8>> {
     c.compress(data)
 }
 
+/// `value` in bincode, for a state file at `path`.
+fn encode(value: impl Serialize, path: &Path) -> Result<Vec<u8>> {
+    bincode::serde::encode_to_vec(value, bincode::config::standard())
+        .map_err(|e| Error::write(path, std::io::Error::other(e)))
+}
+
+/// Decodes a `T` from the start of `data`: it and the bytes it took, or `None` for
+/// damaged data. What a length read may allocate is bounded by the length of `data`:
+/// decoding claims at most 8 bytes of memory per byte read, and the limit is the least
+/// of these above that.
+fn decode<T: DeserializeOwned>(data: &[u8]) -> Option<(T, usize)> {
+    fn within<T: DeserializeOwned, const N: usize>(data: &[u8]) -> Option<(T, usize)> {
+        bincode::serde::decode_from_slice(data, bincode::config::standard().with_limit::<N>()).ok()
+    }
+    match data.len().saturating_mul(8) {
+        n if n <= 1 << 24 => within::<T, { 1 << 24 }>(data),
+        n if n <= 1 << 28 => within::<T, { 1 << 28 }>(data),
+        n if n <= 1 << 32 => within::<T, { 1 << 32 }>(data),
+        _ => within::<T, { 1 << 36 }>(data),
+    }
+}
+
+/// [`decode`] of exactly all of `data`.
+fn decode_all<T: DeserializeOwned>(data: &[u8]) -> Option<T> {
+    decode(data).and_then(|(v, n)| (n == data.len()).then_some(v))
+}
+
 /// Writes a state file atomically, never over one of `read`.
-fn write_state(path: &Path, kind: u8, h: Header, body: Enc, read: &[&Path]) -> Result<()> {
-    let mut e = Enc(Vec::with_capacity(body.0.len() + 14));
-    e.u8(kind);
-    e.u32(h.round);
-    e.u8(h.command as u8);
-    e.u64(h.sweep);
-    e.0.extend_from_slice(&body.0);
+fn write_state(path: &Path, kind: u8, h: Header, body: impl Serialize, read: &[&Path]) -> Result<()> {
     let mut bytes = MAGIC.to_vec();
-    bytes.extend_from_slice(&packed(&e.0, 3).map_err(|e| Error::write(path, e))?);
+    bytes.extend_from_slice(&packed(&encode((kind, h, body), path)?, 3).map_err(|e| Error::write(path, e))?);
     let mut out = OutputSet::new(read);
     out.add(path, &bytes)?;
     out.commit()?;
     Ok(())
 }
 
-/// Reads a state file of `kind`: its header and data.
-fn read_state(path: &Path, kind: u8) -> Result<(Header, Vec<u8>)> {
+/// Reads a state file of `kind`: its header and body.
+fn read_state<T: DeserializeOwned>(path: &Path, kind: u8) -> Result<(Header, T)> {
     use std::io::Read;
     let bytes = std::fs::read(path).map_err(|e| Error::read(path, e))?;
-    let body = bytes.strip_prefix(MAGIC.as_slice()).ok_or_else(|| bad(path, "no level state header"))?;
+    let body = match bytes.strip_prefix(MAGIC.as_slice()) {
+        Some(body) => body,
+        None if bytes.starts_with(&MAGIC[..15]) => return Err(bad(path, "written by another version of rollstat")),
+        None => return Err(bad(path, "no level state header")),
+    };
     let limit = body.len().saturating_mul(MAX_RATIO).saturating_add(1 << 20);
     let mut data = Vec::new();
     zstd::stream::read::Decoder::new(body)
@@ -215,55 +215,37 @@ fn read_state(path: &Path, kind: u8) -> Result<(Header, Vec<u8>)> {
     if data.len() > limit {
         return Err(bad(path, "its data does not decompress"));
     }
-    let mut d = Dec { b: &data, at: 0 };
-    let (k, round, command, sweep) = (d.u8(), d.u32(), d.u8(), d.u64());
-    let command = match command {
-        Some(0) => Command::Aggregate,
-        Some(1) => Command::Profile,
-        _ => return Err(bad(path, "cut short or damaged")),
-    };
-    match (k, round, sweep) {
-        (Some(k), Some(round), Some(sweep)) if k == kind => Ok((Header { round, command, sweep }, data[14..].to_vec())),
-        (Some(PLAN), _, _) => Err(bad(path, "a plan where a share was expected")),
-        (Some(SHARES), _, _) => Err(bad(path, "a share where a plan was expected")),
-        _ => Err(bad(path, "cut short or damaged")),
+    match decode::<(u8, Header)>(&data) {
+        Some(((k, h), at)) if k == kind => decode_all(&data[at..]).map(|body| (h, body)).ok_or_else(|| damaged(path)),
+        Some(((PLAN, _), _)) => Err(bad(path, "a plan where a share was expected")),
+        Some(((SHARES, _), _)) => Err(bad(path, "a share where a plan was expected")),
+        _ => Err(damaged(path)),
     }
+}
+
+fn damaged(path: &Path) -> Error {
+    bad(path, "cut short or damaged")
 }
 
 impl Plan {
     /// Reads a plan `merge combine` wrote.
     pub fn read(path: &Path) -> Result<Plan> {
-        let (Header { round, command, sweep }, data) = read_state(path, PLAN)?;
-        let mut d = Dec { b: &data, at: 0 };
-        let mut fields = Vec::new();
-        let mut entries = ProfileEntries::default();
-        let mut budget = BINS;
-        let runs = (|| {
-            fields = decode_names(&mut d)?;
-            entries.pairs =
-                (0..d.len(2)?).map(|_| Some((decode_key(&mut d)?, decode_key(&mut d)?))).collect::<Option<_>>()?;
-            let flags = d.u8()?;
-            (entries.fan_out, entries.all_int) = (flags & 1 == 1, flags & 2 == 2);
-            let n = d.len(4)?;
-            let mut runs = Vec::with_capacity(n);
-            for _ in 0..n {
-                let key = decode_key(&mut d)?;
-                let names = decode_names(&mut d)?;
-                let flags = d.u8()?;
-                let lean = LeanRun::decode(&mut d, &mut budget)?;
-                if lean.counts().1.len() != names.len() {
-                    return None;
-                }
-                // A profile's runs have every field of the profile.
-                if command == Command::Profile && round > 0 && names != fields {
-                    return None;
-                }
-                runs.push(PlanRun { key, names, more: flags & 1 == 1, all_int: flags & 2 == 2, lean });
-            }
-            (d.at == d.b.len()).then_some(runs)
-        })()
-        .ok_or_else(|| bad(path, "cut short or damaged"))?;
-        Ok(Plan { round, sweep, command, fields, entries, runs, fold: Fold::default() })
+        let (Header { round, command, sweep }, (fields, entries, runs)) = read_state(path, PLAN)?;
+        let mut plan = Plan { round, sweep, command, fields, entries, runs, fold: Fold::default() };
+        match plan.restore() {
+            true => Ok(plan),
+            false => Err(damaged(path)),
+        }
+    }
+
+    /// Whether a plan read back is one the rounds could have left (see
+    /// [`LeanRun::restore`]).
+    fn restore(&mut self) -> bool {
+        // A profile's runs have every field of the profile.
+        let fields = (self.command == Command::Profile && self.round > 0).then_some(&self.fields);
+        self.runs.iter_mut().all(|r| {
+            r.lean.counts().1.len() == r.names.len() && fields.is_none_or(|f| r.names == *f) && r.lean.restore()
+        })
     }
 
     /// Reads a plan for `command`'s merge; a plan of the other command is refused.
@@ -283,22 +265,7 @@ impl Plan {
     }
 
     fn write(&self, path: &Path, read: &[&Path]) -> Result<()> {
-        let mut e = Enc(Vec::new());
-        encode_names(&self.fields, &mut e);
-        e.u64(self.entries.pairs.len() as u64);
-        for (a, b) in &self.entries.pairs {
-            encode_key(a, &mut e);
-            encode_key(b, &mut e);
-        }
-        e.u8(self.entries.fan_out as u8 | (self.entries.all_int as u8) << 1);
-        e.u64(self.runs.len() as u64);
-        for r in &self.runs {
-            encode_key(&r.key, &mut e);
-            encode_names(&r.names, &mut e);
-            e.u8(r.more as u8 | (r.all_int as u8) << 1);
-            r.lean.encode(&mut e);
-        }
-        write_state(path, PLAN, self.header(), e, read)
+        write_state(path, PLAN, self.header(), (&self.fields, &self.entries, &self.runs), read)
     }
 
     fn header(&self) -> Header {
@@ -536,63 +503,16 @@ pub(super) fn write_share_file(
     out: &Path,
     read: &[&Path],
 ) -> Result<()> {
-    let mut e = Enc(Vec::new());
-    e.u64(shares.len() as u64);
-    for s in shares {
-        encode_key(&s.key, &mut e);
-        e.i64(s.first_task);
-        encode_names(&s.names, &mut e);
-        e.u8(s.all_int as u8);
-        s.lean.encode(&mut e);
-    }
-    e.u64(infos.len() as u64);
-    for b in infos {
-        e.u64(b.pairs.len() as u64);
-        for (x, y) in &b.pairs {
-            encode_key(x, &mut e);
-            encode_key(y, &mut e);
-        }
-        e.u8(b.fan_out as u8 | (b.measured.is_some() as u8) << 1);
-        if let Some((names, all_int, rows)) = &b.measured {
-            encode_names(names, &mut e);
-            e.u8(*all_int as u8);
-            e.u64(*rows);
-        }
-    }
     let h = plan.map_or(Header { round: 0, command, sweep: 0 }, |p| Header { command, ..p.header() });
-    write_state(out, SHARES, h, e, read)
+    write_state(out, SHARES, h, (shares, infos), read)
 }
 
 fn read_shares(path: &Path) -> Result<(Header, Vec<Share>, Vec<BucketInfo>)> {
-    let (h, data) = read_state(path, SHARES)?;
-    let mut d = Dec { b: &data, at: 0 };
-    let mut budget = BINS;
-    let shares = (|| {
-        let n = d.len(4)?;
-        let mut out = Vec::with_capacity(n);
-        for _ in 0..n {
-            let key = decode_key(&mut d)?;
-            let first_task = d.i64()?;
-            let names = decode_names(&mut d)?;
-            let all_int = d.u8()? == 1;
-            let lean = LeanRun::decode(&mut d, &mut budget)?;
-            out.push(Share { key, first_task, names, all_int, lean });
-        }
-        let mut infos = Vec::new();
-        for _ in 0..d.len(9)? {
-            let pairs =
-                (0..d.len(2)?).map(|_| Some((decode_key(&mut d)?, decode_key(&mut d)?))).collect::<Option<_>>()?;
-            let flags = d.u8()?;
-            let measured = match flags & 2 {
-                0 => None,
-                _ => Some((decode_names(&mut d)?, d.u8()? == 1, d.u64()?)),
-            };
-            infos.push(BucketInfo { pairs, fan_out: flags & 1 == 1, measured });
-        }
-        (d.at == d.b.len()).then_some((out, infos))
-    })()
-    .ok_or_else(|| bad(path, "cut short or damaged"))?;
-    Ok((h, shares.0, shares.1))
+    let (h, (mut shares, infos)): (_, (Vec<Share>, _)) = read_state(path, SHARES)?;
+    match shares.iter_mut().all(|s| s.lean.restore()) {
+        true => Ok((h, shares, infos)),
+        false => Err(damaged(path)),
+    }
 }
 
 /// Adds the shares of one round (`shares`, files in bucket order) to `plan` (none for

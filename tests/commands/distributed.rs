@@ -1393,6 +1393,12 @@ fn rounds_of_shares_give_the_single_machine_bytes_and_refuse_what_does_not_fit()
     }
     let cargs = vec!["merge", "combine", "--plan", s(&counted), "--out", s(&next), s(&counted)];
     assert!(refused(&cargs, &next, "a plan as a share").contains("a plan where a share was expected"));
+    let mut older = good.clone();
+    older[15] -= 1;
+    let bad = d.join("older.share");
+    std::fs::write(&bad, &older).unwrap();
+    let cargs = vec!["merge", "combine", "--plan", s(&counted), "--out", s(&next), s(&bad)];
+    assert!(refused(&cargs, &next, "an older version").contains("written by another version of rollstat"));
     // A plan of the other command, and shares of both commands together.
     let inputs = g.join("materialized_inputs.jsonl");
     let (pplan, _) = rounds_of("profile", &d, &slices, &["--inputs", s(&inputs)], "prof", &mut rng);
