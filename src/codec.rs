@@ -1,5 +1,36 @@
-//! Little-endian lengths and values, the encoding of rollstat's slices and input
-//! slices. A leaf: it imports nothing of rollstat's, so every layer may use it.
+//! The encodings of rollstat's own files: little-endian lengths and values for the
+//! rows of slices and input slices, and bincode for serde-derived types (the merge's
+//! plans and shares, the input slices' headers). A leaf: it imports nothing of
+//! rollstat's, so every layer may use it.
+
+use serde::de::DeserializeOwned;
+use serde::Serialize;
+
+/// `value` in bincode.
+pub(crate) fn encode(value: impl Serialize) -> std::io::Result<Vec<u8>> {
+    bincode::serde::encode_to_vec(value, bincode::config::standard()).map_err(std::io::Error::other)
+}
+
+/// Decodes a `T` from the start of `data`: it and the bytes it took, or `None` for
+/// damaged data. What a length read may allocate is bounded by the length of `data`:
+/// decoding claims at most 8 bytes of memory per byte read, and the limit is the least
+/// of these above that.
+pub(crate) fn decode<T: DeserializeOwned>(data: &[u8]) -> Option<(T, usize)> {
+    fn within<T: DeserializeOwned, const N: usize>(data: &[u8]) -> Option<(T, usize)> {
+        bincode::serde::decode_from_slice(data, bincode::config::standard().with_limit::<N>()).ok()
+    }
+    match data.len().saturating_mul(8) {
+        n if n <= 1 << 24 => within::<T, { 1 << 24 }>(data),
+        n if n <= 1 << 28 => within::<T, { 1 << 28 }>(data),
+        n if n <= 1 << 32 => within::<T, { 1 << 32 }>(data),
+        _ => within::<T, { 1 << 36 }>(data),
+    }
+}
+
+/// [`decode`] of exactly all of `data`.
+pub(crate) fn decode_all<T: DeserializeOwned>(data: &[u8]) -> Option<T> {
+    decode(data).and_then(|(v, n)| (n == data.len()).then_some(v))
+}
 
 /// A writer of little-endian lengths and values.
 pub(crate) struct Enc(pub(crate) Vec<u8>);

@@ -200,13 +200,7 @@ pub fn run(a: Args) -> Result<()> {
             let (slices, inputs) = a.slices.split()?;
             let r = &a.rounds;
             if let Some(share) = &r.share_out {
-                let n = crate::workflow::distributed::merge_shares(
-                    &c,
-                    &slices,
-                    &inputs,
-                    r.plan.as_deref(),
-                    share,
-                )?;
+                let n = crate::workflow::distributed::merge_shares(&c, &slices, &inputs, r.plan.as_deref(), share)?;
                 if !common::quiet() {
                     eprintln!("Wrote {} ({n} run shares)", share.display());
                 }

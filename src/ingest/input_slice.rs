@@ -9,26 +9,28 @@
 //! same file read back, joined in line order, as the table read from the file itself.
 //!
 //! The format is private to rollstat: a fixed magic, the header's compressed length,
-//! the zstd-compressed header, then the zstd-compressed rows (little-endian).
+//! the zstd-compressed header (bincode), then the zstd-compressed rows (little-endian).
 
 use std::collections::{BTreeMap, HashMap};
 use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
 
+use serde::{Deserialize, Serialize};
+
 use super::rollouts::NONE;
 use super::InputTable;
-use crate::codec::{Dec, Enc};
+use crate::codec::Enc;
 use crate::error::{Error, Location, Result};
 
 /// The format's name and version (the last byte).
-const MAGIC: &[u8; 16] = b"rollstat-inputs\x03";
+const MAGIC: &[u8; 16] = b"rollstat-inputs\x04";
 
 /// Bytes per row in the rows frame.
 const ROW: usize = 8 + 8 + 8 + 4 + 4 + 8 + 4;
 
 /// One shard run's part in a slice: the bytes of the inputs file it read (`start..end`),
 /// how many input rows it found there in all, and how many of them the slice holds.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ShardPart {
     pub start: u64,
     pub end: u64,
@@ -37,7 +39,7 @@ pub struct ShardPart {
 }
 
 /// What an input slice says of itself before its rows.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Head {
     /// The inputs file the rows came from (absolute, as `shard` found it), and its size
     /// then: the rows' bytes are re-read from it for profile's samples.
@@ -80,32 +82,17 @@ pub fn write_input_slice(
             pairs.push((t.server[r], t.agent[r], t.line[r]));
         }
     }
-    let mut h = Enc(Vec::new());
-    h.str(&t.path.to_string_lossy());
-    h.u64(size);
-    h.u64(t.report.warnings.len() as u64);
-    for m in &t.report.warnings {
-        h.str(m);
-    }
-    h.u64(parts.len() as u64);
-    for p in parts {
-        for v in [p.start, p.end, p.rows, p.here] {
-            h.u64(v);
-        }
-    }
-    h.u64(task_width as u64);
-    h.u64(bucket as u64);
-    h.u64(rows.len() as u64);
-    h.u64(t.names.len() as u64);
-    for n in &t.names {
-        h.str(n);
-    }
-    h.u64(pairs.len() as u64);
-    for &(s, a, l) in &pairs {
-        h.u32(s);
-        h.u32(a);
-        h.u64(l);
-    }
+    let head = Head {
+        inputs: t.path.clone(),
+        size,
+        warnings: t.report.warnings.clone(),
+        parts: parts.to_vec(),
+        task_width,
+        bucket,
+        rows: rows.len() as u64,
+        names: t.names.clone(),
+        pairs,
+    };
     let mut b = Enc(Vec::with_capacity(rows.len() * ROW));
     for &r in rows {
         b.u64(t.task[r] as u64);
@@ -116,7 +103,7 @@ pub fn write_input_slice(
         b.u64(t.offset[r]);
         b.u32(t.len[r]);
     }
-    let head = zstd::bulk::compress(&h.0, 1)?;
+    let head = zstd::bulk::compress(&crate::codec::encode(&head)?, 1)?;
     w.write_all(MAGIC)?;
     w.write_all(&(head.len() as u64).to_le_bytes())?;
     w.write_all(&head)?;
@@ -163,28 +150,10 @@ fn head_of(path: &Path, f: &mut impl Read, limit: usize) -> Result<(Head, usize)
 }
 
 fn parse_head(data: &[u8]) -> Option<Head> {
-    let mut d = Dec { b: data, at: 0 };
-    let inputs = PathBuf::from(d.str()?);
-    let size = d.u64()?;
-    let warnings = (0..d.len(8)?).map(|_| d.str()).collect::<Option<Vec<_>>>()?;
-    let mut parts = Vec::new();
-    for _ in 0..d.len(32)? {
-        let (start, end, rows, here) = (d.u64()?, d.u64()?, d.u64()?, d.u64()?);
-        parts.push(ShardPart { start, end, rows, here });
-    }
-    let (task_width, bucket, rows) = (d.u64()? as i64, d.u64()? as i64, d.u64()?);
-    let names = (0..d.len(8)?).map(|_| d.str()).collect::<Option<Vec<_>>>()?;
-    let ok = |v: u32| v == NONE || (v as usize) < names.len();
-    let mut pairs = Vec::new();
-    for _ in 0..d.len(16)? {
-        let (s, a, l) = (d.u32()?, d.u32()?, d.u64()?);
-        if !ok(s) || !ok(a) {
-            return None;
-        }
-        pairs.push((s, a, l));
-    }
-    let head = Head { inputs, size, warnings, parts, task_width, bucket, rows, names, pairs };
-    (d.at == data.len() && task_width >= 1).then_some(head)
+    let head: Head = crate::codec::decode_all(data)?;
+    // Every name id a pair holds must name something of this slice.
+    let ok = |v: u32| v == NONE || (v as usize) < head.names.len();
+    (head.task_width >= 1 && head.pairs.iter().all(|&(s, a, _)| ok(s) && ok(a))).then_some(head)
 }
 
 /// Reads an input slice as a table of its rows (named after the inputs file).

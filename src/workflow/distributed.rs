@@ -8,10 +8,10 @@
 use std::path::{Path, PathBuf};
 
 use super::aggregate::{aggregate_table, AggregateConfig, AggregateRun};
-use super::merge_profile::merge_profile_streamed;
-use super::merge_buckets::{MergeInputs, Sweep};
-use super::merge_rounds::{write_share_file, Command, Plan};
 use super::merge_aggregate::{merge_aggregate_streamed, BucketShares};
+use super::merge_buckets::{MergeInputs, Sweep};
+use super::merge_profile::merge_profile_streamed;
+use super::merge_rounds::{write_share_file, Command, Plan};
 use super::profile::{check_inputs, profile_paths, profile_table, ProfileConfig, ProfileRun};
 use super::{check_runs, report_read_warnings};
 use crate::error::{Error, Location, Result};

@@ -17,10 +17,7 @@ use std::sync::Arc;
 
 use super::aggregate::{AggregateConfig, AggregateRun};
 use super::merge_buckets::{BucketRuns, MergeInputs, RunChecks, Step, Sweep, ORPHAN};
-use super::merge_rounds::{
-    absorb_own, counting_share, round_share, settle, BucketInfo, Command, Plan,
-    Share,
-};
+use super::merge_rounds::{absorb_own, counting_share, round_share, settle, BucketInfo, Command, Plan, Share};
 use crate::error::{Error, Result};
 use crate::export::atomic::OutputSet;
 use crate::export::tasks::{close_array, write_aggregate_with, write_task_entries, StreamError};

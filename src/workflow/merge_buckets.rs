@@ -21,7 +21,10 @@ use crate::ingest::{InputTable, LineMap, RolloutTable};
 #[allow(clippy::large_enum_variant)] // one per merge
 pub(super) enum MergeInputs {
     /// The file; `by_task` orders its rows by task when they are not (stable).
-    File { t: InputTable, by_task: Option<Vec<usize>> },
+    File {
+        t: InputTable,
+        by_task: Option<Vec<usize>>,
+    },
     Sliced(SlicedInputs),
 }
 

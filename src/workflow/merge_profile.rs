@@ -15,11 +15,9 @@ use std::collections::{BTreeMap, HashMap, HashSet};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use super::merge_rounds::{
-    absorb_own, counting_share, round_share, settle, BucketInfo, Command, Plan, Share,
-};
-use super::merge_buckets::{MergeInputs, RunChecks, Step, Sweep};
 use super::merge_aggregate::{round_here, BucketShares};
+use super::merge_buckets::{MergeInputs, RunChecks, Step, Sweep};
+use super::merge_rounds::{absorb_own, counting_share, round_share, settle, BucketInfo, Command, Plan, Share};
 use super::profile::ProfileConfig;
 use crate::error::{Error, Result};
 use crate::export::atomic::OutputSet;
@@ -32,7 +30,7 @@ use crate::json::Json;
 use crate::metrics::levels::{distinct, finish_repeats, Profiled, StatKeys};
 use crate::metrics::profile::{
     assemble_levels, completion_summary, coverage_counts, expected_per_group, index_by_key, inputs_fan_out, match_keys,
-    measured_inputs, unmatched_error, unnamed_input, with_coverage, CompletionSummary,
+    measured_inputs, unmatched_error, unnamed_input, with_coverage, CompletionSummary, Matched,
 };
 use crate::metrics::tasks::{info_specs, quoted_names, Samples, TaskSpec};
 use crate::metrics::warnings::Warnings;
@@ -75,25 +73,15 @@ impl Gather {
         if !t.is_empty() {
             self.checks.visit(t, inp);
         }
-        let rows_idx =
-            match index_by_key(&inp.task, &inp.rollout, &inp.line, "materialized input", &LineMap::single(&inp.path)) {
-                Ok(v) => v,
-                Err(e) => {
-                    self.input_dup.get_or_insert(e);
-                    return Ok(());
-                }
-            };
-        let res_idx = match index_by_key(&t.task, &t.rollout, &t.line, "result", &t.lines) {
-            Ok(v) => v,
-            Err(e) => {
-                self.result_dup.get_or_insert(e);
+        let Joined { rows_idx, m, measured, pairs } = match join_bucket(t, inp) {
+            Ok(j) if self.input_dup.is_none() && self.result_dup.is_none() => j,
+            Ok(_) => return Ok(()),
+            Err((input, e)) => {
+                let dup = if input { &mut self.input_dup } else { &mut self.result_dup };
+                dup.get_or_insert(e);
                 return Ok(());
             }
         };
-        if self.input_dup.is_some() || self.result_dup.is_some() {
-            return Ok(());
-        }
-        let m = match_keys(&rows_idx, &res_idx);
         self.extra += m.extra.len();
         self.missing += m.missing.len();
         for (all, first) in [(&m.extra, &mut self.first_extra), (&m.missing, &mut self.first_missing)] {
@@ -114,8 +102,6 @@ impl Gather {
                 }
             }
         }
-        let measured = measured_inputs(t, inp.len(), &rows_idx, &m.matched);
-        let pairs: Vec<(usize, usize)> = m.matched.iter().copied().filter(|&(_, r)| !t.masked[r]).collect();
         let (info, shares) = counting_shares(t, inp, &measured, &pairs);
         let shares = match shares {
             Ok(shares) if self.unnamed.is_none() => shares,
@@ -207,21 +193,25 @@ fn counting_shares(
     (info, Ok(shares))
 }
 
-/// A bucket joined to its input rows once the first pass found nothing wrong.
+/// A bucket joined to its input rows by rollout key, as the profile joins them.
 struct Joined {
+    rows_idx: Vec<((i64, i64), usize)>,
+    m: Matched,
     /// The measured input rows, in key order.
     measured: Vec<usize>,
     /// (input row, result row) of the measured rollouts, in key order.
     pairs: Vec<(usize, usize)>,
 }
 
-fn join_bucket(t: &RolloutTable, inp: &InputTable) -> Result<Joined> {
-    let rows_idx = index_by_key(&inp.task, &inp.rollout, &inp.line, "materialized input", &LineMap::single(&inp.path))?;
-    let res_idx = index_by_key(&t.task, &t.rollout, &t.line, "result", &t.lines)?;
+/// [`Joined`], or a key found twice: among the input rows (`true`) or the results.
+fn join_bucket(t: &RolloutTable, inp: &InputTable) -> std::result::Result<Joined, (bool, Error)> {
+    let rows_idx = index_by_key(&inp.task, &inp.rollout, &inp.line, "materialized input", &LineMap::single(&inp.path))
+        .map_err(|e| (true, e))?;
+    let res_idx = index_by_key(&t.task, &t.rollout, &t.line, "result", &t.lines).map_err(|e| (false, e))?;
     let m = match_keys(&rows_idx, &res_idx);
     let measured = measured_inputs(t, inp.len(), &rows_idx, &m.matched);
-    let pairs = m.matched.into_iter().filter(|&(_, r)| !t.masked[r]).collect();
-    Ok(Joined { measured, pairs })
+    let pairs = m.matched.iter().copied().filter(|&(_, r)| !t.masked[r]).collect();
+    Ok(Joined { rows_idx, m, measured, pairs })
 }
 
 /// `merge profile`'s shares: a bucket joined to its input rows as the profile joins
@@ -235,7 +225,7 @@ impl BucketShares for ProfileShares {
         let (t, slice) = (&s.t, s.slice);
         let Some(inp) = s.inputs.as_ref().filter(|_| !t.is_empty()) else { return Ok(Default::default()) };
         // A bucket the merge refuses (a key twice) has no share; the merge says why.
-        let Ok(Joined { measured, pairs }) = join_bucket(t, inp) else { return Ok(Default::default()) };
+        let Ok(Joined { measured, pairs, .. }) = join_bucket(t, inp) else { return Ok(Default::default()) };
         let Some(plan) = plan else {
             let (info, s) = counting_shares(t, inp, &measured, &pairs);
             // A rollout whose input row names no agent, which the merge refuses: no share.
@@ -380,7 +370,7 @@ pub(super) fn merge_profile_streamed(
         if t.is_empty() {
             return Ok(());
         }
-        let Joined { measured, pairs } = join_bucket(t, inp)?;
+        let Joined { measured, pairs, .. } = join_bucket(t, inp).map_err(|(_, e)| e)?;
         started |= write_bucket_entries(t, inp, (&measured, &pairs), what, &label_by_key, started, &mut w)
             .map_err(|e: StreamError| e.at(&paths[0]))?;
         Ok(())

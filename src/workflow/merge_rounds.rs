@@ -20,7 +20,7 @@
 //! level of the tree and at most 254 loose values per column; a counting share keeps
 //! up to 4,096 values per column before it counts them in bins, and a selecting one
 //! the values of the bins it gathers (at most 65,536 per bin searched). Every share,
-//! plan and file of task entries after the counting round carries a digest of what that
+//! and plan after the counting round carries a digest of what that
 //! round counted, so pieces of different rounds of rows never mix, and the final merge
 //! checks the plan against what its own counting finds.
 
@@ -31,6 +31,7 @@ use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 
 use super::merge_lean::{mix, LeanRun};
+use crate::codec::{decode, decode_all, encode};
 use crate::error::{Error, Location, Result};
 use crate::export::atomic::OutputSet;
 use crate::ingest::fields::resolve_fields;
@@ -161,37 +162,11 @@ fn packed(data: &[u8], level: i32) -> std::io::Result<Vec<u8>> {
     c.compress(data)
 }
 
-/// `value` in bincode, for a state file at `path`.
-fn encode(value: impl Serialize, path: &Path) -> Result<Vec<u8>> {
-    bincode::serde::encode_to_vec(value, bincode::config::standard())
-        .map_err(|e| Error::write(path, std::io::Error::other(e)))
-}
-
-/// Decodes a `T` from the start of `data`: it and the bytes it took, or `None` for
-/// damaged data. What a length read may allocate is bounded by the length of `data`:
-/// decoding claims at most 8 bytes of memory per byte read, and the limit is the least
-/// of these above that.
-fn decode<T: DeserializeOwned>(data: &[u8]) -> Option<(T, usize)> {
-    fn within<T: DeserializeOwned, const N: usize>(data: &[u8]) -> Option<(T, usize)> {
-        bincode::serde::decode_from_slice(data, bincode::config::standard().with_limit::<N>()).ok()
-    }
-    match data.len().saturating_mul(8) {
-        n if n <= 1 << 24 => within::<T, { 1 << 24 }>(data),
-        n if n <= 1 << 28 => within::<T, { 1 << 28 }>(data),
-        n if n <= 1 << 32 => within::<T, { 1 << 32 }>(data),
-        _ => within::<T, { 1 << 36 }>(data),
-    }
-}
-
-/// [`decode`] of exactly all of `data`.
-fn decode_all<T: DeserializeOwned>(data: &[u8]) -> Option<T> {
-    decode(data).and_then(|(v, n)| (n == data.len()).then_some(v))
-}
-
 /// Writes a state file atomically, never over one of `read`.
 fn write_state(path: &Path, kind: u8, h: Header, body: impl Serialize, read: &[&Path]) -> Result<()> {
     let mut bytes = MAGIC.to_vec();
-    bytes.extend_from_slice(&packed(&encode((kind, h, body), path)?, 3).map_err(|e| Error::write(path, e))?);
+    let data = encode((kind, h, body)).and_then(|d| packed(&d, 3)).map_err(|e| Error::write(path, e))?;
+    bytes.extend_from_slice(&data);
     let mut out = OutputSet::new(read);
     out.add(path, &bytes)?;
     out.commit()?;
