@@ -22,7 +22,7 @@ pub const SEP: u32 = u32::MAX;
 pub const NONE: u32 = u32::MAX;
 
 /// All rollouts of one file, sorted by (`_ng_task_index`, `_ng_rollout_index`, line).
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, Default)]
 pub struct RolloutTable {
     /// The rollouts file (the first, when the table was read from several).
     pub path: PathBuf,

@@ -11,7 +11,7 @@
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
-use super::lines::{LineMap, ReadReport};
+use super::lines::LineMap;
 use super::rollouts::{sort_order, NONE, SEP};
 use super::table::{tag, Column, Interner, Source};
 use super::RolloutTable;
@@ -328,16 +328,11 @@ fn decode(path: &Path, bytes: &[u8]) -> Result<Slice> {
 /// its data is read (real slices hold about 10 bytes per byte).
 const MAX_RATIO: usize = 256;
 
-/// A slice's header: the rollouts files its rows came from, and whether any row had a
-/// `response`. The row count follows it.
-fn header(d: &mut Dec<'_>) -> Option<(Vec<PathBuf>, bool)> {
-    let files = (0..d.len(8)?).map(|_| d.str().map(PathBuf::from)).collect::<Option<Vec<_>>>()?;
-    Some((files, d.u8()? == 1))
-}
-
 fn parse(data: &[u8]) -> Option<Slice> {
     let mut d = Dec { b: data, at: 0 };
-    let (files, has_response) = header(&mut d)?;
+    // The rollouts files its rows came from, and whether any row had a `response`.
+    let files = (0..d.len(8)?).map(|_| d.str().map(PathBuf::from)).collect::<Option<Vec<_>>>()?;
+    let has_response = d.u8()? == 1;
     let n = d.len(45)?;
     let mut rows = Vec::with_capacity(n);
     for _ in 0..n {
@@ -404,26 +399,7 @@ fn parse(data: &[u8]) -> Option<Slice> {
 impl RolloutTable {
     /// A table without rows, read from the files of `lines`.
     pub fn empty(lines: LineMap) -> RolloutTable {
-        RolloutTable {
-            path: lines.files().first().cloned().unwrap_or_default(),
-            lines,
-            task: Vec::new(),
-            rollout: Vec::new(),
-            line: Vec::new(),
-            masked: Vec::new(),
-            agent: Vec::new(),
-            server: Vec::new(),
-            names: Vec::new(),
-            perf: Vec::new(),
-            fingerprint: Vec::new(),
-            columns: Vec::new(),
-            order: Vec::new(),
-            orders: Vec::new(),
-            has_response: false,
-            evidence: Vec::new(),
-            cut_off: Vec::new(),
-            report: ReadReport::default(),
-        }
+        RolloutTable { path: lines.files().first().cloned().unwrap_or_default(), lines, ..Default::default() }
     }
 
     /// Puts row `perm[i]` at row `i`.

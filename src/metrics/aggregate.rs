@@ -113,14 +113,24 @@ pub struct AggEntry<'a> {
 impl AggEntry<'_> {
     /// The run label.
     pub fn label(&self) -> &str {
-        match self.head.first().map(|(_, v)| v.get("name")) {
-            Some(Some(Json::Str(s))) => s,
-            _ => "",
-        }
+        head_label(&self.head)
     }
     pub fn member(&self, k: &str) -> Option<&Json> {
-        self.head.iter().find(|(kk, _)| &**kk == k).map(|(_, v)| v)
+        head_member(&self.head, k)
     }
+}
+
+/// The run label an entry's `head` names.
+pub fn head_label(head: &Members) -> &str {
+    match head.first().map(|(_, v)| v.get("name")) {
+        Some(Some(Json::Str(s))) => s,
+        _ => "",
+    }
+}
+
+/// Member `k` of an entry's `head`.
+pub fn head_member<'a>(head: &'a Members, k: &str) -> Option<&'a Json> {
+    head.iter().find(|(kk, _)| &**kk == k).map(|(_, v)| v)
 }
 
 /// What every entry's task spec shares: how each key order writes `rollout_infos`, and

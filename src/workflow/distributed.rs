@@ -1,9 +1,10 @@
 //! Sweeps split over many machines: `shard` reads one rollouts file and saves its rows
 //! by bucket of tasks (bucket = ⌊task / width⌋) as slices; `join` joins one bucket's
-//! slices from every file; `merge` reads the buckets back as one table and runs the
-//! single-machine aggregate or profile on it. The table merge builds equals the one
-//! read from the files concatenated (in the order the slices are given), so the
-//! artifacts are the same bytes.
+//! slices from every file; `merge` gives the artifacts of the files concatenated (in the
+//! order the slices are given), byte for byte. One rule, applied before any slice is
+//! read, picks how: bucket by bucket (`merge_aggregate`, `merge_profile`, their
+//! statistics settled in rounds run here or as cluster tasks, `merge_rounds`), or the
+//! slices read back as one table for the single-machine code.
 
 use std::path::{Path, PathBuf};
 

@@ -25,7 +25,7 @@ use crate::ingest::fields::resolve_fields;
 use crate::ingest::labels::{label_runs, named, run_key};
 use crate::ingest::{LineMap, RolloutTable};
 use crate::json::{Json, Members};
-use crate::metrics::aggregate::{head_from_levels, task_spec, AggregateOptions, Shared};
+use crate::metrics::aggregate::{head_from_levels, head_label, head_member, task_spec, AggregateOptions, Shared};
 use crate::metrics::levels::{Profiled, StatKeys};
 use crate::metrics::perf::PerfValues;
 use crate::metrics::profile::{coverage_members, duplicate_key};
@@ -34,6 +34,7 @@ use crate::metrics::warnings::Warnings;
 use crate::trace::trace;
 
 /// What one run gathers over the buckets besides its statistics' state.
+#[derive(Default)]
 struct Run {
     /// Run key; `None` for the rollouts nothing names (they go to `--agent`).
     key: Option<String>,
@@ -54,18 +55,7 @@ struct Run {
 
 impl Run {
     fn new(key: Option<String>, key_is_server: bool) -> Run {
-        Run {
-            key,
-            key_is_server,
-            rows: 0,
-            masked: 0,
-            tasks_measured: 0,
-            tasks_all: 0,
-            repeats: BTreeSet::new(),
-            perf: PerfValues::default(),
-            duplicate: None,
-            scored: 0,
-        }
+        Run { key, key_is_server, ..Default::default() }
     }
 
     /// Adds this bucket's rows of the run (table rows of `t`, in table order); its
@@ -274,12 +264,7 @@ pub(super) fn merge_aggregate_streamed(
     let key_metrics = entries
         .iter()
         .map(|Entry { head, .. }| {
-            let label = match head.first().and_then(|(_, v)| v.get("name")) {
-                Some(Json::Str(s)) => s.clone(),
-                _ => String::new(),
-            };
-            let km = head.iter().find(|(k, _)| &**k == "key_metrics").map(|(_, v)| v.clone()).unwrap_or(Json::obj());
-            (label, km)
+            (head_label(head).to_string(), head_member(head, "key_metrics").cloned().unwrap_or(Json::obj()))
         })
         .collect();
     let run = AggregateRun { file: Some(path.to_path_buf()), key_metrics, warnings: warn, ..AggregateRun::nothing() };

@@ -71,7 +71,7 @@ impl MergeInputs {
             MergeInputs::Sliced(s) => return s.cut(after, upto),
             MergeInputs::File { t, by_task } => (t, by_task),
         };
-        let task_at = |k: usize| by_task.as_ref().map_or(t.task[k], |o| t.task[o[k]]);
+        let task_at = |k: usize| task_at(t, by_task, k);
         let (lo, hi) = self.positions(after, upto);
         let mut out = Vec::new();
         let mut start = lo;
@@ -91,13 +91,12 @@ impl MergeInputs {
     /// For the file: the positions (in task order) of the tasks after `after` up to `upto`.
     fn positions(&self, after: Option<i64>, upto: Option<i64>) -> (usize, usize) {
         let MergeInputs::File { t, by_task } = self else { return (0, 0) };
-        let task_at = |k: usize| by_task.as_ref().map_or(t.task[k], |o| t.task[o[k]]);
         // The first position whose task is above `x`.
         let above = |x: i64| {
             let (mut lo, mut hi) = (0, t.len());
             while lo < hi {
                 let mid = lo + (hi - lo) / 2;
-                if task_at(mid) <= x {
+                if task_at(t, by_task, mid) <= x {
                     lo = mid + 1;
                 } else {
                     hi = mid;
@@ -128,6 +127,12 @@ impl MergeInputs {
             }
         }
     }
+}
+
+/// The task of the `k`-th input row in task order (`by_task`: the order, when the rows
+/// are not in it).
+fn task_at(t: &InputTable, by_task: &Option<Vec<usize>>, k: usize) -> i64 {
+    by_task.as_ref().map_or(t.task[k], |o| t.task[o[k]])
 }
 
 /// One step of a pass: a bucket of rollouts read from `slice` (or none, for input rows

@@ -354,7 +354,7 @@ pub(super) fn merge_profile_streamed(
     let plan = settle(plan, given, |plan| round_here(&ProfileShares, plan, sweep))?;
     // Labels, settled over the whole sweep, and each run key's.
     let labels = labels_for(plan.entries.pairs.iter().map(|(s, a)| (s.as_deref(), a.as_deref())));
-    let keys: Vec<&str> = plan.runs().map(|r| r.key.as_deref().unwrap_or_default()).collect();
+    let keys: Vec<&str> = plan.runs.iter().map(|r| r.key.as_deref().unwrap_or_default()).collect();
     let label_of_key: Vec<&str> = keys.iter().map(|&k| labels.get(k).map_or(k, String::as_str)).collect();
     let t0 = std::time::Instant::now();
     let (agents, repeats) = profile_levels(&plan, &label_of_key, &g.run_tasks, cov, &mut warnings);
@@ -363,7 +363,7 @@ pub(super) fn merge_profile_streamed(
     let t0 = std::time::Instant::now();
     let label_by_key: HashMap<&str, &str> = keys.iter().copied().zip(label_of_key.iter().copied()).collect();
     let mut w = out.create(&paths[0])?;
-    let what = (plan.fields(), plan.entries.all_int, plan.entries.fan_out);
+    let what = (plan.fields.as_slice(), plan.entries.all_int, plan.entries.fan_out);
     let mut started = false;
     sweep.each_step(false, |s| -> Result<()> {
         let (t, inp) = (&s.t, step_inputs(s));
@@ -403,8 +403,8 @@ fn profile_levels(
     names.dedup();
     let labels_sorted: Vec<String> = names.iter().map(|s| s.to_string()).collect();
     let rank = |l: &str| names.binary_search(&l).expect("a label of the list") as u32;
-    let keys = StatKeys::of_names(plan.fields().iter().map(String::as_str));
-    let runs: Vec<_> = plan.runs().collect();
+    let keys = StatKeys::of_names(plan.fields.iter().map(String::as_str));
+    let runs = &plan.runs;
     let mut by_rank: Vec<usize> = (0..runs.len()).collect();
     by_rank.sort_by_key(|&k| rank(label_of_key[k]));
     let agent_stats = by_rank.iter().map(|&k| runs[k].lean.agent_members(&keys, plan.entries.all_int)).collect();
@@ -412,7 +412,7 @@ fn profile_levels(
         .iter()
         .flat_map(|&k| {
             let tasks = run_tasks.get(runs[k].key.as_deref().unwrap_or_default()).copied().unwrap_or(0);
-            runs[k].lean.raw_repeat_entries(rank(label_of_key[k]), label_of_key[k], plan.fields(), tasks)
+            runs[k].lean.raw_repeat_entries(rank(label_of_key[k]), label_of_key[k], &plan.fields, tasks)
         })
         .collect();
     let mut repeat_warnings = Warnings::default();

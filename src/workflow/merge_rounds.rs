@@ -70,11 +70,12 @@ pub struct Plan {
     sweep: u64,
     command: Command,
     /// `profile`: the fields of every run, in the sweep's order of first appearance.
-    fields: Vec<String>,
+    pub(super) fields: Vec<String>,
     /// `profile`: what its task entries need, settled over the sweep's buckets as the
     /// merge settles it.
     pub(super) entries: ProfileEntries,
-    runs: Vec<PlanRun>,
+    /// The runs, in the order the counting round first saw them.
+    pub(super) runs: Vec<PlanRun>,
     /// Within a round: what the shares absorbed so far settled (not written).
     fold: Fold,
 }
@@ -255,28 +256,6 @@ impl Plan {
     /// The state of run `key` (`None` when it has no scored rollout).
     pub(super) fn run(&self, key: &Option<String>) -> Option<&PlanRun> {
         self.runs.iter().find(|r| &r.key == key)
-    }
-
-    /// The state of run `key`, found in bucket `slice`: refused when the plan has none
-    /// (it was combined from other slices).
-    pub(super) fn run_in(&self, key: &Option<String>, slice: &Path) -> Result<&PlanRun> {
-        self.run(key).ok_or_else(|| {
-            Error::Mismatch(format!(
-                "{}: run {} is not in the plan: give the plan combined from the shares of these slices",
-                slice.display(),
-                key.as_deref().unwrap_or("(unnamed)")
-            ))
-        })
-    }
-
-    /// `profile`: every run's fields.
-    pub(super) fn fields(&self) -> &[String] {
-        &self.fields
-    }
-
-    /// The runs, in the order the counting round first saw them.
-    pub(super) fn runs(&self) -> impl Iterator<Item = &PlanRun> {
-        self.runs.iter()
     }
 
     /// Checks this finished plan against `counted`, the state the final merge's own
@@ -555,7 +534,8 @@ pub(super) fn counting_share(key: Option<String>, one: &Profiled<'_>) -> Share {
 }
 
 /// A later round's share of run `key`'s scored rollouts `rows` of bucket `t` (read from
-/// `slice`), from the plan's state of the run: none when the run needs no more rounds.
+/// `slice`), from the plan's state of the run: none when the run needs no more rounds;
+/// refused when the plan has no such run (it was combined from other slices).
 pub(super) fn round_share(
     plan: &Plan,
     key: &Option<String>,
@@ -563,7 +543,13 @@ pub(super) fn round_share(
     rows: &[usize],
     slice: &Path,
 ) -> Result<Option<Share>> {
-    let r = plan.run_in(key, slice)?;
+    let r = plan.run(key).ok_or_else(|| {
+        let run = key.as_deref().unwrap_or("(unnamed)");
+        Error::Mismatch(format!(
+            "{}: run {run} is not in the plan: give the plan combined from the shares of these slices",
+            slice.display()
+        ))
+    })?;
     if !r.more || rows.is_empty() {
         return Ok(None);
     }
