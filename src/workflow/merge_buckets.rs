@@ -245,7 +245,7 @@ impl Sweep<'_> {
 /// Calls `each` on the items of an iterator in order, each drawn on a thread of its own
 /// one item ahead, so reading the next slice overlaps working on this one (at most two
 /// are held). `each` returning `Ok(false)` stops the loop.
-pub(super) fn prefetched<T: Send, E>(
+fn prefetched<T: Send, E>(
     items: impl Iterator<Item = T> + Send,
     mut each: impl FnMut(T) -> std::result::Result<bool, E>,
 ) -> std::result::Result<bool, E> {
