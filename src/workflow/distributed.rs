@@ -603,15 +603,9 @@ pub fn merge_profile(
         let inputs = bucket_inputs(given, opened.take())?.expect("a profile has inputs");
         let mut pending = inputs.read_warnings();
         let given = plan.is_some();
-        let r = merge_profile_streamed(c, slices, &inputs, &mut out, &paths, plan.take(), &mut pending)?;
-        let run = ProfileRun {
-            files: out.commit()?,
-            summary: r.summary,
-            agents: r.agents,
-            warnings: r.warnings,
-            failures: None,
-            lake: None,
-        };
-        Ok((run, Merged::Buckets { buckets: slices.len(), rounds: r.rounds, given }))
+        let (mut run, rounds) =
+            merge_profile_streamed(c, slices, &inputs, &mut out, &paths, plan.take(), &mut pending)?;
+        run.files = out.commit()?;
+        Ok((run, Merged::Buckets { buckets: slices.len(), rounds, given }))
     })
 }

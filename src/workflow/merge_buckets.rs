@@ -153,44 +153,41 @@ struct Steps<'a> {
     sweep: Sweep<'a>,
     lines: LineMap,
     gaps: bool,
+    /// The next slice to read (one past the last once the tasks after it are cut).
     next: usize,
     last: Option<i64>,
     pending: VecDeque<(Option<i64>, Option<i64>)>,
-    ready: Option<Step<'a>>,
-    done: bool,
+    ready: Option<Result<Step<'a>>>,
 }
 
 impl<'a> Iterator for Steps<'a> {
     type Item = Result<Step<'a>>;
 
+    /// The next step; after an error the caller stops (reading on is harmless).
     fn next(&mut self) -> Option<Result<Step<'a>>> {
+        let Sweep { slices, name, inputs } = self.sweep;
         loop {
-            let Sweep { slices, name, inputs } = self.sweep;
             if let (Some((a, b)), Some(inp)) = (self.pending.pop_front(), inputs) {
                 let t = RolloutTable::empty(self.lines.clone());
                 return Some(inp.range(a, b).map(|inp| Step { t, inputs: Some(inp), slice: name }));
             }
             if let Some(s) = self.ready.take() {
-                return Some(Ok(s));
+                return Some(s);
             }
-            if self.done {
-                return None;
-            }
-            if self.next == slices.len() {
-                self.done = true;
-                if let (true, Some(inp)) = (self.gaps, inputs) {
-                    self.pending.extend(inp.cut(self.last, None));
+            let Some(slice) = slices.get(self.next) else {
+                // Past the last bucket: the tasks after it, once.
+                let after = (self.next == slices.len() && self.gaps).then_some(inputs).flatten();
+                self.pending.extend(after.map(|inp| inp.cut(self.last, None)).unwrap_or_default());
+                self.next = slices.len() + 1;
+                if self.pending.is_empty() {
+                    return None;
                 }
                 continue;
-            }
-            let slice = &slices[self.next];
+            };
             self.next += 1;
             let t = match read_bucket(slice, name, &mut self.lines) {
                 Ok(t) => t,
-                Err(e) => {
-                    self.done = true;
-                    return Some(Err(e));
-                }
+                Err(e) => return Some(Err(e)),
             };
             let (Some(&first), Some(&last)) = (t.task.first(), t.task.last()) else { continue };
             // The tasks before this bucket's first that no bucket holds.
@@ -199,13 +196,8 @@ impl<'a> Iterator for Steps<'a> {
                 self.pending.extend(inp.cut(self.last, before));
             }
             self.last = Some(last);
-            match inputs.map(|inp| inp.range(before, Some(last))).transpose() {
-                Ok(inputs) => self.ready = Some(Step { t, inputs, slice }),
-                Err(e) => {
-                    self.done = true;
-                    return Some(Err(e));
-                }
-            }
+            let inputs = inputs.map(|inp| inp.range(before, Some(last))).transpose();
+            self.ready = Some(inputs.map(|inputs| Step { t, inputs, slice }));
         }
     }
 }
@@ -236,7 +228,6 @@ impl Sweep<'_> {
             last: None,
             pending: VecDeque::new(),
             ready: None,
-            done: false,
         };
         prefetched(steps, |s| each(&s.map_err(E::from)?).map(|()| true)).map(|_| ())
     }

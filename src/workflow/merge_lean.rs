@@ -476,12 +476,16 @@ impl LeanRun {
     /// could have left; it then has the sums its pass adds to, which are not written.
     pub(crate) fn restore(&mut self) -> bool {
         let (width, pass) = (self.fields.len(), self.pass);
-        // A repeat has every field of its run, or none (a run of one repeat).
-        if self.repeats.values().any(|r| !r.fields.is_empty() && r.fields.len() != width) {
+        // A repeat has every field of its run, or none (a run of one repeat); buckets
+        // are looked up by first task, in increasing order.
+        let increasing = |s: &[(i64, u64, u64)]| s.windows(2).all(|w| w[0].0 < w[1].0);
+        if self.repeats.values().any(|r| !r.fields.is_empty() && r.fields.len() != width)
+            || !increasing(&self.bucket_rows)
+        {
             return false;
         }
         for c in self.columns_mut() {
-            if !c.select.valid() {
+            if !c.select.valid() || !increasing(&c.starts) {
                 return false;
             }
             c.open_sums(pass);
@@ -613,4 +617,23 @@ impl LeanRun {
 /// Mixes `x` into the digest `h` (FNV-1a over 64-bit words).
 pub(super) fn mix(h: u64, x: u64) -> u64 {
     (h ^ x).wrapping_mul(0x0000_0100_0000_01B3)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{Column, LeanRun};
+
+    #[test]
+    fn a_state_whose_buckets_are_not_in_task_order_is_refused() {
+        let mut l = LeanRun { bucket_rows: vec![(5, 0, 2), (3, 2, 2)], ..Default::default() };
+        assert!(!l.restore(), "buckets out of order");
+        l.bucket_rows.swap(0, 1);
+        assert!(l.restore());
+        let mut c = Column::new();
+        c.starts = vec![(3, 0, 1), (3, 1, 1)];
+        l.fields.push(c);
+        assert!(!l.restore(), "a column's bucket twice");
+        l.fields[0].starts.pop();
+        assert!(l.restore());
+    }
 }

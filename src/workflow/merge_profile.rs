@@ -18,7 +18,7 @@ use std::sync::Arc;
 use super::merge_aggregate::{round_here, BucketShares};
 use super::merge_buckets::{MergeInputs, RunChecks, Step, Sweep};
 use super::merge_rounds::{absorb_own, counting_share, round_share, settle, BucketInfo, Command, Plan, Share};
-use super::profile::ProfileConfig;
+use super::profile::{ProfileConfig, ProfileRun};
 use crate::error::{Error, Result};
 use crate::export::atomic::OutputSet;
 use crate::export::nemo_gym::compact_array;
@@ -35,15 +35,6 @@ use crate::metrics::profile::{
 use crate::metrics::tasks::{info_specs, quoted_names, Samples, TaskSpec};
 use crate::metrics::warnings::Warnings;
 use crate::trace::trace;
-
-/// What the merge hands back for the run's summary.
-pub(super) struct MergedProfile {
-    pub summary: CompletionSummary,
-    pub agents: Vec<Json>,
-    pub warnings: Warnings,
-    /// Rounds the statistics took, the counting round included.
-    pub rounds: u32,
-}
 
 /// What the first pass gathers besides the statistics' counting round.
 #[derive(Default)]
@@ -314,9 +305,10 @@ fn add_summary(to: &mut CompletionSummary, s: &CompletionSummary) {
     to.masked_rollout_rows += s.masked_rollout_rows;
 }
 
-/// `merge profile` bucket by bucket, staging the three artifacts `paths` in `out`. The
-/// statistics come from rounds over the buckets run here, or from `given`, a finished
-/// plan of rounds run elsewhere.
+/// `merge profile` bucket by bucket, staging the three artifacts `paths` in `out` (the
+/// run's files are named once they are committed), with the rounds its statistics took.
+/// They come from rounds over the buckets run here, or from `given`, a finished plan of
+/// rounds run elsewhere.
 pub(super) fn merge_profile_streamed(
     c: &ProfileConfig,
     slices: &[PathBuf],
@@ -325,7 +317,7 @@ pub(super) fn merge_profile_streamed(
     paths: &[PathBuf; 3],
     given: Option<Plan>,
     pending: &mut Vec<String>,
-) -> Result<MergedProfile> {
+) -> Result<(ProfileRun, u32)> {
     let sweep = Sweep { slices, name: &c.rollouts[0], inputs: Some(inputs) };
     let t0 = std::time::Instant::now();
     let mut g = Gather::default();
@@ -349,7 +341,7 @@ pub(super) fn merge_profile_streamed(
         out.add(&paths[0], b"")?;
         out.add(&paths[1], &compact_array(&agents))?;
         out.add(&paths[2], &compact_array(&[]))?;
-        return Ok(MergedProfile { summary, agents, warnings, rounds: 1 });
+        return Ok((ProfileRun { summary, agents, warnings, files: Vec::new(), failures: None, lake: None }, 1));
     }
     let plan = settle(plan, given, |plan| round_here(&ProfileShares, plan, sweep))?;
     // Labels, settled over the whole sweep, and each run key's.
@@ -385,7 +377,7 @@ pub(super) fn merge_profile_streamed(
     trace("merge: task entries + write", t0);
     out.add(&paths[1], &compact_array(&agents))?;
     out.add(&paths[2], &compact_array(&repeats))?;
-    Ok(MergedProfile { summary, agents, warnings, rounds: plan.round })
+    Ok((ProfileRun { summary, agents, warnings, files: Vec::new(), failures: None, lake: None }, plan.round))
 }
 
 /// The agent and repeat levels of a profile from its finished plan: each label's from

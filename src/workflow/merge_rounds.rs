@@ -19,10 +19,10 @@
 //! zstd-compressed with a checksum). A summing share holds a few numbers per column and
 //! level of the tree and at most 254 loose values per column; a counting share keeps
 //! up to 4,096 values per column before it counts them in bins, and a selecting one
-//! the values of the bins it gathers (at most 65,536 per bin searched). Every share,
-//! and plan after the counting round carries a digest of what that
-//! round counted, so pieces of different rounds of rows never mix, and the final merge
-//! checks the plan against what its own counting finds.
+//! the values of the bins it gathers (at most 65,536 per bin searched). Every share and
+//! plan after the counting round carries a digest of what that round counted, so pieces
+//! of different rounds of rows never mix, and the final merge checks the plan against
+//! what its own counting finds.
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
