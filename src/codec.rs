@@ -12,9 +12,10 @@ pub(crate) fn encode(value: impl Serialize) -> std::io::Result<Vec<u8>> {
 }
 
 /// Decodes a `T` from the start of `data`: it and the bytes it took, or `None` for
-/// damaged data. What a length read may allocate is bounded by the length of `data`:
-/// decoding claims at most 8 bytes of memory per byte read, and the limit is the least
-/// of these above that.
+/// damaged data. A damaged length cannot allocate much more than `data` holds: a
+/// string's length is claimed against a limit, the least of these above 8 bytes per
+/// byte of `data`, and serde reserves at most 1 MiB for a sequence before its elements
+/// (each of which takes bytes) are read.
 pub(crate) fn decode<T: DeserializeOwned>(data: &[u8]) -> Option<(T, usize)> {
     fn within<T: DeserializeOwned, const N: usize>(data: &[u8]) -> Option<(T, usize)> {
         bincode::serde::decode_from_slice(data, bincode::config::standard().with_limit::<N>()).ok()

@@ -83,7 +83,7 @@ pub fn write_input_slice(
         }
     }
     let head = Head {
-        inputs: t.path.clone(),
+        inputs: PathBuf::from(t.path.to_string_lossy().into_owned()),
         size,
         warnings: t.report.warnings.clone(),
         parts: parts.to_vec(),

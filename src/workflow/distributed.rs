@@ -2,17 +2,17 @@
 //! by bucket of tasks (bucket = ⌊task / width⌋) as slices; `join` joins one bucket's
 //! slices from every file; `merge` gives the artifacts of the files concatenated (in the
 //! order the slices are given), byte for byte. One rule, applied before any slice is
-//! read, picks how: bucket by bucket (`merge_aggregate`, `merge_profile`, their
-//! statistics settled in rounds run here or as cluster tasks, `merge_rounds`), or the
-//! slices read back as one table for the single-machine code.
+//! read, picks how: bucket by bucket (`merge_aggregate.rs`, `merge_profile.rs`, their
+//! statistics settled in rounds run here or as cluster tasks, `merge_rounds.rs`), or
+//! the slices read back as one table for the single-machine code.
 
 use std::path::{Path, PathBuf};
 
 use super::aggregate::{aggregate_table, AggregateConfig, AggregateRun};
-use super::merge_aggregate::{merge_aggregate_streamed, BucketShares};
+use super::merge_aggregate::merge_aggregate_streamed;
 use super::merge_buckets::{MergeInputs, Sweep};
 use super::merge_profile::merge_profile_streamed;
-use super::merge_rounds::{write_share_file, Command, Plan};
+use super::merge_rounds::{write_share_file, BucketShares, Command, Plan};
 use super::profile::{check_inputs, profile_paths, profile_table, ProfileConfig, ProfileRun};
 use super::{check_runs, report_read_warnings};
 use crate::error::{Error, Location, Result};

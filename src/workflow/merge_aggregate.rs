@@ -17,7 +17,9 @@ use std::sync::Arc;
 
 use super::aggregate::{AggregateConfig, AggregateRun};
 use super::merge_buckets::{BucketRuns, MergeInputs, RunChecks, Step, Sweep, ORPHAN};
-use super::merge_rounds::{absorb_own, counting_share, round_share, settle, BucketInfo, Command, Plan, Share};
+use super::merge_rounds::{
+    absorb_own, counting_share, round_here, round_share, settle, BucketInfo, BucketShares, Command, Plan, Share,
+};
 use crate::error::{Error, Result};
 use crate::export::atomic::OutputSet;
 use crate::export::tasks::{close_array, write_aggregate_with, write_task_entries, StreamError};
@@ -104,11 +106,8 @@ impl Gathered {
     /// Takes the next bucket (whose tasks all come after the previous buckets'). Each
     /// run's scored rollouts go to `plan`'s counting round.
     fn visit(&mut self, c: &AggregateConfig, s: &Step<'_>, plan: &mut Plan) -> Result<()> {
+        // Without gaps every step holds rollouts.
         let (t, bucket_inputs) = (&s.t, s.inputs.as_ref());
-        if t.is_empty() {
-            return Ok(());
-        }
-        self.lines = t.lines.clone();
         match bucket_inputs {
             Some(inp) => self.checks.visit(t, inp),
             None => self.rollout_labels(t),
@@ -217,7 +216,7 @@ pub(super) fn merge_aggregate_streamed(
     let t0 = std::time::Instant::now();
     let mut plan = Plan::new(Command::Aggregate);
     let mut g = Gathered::default();
-    sweep.each_step(false, |s| g.visit(c, s, &mut plan))?;
+    g.lines = sweep.each_step(false, |s| g.visit(c, s, &mut plan))?;
     trace("merge: gather runs", t0);
     // The checks the single-machine path makes on the whole table, in its order (none
     // when the sweep has no rows).
@@ -281,15 +280,6 @@ fn scratch_dir(path: &Path) -> PathBuf {
     }
 }
 
-/// One round of the statistics in this process: buckets `buckets` read in order, the
-/// shares `cmd` makes of each absorbed into the plan.
-pub(super) fn round_here(cmd: &impl BucketShares, plan: &mut Plan, sweep: Sweep<'_>) -> Result<()> {
-    sweep.each_step(false, |s| {
-        let (shares, _) = cmd.shares(s, Some(plan))?;
-        absorb_own(plan, shares, Vec::new())
-    })
-}
-
 /// The agent and repeat levels of each run, in label order, from the plan.
 fn aggregate_entries(
     c: &AggregateConfig,
@@ -331,19 +321,6 @@ fn aggregate_entries(
         entries.push(Entry { head, repeats, perf, fields: state.names.clone(), all_int: state.all_int, run: *i });
     }
     Ok(entries)
-}
-
-/// What one command's bucket-by-bucket merge makes of a bucket for the rounds of its
-/// statistics; reading the buckets, running the rounds here and writing the share
-/// files are the same for both commands.
-pub(super) trait BucketShares {
-    /// The merge the shares are for.
-    const COMMAND: Command;
-
-    /// A bucket's shares of a round: the counting round without a plan, with what the
-    /// bucket tells besides its runs' shares; later rounds with the plan the last
-    /// round's combine wrote.
-    fn shares(&self, s: &Step<'_>, plan: Option<&Plan>) -> Result<(Vec<Share>, Vec<BucketInfo>)>;
 }
 
 /// `merge aggregate`'s shares: one per run with scored rollouts in the bucket. `agent`:
@@ -458,8 +435,8 @@ impl<W: Write> Write for Counted<W> {
     }
 }
 
-/// Reads every bucket holding scored rollouts once and writes each entry's task
-/// entries array: the first entry's to `w`, the others' to a scratch file in `dir`.
+/// Reads every bucket once and writes each entry's task entries array: the first
+/// entry's to `w`, the others' to a scratch file in `dir`.
 fn write_tasks_once<W: Write + Send>(
     entries: &[Entry],
     list: &[Run],

@@ -213,13 +213,13 @@ pub(super) struct Sweep<'a> {
 
 impl Sweep<'_> {
     /// Runs `each` on every step of the slices (in task order, with the input rows of
-    /// their tasks), read one ahead. `gaps`: the input rows of tasks without rollouts
-    /// come too.
+    /// their tasks), read one ahead; then the files of every slice, numbered as the whole
+    /// table numbers them. `gaps`: the input rows of tasks without rollouts come too.
     pub(super) fn each_step<E: From<Error>>(
         &self,
         gaps: bool,
         mut each: impl FnMut(&Step<'_>) -> std::result::Result<(), E>,
-    ) -> std::result::Result<(), E> {
+    ) -> std::result::Result<LineMap, E> {
         let steps = Steps {
             sweep: *self,
             lines: LineMap::default(),
@@ -229,32 +229,33 @@ impl Sweep<'_> {
             pending: VecDeque::new(),
             ready: None,
         };
-        prefetched(steps, |s| each(&s.map_err(E::from)?).map(|()| true)).map(|_| ())
+        Ok(prefetched(steps, |s| each(&s?))?.lines)
     }
 }
 
-/// Calls `each` on the items of an iterator in order, each drawn on a thread of its own
-/// one item ahead, so reading the next slice overlaps working on this one (at most two
-/// are held). `each` returning `Ok(false)` stops the loop.
-fn prefetched<T: Send, E>(
-    items: impl Iterator<Item = T> + Send,
-    mut each: impl FnMut(T) -> std::result::Result<bool, E>,
-) -> std::result::Result<bool, E> {
+/// Hands the items of `items` to `each` in order, each drawn on a thread of its own one
+/// item ahead, so reading the next slice overlaps working on this one (at most two are
+/// held). Drawing stops after an item that is an error, and `each` returning one stops
+/// the loop; else the iterator comes back once drawn to its end.
+fn prefetched<I: Iterator<Item = Result<T>> + Send, T: Send, E>(
+    mut items: I,
+    mut each: impl FnMut(Result<T>) -> std::result::Result<(), E>,
+) -> std::result::Result<I, E> {
     std::thread::scope(|scope| {
-        let (tx, rx) = std::sync::mpsc::sync_channel::<T>(0);
-        scope.spawn(move || {
-            for x in items {
-                if tx.send(x).is_err() {
+        let (tx, rx) = std::sync::mpsc::sync_channel(0);
+        let drawing = scope.spawn(move || {
+            for x in items.by_ref() {
+                let failed = x.is_err();
+                if tx.send(x).is_err() || failed {
                     break;
                 }
             }
+            items
         });
         for x in rx.iter() {
-            if !each(x)? {
-                return Ok(false);
-            }
+            each(x)?;
         }
-        Ok(true)
+        Ok(drawing.join().unwrap_or_else(|e| std::panic::resume_unwind(e)))
     })
 }
 
@@ -373,22 +374,30 @@ impl RunChecks {
 #[cfg(test)]
 mod tests {
     use super::prefetched;
+    use crate::error::Error;
+    use std::sync::atomic::{AtomicUsize, Ordering::Relaxed};
 
     #[test]
-    fn prefetched_hands_items_over_in_order_and_stops_when_told() {
+    fn prefetched_hands_items_over_in_order_and_stops_at_an_error() {
+        let drawn = AtomicUsize::new(0);
+        let three = || Error::Usage("item 3".into());
+        let items = |n: usize| (0..n).inspect(|_| _ = drawn.fetch_add(1, Relaxed)).map(|x| (x != 3).then_some(x));
+        let items = |n| items(n).map(|x| x.ok_or_else(three));
         let mut seen = Vec::new();
-        let all = prefetched(0..5, |x| -> Result<bool, ()> {
-            seen.push(x);
-            Ok(true)
+        assert!(prefetched(items(3), |x| x.map(|x| seen.push(x))).is_ok());
+        // An error among the items comes back, and nothing is drawn after it.
+        assert!(matches!(prefetched(items(10), |x| x.map(|x| seen.push(x))), Err(Error::Usage(_))));
+        assert_eq!((seen, drawn.load(Relaxed)), (vec![0, 1, 2, 0, 1, 2], 7));
+        // An error of `each` stops the loop.
+        let mut n = 0;
+        let failed = prefetched(items(10), |_| {
+            n += 1;
+            if n == 2 {
+                Err(n)
+            } else {
+                Ok(())
+            }
         });
-        assert_eq!((all, &seen[..]), (Ok(true), &[0, 1, 2, 3, 4][..]));
-        seen.clear();
-        let stopped = prefetched(0..5, |x| -> Result<bool, ()> {
-            seen.push(x);
-            Ok(x < 2)
-        });
-        assert_eq!((stopped, &seen[..]), (Ok(false), &[0, 1, 2][..]));
-        let failed = prefetched(0..5, |x| if x == 2 { Err(x) } else { Ok(true) });
-        assert_eq!(failed, Err(2));
+        assert_eq!((failed.err(), n), (Some(2), 2));
     }
 }

@@ -629,9 +629,7 @@ mod tests {
         assert!(!l.restore(), "buckets out of order");
         l.bucket_rows.swap(0, 1);
         assert!(l.restore());
-        let mut c = Column::new();
-        c.starts = vec![(3, 0, 1), (3, 1, 1)];
-        l.fields.push(c);
+        l.fields.push(Column { starts: vec![(3, 0, 1), (3, 1, 1)], ..Column::new() });
         assert!(!l.restore(), "a column's bucket twice");
         l.fields[0].starts.pop();
         assert!(l.restore());

@@ -15,9 +15,10 @@ use std::collections::{BTreeMap, HashMap, HashSet};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use super::merge_aggregate::{round_here, BucketShares};
 use super::merge_buckets::{MergeInputs, RunChecks, Step, Sweep};
-use super::merge_rounds::{absorb_own, counting_share, round_share, settle, BucketInfo, Command, Plan, Share};
+use super::merge_rounds::{
+    absorb_own, counting_share, round_here, round_share, settle, BucketInfo, BucketShares, Command, Plan, Share,
+};
 use super::profile::{ProfileConfig, ProfileRun};
 use crate::error::{Error, Result};
 use crate::export::atomic::OutputSet;
@@ -322,13 +323,7 @@ pub(super) fn merge_profile_streamed(
     let t0 = std::time::Instant::now();
     let mut g = Gather::default();
     let mut plan = Plan::new(Command::Profile);
-    let mut all_lines = LineMap::default();
-    sweep.each_step(true, |s| {
-        if !s.t.is_empty() {
-            all_lines = s.t.lines.clone();
-        }
-        g.visit(&s.t, step_inputs(s), &mut plan)
-    })?;
+    let all_lines = sweep.each_step(true, |s| g.visit(&s.t, step_inputs(s), &mut plan))?;
     trace("merge: gather", t0);
     g.errors(inputs.path(), &all_lines, c.allow_partial, pending)?;
     let mut summary = std::mem::take(&mut g.summary);
@@ -358,10 +353,8 @@ pub(super) fn merge_profile_streamed(
     let what = (plan.fields.as_slice(), plan.entries.all_int, plan.entries.fan_out);
     let mut started = false;
     sweep.each_step(false, |s| -> Result<()> {
+        // Without gaps every step holds rollouts.
         let (t, inp) = (&s.t, step_inputs(s));
-        if t.is_empty() {
-            return Ok(());
-        }
         let Joined { measured, pairs, .. } = join_bucket(t, inp).map_err(|(_, e)| e)?;
         started |= write_bucket_entries(t, inp, (&measured, &pairs), what, &label_by_key, started, &mut w)
             .map_err(|e: StreamError| e.at(&paths[0]))?;

@@ -30,6 +30,7 @@ use std::path::{Path, PathBuf};
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 
+use super::merge_buckets::{Step, Sweep};
 use super::merge_lean::{mix, LeanRun};
 use crate::codec::{decode, decode_all, encode};
 use crate::error::{Error, Location, Result};
@@ -180,7 +181,9 @@ fn read_state<T: DeserializeOwned>(path: &Path, kind: u8) -> Result<(Header, T)>
     let bytes = std::fs::read(path).map_err(|e| Error::read(path, e))?;
     let body = match bytes.strip_prefix(MAGIC.as_slice()) {
         Some(body) => body,
-        None if bytes.starts_with(&MAGIC[..15]) => return Err(bad(path, "written by another version of rollstat")),
+        None if bytes.len() >= MAGIC.len() && bytes.starts_with(&MAGIC[..15]) => {
+            return Err(bad(path, "written by another version of rollstat; run the rounds again with this one"))
+        }
         None => return Err(bad(path, "no level state header")),
     };
     let limit = body.len().saturating_mul(MAX_RATIO).saturating_add(1 << 20);
@@ -295,7 +298,7 @@ impl Plan {
         if self.entries != counted.entries {
             return Err(Error::Mismatch(
                 "the plan settled other labels or rules for the task entries than these slices give: give the plan \
-                 and task entries of these slices' rounds"
+                 of these slices' rounds"
                     .into(),
             ));
         }
@@ -387,7 +390,7 @@ impl Plan {
             r.more = r.lean.end_pass().map_err(|_| changed(r.key.as_deref().unwrap_or("(unnamed)")))?;
         }
         if counting {
-            // What was counted names the sweep for every later share, plan and task entry.
+            // What was counted names the sweep for every later share and plan.
             let mut h = 0x5EED_u64;
             for r in &self.runs {
                 for b in r.key.iter().chain(&r.names).flat_map(|s| s.bytes().chain([0])) {
@@ -559,6 +562,30 @@ pub(super) fn round_share(
     lean.visit(&p, &(0..p.fields.len()).collect::<Vec<_>>());
     lean.close_share();
     Ok(Some(Share { key: key.clone(), first_task: p.task(0), names: Vec::new(), all_int: false, lean }))
+}
+
+/// What one command's bucket-by-bucket merge makes of a bucket for the rounds of its
+/// statistics; reading the buckets, running the rounds here and writing the share
+/// files are the same for both commands.
+pub(super) trait BucketShares {
+    /// The merge the shares are for.
+    const COMMAND: Command;
+
+    /// A bucket's shares of a round: the counting round without a plan, with what the
+    /// bucket tells besides its runs' shares; later rounds with the plan the last
+    /// round's combine wrote.
+    fn shares(&self, s: &Step<'_>, plan: Option<&Plan>) -> Result<(Vec<Share>, Vec<BucketInfo>)>;
+}
+
+/// One round of the statistics in this process: every step of `sweep` read in order,
+/// the shares `cmd` makes of each absorbed into the plan.
+pub(super) fn round_here(cmd: &impl BucketShares, plan: &mut Plan, sweep: Sweep<'_>) -> Result<()> {
+    sweep
+        .each_step(false, |s| {
+            let (shares, _) = cmd.shares(s, Some(plan))?;
+            absorb_own(plan, shares, Vec::new())
+        })
+        .map(drop)
 }
 
 /// Settles the statistics once `counted` holds the merge's own counting round: from
