@@ -520,9 +520,7 @@ mod tests {
         }
         assert_eq!(s.cut(None, None).len(), 2);
         assert_eq!(s.for_range(Some(1), None).unwrap().task, vec![2, 2]);
-        let whole_labels =
-            super::super::labels::labels_for((0..t.len()).map(|i| (t.name(t.server[i]), t.name(t.agent[i]))));
-        assert_eq!(s.labels(), whole_labels);
+        assert_eq!(s.labels(), super::super::labels::input_labels(&t));
         // A slice given twice names the line and both files.
         let twice = SlicedInputs::open(&[paths[1].clone(), paths[1].clone()]).unwrap();
         let e = twice.whole().unwrap_err().to_string();

@@ -137,10 +137,15 @@ pub fn contradiction(t: &RolloutTable, inputs: &InputTable) -> Option<(usize, us
 /// Labels are computed from the input rows when given, else from the rollouts.
 pub fn runs(t: &RolloutTable, inputs: Option<&InputTable>) -> Runs {
     let labels = match inputs {
-        Some(inp) => labels_for((0..inp.len()).map(|i| (inp.name(inp.server[i]), inp.name(inp.agent[i])))),
+        Some(inp) => input_labels(inp),
         None => labels_for((0..t.len()).map(|r| (t.name(t.server[r]), t.name(t.agent[r])))),
     };
     runs_labelled(t, inputs, &labels)
+}
+
+/// Run labels over every row of the inputs `inp`.
+pub fn input_labels(inp: &InputTable) -> HashMap<String, String> {
+    labels_for((0..inp.len()).map(|i| (inp.name(inp.server[i]), inp.name(inp.agent[i]))))
 }
 
 /// [`runs`] without the labels (each run's label is its key): for a part of a sweep,

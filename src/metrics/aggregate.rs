@@ -128,6 +128,12 @@ pub fn head_label(head: &Members) -> &str {
     }
 }
 
+/// The run label and `key_metrics` (an empty object when it has none) of an entry's
+/// `head`, as the commands report them.
+pub fn label_and_key_metrics(head: &Members) -> (String, Json) {
+    (head_label(head).to_string(), head_member(head, "key_metrics").cloned().unwrap_or(Json::obj()))
+}
+
 /// Member `k` of an entry's `head`.
 pub fn head_member<'a>(head: &'a Members, k: &str) -> Option<&'a Json> {
     head.iter().find(|(kk, _)| &**kk == k).map(|(_, v)| v)

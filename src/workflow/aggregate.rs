@@ -446,9 +446,6 @@ fn stage_aggregate(
     drop(w);
     trace("task entries + write", t0);
     drop(status);
-    let key_metrics = entries
-        .iter()
-        .map(|e| (e.label().to_string(), e.member("key_metrics").cloned().unwrap_or(Json::obj())))
-        .collect();
+    let key_metrics = entries.iter().map(|e| crate::metrics::aggregate::label_and_key_metrics(&e.head)).collect();
     Ok(AggregateRun { key_metrics, warnings, ..AggregateRun::nothing() })
 }

@@ -27,7 +27,7 @@ use crate::ingest::fields::resolve_fields;
 use crate::ingest::labels::{label_runs, named, run_key};
 use crate::ingest::{LineMap, RolloutTable};
 use crate::json::{Json, Members};
-use crate::metrics::aggregate::{head_from_levels, head_label, head_member, task_spec, AggregateOptions, Shared};
+use crate::metrics::aggregate::{head_from_levels, label_and_key_metrics, task_spec, AggregateOptions, Shared};
 use crate::metrics::levels::{Profiled, StatKeys};
 use crate::metrics::perf::PerfValues;
 use crate::metrics::profile::{coverage_members, duplicate_key};
@@ -260,12 +260,7 @@ pub(super) fn merge_aggregate_streamed(
     w.finish().map_err(|e| Error::write(path, e))?;
     drop(w);
     trace("merge: task entries + write", t0);
-    let key_metrics = entries
-        .iter()
-        .map(|Entry { head, .. }| {
-            (head_label(head).to_string(), head_member(head, "key_metrics").cloned().unwrap_or(Json::obj()))
-        })
-        .collect();
+    let key_metrics = entries.iter().map(|e| label_and_key_metrics(&e.head)).collect();
     let run = AggregateRun { file: Some(path.to_path_buf()), key_metrics, warnings: warn, ..AggregateRun::nothing() };
     Ok((run, plan.round))
 }

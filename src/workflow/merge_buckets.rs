@@ -12,7 +12,7 @@ use std::path::{Path, PathBuf};
 
 use crate::error::{Error, Location, Result};
 use crate::ingest::input_slice::SlicedInputs;
-use crate::ingest::labels::{labels_for, run_keys, NONE};
+use crate::ingest::labels::{input_labels, run_keys, NONE};
 use crate::ingest::slice::read_slices;
 use crate::ingest::{InputTable, LineMap, RolloutTable};
 
@@ -58,7 +58,7 @@ impl MergeInputs {
     /// Run labels, settled over every input row.
     pub(super) fn labels(&self) -> HashMap<String, String> {
         match self {
-            MergeInputs::File { t, .. } => labels_for((0..t.len()).map(|i| (t.name(t.server[i]), t.name(t.agent[i])))),
+            MergeInputs::File { t, .. } => input_labels(t),
             MergeInputs::Sliced(s) => s.labels(),
         }
     }
@@ -71,7 +71,7 @@ impl MergeInputs {
             MergeInputs::Sliced(s) => return s.cut(after, upto),
             MergeInputs::File { t, by_task } => (t, by_task),
         };
-        let task_at = |k: usize| task_at(t, by_task, k);
+        let task_at = |k: usize| by_task.as_ref().map_or(t.task[k], |o| t.task[o[k]]);
         let (lo, hi) = self.positions(after, upto);
         let mut out = Vec::new();
         let mut start = lo;
@@ -92,17 +92,9 @@ impl MergeInputs {
     fn positions(&self, after: Option<i64>, upto: Option<i64>) -> (usize, usize) {
         let MergeInputs::File { t, by_task } = self else { return (0, 0) };
         // The first position whose task is above `x`.
-        let above = |x: i64| {
-            let (mut lo, mut hi) = (0, t.len());
-            while lo < hi {
-                let mid = lo + (hi - lo) / 2;
-                if task_at(t, by_task, mid) <= x {
-                    lo = mid + 1;
-                } else {
-                    hi = mid;
-                }
-            }
-            lo
+        let above = |x: i64| match by_task {
+            None => t.task.partition_point(|&k| k <= x),
+            Some(o) => o.partition_point(|&r| t.task[r] <= x),
         };
         let lo = after.map_or(0, above);
         (lo, upto.map_or(t.len(), above).max(lo))
@@ -127,12 +119,6 @@ impl MergeInputs {
             }
         }
     }
-}
-
-/// The task of the `k`-th input row in task order (`by_task`: the order, when the rows
-/// are not in it).
-fn task_at(t: &InputTable, by_task: &Option<Vec<usize>>, k: usize) -> i64 {
-    by_task.as_ref().map_or(t.task[k], |o| t.task[o[k]])
 }
 
 /// One step of a pass: a bucket of rollouts read from `slice` (or none, for input rows

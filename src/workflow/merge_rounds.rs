@@ -156,10 +156,10 @@ struct Header {
     sweep: u64,
 }
 
-/// `data` zstd-compressed at `level` with a checksum of its content: a file damaged on
-/// its way between machines is refused when read, not read as other numbers.
-fn packed(data: &[u8], level: i32) -> std::io::Result<Vec<u8>> {
-    let mut c = zstd::bulk::Compressor::new(level)?;
+/// `data` zstd-compressed with a checksum of its content: a file damaged on its way
+/// between machines is refused when read, not read as other numbers.
+fn packed(data: &[u8]) -> std::io::Result<Vec<u8>> {
+    let mut c = zstd::bulk::Compressor::new(3)?;
     c.include_checksum(true)?;
     c.compress(data)
 }
@@ -167,7 +167,7 @@ fn packed(data: &[u8], level: i32) -> std::io::Result<Vec<u8>> {
 /// Writes a state file atomically, never over one of `read`.
 fn write_state(path: &Path, kind: u8, h: Header, body: impl Serialize, read: &[&Path]) -> Result<()> {
     let mut bytes = MAGIC.to_vec();
-    let data = encode((kind, h, body)).and_then(|d| packed(&d, 3)).map_err(|e| Error::write(path, e))?;
+    let data = encode((kind, h, body)).and_then(|d| packed(&d)).map_err(|e| Error::write(path, e))?;
     bytes.extend_from_slice(&data);
     let mut out = OutputSet::new(read);
     out.add(path, &bytes)?;
