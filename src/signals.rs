@@ -31,9 +31,11 @@ use std::sync::{Mutex, MutexGuard};
 pub struct Registry {
     temps: Vec<PathBuf>,
     dirs: Vec<PathBuf>,
+    /// Outputs already renamed into place: complete, and kept by a cleanup.
+    written: Vec<PathBuf>,
 }
 
-static REGISTRY: Mutex<Registry> = Mutex::new(Registry { temps: Vec::new(), dirs: Vec::new() });
+static REGISTRY: Mutex<Registry> = Mutex::new(Registry { temps: Vec::new(), dirs: Vec::new(), written: Vec::new() });
 static INSTALLED: AtomicBool = AtomicBool::new(false);
 
 /// The registry, locked (a panic elsewhere does not stop cleanups).
@@ -58,6 +60,14 @@ impl Registry {
     pub fn remove_dir(&mut self, p: &Path) {
         if let Some(i) = self.dirs.iter().rposition(|t| t == p) {
             self.dirs.remove(i);
+        }
+    }
+    /// An output now complete at its path. An interrupt after this keeps it and says so.
+    /// Kept only where [`install`] owns the signals (a library caller's registry would
+    /// otherwise grow with every output).
+    pub fn add_written(&mut self, p: &Path) {
+        if INSTALLED.load(Ordering::SeqCst) {
+            self.written.push(p.to_path_buf());
         }
     }
     /// Removes every registered temporary, then the registered folders, newest first
@@ -198,6 +208,15 @@ pub fn install() {
     }
 }
 
+/// Names the outputs an interrupted run had already completed (a signal can arrive
+/// between the last rename and the end of the process).
+fn written_note(written: &[PathBuf]) -> String {
+    let shown: Vec<String> = written.iter().take(3).map(|p| p.display().to_string()).collect();
+    let more = written.len().saturating_sub(shown.len());
+    let tail = if more > 0 { format!(" and {more} more") } else { String::new() };
+    format!("already complete and kept: {}{tail}", shown.join(", "))
+}
+
 fn wait(set: libc::sigset_t) {
     let mut sig: libc::c_int = 0;
     loop {
@@ -219,10 +238,17 @@ fn wait(set: libc::sigset_t) {
         2
     } else {
         let what = if sig == libc::SIGINT { "interrupted" } else { "terminated" };
+        let mut parts = Vec::new();
         if removed > 0 {
-            eprintln!("\nrollstat: {what}; removed {removed} unfinished output file(s)");
-        } else {
+            parts.push(format!("removed {removed} unfinished output file(s)"));
+        }
+        if !reg.written.is_empty() {
+            parts.push(written_note(&reg.written));
+        }
+        if parts.is_empty() {
             eprintln!("\nrollstat: {what}");
+        } else {
+            eprintln!("\nrollstat: {what}; {}", parts.join("; "));
         }
         128 + sig
     };

@@ -306,8 +306,12 @@ impl OutputSet {
                 Temp::Named(tmp) => {
                     fs::rename(tmp, path).map_err(|e| Error::write(path, e))?;
                     reg.remove_temp(tmp);
+                    reg.add_written(path);
                 }
-                Temp::Unnamed(f) => place_unnamed(f, path, &mut reg).map_err(|e| Error::write(path, e))?,
+                Temp::Unnamed(f) => {
+                    place_unnamed(f, path, &mut reg).map_err(|e| Error::write(path, e))?;
+                    reg.add_written(path);
+                }
             }
             done.push(self.staged.remove(0).1);
         }
