@@ -38,6 +38,8 @@ pub mod signals;
 pub mod stats;
 pub mod trace;
 #[cfg(feature = "engine")]
+pub mod view;
+#[cfg(feature = "engine")]
 pub mod workflow;
 
 pub use error::{Error, Result};

@@ -14,3 +14,4 @@ mod layout;
 mod limits;
 mod task_identity;
 mod vagen;
+mod view;

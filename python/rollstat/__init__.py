@@ -5,7 +5,8 @@ health check, ``health``, ``eval_compare``), the
 rollouts, tasks, agents and repeats tables in memory (``tables``, ``read_rollouts``:
 any Arrow consumer — polars, pyarrow, pandas, DuckDB — takes them without a copy), SQL
 over them (``query``), paired comparisons (``compare``), the HTML report (``report``),
-and VAGEN's batch metrics inside a training loop (``batch_metrics``). The cluster
+VAGEN's batch metrics inside a training loop (``batch_metrics``), and the rollouts
+viewer (``view``). The cluster
 drivers are ``rollstat.ray`` and ``rollstat.spark``; the ``rollstat`` command is
 installed with the package.
 
@@ -37,6 +38,8 @@ from ._api import (
     read_rollouts,
     report,
     tables,
+    view,
+    Viewer,
 )
 from ._errors import InputError, RollstatError, RollstatWarning
 from ._rollstat import __version__
@@ -54,6 +57,7 @@ __all__ = [
     "RollstatWarning",
     "Table",
     "Tables",
+    "Viewer",
     "__version__",
     "aggregate",
     "batch_metrics",
@@ -67,4 +71,5 @@ __all__ = [
     "read_rollouts",
     "report",
     "tables",
+    "view",
 ]

@@ -735,3 +735,55 @@ def _columns(batch: Any, group_key: str):
         return groups, scores, True
     raise InputError(f"<batch>: expected Arrow data, a dict of columns or a list of dicts, "
                      f"got {type(batch).__name__}", None, None, None)
+
+
+class Viewer:
+    """A running ``rollstat view``: open :attr:`url` in a browser (in a notebook the
+    viewer shows itself in a frame), and :meth:`stop` it when done (also on leaving a
+    ``with`` block)."""
+
+    def __init__(self, inner: Any) -> None:
+        self._inner = inner
+
+    @property
+    def url(self) -> str:
+        """The page's address (with ``?token=…`` when bound to a non-loopback host)."""
+        return str(self._inner.url)
+
+    @property
+    def running(self) -> bool:
+        return bool(self._inner.running)
+
+    def stop(self) -> None:
+        """Stops the server; stopping twice does nothing."""
+        self._inner.stop()
+
+    def __enter__(self) -> "Viewer":
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.stop()
+
+    def __repr__(self) -> str:
+        return f"Viewer({self.url!r}, running={self.running})"
+
+    def _repr_html_(self) -> str:
+        import html
+        src = html.escape(self.url, quote=True)
+        return f'<iframe src="{src}" width="100%" height="720" style="border:1px solid #ddd"></iframe>'
+
+
+def view(rollouts: Paths, *, inputs: Paths = (), agent: Optional[str] = None, baseline: Optional[str] = None,
+         allow_task_mismatch: bool = False, host: str = "127.0.0.1", port: Optional[int] = 0) -> Viewer:
+    """Serves the rollouts viewer (``rollstat view``) on a background thread: each run's
+    score, its tasks by how often they were solved, every rollout's transcript. The runs
+    are read as :func:`compare` reads them (several files are several runs, a fan-out
+    file one run per agent). ``port=0`` takes any free port, ``None`` the first free one
+    from 8765. Returns a :class:`Viewer` with its ``url``."""
+    if not isinstance(host, str):
+        raise TypeError(f"host: expected an IP address as str, got {type(host).__name__}")
+    if port is not None and (not isinstance(port, int) or isinstance(port, bool) or not 0 <= port <= 65535):
+        raise TypeError(f"port: expected an int from 0 to 65535 or None, got {port!r}")
+    if not isinstance(allow_task_mismatch, bool):
+        raise TypeError(f"allow_task_mismatch: expected a bool, got {type(allow_task_mismatch).__name__}")
+    return Viewer(_rollstat.view(_paths(rollouts), _paths(inputs), agent, baseline, allow_task_mismatch, host, port))

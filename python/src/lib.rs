@@ -10,6 +10,8 @@
 //! - [`to_lake`] adds a run to a lake of sweeps and says which sweep it became.
 //! - [`tables`] and [`read_parquet`] give tables as [`Table`]s, which leave through the
 //!   Arrow C stream interface (`__arrow_c_stream__`) that Polars' Arrow already speaks.
+//! - [`view`] starts the rollouts viewer on a thread of its own and hands back a
+//!   [`Viewer`] (its URL, `stop`).
 //! - [`batch_metrics`] takes a training batch already in memory: Arrow data, numpy
 //!   arrays (read in place through `__array_interface__`, no Python object per value)
 //!   or lists.
@@ -181,6 +183,61 @@ enum Batch {
 #[pyfunction]
 fn _panic_for_tests(py: Python<'_>) -> PyResult<()> {
     engine(py, || -> rollstat::Result<()> { panic!("a panic raised on purpose by _panic_for_tests") })
+}
+
+/// Starts `rollstat view` over the runs on a thread of its own; returns the running
+/// viewer (its URL, and `stop`).
+#[pyfunction]
+#[pyo3(signature = (rollouts, inputs, agent, baseline, allow_task_mismatch, host, port))]
+#[allow(clippy::too_many_arguments)]
+fn view(
+    py: Python<'_>,
+    rollouts: Vec<PathBuf>,
+    inputs: Vec<PathBuf>,
+    agent: Option<String>,
+    baseline: Option<String>,
+    allow_task_mismatch: bool,
+    host: String,
+    port: Option<u16>,
+) -> PyResult<Viewer> {
+    let host: std::net::IpAddr = host.parse().map_err(|_| {
+        input_error(format!("host: {host:?} is not an IP address (127.0.0.1, ::1, 0.0.0.0)"), None, None, None)
+    })?;
+    let c = rollstat::view::ViewConfig {
+        runs: rollstat::view::ViewRuns { rollouts, inputs, agent, baseline, allow_task_mismatch },
+        host,
+        port,
+    };
+    let running = engine(py, move || rollstat::view::start(&c))?;
+    Ok(Viewer { url: running.url.clone(), running: std::sync::Mutex::new(Some(running)) })
+}
+
+/// A running viewer: its URL and a way to stop it (it also stops when collected).
+#[pyclass(module = "rollstat._rollstat", frozen)]
+struct Viewer {
+    url: String,
+    running: std::sync::Mutex<Option<rollstat::view::Running>>,
+}
+
+#[pymethods]
+impl Viewer {
+    #[getter]
+    fn url(&self) -> String {
+        self.url.clone()
+    }
+
+    /// Stops the server (waiting for requests in flight); stopping twice does nothing.
+    fn stop(&self, py: Python<'_>) {
+        let taken = self.running.lock().unwrap_or_else(|e| e.into_inner()).take();
+        if let Some(mut r) = taken {
+            py.allow_threads(move || r.stop());
+        }
+    }
+
+    #[getter]
+    fn running(&self) -> bool {
+        self.running.lock().unwrap_or_else(|e| e.into_inner()).is_some()
+    }
 }
 
 /// A table of results, handed to any Arrow consumer without a copy.
@@ -706,8 +763,10 @@ fn _rollstat(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(read_parquet, m)?)?;
     m.add_function(wrap_pyfunction!(read_rollouts, m)?)?;
     m.add_function(wrap_pyfunction!(batch_metrics, m)?)?;
+    m.add_function(wrap_pyfunction!(view, m)?)?;
     m.add_function(wrap_pyfunction!(_panic_for_tests, m)?)?;
     m.add_class::<Table>()?;
+    m.add_class::<Viewer>()?;
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     Ok(())
 }

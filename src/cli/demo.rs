@@ -146,6 +146,7 @@ pub fn run(a: Args) -> Result<()> {
         );
     }
     say!("\nTry: {} query leaderboard --parquet-dir {}", invocation(), ex.out_dir.display());
+    say!("Read the rollouts behind the numbers: {} view {}", invocation(), g.rollouts_path.display());
     Ok(())
 }
 

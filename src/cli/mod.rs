@@ -32,6 +32,7 @@ pub mod profile;
 pub mod query;
 pub mod report;
 pub mod shard;
+pub mod view;
 
 /// Fast statistics over LLM-eval and RL rollout results (NeMo Gym, VAGEN/verl).
 #[derive(Parser, Debug)]
@@ -84,6 +85,9 @@ pub enum Command {
     Join(join::Args),
     /// aggregate or profile over a sharded sweep's slices: the same bytes as on one machine.
     Merge(merge::Args),
+    /// A local web viewer over the runs: scores, tasks by how often they were solved,
+    /// every rollout's transcript.
+    View(view::Args),
 }
 
 /// The binary's whole life on `args` (the program name first): parses them, runs the
@@ -181,5 +185,6 @@ fn dispatch(command: Command) -> Result<()> {
         Command::Shard(a) => shard::run(a),
         Command::Join(a) => join::run(a),
         Command::Merge(a) => merge::run(a),
+        Command::View(a) => view::run(a),
     }
 }

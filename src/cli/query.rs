@@ -1,7 +1,7 @@
 //! `rollstat query`: Polars SQL over the `rollouts`, `tasks`, `agents` and `repeats`
 //! tables, built from JSONL files or read from a folder of exported Parquet tables.
 //! The query is SQL text, a `.sql` file, or the name of a bundled report
-//! (`leaderboard`, `hardest_tasks`, `token_cost`).
+//! (`leaderboard`, `hardest_tasks`, `token_cost`, `task_slices`).
 
 use std::path::PathBuf;
 

@@ -22,10 +22,11 @@ pub const BUILTIN_SQL_METRICS: [(&str, &str); 4] = [
 ];
 
 /// Example report queries (`queries/*.sql`), by name.
-pub const REPORTS: [(&str, &str); 3] = [
+pub const REPORTS: [(&str, &str); 4] = [
     ("leaderboard", include_str!("../../queries/leaderboard.sql")),
     ("hardest_tasks", include_str!("../../queries/hardest_tasks.sql")),
     ("token_cost", include_str!("../../queries/token_cost.sql")),
+    ("task_slices", include_str!("../../queries/task_slices.sql")),
 ];
 
 /// Report queries over a lake of sweeps (`queries/lake/*.sql`), by name.

@@ -1,0 +1,553 @@
+//! The viewer's index over the runs it serves: for every rollout its run, task, repeat,
+//! reward and where its line sits in its file (offsets, not text), and for every task
+//! the start of its user prompt and each run's solved count. Transcripts stay in the
+//! mapped files and are parsed when a page asks for one. A file that grows is indexed
+//! from where the last index ended.
+
+use std::collections::{BTreeMap, HashMap};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use rayon::prelude::*;
+
+use crate::error::{Error, Location, Result};
+use crate::ingest::labels::runs as run_labels;
+use crate::ingest::lines::{map_whole, Whole};
+use crate::ingest::rollouts::{read_rollouts_bytes, read_rollouts_range};
+use crate::ingest::table::Source;
+use crate::ingest::{InputTable, RolloutTable};
+use crate::json::scan::{key_is, Scanner};
+use crate::json::Json;
+use crate::metrics::compare::{report_with, Options, Report, RunRollouts, TaskValue};
+use crate::workflow::compare::{read_runs_with, CompareConfig};
+
+/// A task is solved by a rollout whose reward is at least this (1 of a 0/1 reward), and
+/// by a run whose mean reward over the task's repeats is at least this.
+pub const SOLVED: f64 = 0.5;
+
+/// How much of each task's user prompt the index keeps for the text search.
+pub const SEARCH_CHARS: usize = 16 << 10;
+
+/// What to serve: the runs exactly as `compare` takes them.
+#[derive(Debug, Clone, Default)]
+pub struct ViewRuns {
+    /// Rollouts files: several files are several runs, a fan-out file one run per agent.
+    pub rollouts: Vec<PathBuf>,
+    /// Materialized inputs: none, or one per rollouts file, in order.
+    pub inputs: Vec<PathBuf>,
+    /// Label for rollouts that name no agent.
+    pub agent: Option<String>,
+    /// The run flips and comparisons are against (default: the first).
+    pub baseline: Option<String>,
+    /// Pair tasks by index even where runs hold different tasks there.
+    pub allow_task_mismatch: bool,
+}
+
+/// One rollouts file's bytes and line starts.
+pub struct FileData {
+    pub path: PathBuf,
+    /// The bytes (mapped, or decompressed), replaced when the file grows.
+    pub bytes: Arc<Whole>,
+    /// Byte offset of the start of each line (line N at `starts[N - 1]`), up to `indexed`.
+    pub starts: Vec<u64>,
+    /// Bytes indexed: the end of the last complete line read.
+    pub indexed: u64,
+    /// Whether the file can grow (a plain file; compressed ones are read whole once).
+    pub plain: bool,
+    /// The file's materialized inputs, when given.
+    pub inputs: Option<InputTable>,
+    pub inputs_bytes: Option<Arc<Whole>>,
+}
+
+impl FileData {
+    /// Drops the mapped pages from this process (they stay in the page cache; a line
+    /// asked for later is read back in), so that serving holds offsets, not text.
+    fn release(&self) {
+        for bytes in std::iter::once(&self.bytes).chain(&self.inputs_bytes) {
+            if let Whole::Mapped(m) = &**bytes {
+                // SAFETY: a read-only shared mapping of a file: a dropped page is read
+                // again from the file when touched, so every slice of it stays valid.
+                let _ = unsafe { m.unchecked_advise(memmap2::UncheckedAdvice::DontNeed) };
+            }
+        }
+    }
+
+    /// The bytes of line `line` (1-based), without its newline.
+    pub fn line(&self, line: u64) -> &[u8] {
+        let i = (line - 1) as usize;
+        let start = self.starts[i] as usize;
+        let end = self.starts.get(i + 1).map_or(self.indexed as usize, |&e| e as usize);
+        let b = &self.bytes[start..end.min(self.bytes.len())];
+        b.strip_suffix(b"\n").map_or(b, |b| b.strip_suffix(b"\r").unwrap_or(b))
+    }
+}
+
+/// One rollout.
+#[derive(Debug, Clone, Copy)]
+pub struct Row {
+    pub file: u32,
+    pub run: u32,
+    pub task: i64,
+    pub rollout: i64,
+    pub line: u64,
+    pub masked: bool,
+    /// The reward, NaN when the rollout has none.
+    pub reward: f64,
+}
+
+impl Row {
+    /// Whether the rollout counts: not masked, with a reward.
+    pub fn measured(&self) -> bool {
+        !self.masked && !self.reward.is_nan()
+    }
+}
+
+/// A run's standing on one task.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct TaskRun {
+    /// Measured rollouts, solved ones among them, and their rewards' sum.
+    pub n: u32,
+    pub k: u32,
+    pub sum: f64,
+    /// Every rollout of the run on the task, measured or not.
+    pub rollouts: u32,
+}
+
+impl TaskRun {
+    pub fn mean(&self) -> Option<f64> {
+        (self.n > 0).then(|| self.sum / self.n as f64)
+    }
+    /// `never`, `sometimes` or `always` solved; `None` without a measured rollout.
+    pub fn slice(&self) -> Option<Slice> {
+        match (self.n, self.k) {
+            (0, _) => None,
+            (_, 0) => Some(Slice::Never),
+            (n, k) if k == n => Some(Slice::Always),
+            _ => Some(Slice::Sometimes),
+        }
+    }
+}
+
+/// Tasks by how often a run solved them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Slice {
+    Never,
+    Sometimes,
+    Always,
+}
+
+impl Slice {
+    pub const ALL: [Slice; 3] = [Slice::Never, Slice::Sometimes, Slice::Always];
+    pub fn name(self) -> &'static str {
+        match self {
+            Slice::Never => "never",
+            Slice::Sometimes => "sometimes",
+            Slice::Always => "always",
+        }
+    }
+    pub fn parse(s: &str) -> Option<Slice> {
+        Slice::ALL.into_iter().find(|x| x.name() == s)
+    }
+}
+
+/// One task: its prompt, its rollouts and each run's standing.
+#[derive(Debug, Clone, Default)]
+pub struct Task {
+    pub index: i64,
+    /// The user prompt's start (for lists) and its lower-cased text (for the search).
+    pub prompt: String,
+    pub search: String,
+    /// Rows of the task, in file and line order.
+    pub rows: Vec<u32>,
+    /// Per run.
+    pub runs: Vec<TaskRun>,
+}
+
+/// Everything the pages are answered from.
+pub struct Index {
+    pub files: Vec<FileData>,
+    pub runs: Vec<String>,
+    /// Per run: its file and its label there.
+    pub origin: Vec<(usize, String)>,
+    pub baseline: usize,
+    pub rows: Vec<Row>,
+    /// Tasks in index order; `task_at` finds one by index.
+    pub tasks: Vec<Task>,
+    pub task_at: HashMap<i64, usize>,
+    /// The comparison report over the runs (means, intervals, paired differences).
+    pub report: Option<Report>,
+    /// Failures without a result, per run and class (from the failures sidecars).
+    pub failures: Vec<BTreeMap<String, usize>>,
+    /// Per run: the tasks with a standing failure, by class.
+    pub failed_tasks: Vec<BTreeMap<String, Vec<i64>>>,
+    /// What reading found and let through (read warnings, lines not yet complete).
+    pub notes: Vec<String>,
+    /// Whether the comparison needs computing again (rows were added).
+    stale: bool,
+}
+
+/// Characters of the prompt's start kept for lists.
+const PROMPT_START: usize = 240;
+
+impl Index {
+    /// Reads every file and builds the index, refusing what `compare` refuses.
+    pub fn build(c: &ViewRuns) -> Result<(Index, Vec<RolloutTable>)> {
+        if c.rollouts.is_empty() {
+            return Err(Error::Usage("give at least one rollouts file".into()));
+        }
+        if !c.inputs.is_empty() && c.inputs.len() != c.rollouts.len() {
+            return Err(Error::Usage(format!(
+                "give --inputs once per rollouts file, in the same order, or not at all ({} rollouts files, {} inputs files)",
+                c.rollouts.len(),
+                c.inputs.len()
+            )));
+        }
+        let mut files = Vec::new();
+        let mut tables = Vec::new();
+        for (i, path) in c.rollouts.iter().enumerate() {
+            let (data, table) = read_file(path, c.inputs.get(i).map(PathBuf::as_path))?;
+            files.push(data);
+            tables.push(table);
+        }
+        let config = CompareConfig {
+            rollouts: c.rollouts.clone(),
+            inputs: c.inputs.clone(),
+            agent: c.agent.clone(),
+            metric: "reward".into(),
+            baseline: c.baseline.clone(),
+            pairing: crate::metrics::task_identity::Pairing {
+                allow_mismatch: c.allow_task_mismatch,
+                ..Default::default()
+            },
+            ..Default::default()
+        };
+        let read: Vec<_> = tables.iter().zip(&files).map(|(t, f)| Some((t, f.inputs.as_ref()))).collect();
+        let runs = read_runs_with(&config, &read)?;
+        let baseline = match &c.baseline {
+            None => 0,
+            Some(b) => runs.names.iter().position(|n| n == b).ok_or_else(|| {
+                Error::Usage(format!("--baseline {b:?} is not a run here; runs: {}", runs.names.join(", ")))
+            })?,
+        };
+        let mut index = Index {
+            files,
+            runs: runs.names.clone(),
+            origin: runs.origin.clone(),
+            baseline,
+            rows: Vec::new(),
+            tasks: Vec::new(),
+            task_at: HashMap::new(),
+            report: None,
+            failures: vec![BTreeMap::new(); runs.names.len()],
+            failed_tasks: vec![BTreeMap::new(); runs.names.len()],
+            notes: runs.notes.clone(),
+            stale: true,
+        };
+        for (f, t) in tables.iter().enumerate() {
+            index.add_rows(f, t, c.agent.as_deref());
+            index.add_failures(f, t, &c.rollouts[f])?;
+        }
+        index.refresh_report();
+        for f in &index.files {
+            f.release();
+        }
+        Ok((index, tables))
+    }
+
+    /// Adds the rows of table `t` read from file `f`.
+    fn add_rows(&mut self, f: usize, t: &RolloutTable, agent: Option<&str>) {
+        let labels = run_labels(t, self.files[f].inputs.as_ref());
+        let reward = t.column(Source::Top, "reward");
+        let mut run_of_label: HashMap<String, u32> = HashMap::new();
+        for (i, (file, label)) in self.origin.iter().enumerate() {
+            if *file == f {
+                run_of_label.insert(label.clone(), i as u32);
+            }
+        }
+        let first = self.rows.len();
+        for r in 0..t.len() {
+            let label = labels.label_of(r).or(agent).unwrap_or("");
+            let run = match run_of_label.get(label) {
+                Some(&run) => run,
+                None => {
+                    // A run that appeared in lines added since the start.
+                    let name = if self.runs.iter().any(|n| n == label) {
+                        format!("{}:{label}", self.files[f].path.display())
+                    } else {
+                        label.to_string()
+                    };
+                    self.runs.push(name);
+                    self.origin.push((f, label.to_string()));
+                    self.failures.push(BTreeMap::new());
+                    self.failed_tasks.push(BTreeMap::new());
+                    for task in &mut self.tasks {
+                        task.runs.push(TaskRun::default());
+                    }
+                    let id = (self.runs.len() - 1) as u32;
+                    run_of_label.insert(label.to_string(), id);
+                    id
+                }
+            };
+            self.rows.push(Row {
+                file: f as u32,
+                run,
+                task: t.task[r],
+                rollout: t.rollout[r],
+                line: t.line[r],
+                masked: t.masked[r],
+                reward: reward.and_then(|c| t.columns[c].num(r)).unwrap_or(f64::NAN),
+            });
+        }
+        let nruns = self.runs.len();
+        let mut new_tasks = Vec::new();
+        for id in first..self.rows.len() {
+            let row = self.rows[id];
+            let at = match self.task_at.get(&row.task) {
+                Some(&at) => at,
+                None => {
+                    let at = self.tasks.len();
+                    self.tasks.push(Task {
+                        index: row.task,
+                        runs: vec![TaskRun::default(); nruns],
+                        ..Default::default()
+                    });
+                    self.task_at.insert(row.task, at);
+                    new_tasks.push(at);
+                    at
+                }
+            };
+            let task = &mut self.tasks[at];
+            task.rows.push(id as u32);
+            let s = &mut task.runs[row.run as usize];
+            s.rollouts += 1;
+            if row.measured() {
+                s.n += 1;
+                s.sum += row.reward;
+                if row.reward >= SOLVED {
+                    s.k += 1;
+                }
+            }
+        }
+        // Prompts of the new tasks, from their first rollout's line.
+        let files = &self.files;
+        let rows = &self.rows;
+        let prompts: Vec<(String, String)> = new_tasks
+            .par_iter()
+            .map(|&at| {
+                let row = rows[self.tasks[at].rows[0] as usize];
+                let text = user_text(files[row.file as usize].line(row.line));
+                let start: String = text.chars().take(PROMPT_START).collect();
+                let search: String = text.chars().take(SEARCH_CHARS).collect::<String>().to_lowercase();
+                (start, search)
+            })
+            .collect();
+        for (at, (start, search)) in new_tasks.into_iter().zip(prompts) {
+            self.tasks[at].prompt = start;
+            self.tasks[at].search = search;
+        }
+        if !self.tasks.windows(2).all(|w| w[0].index < w[1].index) {
+            self.tasks.sort_by_key(|t| t.index);
+            self.task_at = self.tasks.iter().enumerate().map(|(i, t)| (t.index, i)).collect();
+        }
+        self.stale = true;
+    }
+
+    /// Counts the standing failures of file `f`'s sidecars by run and class.
+    fn add_failures(&mut self, f: usize, t: &RolloutTable, path: &Path) -> Result<()> {
+        let Some(cov) = crate::workflow::aggregate::failures_beside(std::slice::from_ref(&path.to_path_buf()), t)?
+        else {
+            return Ok(());
+        };
+        let labels = run_labels(t, self.files[f].inputs.as_ref());
+        for (label, (_, task, class)) in crate::metrics::failures::labelled(&cov.failures, &labels) {
+            let Some(run) = self.origin.iter().position(|(file, l)| *file == f && l == label) else { continue };
+            *self.failures[run].entry(class.clone()).or_default() += 1;
+            if let crate::metrics::failures::Idx::Int(task) = task {
+                self.failed_tasks[run].entry(class.clone()).or_default().push(*task);
+            }
+        }
+        Ok(())
+    }
+
+    /// Computes the comparison again when rows were added.
+    pub fn refresh_report(&mut self) {
+        if !self.stale {
+            return;
+        }
+        let mut per_run = vec![RunRollouts::default(); self.runs.len()];
+        for row in &self.rows {
+            let value = (!row.reward.is_nan()).then_some(row.reward);
+            // Without clusters a rollout is never refused.
+            let _ = per_run[row.run as usize].add(row.task, row.rollout, value, row.masked, None);
+        }
+        self.report = report_with(&self.runs, &per_run, self.baseline, TaskValue::Mean, &Options::default()).ok();
+        self.stale = false;
+    }
+
+    /// Indexes the complete lines added to growing files since the last look; returns
+    /// whether anything was added. A malformed new line is a note, and stops that file's
+    /// index before it.
+    pub fn grow(&mut self, agent: Option<&str>) -> bool {
+        let mut added = false;
+        for f in 0..self.files.len() {
+            if !self.files[f].plain {
+                continue;
+            }
+            let path = self.files[f].path.clone();
+            let len = std::fs::metadata(&path).map(|m| m.len()).unwrap_or(0);
+            if len <= self.files[f].indexed {
+                continue;
+            }
+            let Ok(bytes) = map_whole(&path) else { continue };
+            let from = self.files[f].indexed;
+            let Some(nl) = memchr::memrchr(b'\n', &bytes[from as usize..]) else { continue };
+            let end = from + nl as u64 + 1;
+            match read_rollouts_range(&path, (from, end)) {
+                Ok(t) => {
+                    let data = &mut self.files[f];
+                    data.bytes = Arc::new(bytes);
+                    line_starts(&data.bytes, from, end, &mut data.starts);
+                    data.indexed = end;
+                    if !t.is_empty() {
+                        self.add_rows(f, &t, agent);
+                        added = true;
+                    }
+                    self.files[f].release();
+                }
+                Err(e) => {
+                    let note = format!("not indexed past byte {from}: {e}");
+                    if !self.notes.contains(&note) {
+                        self.notes.push(note);
+                    }
+                }
+            }
+        }
+        if added {
+            self.refresh_report();
+        }
+        added
+    }
+
+    /// A run by name.
+    pub fn run(&self, name: &str) -> Option<usize> {
+        self.runs.iter().position(|n| n == name)
+    }
+}
+
+/// Reads one rollouts file (and its inputs) for the index.
+fn read_file(path: &Path, inputs: Option<&Path>) -> Result<(FileData, RolloutTable)> {
+    let bytes = map_whole(path)?;
+    let plain = matches!(bytes, Whole::Mapped(_));
+    let (inputs, inputs_bytes) = match inputs {
+        Some(p) => (Some(crate::ingest::read_inputs(p)?), Some(Arc::new(map_whole(p)?))),
+        None => (None, None),
+    };
+    let table =
+        if plain { read_rollouts_range(path, (0, bytes.len() as u64))? } else { read_rollouts_bytes(path, &bytes)? };
+    if table.is_empty() {
+        return Err(Error::bad(Location::file(path), "no rollouts; expected one JSON object per line"));
+    }
+    if let Some(inp) = &inputs {
+        crate::workflow::check_runs(&table, inp)?;
+    }
+    // A last line still being written is left for later.
+    let indexed = match bytes.last() {
+        Some(b'\n') | None => bytes.len() as u64,
+        Some(_) if !table.cut_off.is_empty() => memchr::memrchr(b'\n', &bytes).map_or(0, |p| p as u64 + 1),
+        Some(_) => bytes.len() as u64,
+    };
+    let mut starts = Vec::new();
+    line_starts(&bytes, 0, indexed, &mut starts);
+    let data =
+        FileData { path: path.to_path_buf(), bytes: Arc::new(bytes), starts, indexed, plain, inputs, inputs_bytes };
+    Ok((data, table))
+}
+
+/// Appends the start of every line in bytes `from..to` (which begin at a line start).
+fn line_starts(bytes: &[u8], from: u64, to: u64, out: &mut Vec<u64>) {
+    let region = &bytes[from as usize..to as usize];
+    if region.is_empty() {
+        return;
+    }
+    let chunk = (region.len() / rayon::current_num_threads().max(1) / 4).max(1 << 20);
+    let parts: Vec<Vec<u64>> = region
+        .par_chunks(chunk)
+        .enumerate()
+        .map(|(i, c)| {
+            let base = from + (i * chunk) as u64;
+            memchr::memchr_iter(b'\n', c).map(|p| base + p as u64 + 1).collect()
+        })
+        .collect();
+    out.push(from);
+    for p in parts {
+        out.extend(p);
+    }
+    // The end of the last line is no line start.
+    if out.last() == Some(&to) {
+        out.pop();
+    }
+}
+
+/// The text of a rollout's user messages (`responses_create_params.input`), joined by
+/// blank lines; empty when the line has none.
+pub fn user_text(line: &[u8]) -> String {
+    match prompt_messages(line) {
+        Some(msgs) => {
+            msgs.iter().filter(|(role, _)| role == "user").map(|(_, t)| t.as_str()).collect::<Vec<_>>().join("\n\n")
+        }
+        None => String::new(),
+    }
+}
+
+/// The messages of `responses_create_params.input` as (role, text): a plain string
+/// input is one user message; content parts are joined.
+pub fn prompt_messages(line: &[u8]) -> Option<Vec<(String, String)>> {
+    let params = top_value(line, b"responses_create_params")?;
+    let v = crate::json::parse(params).ok()?;
+    match v.get("input")? {
+        Json::Str(s) => Some(vec![("user".into(), s.clone())]),
+        Json::Arr(items) => Some(
+            items
+                .iter()
+                .filter_map(|m| {
+                    let role = m.get("role").and_then(Json::as_str).unwrap_or("user").to_string();
+                    let text = content_text(m.get("content")?);
+                    Some((role, text))
+                })
+                .collect(),
+        ),
+        _ => None,
+    }
+}
+
+/// The text of a message's content: a string, or the text of its parts.
+pub fn content_text(c: &Json) -> String {
+    match c {
+        Json::Str(s) => s.clone(),
+        Json::Arr(parts) => parts
+            .iter()
+            .filter_map(|p| match p {
+                Json::Str(s) => Some(s.as_str()),
+                _ => p.get("text").and_then(Json::as_str),
+            })
+            .collect::<Vec<_>>()
+            .join("\n"),
+        _ => String::new(),
+    }
+}
+
+/// The bytes of the value of top-level key `key` of a JSON object line.
+pub fn top_value<'a>(line: &'a [u8], key: &[u8]) -> Option<&'a [u8]> {
+    let mut s = Scanner::new(line);
+    s.expect(b'{', "").ok()?;
+    let mut first = true;
+    while let Some(k) = s.next_key(&mut first).ok()? {
+        s.peek();
+        let at = s.i;
+        s.value().ok()?;
+        if key_is(k, key) {
+            return Some(&line[at..s.i]);
+        }
+    }
+    None
+}

@@ -1,0 +1,46 @@
+"""`rollstat.view`: the viewer on a background thread, answering what the command's
+server answers, stopped on request; wrong argument types are TypeErrors."""
+
+import json
+import urllib.error
+import urllib.request
+
+import pytest
+
+import rollstat
+
+
+def fetch(url):
+    with urllib.request.urlopen(url, timeout=30) as r:
+        return json.loads(r.read())
+
+
+def test_view_serves_the_runs_and_stops(sweep):
+    rollouts, inputs = sweep
+    with rollstat.view(rollouts, inputs=[inputs]) as v:
+        assert v.running and v.url.startswith("http://127.0.0.1:")
+        o = fetch(v.url + "api/overview")
+        lines = [json.loads(x) for x in open(rollouts, encoding="utf-8") if x.strip()]
+        assert o["rollouts"] == len(lines)
+        assert sorted(r["name"] for r in o["runs"]) == sorted({x["agent_ref"]["name"] for x in lines})
+        page = fetch(v.url + "api/tasks?slice=never&size=5")
+        assert page["total"] == o["runs"][0]["slices"]["never"]
+        assert '<iframe src="http://127.0.0.1:' in v._repr_html_()
+        url = v.url
+    assert not v.running
+    with pytest.raises(urllib.error.URLError):
+        urllib.request.urlopen(url + "api/overview", timeout=5)
+    v.stop()  # twice is fine
+
+
+def test_view_refuses_wrong_types_and_bad_files(sweep, tmp_path):
+    rollouts, _ = sweep
+    with pytest.raises(TypeError, match="port"):
+        rollstat.view(rollouts, port="8000")
+    with pytest.raises(TypeError, match="host"):
+        rollstat.view(rollouts, host=127)
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text('{"reward": 1.0,\n')
+    with pytest.raises(rollstat.InputError) as e:
+        rollstat.view(bad)
+    assert e.value.path is not None and "bad.jsonl" in str(e.value.path)
