@@ -197,6 +197,20 @@ fn overview_and_slices_match_a_count_of_the_lines() {
         assert_eq!(float(run.get("mean").unwrap()), float(c.get("mean").unwrap()), "{name} mean");
         assert_eq!(float(run.get("ci_low").unwrap()), float(c.get("ci_low_95").unwrap()), "{name} ci_low");
         assert_eq!(float(run.get("ci_high").unwrap()), float(c.get("ci_high_95").unwrap()), "{name} ci_high");
+        // The bundled `task_slices` query lists the same tasks.
+        let q = rollstat().args(["query", "task_slices", "--format", "json", "--rollouts"]).arg(&rollouts).ok();
+        let Json::Arr(q) = parse(&q.stdout).unwrap() else { panic!("query json is not an array") };
+        for (slice, want) in [("never", &never), ("sometimes", &sometimes), ("always", &always)] {
+            let row = q.iter().find(|r| {
+                r.get("agent").and_then(Json::as_str) == Some(name)
+                    && r.get("slice").and_then(Json::as_str) == Some(slice)
+            });
+            let got: BTreeSet<i64> = row
+                .and_then(|r| r.get("task_indexes").and_then(Json::as_str))
+                .map(|t| t.split(',').map(|x| x.parse().unwrap()).collect())
+                .unwrap_or_default();
+            assert_eq!(&got, want, "task_slices {name} {slice}");
+        }
         // Following a count gives exactly those tasks.
         assert_eq!(all_tasks(&s, &format!("run={}&slice=never", enc(name))), never, "{name} never list");
         assert_eq!(all_tasks(&s, &format!("run={}&slice=always", enc(name))), always, "{name} always list");
