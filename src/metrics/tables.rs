@@ -46,12 +46,24 @@ pub fn tables(
 ) -> Result<(Tables, Warnings)> {
     let run_of = runs(t, inputs);
     let rollouts = rollouts_frame(t, &run_of, default_agent)?;
+    let ((tasks, agents, repeats), warnings) = levels(t, inputs, default_agent, failed)?;
+    Ok((Tables { rollouts, tasks, agents, repeats }, warnings))
+}
+
+/// The tasks, agents and repeats tables of [`tables`] alone, without the rollouts table.
+pub fn levels(
+    t: &RolloutTable,
+    inputs: Option<&InputTable>,
+    default_agent: Option<&str>,
+    failed: &[Failed],
+) -> Result<((DataFrame, DataFrame, DataFrame), Warnings)> {
+    let run_of = runs(t, inputs);
     let opts = AggregateOptions { default_agent: default_agent.map(str::to_string), ..Default::default() };
     let (entries, warnings) = aggregate(t, inputs, &opts)?;
     let (mut tasks, mut agents, repeats) = level_tables(&entries)?;
     with_fingerprints(&mut tasks, t)?;
     with_failures(&mut tasks, &mut agents, &run_of, failed)?;
-    Ok((Tables { rollouts, tasks, agents, repeats }, warnings))
+    Ok(((tasks, agents, repeats), warnings))
 }
 
 /// Fills the `failures` columns: per task (tasks table) and per run (agents table), the

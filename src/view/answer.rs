@@ -262,24 +262,29 @@ pub fn tasks(ix: &Index, q: &TaskQuery) -> Answer<Json> {
             true
         })
         .collect();
-    let mean_of = |i: usize| ix.tasks[i].runs[focus].mean();
-    match q.sort.as_deref() {
-        None | Some("task") => {}
-        Some("mean") => hits.sort_by(|&a, &b| {
-            // Tasks without a mean last either way.
-            match (mean_of(a), mean_of(b)) {
-                (Some(x), Some(y)) => x.total_cmp(&y),
-                (Some(_), None) => std::cmp::Ordering::Less,
-                (None, Some(_)) => std::cmp::Ordering::Greater,
-                (None, None) => std::cmp::Ordering::Equal,
-            }
-            .then(a.cmp(&b))
-        }),
-        Some("solved") => hits.sort_by_key(|&i| (ix.tasks[i].runs[focus].k, i)),
-        Some("rollouts") => hits.sort_by_key(|&i| (ix.tasks[i].rows.len(), i)),
-        Some(s) => return bad(format!("sort: {s:?} is not task, mean, solved or rollouts")),
+    // Sorted by a key computed once per task; ties in task order; tasks without a mean
+    // last either way.
+    let key = |i: usize| -> f64 {
+        let t = &ix.tasks[i];
+        match q.sort.as_deref() {
+            Some("mean") => t.runs[focus].mean().unwrap_or(f64::NAN),
+            Some("solved") => t.runs[focus].k as f64,
+            Some("rollouts") => t.rows.len() as f64,
+            _ => i as f64,
+        }
+    };
+    if !matches!(q.sort.as_deref(), None | Some("task" | "mean" | "solved" | "rollouts")) {
+        return bad(format!("sort: {:?} is not task, mean, solved or rollouts", q.sort.as_deref().unwrap_or_default()));
     }
-    if q.desc {
+    if !matches!(q.sort.as_deref(), None | Some("task")) {
+        let mut keyed: Vec<(f64, usize)> = hits.iter().map(|&i| (key(i), i)).collect();
+        let (mut known, unknown): (Vec<_>, Vec<_>) = keyed.drain(..).partition(|(k, _)| !k.is_nan());
+        known.par_sort_unstable_by(|a, b| a.0.total_cmp(&b.0).then(a.1.cmp(&b.1)));
+        if q.desc {
+            known.reverse();
+        }
+        hits = known.into_iter().chain(unknown).map(|(_, i)| i).collect();
+    } else if q.desc {
         hits.reverse();
     }
     let total = hits.len();

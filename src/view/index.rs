@@ -251,6 +251,8 @@ impl Index {
         for f in &index.files {
             f.release();
         }
+        drop(runs);
+        crate::ingest::release_free_memory();
         Ok((index, tables))
     }
 

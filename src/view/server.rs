@@ -194,6 +194,9 @@ fn build_sql_table(served: Arc<Served>, tables: Option<Vec<RolloutTable>>) {
             Some(t) => sql_table(&served, &t),
             None => reread(&served).and_then(|t| sql_table(&served, &t)),
         };
+        // What building the table freed goes back to the system: serving keeps the index
+        // and this table only.
+        crate::ingest::release_free_memory();
         if served.sql_generation.load(Ordering::SeqCst) == generation {
             *served.sql.lock().unwrap_or_else(|e| e.into_inner()) = match built {
                 Ok(df) => SqlTable::Ready(df),
@@ -231,8 +234,7 @@ fn sql_table(served: &Served, tables: &[RolloutTable]) -> Result<DataFrame> {
         let failed = crate::workflow::aggregate::failures_beside(std::slice::from_ref(path), t)?
             .map(|c| c.failures)
             .unwrap_or_default();
-        let (tables, _) = crate::metrics::tables::tables(t, inputs.as_ref(), served.agent.as_deref(), &failed)?;
-        let mut df = tables.tasks;
+        let ((mut df, _, _), _) = crate::metrics::tables::levels(t, inputs.as_ref(), served.agent.as_deref(), &failed)?;
         let labels = df.column(crate::schema::AGENT)?.cast(&DataType::String)?;
         let run: StringChunked = labels
             .str()?
