@@ -1,7 +1,7 @@
 //! The health check against the reports NeMo Gym itself wrote (the cases kept with
-//! rollstat's fixtures, and, when the shared conformance folder is beside the repository,
-//! every case there, NeMo Gym's own example files included), and the rules that have no
-//! NeMo Gym output to compare with: refusals, unknown checks, ordering, piece sizes.
+//! rollstat's fixtures, and the cases on NeMo Gym's own example files from the optional
+//! folder that holds them), and the rules that have no NeMo Gym output to compare with:
+//! refusals, unknown checks, ordering, piece sizes.
 
 use std::path::{Path, PathBuf};
 
@@ -9,7 +9,10 @@ use super::*;
 use crate::json::{parse, Json};
 
 const FIXTURES: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/conformance/gym_aggregate/health");
-const SHARED: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../shared/conformance/gym_aggregate/health");
+
+/// The lookup of the optional folder, shared with the integration tests.
+#[path = "../../tests/common/shared.rs"]
+mod shared;
 
 /// A case folder: the files to check (as named in `case.json`), their bytes and the
 /// ignored checks.
@@ -38,15 +41,16 @@ fn load(dir: &Path) -> Case {
     Case { files, ignored }
 }
 
+/// The fixture cases, then those on NeMo Gym's example files (`real_*`).
 fn cases() -> Vec<PathBuf> {
-    let mut dirs = Vec::new();
-    for root in [FIXTURES, SHARED] {
-        let Ok(entries) = std::fs::read_dir(root) else { continue };
-        let mut found: Vec<PathBuf> =
-            entries.map(|e| e.unwrap().path()).filter(|p| p.join("case.json").is_file()).collect();
-        found.sort();
-        dirs.extend(found);
-    }
+    let mut dirs: Vec<PathBuf> = std::fs::read_dir(FIXTURES)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.join("case.json").is_file())
+        .collect();
+    dirs.sort();
+    assert!(dirs.len() >= 4, "the fixture cases are missing: {dirs:?}");
+    dirs.extend(shared::example_cases("gym_aggregate/health", "case.json", |n| n.starts_with("real_")));
     dirs
 }
 
@@ -115,7 +119,6 @@ fn conforms(dir: &Path) -> Result<bool, String> {
 #[test]
 fn reports_match_nemo_gyms() {
     let dirs = cases();
-    assert!(dirs.iter().filter(|d| d.starts_with(FIXTURES)).count() >= 4, "the fixture cases are missing");
     let mut failures = Vec::new();
     for dir in &dirs {
         match conforms(dir) {

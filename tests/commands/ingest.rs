@@ -126,43 +126,38 @@ fn refused_by_serde(p: &Path) -> bool {
 
 #[test]
 fn ingest_every_corpus_rollouts_file() {
-    let mut roots = vec![fixtures().join("conformance")];
-    if let Some(s) = shared() {
-        roots.push(s);
+    let mut cases = Vec::new();
+    for group in std::fs::read_dir(fixtures().join("conformance")).unwrap() {
+        let group = group.unwrap().path();
+        if group.is_dir() {
+            cases.extend(std::fs::read_dir(&group).unwrap().map(|c| c.unwrap().path()));
+        }
     }
+    cases.extend(example_cases("nemo_gym_examples", "rollouts.jsonl", |_| true));
     let mut n = 0;
-    for root in roots {
-        for group in std::fs::read_dir(&root).unwrap() {
-            let group = group.unwrap().path();
-            if !group.is_dir() {
-                continue;
-            }
-            for case in std::fs::read_dir(&group).unwrap() {
-                let case = case.unwrap().path();
-                let r = case.join("rollouts.jsonl");
-                if !r.exists() {
-                    continue;
-                }
-                n += 1;
-                let d = TempDir::new("corpus");
-                let pq = d.join("out.parquet");
-                let o = run(&["ingest", r.to_str().unwrap(), "--out", pq.to_str().unwrap()]);
-                let text = std::fs::read_to_string(&r).unwrap_or_default();
-                let has_nan = text.contains("NaN") || text.contains("Infinity");
-                if refused_by_serde(&r) {
-                    assert_eq!(o.status.code(), Some(2), "{} should be refused: {}", r.display(), stderr(&o));
-                    assert!(stderr(&o).contains("rollouts.jsonl"), "{}", stderr(&o));
-                    assert!(d.files().is_empty(), "refused but wrote {:?}", d.files());
-                } else {
-                    assert!(o.status.success(), "{}: {}", r.display(), stderr(&o));
-                    if !has_nan {
-                        check_parquet_against_serde(&r, &pq);
-                    }
-                }
+    for case in cases {
+        let r = case.join("rollouts.jsonl");
+        if !r.exists() {
+            continue;
+        }
+        n += 1;
+        let d = TempDir::new("corpus");
+        let pq = d.join("out.parquet");
+        let o = run(&["ingest", r.to_str().unwrap(), "--out", pq.to_str().unwrap()]);
+        let text = std::fs::read_to_string(&r).unwrap_or_default();
+        let has_nan = text.contains("NaN") || text.contains("Infinity");
+        if refused_by_serde(&r) {
+            assert_eq!(o.status.code(), Some(2), "{} should be refused: {}", r.display(), stderr(&o));
+            assert!(stderr(&o).contains("rollouts.jsonl"), "{}", stderr(&o));
+            assert!(d.files().is_empty(), "refused but wrote {:?}", d.files());
+        } else {
+            assert!(o.status.success(), "{}: {}", r.display(), stderr(&o));
+            if !has_nan {
+                check_parquet_against_serde(&r, &pq);
             }
         }
     }
-    assert!(n >= 22);
+    assert!(n >= 22, "{n} rollouts files in the corpus");
 }
 
 /// A rollout field named like a column of the rollouts table is left out of it, with a

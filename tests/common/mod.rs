@@ -10,6 +10,9 @@ use std::process::{Child, Command, Output, Stdio};
 
 use rollstat::json::{parse, Json};
 
+mod shared;
+pub use shared::{example_cases, skipped};
+
 pub fn bin() -> PathBuf {
     PathBuf::from(env!("CARGO_BIN_EXE_rollstat"))
 }
@@ -317,39 +320,35 @@ pub fn diff(got: &Json, want: &Json, path: &str) -> Option<String> {
     }
 }
 
-/// Whether this machine must have every fixture and tool CI has: `ROLLSTAT_REQUIRE_SHARED=1`
-/// (set by .ci/run, whose clone has ../shared beside it). Then a test that would skip for
-/// want of one fails instead.
-pub fn require_shared() -> bool {
-    std::env::var_os("ROLLSTAT_REQUIRE_SHARED").is_some_and(|v| v == "1")
-}
-
-/// Says that what needs `what` is skipped, as it is absent here; under
-/// `ROLLSTAT_REQUIRE_SHARED=1` fails instead.
+/// Says that what needs `what` is skipped, as it is absent here (see [`skipped`]).
 pub fn skip_without(what: &str) {
-    assert!(!require_shared(), "{what} is missing, and ROLLSTAT_REQUIRE_SHARED=1 says this machine has it");
-    eprintln!("SKIPPED: {what} is missing");
+    skipped(&format!("{what} is missing"));
 }
 
-/// The shared conformance corpus, ../shared/conformance, when present (CI has it beside
-/// the clone; see [`require_shared`]).
-pub fn shared() -> Option<PathBuf> {
-    let p = Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared/conformance");
-    if p.is_dir() {
-        return Some(p);
+/// A copy of the folder `case` in a scratch folder, with each `NAME.zst` file in it (at any
+/// depth) unpacked to `NAME`: the repository keeps large case files compressed. Returns the
+/// scratch folder and the copy's path in it.
+pub fn unpacked(case: &Path) -> (TempDir, PathBuf) {
+    fn copy(from: &Path, to: &Path) {
+        std::fs::create_dir_all(to).unwrap();
+        for e in std::fs::read_dir(from).unwrap() {
+            let p = e.unwrap().path();
+            let name = p.file_name().unwrap().to_str().unwrap().to_string();
+            if p.is_dir() {
+                copy(&p, &to.join(&name));
+            } else if let Some(plain) = name.strip_suffix(".zst") {
+                let bytes = zstd::decode_all(std::fs::File::open(&p).unwrap()).unwrap();
+                std::fs::write(to.join(plain), bytes).unwrap();
+            } else {
+                std::fs::copy(&p, to.join(&name)).unwrap();
+            }
+        }
     }
-    skip_without(&format!("the shared corpus {}", p.display()));
-    None
-}
-
-/// A folder of the shared corpus (`compare`, `vagen`, …), when present.
-pub fn shared_dir(sub: &str) -> Option<PathBuf> {
-    let p = shared()?.join(sub);
-    if p.is_dir() {
-        return Some(p);
-    }
-    skip_without(&format!("the shared corpus folder {}", p.display()));
-    None
+    let d = TempDir::new("case");
+    let name = case.file_name().unwrap().to_str().unwrap();
+    let copy_path = d.join(name);
+    copy(case, &copy_path);
+    (d, copy_path)
 }
 
 pub fn fixtures() -> PathBuf {

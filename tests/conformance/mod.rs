@@ -1,5 +1,5 @@
-//! Conformance: every case of the corpus (the constructed and generated cases copied
-//! into tests/fixtures, and NeMo Gym's own examples read from ../shared when present)
+//! Conformance: every case of the corpus (the constructed and generated cases in
+//! tests/fixtures, and the cases on NeMo Gym's own examples from the optional folder)
 //! through `profile` (strict and --allow-partial), `aggregate` and pass@k, compared with
 //! what NeMo Gym 0.7.0 produced, by the rules of the corpus README.
 
@@ -10,16 +10,16 @@ use rollstat::json::Json;
 
 fn cases() -> Vec<PathBuf> {
     let mut out = Vec::new();
-    let mut roots = vec![fixtures().join("conformance/constructed"), fixtures().join("conformance/generated")];
-    if let Some(s) = shared_dir("nemo_gym_examples") {
-        roots.push(s);
-    }
-    for r in roots {
-        let Ok(rd) = std::fs::read_dir(&r) else { continue };
-        let mut v: Vec<PathBuf> = rd.map(|e| e.unwrap().path()).filter(|p| p.join("case.json").exists()).collect();
+    for r in [fixtures().join("conformance/constructed"), fixtures().join("conformance/generated")] {
+        let mut v: Vec<PathBuf> = std::fs::read_dir(&r)
+            .unwrap()
+            .map(|e| e.unwrap().path())
+            .filter(|p| p.join("case.json").exists())
+            .collect();
         v.sort();
         out.extend(v);
     }
+    out.extend(example_cases("nemo_gym_examples", "case.json", |_| true));
     out
 }
 

@@ -1,5 +1,5 @@
 //! `rollstat eval-compare` (NeMo Gym's `gym eval compare`): every case of the compare
-//! conformance corpus in ../shared against NeMo Gym 0.7.0's own reports, refusals, bad
+//! conformance corpus against NeMo Gym 0.7.0's own reports, refusals, bad
 //! aggregate files, `--compute-missing`, the rebuild of older aggregate files, and the
 //! output rules (nothing partial, no input overwritten).
 
@@ -247,12 +247,16 @@ fn tasks_differ(case: &Path, args: &[String]) -> bool {
     files[1..].iter().filter_map(|f| questions(f)).any(|q| q.iter().any(|(t, u)| base.get(t).is_some_and(|b| b != u)))
 }
 
-fn compare_cases() -> Option<Vec<PathBuf>> {
-    let root = shared_dir("compare")?;
+/// The compare cases: the generated ones in tests/fixtures, then those on NeMo Gym's
+/// real aggregate files from the optional folder.
+fn compare_cases() -> Vec<PathBuf> {
+    let root = fixtures().join("conformance/compare");
     let mut v: Vec<PathBuf> =
         std::fs::read_dir(&root).unwrap().map(|e| e.unwrap().path()).filter(|p| p.join("case.json").exists()).collect();
     v.sort();
-    Some(v)
+    assert!(v.len() >= 9, "the generated compare cases are in tests/fixtures: {v:?}");
+    v.extend(example_cases("compare", "case.json", |n| n.starts_with("real_")));
+    v
 }
 
 /// Every case of the compare corpus: the same reports (JSON within 1e-12 relative, same
@@ -260,12 +264,12 @@ fn compare_cases() -> Option<Vec<PathBuf>> {
 /// lines), the same warnings with their counts, and the same refusals.
 #[test]
 fn conformance_compare_corpus() {
-    let Some(cases) = compare_cases() else { return };
-    assert!(cases.len() >= 12, "compare conformance cases not found");
+    let cases = compare_cases();
     let mut fails = Vec::new();
     let mut worst = 0.0f64;
     for case in &cases {
-        worst = worst.max(check_case(case, &mut fails));
+        let (_scratch, copy) = unpacked(case);
+        worst = worst.max(check_case(&copy, &mut fails));
     }
     eprintln!("eval-compare conformance: {} cases, max relative float difference {worst:e}", cases.len());
     if !fails.is_empty() {
@@ -310,6 +314,21 @@ fn two_runs() -> TempDir {
 
 fn report(dir: &Path) -> Json {
     without_provenance(read_json(&dir.join("compare_report.json")))
+}
+
+/// The report records the command as it was run, shell-quoted, in both formats.
+#[test]
+fn reports_record_the_command_line() {
+    let d = two_runs();
+    let args = ["--baseline", "base/rollouts.jsonl", "--candidates", "cand/rollouts.jsonl", "--output-dir", "out dir"];
+    let o = eval_compare(d.path(), &args);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let want =
+        "rollstat eval-compare --baseline base/rollouts.jsonl --candidates cand/rollouts.jsonl --output-dir 'out dir'";
+    let r = read_json(&d.join("out dir/compare_report.json"));
+    assert_eq!(r.get("command").and_then(Json::as_str), Some(want));
+    let md = std::fs::read_to_string(d.join("out dir/compare_report.md")).unwrap();
+    assert!(md.lines().any(|l| l == format!("Command: `{want}`")), "{md}");
 }
 
 /// With no flags besides the runs, the reports land in the candidate's folder, both
@@ -389,24 +408,12 @@ fn missing_aggregate_refused_unless_computed() {
 /// same sweep as `binary_two_agents`, so the report is that case's report.
 #[test]
 fn compute_missing_reproduces_the_reference_report() {
-    let Some(root) = shared_dir("compare") else { return };
-    let d = TempDir::new("evalcmp-missing");
-    for side in ["base", "cand"] {
-        std::fs::create_dir_all(d.join(side)).unwrap();
-        std::fs::copy(
-            root.join("missing_aggregate").join(side).join("rollouts.jsonl"),
-            d.join(side).join("rollouts.jsonl"),
-        )
-        .unwrap();
-    }
-    std::fs::copy(
-        root.join("missing_aggregate/base/rollouts_aggregate_metrics.json"),
-        d.join("base/rollouts_aggregate_metrics.json"),
-    )
-    .unwrap();
+    let root = fixtures().join("conformance/compare");
+    let (_scratch, d) = unpacked(&root.join("missing_aggregate"));
+    assert!(!d.join("cand/rollouts_aggregate_metrics.json").exists());
     let out = d.join("out");
     let o = eval_compare(
-        d.path(),
+        &d,
         &[
             "--baseline",
             "base/rollouts.jsonl",
@@ -420,7 +427,8 @@ fn compute_missing_reproduces_the_reference_report() {
         ],
     );
     assert!(o.status.success(), "{}", stderr(&o));
-    let real = std::fs::canonicalize(d.path()).unwrap().display().to_string();
+    assert!(d.join("cand/rollouts_aggregate_metrics.json").exists());
+    let real = std::fs::canonicalize(&d).unwrap().display().to_string();
     let got = rollstat::json::parse(read_ours(&out.join("compare_report.json"), &real).as_bytes()).unwrap();
     let want = read_json(&root.join("binary_two_agents/expected/compare_report.json"));
     let mut worst = 0.0;

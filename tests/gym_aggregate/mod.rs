@@ -1,8 +1,8 @@
 //! `gym eval aggregate` whole: every case of the corpus (shards, failures sidecars, the
 //! two count-as-zero policies, the merged file, refusals) through `rollstat aggregate`,
 //! and the health-check cases through `rollstat health`, compared with what NeMo Gym
-//! 0.7.0 wrote and printed. The constructed cases are copied into tests/fixtures; NeMo
-//! Gym's own example files are read from ../shared when present.
+//! 0.7.0 wrote and printed. The constructed cases are in tests/fixtures; the cases on NeMo
+//! Gym's own example files come from the optional folder (see `common::example_cases`).
 
 use std::path::{Path, PathBuf};
 
@@ -275,11 +275,7 @@ fn health_case(dir: &Path, fails: &mut Vec<String>) {
 fn every_health_case_matches_nemo_gym() {
     let mut cases = case_dirs(&fixtures().join("conformance/gym_aggregate/health"));
     assert!(cases.len() >= 4, "the constructed health cases are in tests/fixtures");
-    if let Some(s) = shared_dir("gym_aggregate/health") {
-        cases.extend(
-            case_dirs(&s).into_iter().filter(|c| c.file_name().unwrap().to_string_lossy().starts_with("real_")),
-        );
-    }
+    cases.extend(example_cases("gym_aggregate/health", "case.json", |n| n.starts_with("real_")));
     check_each(&cases, health_case);
 }
 

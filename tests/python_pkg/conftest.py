@@ -3,10 +3,13 @@ Python, never the source tree: `rollstat` must import from site-packages.
 
 ROLLSTAT_BIN names the `rollstat` binary built by cargo, whose bytes the API must
 give (default: the `rollstat` command installed with the wheel). The conformance corpus
-is read from ROLLSTAT_SHARED (default: ../shared beside the checkout).
-ROLLSTAT_REQUIRE_SHARED=1 (set by .ci/run) says this machine has every package and file
-CI has: a test that would skip for want of one fails instead."""
+is in tests/fixtures/conformance; the cases on NeMo Gym's own example files, which the
+repository does not carry, run from the folder ROLLSTAT_SHARED names (or ../shared beside
+the checkout, when present) and are skipped, saying so, without it.
+ROLLSTAT_REQUIRE_SHARED=1 (set by .ci/run where that folder is) says this machine has
+every package and file CI has: a test that would skip for want of one fails instead."""
 
+import glob
 import importlib
 import os
 import shutil
@@ -27,17 +30,36 @@ def binary():
     return beside if os.path.exists(beside) else shutil.which("rollstat")
 
 
-def shared():
-    s = os.environ.get("ROLLSTAT_SHARED") or os.path.join(REPO, "..", "shared")
-    return os.path.abspath(s)
+FIXTURES = os.path.join(REPO, "tests", "fixtures", "conformance")
 
 
-def conformance():
-    """The corpus folder; a missing corpus fails the suite rather than passing it."""
-    c = os.path.join(shared(), "conformance")
-    if not os.path.isdir(c):
-        pytest.fail(f"the conformance corpus is missing: {c} (set ROLLSTAT_SHARED)")
-    return c
+def shared_conformance():
+    """The `conformance/` folder of NeMo Gym's example files: under ROLLSTAT_SHARED when set
+    (which must hold it), else under ../shared beside the checkout when present; else None."""
+    given = os.environ.get("ROLLSTAT_SHARED")
+    if given:
+        c = os.path.join(given, "conformance")
+        if not os.path.isdir(c):
+            raise RuntimeError(f"ROLLSTAT_SHARED={given}: holds no conformance/ folder")
+        return os.path.abspath(c)
+    c = os.path.abspath(os.path.join(REPO, "..", "shared", "conformance"))
+    return c if os.path.isdir(c) else None
+
+
+def example_cases(group):
+    """The case folders of `group` among the cases on NeMo Gym's example files, sorted;
+    none without the folder (`need_examples` then says so)."""
+    root = shared_conformance()
+    if root is None:
+        return []
+    return sorted(p for p in glob.glob(os.path.join(root, group, "*")) if os.path.exists(os.path.join(p, "case.json")))
+
+
+def need_examples(group):
+    """Skips the test, saying which cases did not run, without the folder of NeMo Gym's
+    example files (see `skip_without`)."""
+    if shared_conformance() is None:
+        skip_without(f"the folder of NeMo Gym's example files (ROLLSTAT_SHARED=DIR) with the conformance/{group} cases")
 
 
 def skip_without(what):

@@ -1,5 +1,5 @@
 """batch_metrics on a batch in memory, in every form it takes, against what the VAGEN
-seed's function returns (../shared/conformance/vagen) and what `rollstat batch-metrics`
+function returns (tests/fixtures/conformance/vagen) and what `rollstat batch-metrics`
 prints for the same batch."""
 
 import glob
@@ -13,11 +13,11 @@ import pytest
 
 import rollstat
 
-from conftest import conformance, need, run
+from conftest import FIXTURES, need, run
 
 
 def cases():
-    out = sorted(glob.glob(os.path.join(conformance(), "vagen", "*", "batch.jsonl")))
+    out = sorted(glob.glob(os.path.join(FIXTURES, "vagen", "*", "batch.jsonl")))
     assert len(out) >= 7, out
     return out
 

@@ -11,16 +11,17 @@ import pytest
 
 import rollstat
 
-from conftest import conformance
+from conftest import FIXTURES, example_cases, need_examples
 
 
 def cases():
-    root = conformance()
+    """The constructed and generated cases of the repository, then those on NeMo Gym's
+    example files when their folder is there."""
     out = []
-    for group in ("constructed", "generated", "nemo_gym_examples"):
-        out += sorted(p for p in glob.glob(os.path.join(root, group, "*")) if os.path.exists(os.path.join(p, "case.json")))
-    assert len(out) > 30, out
-    return out
+    for group in ("constructed", "generated"):
+        out += sorted(p for p in glob.glob(os.path.join(FIXTURES, group, "*")) if os.path.exists(os.path.join(p, "case.json")))
+    assert len(out) >= 22, out
+    return out + example_cases("nemo_gym_examples")
 
 
 def oracle(case, key):
@@ -106,3 +107,12 @@ def test_profile_case(case, partial):
     same(got.reward_profile, load(os.path.join(exp, "rollouts_reward_profiling.jsonl")))
     same(got.agent_metrics, load(os.path.join(exp, "rollouts_agent_metrics.json")))
     same(got.repeat_level_metrics, load(os.path.join(exp, "rollouts_repeat_level_metrics.json")))
+
+
+def test_nemo_gym_example_cases_ran():
+    """The cases on NeMo Gym's example files are among those above when their folder is
+    there; without it this test is skipped, saying so."""
+    need_examples("nemo_gym_examples")
+    ran = [c for c in cases() if "nemo_gym_examples" in c]
+    assert len(ran) > 30, ran
+    assert any(c in aggregate_cases() for c in ran) and any(c in [p for p, _ in profile_cases()] for c in ran)

@@ -1,5 +1,5 @@
-//! `batch-metrics` against VAGEN: every case of the VAGEN conformance corpus (read from
-//! ../shared when present) as JSONL and, where one Parquet column can hold its group
+//! `batch-metrics` against VAGEN: every case of the VAGEN conformance corpus (in
+//! tests/fixtures) as JSONL and, where one Parquet column can hold its group
 //! ids, as Parquet with a fixed-width score array as verl pads it; VAGEN's `str(idx)`
 //! grouping; float32 batches against numpy; SQL metrics from --metric-dir; bad input.
 
@@ -132,7 +132,7 @@ fn score_column(rows: &[Vec<f64>], dtype: DataType) -> Column {
 
 #[test]
 fn every_vagen_case_matches_what_vagen_returns() {
-    let Some(root) = shared_dir("vagen") else { return };
+    let root = fixtures().join("conformance/vagen");
     let mut cases: Vec<PathBuf> = std::fs::read_dir(&root)
         .unwrap()
         .map(|e| e.unwrap().path())
