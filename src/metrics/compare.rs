@@ -480,6 +480,20 @@ fn binary(x: &[f64]) -> bool {
     x.iter().all(|&v| v == 0.0 || v == 1.0)
 }
 
+/// The tasks an estimate like `e` (a mean or a paired difference over tasks, clustered
+/// when `clustered`) needs for a two-sided t test at level `alpha` to detect `diff` with
+/// 80% power, given its spread: the spread of one task's (or cluster's) value is
+/// `se·√units`, the units needed are rounded up, and with clusters they are that many
+/// clusters of the present mean size, `n/units` tasks each, rounded up in integers (15 ×
+/// 400/3 is 2000, which the float product 2000.0000000000002 would round up to 2001).
+/// `None` without a positive standard error or for a zero difference.
+pub fn tasks_to_detect(diff: f64, e: &MeanSe, clustered: bool, alpha: f64) -> Option<u64> {
+    let units = e.clusters;
+    let n = tasks_needed(diff, e.se? * (units as f64).sqrt(), alpha, POWER)?;
+    let units_needed = n.ceil();
+    Some(if clustered { tasks_of_clusters(units_needed as u64, e.n, units) } else { units_needed as u64 })
+}
+
 /// Builds the report: every run summarized, every other run compared with `baseline`.
 /// `clustered` says whether the runs were gathered with cluster values.
 pub fn report(
@@ -658,22 +672,9 @@ fn one_report(
             .as_ref()
             .filter(|_| distinct.len() <= FEW_VALUES)
             .map(|p| Exact { mcnemar: binary(&a) && binary(&b), p: sign_test(p.wins as u64, p.losses as u64) });
-        // Sizing: the spread of one task's (or cluster's) difference is se·√units.
-        let units = stats.as_ref().map_or(0, |p| p.diff.clusters);
         let mde_v = stats.as_ref().filter(|_| opts.mde).and_then(|p| mde(p.diff.se?, p.diff.df, ALPHA, POWER));
         let needed = match (opts.detect, &stats) {
-            (Some(diff), Some(p)) => p.diff.se.and_then(|se| {
-                let n = tasks_needed(diff, se * (units as f64).sqrt(), ALPHA, POWER)?;
-                let units_needed = n.ceil();
-                // With clusters: that many clusters of the present mean size, n/units
-                // tasks each, rounded up in integers (15 × 400/3 is 2000, which the
-                // float product 2000.0000000000002 would round up to 2001).
-                Some(if clustered {
-                    tasks_of_clusters(units_needed as u64, p.diff.n, units)
-                } else {
-                    units_needed as u64
-                })
-            }),
+            (Some(diff), Some(p)) => tasks_to_detect(diff, &p.diff, clustered, ALPHA),
             _ => None,
         };
         let flips = match opts.flips {
