@@ -9,6 +9,7 @@ mod conformance;
 mod eval_compare;
 mod faults;
 mod fuzz_corpus;
+mod gate;
 mod gym_aggregate;
 mod layout;
 mod limits;
