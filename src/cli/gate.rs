@@ -11,7 +11,7 @@ use clap::Args as ClapArgs;
 use super::common::{self, Pairing, RunsFiles};
 use crate::error::{Error, Result};
 use crate::export::atomic::OutputSet;
-use crate::export::gate::{json, junit, markdown, text};
+use crate::export::gate::{json, junit, markdown, noise_json, noise_text, text};
 use crate::workflow::gate::GateReport;
 use crate::workflow::gate_policy;
 use crate::workflow::{CompareConfig, GateConfig};
@@ -54,6 +54,17 @@ pub struct Args {
     /// Output file (default: stdout).
     #[arg(long, value_name = "FILE")]
     pub out: Option<PathBuf>,
+    /// Instead of gating: split the baseline run's repeats into two halves many times (an
+    /// A/A test, seeded) and report, per check, the smallest margin the run's own noise
+    /// can resolve (text or json).
+    #[arg(long)]
+    pub noise: bool,
+    /// How many A/A splits --noise makes.
+    #[arg(long, value_name = "N", default_value_t = crate::workflow::gate_noise::SPLITS, requires = "noise")]
+    pub splits: usize,
+    /// Seed of the --noise splits: the same seed, the same splits.
+    #[arg(long, value_name = "SEED", default_value_t = 1, requires = "noise")]
+    pub seed: u64,
     /// Significant digits of the numbers in text, Markdown and JUnit (JSON keeps every
     /// digit).
     #[arg(long, value_name = "DIGITS", default_value_t = crate::export::table::READ_DIGITS as u8,
@@ -106,24 +117,39 @@ pub fn run(a: Args) -> Result<u8> {
     let mut read: Vec<&Path> = c.runs.rollouts.iter().map(PathBuf::as_path).collect();
     read.extend(c.runs.inputs.iter().map(PathBuf::as_path));
     read.push(&a.policy);
-    let mut out = OutputSet::new(&read);
+    if a.noise && matches!(a.format, GateFormat::Markdown | GateFormat::Junit) {
+        return Err(Error::Usage("--noise reports noise floors, not verdicts: give --format text or json".into()));
+    }
+    let out = OutputSet::new(&read);
     // Refused before reading, not after.
     if let Some(path) = &a.out {
         out.check(path)?;
         common::outputs_to_stdout(&[path]);
     }
+    let digits = a.precision.into();
+    if a.noise {
+        let r = crate::workflow::gate_noise::noise(&c, a.splits, a.seed)?;
+        let bytes = if a.format == GateFormat::Json { noise_json(&r) } else { noise_text(&r, digits).into_bytes() };
+        write(out, a.out.as_deref(), &bytes, &format!("noise floors of {} check(s)", r.rows.len()))?;
+        return Ok(0);
+    }
     let r = crate::workflow::gate(&c)?;
     common::print_warnings(&r.warnings);
-    let digits = a.precision.into();
     let bytes = render(&r, a.format, digits);
-    match &a.out {
-        Some(path) => {
-            out.add(path, &bytes)?;
-            out.commit()?;
-            say!("Wrote {} (gate {}, {} check(s))", path.display(), r.verdict.name(), r.rows.len());
-        }
-        None => std::io::stdout().write_all(&bytes).map_err(|e| Error::write(Path::new("<stdout>"), e))?,
-    }
+    write(out, a.out.as_deref(), &bytes, &format!("gate {}, {} check(s)", r.verdict.name(), r.rows.len()))?;
     step_summary(&r, digits)?;
     Ok(r.verdict.exit_status())
+}
+
+/// Writes `bytes` to `--out` (atomically, saying what it holds) or to stdout.
+fn write(mut out: OutputSet, to: Option<&Path>, bytes: &[u8], what: &str) -> Result<()> {
+    match to {
+        Some(path) => {
+            out.add(path, bytes)?;
+            out.commit()?;
+            say!("Wrote {} ({what})", path.display());
+        }
+        None => std::io::stdout().write_all(bytes).map_err(|e| Error::write(Path::new("<stdout>"), e))?,
+    }
+    Ok(())
 }

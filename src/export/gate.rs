@@ -8,6 +8,7 @@ use super::table::round_text;
 use crate::json::{write_indented, Json};
 use crate::metrics::gate::{Rule, Verdict};
 use crate::workflow::gate::{GateReport, GateRow};
+use crate::workflow::gate_noise::NoiseReport;
 
 /// The level of the reported intervals, in percent (`90` at α = 0.05).
 fn level(r: &GateReport) -> String {
@@ -233,4 +234,80 @@ pub fn junit(r: &GateReport, d: usize) -> String {
     }
     o.push_str("  </testsuite>\n</testsuites>\n");
     o
+}
+
+/// The margin a noise row compares with: the check's margin, or for a threshold the
+/// distance of its nearest bound from the run's mean is not known here (`None`).
+fn margin_of(rule: &Rule) -> Option<f64> {
+    match *rule {
+        Rule::Superiority { margin } | Rule::NonInferiority { margin } | Rule::Equivalence { margin } => Some(margin),
+        Rule::Threshold { .. } => None,
+    }
+}
+
+/// `gate --noise` for reading: per check (and group), the margin the run's own A/A
+/// splits need, against the check's margin.
+pub fn noise_text(r: &NoiseReport, d: usize) -> String {
+    let mut rows = vec![["check", "group", "metric", "kind", "margin", "noise floor", "median", "tasks", "splits", ""]
+        .map(String::from)
+        .to_vec()];
+    for row in &r.rows {
+        let c = &r.policy.checks[row.check];
+        let margin = margin_of(&c.rule);
+        let below = matches!((margin, row.floor), (Some(m), Some(f)) if m < f);
+        rows.push(vec![
+            c.name.clone(),
+            row.group.clone().unwrap_or_else(|| "-".into()),
+            c.metric.text(),
+            c.rule.kind().name().to_string(),
+            margin.map_or_else(|| "-".into(), |m| round_text(m, d)),
+            num(row.floor, false, false, d),
+            num(row.median, false, false, d),
+            row.tasks.to_string(),
+            row.splits.to_string(),
+            if below { "below the noise floor".into() } else { String::new() },
+        ]);
+    }
+    let mut o = format!(
+        "noise floor of {}: {} A/A splits of its repeats into halves (seed {}); per split the margin within which the halves would be shown equivalent, |diff| + t(1 - alpha)·se at alpha {} (a threshold: t(1 - alpha)·se of a half's mean), its 95th percentile the floor\n\n",
+        r.run,
+        r.splits,
+        r.seed,
+        round_text(r.policy.alpha, 6)
+    );
+    o.push_str(&columns(&rows, 4));
+    o
+}
+
+/// `gate --noise --format json`: `{"run", "splits", "seed", "alpha", "checks": [{"name",
+/// "metric", "kind", "group", "margin", "floor", "median", "tasks", "splits"}]}`.
+pub fn noise_json(r: &NoiseReport) -> Vec<u8> {
+    let checks = r
+        .rows
+        .iter()
+        .map(|row| {
+            let c = &r.policy.checks[row.check];
+            let mut o = Json::obj();
+            o.set("name", Json::Str(c.name.clone()));
+            o.set("metric", Json::Str(c.metric.text()));
+            o.set("kind", Json::Str(c.rule.kind().name().into()));
+            o.set("group", row.group.clone().map_or(Json::Null, Json::Str));
+            o.set("margin", float(margin_of(&c.rule)));
+            o.set("floor", float(row.floor));
+            o.set("median", float(row.median));
+            o.set("tasks", Json::Int(row.tasks as i64));
+            o.set("splits", Json::Int(row.splits as i64));
+            o
+        })
+        .collect();
+    let mut o = Json::obj();
+    o.set("run", Json::Str(r.run.clone()));
+    o.set("splits", Json::Int(r.splits as i64));
+    o.set("seed", Json::Int(r.seed.min(i64::MAX as u64) as i64));
+    o.set("alpha", Json::Float(r.policy.alpha));
+    o.set("checks", Json::Arr(checks));
+    let mut out = Vec::new();
+    write_indented(&mut out, &o, 0);
+    out.push(b'\n');
+    out
 }

@@ -161,6 +161,34 @@ impl RunRollouts {
         }
     }
 
+    /// The run's repeats split into two runs of the same tasks: each task's measured
+    /// rollouts shuffled by `rng` and cut in half (the odd one out goes to the first),
+    /// with the task's cluster and group. Tasks with fewer than two measured rollouts
+    /// are left out. The halves are an A/A comparison: two runs from one distribution.
+    pub(crate) fn split_repeats(&self, rng: &mut crate::generate::rng::Rng) -> (RunRollouts, RunRollouts) {
+        let (mut a, mut b) = (RunRollouts::default(), RunRollouts::default());
+        for (&t, (vals, cluster)) in &self.tasks {
+            if vals.len() < 2 {
+                continue;
+            }
+            let mut v = vals.clone();
+            v.sort_by_key(|x| x.0);
+            // Fisher–Yates, from the end.
+            for i in (1..v.len()).rev() {
+                let j = rng.below(i as u64 + 1) as usize;
+                v.swap(i, j);
+            }
+            let cut = v.len().div_ceil(2);
+            for (half, part) in [(&mut a, &v[..cut]), (&mut b, &v[cut..])] {
+                half.tasks.insert(t, (part.to_vec(), cluster.clone()));
+                if let Some(g) = self.by.get(&t) {
+                    half.by.insert(t, g.clone());
+                }
+            }
+        }
+        (a, b)
+    }
+
     /// Each task's group value, in task order.
     pub fn task_groups(&self) -> impl Iterator<Item = (i64, &str)> {
         self.by.iter().map(|(&t, g)| (t, g.as_str()))
@@ -758,6 +786,28 @@ mod tests {
         let lines = r.warnings.lines().join("\n");
         assert!(lines.contains("b vs a: 1 task(s) measured only by a and 1 only by b"), "{lines}");
         assert!(lines.contains("b: 2 rollout(s) without a numeric value"), "{lines}");
+    }
+
+    #[test]
+    fn repeats_split_into_two_halves_of_every_task() {
+        let mut r = run(&[(1, 0.1), (1, 0.2), (1, 0.3), (1, 0.4), (1, 0.5), (2, 0.6), (2, 0.7), (3, 0.8)]);
+        r.set_group(1, "x").unwrap();
+        let mut rng = crate::generate::rng::Rng::new(7);
+        let mut seen = std::collections::BTreeSet::new();
+        for _ in 0..20 {
+            let (a, b) = r.split_repeats(&mut rng);
+            // Task 3 has one rollout: in neither half.
+            assert_eq!(a.task_ids().collect::<Vec<_>>(), vec![1, 2]);
+            assert_eq!(b.task_ids().collect::<Vec<_>>(), vec![1, 2]);
+            let (x, y) = (&a.tasks[&1].0, &b.tasks[&1].0);
+            assert_eq!((x.len(), y.len()), (3, 2));
+            let mut all: Vec<i64> = x.iter().chain(y).map(|v| v.0).collect();
+            all.sort_unstable();
+            assert_eq!(all, vec![0, 1, 2, 3, 4], "every rollout once");
+            assert_eq!((a.by.get(&1).map(String::as_str), b.by.get(&1).map(String::as_str)), (Some("x"), Some("x")));
+            seen.insert(x.iter().map(|v| v.0).collect::<Vec<_>>());
+        }
+        assert!(seen.len() > 3, "the splits vary: {seen:?}");
     }
 
     #[test]

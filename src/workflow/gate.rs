@@ -57,7 +57,7 @@ impl GateReport {
 }
 
 /// `compare`'s configuration for one check's metric and breakdown.
-fn config_for(base: &CompareConfig, c: &Check) -> CompareConfig {
+pub(super) fn config_for(base: &CompareConfig, c: &Check) -> CompareConfig {
     let (metric, pass_at) = match &c.metric {
         Metric::Field(f) => (f.clone(), None),
         Metric::PassAt(k) => ("reward".to_string(), Some(*k)),
@@ -67,7 +67,7 @@ fn config_for(base: &CompareConfig, c: &Check) -> CompareConfig {
 
 /// An error about a field the policy names, said at the policy's line: the metric, or
 /// the breakdown field, missing from a rollouts file or not usable.
-fn at_policy(e: Error, policy: &Policy, c: &Check, cfg: &CompareConfig) -> Error {
+pub(super) fn at_policy(e: Error, policy: &Policy, c: &Check, cfg: &CompareConfig) -> Error {
     match e {
         Error::BadInput { loc, msg } if loc.line.is_none() && loc.row.is_none() => {
             let (key, line) = if loc.key.as_deref() == Some(cfg.metric.as_str()) {
@@ -86,11 +86,12 @@ fn at_policy(e: Error, policy: &Policy, c: &Check, cfg: &CompareConfig) -> Error
     }
 }
 
-/// Reads the runs, computes `compare`'s report for each of the policy's metrics and
-/// breakdowns, and decides every check.
-pub fn gate(g: &GateConfig) -> Result<GateReport> {
-    let base = &g.runs;
-    base.validate()?;
+/// A file read already: its rollouts and inputs.
+type ReadTable = (RolloutTable, Option<InputTable>);
+
+/// Each JSONL rollouts file read once (with its inputs), whatever the number of metrics
+/// the policy names; `None` for a Parquet table (read per metric, as `compare` does).
+pub(super) fn read_tables(base: &CompareConfig) -> Result<Vec<Option<ReadTable>>> {
     if !base.inputs.is_empty() && base.inputs.len() != base.rollouts.len() {
         // Said by `read_runs` too, but before reading here.
         return Err(Error::Usage(format!(
@@ -99,8 +100,7 @@ pub fn gate(g: &GateConfig) -> Result<GateReport> {
             base.inputs.len()
         )));
     }
-    // Each JSONL file is read once, whatever the number of metrics.
-    let mut tables: Vec<Option<(RolloutTable, Option<InputTable>)>> = Vec::new();
+    let mut tables = Vec::new();
     for (i, path) in base.rollouts.iter().enumerate() {
         let parquet = path.extension().is_some_and(|e| e.eq_ignore_ascii_case("parquet"));
         tables.push(if parquet {
@@ -109,6 +109,15 @@ pub fn gate(g: &GateConfig) -> Result<GateReport> {
             Some(super::read_both(std::slice::from_ref(path), base.inputs.get(i).map(PathBuf::as_path))?)
         });
     }
+    Ok(tables)
+}
+
+/// Reads the runs, computes `compare`'s report for each of the policy's metrics and
+/// breakdowns, and decides every check.
+pub fn gate(g: &GateConfig) -> Result<GateReport> {
+    let base = &g.runs;
+    base.validate()?;
+    let tables = read_tables(base)?;
     let read: Vec<Option<ReadFile<'_>>> = tables.iter().map(|t| t.as_ref().map(|(r, i)| (r, i.as_ref()))).collect();
     // Every metric and breakdown read (and so checked) before any is computed.
     type Key = (String, Option<u32>, Option<String>);

@@ -189,25 +189,26 @@ fn check(path: &Path, text: &str, c: &FileCheck) -> Result<Check> {
         ));
     };
     let metric_text = c.metric.get_ref().trim();
-    let metric =
-        if let Some(k) = metric_text.strip_prefix("pass@") {
-            match k.parse::<u32>() {
-                Ok(k) if k >= 1 => Metric::PassAt(k),
-                _ => return Err(Error::bad(
+    let metric = if let Some(k) = metric_text.strip_prefix("pass@") {
+        match k.parse::<u32>() {
+            Ok(k) if k >= 1 => Metric::PassAt(k),
+            _ => {
+                return Err(Error::bad(
                     at(c.metric.span(), "metric"),
                     format!(
                         "metric {metric_text:?}: pass@K takes a whole number K of at least 1 (\"pass@1\", \"pass@4\")"
                     ),
-                )),
+                ))
             }
-        } else if metric_text.is_empty() {
-            return Err(Error::bad(
-                at(c.metric.span(), "metric"),
-                "metric is empty; give a numeric rollouts field or \"pass@K\"",
-            ));
-        } else {
-            Metric::Field(metric_text.to_string())
-        };
+        }
+    } else if metric_text.is_empty() {
+        return Err(Error::bad(
+            at(c.metric.span(), "metric"),
+            "metric is empty; give a numeric rollouts field or \"pass@K\"",
+        ));
+    } else {
+        Metric::Field(metric_text.to_string())
+    };
     let lower_is_better = match c.direction.as_ref().map(|d| (d.get_ref().as_str(), d.span())) {
         None | Some(("higher", _)) => false,
         Some(("lower", _)) => true,

@@ -12,6 +12,7 @@ pub mod distributed;
 pub mod eval_compare;
 pub mod export;
 pub mod gate;
+pub mod gate_noise;
 pub mod gate_policy;
 pub mod ingest;
 pub mod lake;

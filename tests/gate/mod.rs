@@ -379,3 +379,53 @@ fn policy_problems_are_refused_with_their_line_and_key() {
         assert!(!out.exists());
     }
 }
+
+#[test]
+fn the_noise_floor_is_a_seeded_a_a_split_of_the_repeats() {
+    let d = TempDir::new("gate-noise");
+    let (run, _) = halves(&d, 120, 1);
+    // The same run with no repeat noise: every rollout of a task scores the same.
+    let mut flat = String::new();
+    for line in std::fs::read_to_string(&run).unwrap().lines() {
+        let mut v: Value = serde_json::from_str(line).unwrap();
+        let t = v["_ng_task_index"].as_i64().unwrap();
+        v["reward"] = Value::from((t % 7) as f64 / 7.0);
+        flat.push_str(&serde_json::to_string(&v).unwrap());
+        flat.push('\n');
+    }
+    let quiet = d.join("quiet.jsonl");
+    std::fs::write(&quiet, flat).unwrap();
+    let p = policy(
+        &d,
+        "[[check]]\nname = \"ni\"\nmetric = \"reward\"\nkind = \"non_inferiority\"\nmargin = 0.001\n\n\
+         [[check]]\nname = \"eq\"\nmetric = \"reward\"\nkind = \"equivalence\"\nmargin = 0.9\nby = \"subset\"\n",
+    );
+    let noise = |file: &Path, seed: &str, format: &str| {
+        rollstat()
+            .args(["gate", "--noise", "--policy", p.to_str().unwrap(), "--rollouts", file.to_str().unwrap()])
+            .args(["--splits", "40", "--seed", seed, "--format", format])
+            .ok()
+            .stdout
+    };
+    let one = noise(&run, "3", "json");
+    assert_eq!(one, noise(&run, "3", "json"), "the same seed, the same splits");
+    assert_ne!(one, noise(&run, "4", "json"));
+    let v: Value = serde_json::from_slice(&one).unwrap();
+    let rows = v["checks"].as_array().unwrap();
+    assert_eq!(rows[0]["splits"], 40);
+    assert!(rows.len() >= 3, "one row per subset for the second check: {v}");
+    for r in rows {
+        let (floor, median) = (r["floor"].as_f64().unwrap(), r["median"].as_f64().unwrap());
+        assert!(0.0 < median && median <= floor && floor < 0.9, "{r}");
+    }
+    // Without repeat noise the halves agree exactly on every task: nothing to resolve.
+    let v: Value = serde_json::from_slice(&noise(&quiet, "3", "json")).unwrap();
+    for r in v["checks"].as_array().unwrap() {
+        assert_eq!((r["floor"].as_f64(), r["median"].as_f64()), (Some(0.0), Some(0.0)), "{r}");
+    }
+    // The text names a margin set below the floor.
+    let text = String::from_utf8(noise(&run, "3", "text")).unwrap();
+    let ni = text.lines().find(|l| l.starts_with("ni ")).unwrap();
+    assert!(ni.ends_with("below the noise floor"), "{text}");
+    assert!(!text.lines().any(|l| l.starts_with("eq ") && l.contains("below")), "{text}");
+}
