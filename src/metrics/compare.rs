@@ -189,6 +189,31 @@ impl RunRollouts {
         (a, b)
     }
 
+    /// The run's failure rate as a run of 0/1 values: per task a 0 for each rollout it
+    /// has (measured, masked or without a value) and a 1 for each of its `failed`
+    /// attempts that no result replaced, so that a task's mean is its failed rollouts
+    /// over those expected. A task keeps its cluster and group; with `clustered`, a task
+    /// with no measured rollout (so no cluster value) is left out.
+    pub fn failure_rates(&self, failed: &BTreeMap<i64, usize>, clustered: bool) -> RunRollouts {
+        let mut r = RunRollouts::default();
+        let tasks: std::collections::BTreeSet<i64> =
+            self.tasks.keys().chain(self.left_out.keys()).chain(failed.keys()).copied().collect();
+        for t in tasks {
+            let cluster = self.tasks.get(&t).and_then(|v| v.1.clone());
+            if clustered && cluster.is_none() {
+                continue;
+            }
+            let present = self.tasks.get(&t).map_or(0, |v| v.0.len()) + self.left_out.get(&t).map_or(0, |c| c.0 + c.1);
+            let lost = failed.get(&t).copied().unwrap_or(0);
+            let values = std::iter::repeat_n(0.0, present).chain(std::iter::repeat_n(1.0, lost));
+            r.tasks.insert(t, (values.enumerate().map(|(i, v)| (i as i64, v)).collect(), cluster));
+            if let Some(g) = self.by.get(&t) {
+                r.by.insert(t, g.clone());
+            }
+        }
+        r
+    }
+
     /// Each task's group value, in task order.
     pub fn task_groups(&self) -> impl Iterator<Item = (i64, &str)> {
         self.by.iter().map(|(&t, g)| (t, g.as_str()))
@@ -808,6 +833,19 @@ mod tests {
             seen.insert(x.iter().map(|v| v.0).collect::<Vec<_>>());
         }
         assert!(seen.len() > 3, "the splits vary: {seen:?}");
+    }
+
+    #[test]
+    fn failure_rates_count_failed_over_expected_rollouts() {
+        let mut r = run(&[(1, 0.5), (1, 1.0), (2, 0.0)]);
+        r.add(2, 9, Some(0.3), true, None).unwrap();
+        r.add(3, 9, None, false, None).unwrap();
+        let failed: BTreeMap<i64, usize> = [(1, 2), (4, 1)].into_iter().collect();
+        let f = r.failure_rates(&failed, false).task_values(TaskValue::Mean);
+        // Task 1: 2 rows, 2 failed; 2: a measured and a masked row; 3: a row without a
+        // value; 4: only a failure.
+        let want: BTreeMap<i64, f64> = [(1, 0.5), (2, 0.0), (3, 0.0), (4, 1.0)].into_iter().collect();
+        assert_eq!(f, want);
     }
 
     #[test]

@@ -5,7 +5,7 @@
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 
-use super::compare::{compare_runs, read_runs_with, ReadFile};
+use super::compare::{compare_runs, read_runs_with, ReadFile, Runs};
 use super::gate_policy::{Check, Metric, Policy};
 use crate::error::{Error, Location, Result};
 use crate::ingest::{InputTable, RolloutTable};
@@ -61,13 +61,15 @@ pub(super) fn config_for(base: &CompareConfig, c: &Check) -> CompareConfig {
     let (metric, pass_at) = match &c.metric {
         Metric::Field(f) => (f.clone(), None),
         Metric::PassAt(k) => ("reward".to_string(), Some(*k)),
+        // Read as `compare` reads the reward; the rates are made from the runs read.
+        Metric::FailureRate => ("reward".to_string(), None),
     };
     CompareConfig { metric, pass_at, by: c.by.clone(), mde: false, detect: None, flips: None, ..base.clone() }
 }
 
 /// An error about a field the policy names, said at the policy's line: the metric, or
 /// the breakdown field, missing from a rollouts file or not usable.
-pub(super) fn at_policy(e: Error, policy: &Policy, c: &Check, cfg: &CompareConfig) -> Error {
+fn at_policy(e: Error, policy: &Policy, c: &Check, cfg: &CompareConfig) -> Error {
     match e {
         Error::BadInput { loc, msg } if loc.line.is_none() && loc.row.is_none() => {
             let (key, line) = if loc.key.as_deref() == Some(cfg.metric.as_str()) {
@@ -112,6 +114,31 @@ pub(super) fn read_tables(base: &CompareConfig) -> Result<Vec<Option<ReadTable>>
     Ok(tables)
 }
 
+/// A check's metric and breakdown: checks that share them share `compare`'s report.
+type Key = (String, Option<String>);
+
+fn key(c: &Check) -> Key {
+    (c.metric.text(), c.by.clone())
+}
+
+/// The runs as check `c` measures them: `compare`'s reading for its metric and
+/// breakdown (problems said at the policy's line), and for `failure_rate` each run's
+/// failure rate made from them.
+pub(super) fn check_runs(
+    policy: &Policy,
+    base: &CompareConfig,
+    c: &Check,
+    read: &[Option<ReadFile<'_>>],
+) -> Result<Runs> {
+    let cfg = config_for(base, c);
+    let mut runs = read_runs_with(&cfg, read).map_err(|e| at_policy(e, policy, c, &cfg))?;
+    if c.metric == Metric::FailureRate {
+        let clustered = base.cluster_key.is_some();
+        runs.rollouts = runs.rollouts.iter().zip(&runs.failed).map(|(r, f)| r.failure_rates(f, clustered)).collect();
+    }
+    Ok(runs)
+}
+
 /// Reads the runs, computes `compare`'s report for each of the policy's metrics and
 /// breakdowns, and decides every check.
 pub fn gate(g: &GateConfig) -> Result<GateReport> {
@@ -120,15 +147,13 @@ pub fn gate(g: &GateConfig) -> Result<GateReport> {
     let tables = read_tables(base)?;
     let read: Vec<Option<ReadFile<'_>>> = tables.iter().map(|t| t.as_ref().map(|(r, i)| (r, i.as_ref()))).collect();
     // Every metric and breakdown read (and so checked) before any is computed.
-    type Key = (String, Option<u32>, Option<String>);
-    let mut read_runs: Vec<(Key, usize, super::compare::Runs)> = Vec::new();
+    let mut read_runs: Vec<(Key, usize, Runs)> = Vec::new();
     for (ci, c) in g.policy.checks.iter().enumerate() {
-        let cfg = config_for(base, c);
-        let key = (cfg.metric.clone(), cfg.pass_at, cfg.by.clone());
+        let key = key(c);
         if read_runs.iter().any(|(k, _, _)| *k == key) {
             continue;
         }
-        let runs = read_runs_with(&cfg, &read).map_err(|e| at_policy(e, &g.policy, c, &cfg))?;
+        let runs = check_runs(&g.policy, base, c, &read)?;
         if runs.names.len() < 2 {
             let files: Vec<String> = base.rollouts.iter().map(|p| p.display().to_string()).collect();
             return Err(Error::Usage(format!(
@@ -162,8 +187,7 @@ pub fn gate(g: &GateConfig) -> Result<GateReport> {
     let mut rows: Vec<GateRow> = Vec::new();
     let mut baseline = String::new();
     for (ci, c) in g.policy.checks.iter().enumerate() {
-        let cfg = config_for(base, c);
-        let report = &reports[&(cfg.metric.clone(), cfg.pass_at, cfg.by.clone())];
+        let report = &reports[&key(c)];
         baseline = names[report.baseline].clone();
         let parts: Vec<(Option<&str>, &Report)> = if c.by.is_some() {
             report.groups.iter().map(|(g, r)| (Some(g.as_str()), r)).collect()

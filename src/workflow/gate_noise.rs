@@ -3,8 +3,8 @@
 //! runs from one distribution; per check, the margin an A/A split needs to be told
 //! apart from nothing says how small a margin the run's noise can resolve.
 
-use super::compare::{read_runs_with, ReadFile};
-use super::gate::{at_policy, config_for, read_tables};
+use super::compare::ReadFile;
+use super::gate::{check_runs, config_for, read_tables};
 use super::gate_policy::Policy;
 use crate::error::{Error, Result};
 use crate::generate::rng::Rng;
@@ -71,7 +71,7 @@ pub fn noise(g: &GateConfig, splits: usize, seed: u64) -> Result<NoiseReport> {
     let mut all = Vec::new();
     for c in &g.policy.checks {
         let cfg = config_for(base, c);
-        all.push((cfg.clone(), read_runs_with(&cfg, &read).map_err(|e| at_policy(e, &g.policy, c, &cfg))?));
+        all.push((cfg.clone(), check_runs(&g.policy, base, c, &read)?));
     }
     let alpha = g.policy.alpha;
     let mut rows = Vec::new();

@@ -6,7 +6,7 @@
 //!
 //! [[check]]
 //! name = "reward does not regress"
-//! metric = "reward"             # a numeric rollouts field, or "pass@K"
+//! metric = "reward"             # a numeric rollouts field, "pass@K" or "failure_rate"
 //! kind = "non_inferiority"      # superiority | non_inferiority | equivalence | threshold
 //! margin = 0.02                 # in the metric's units; threshold: min and/or max
 //! direction = "higher"          # or "lower": lower is better
@@ -30,6 +30,9 @@ pub enum Metric {
     Field(String),
     /// The task's pass@K of `reward` (`compare --pass-at K`).
     PassAt(u32),
+    /// The task's failed rollouts (standing failures in the `_failures.jsonl` sidecar
+    /// beside the rollouts) over its expected ones (those plus its rows).
+    FailureRate,
 }
 
 impl Metric {
@@ -38,6 +41,7 @@ impl Metric {
         match self {
             Metric::Field(f) => f.clone(),
             Metric::PassAt(k) => format!("pass@{k}"),
+            Metric::FailureRate => "failure_rate".into(),
         }
     }
 }
@@ -201,16 +205,20 @@ fn check(path: &Path, text: &str, c: &FileCheck) -> Result<Check> {
                 ))
             }
         }
+    } else if metric_text == "failure_rate" {
+        Metric::FailureRate
     } else if metric_text.is_empty() {
         return Err(Error::bad(
             at(c.metric.span(), "metric"),
-            "metric is empty; give a numeric rollouts field or \"pass@K\"",
+            "metric is empty; give a numeric rollouts field, \"pass@K\" or \"failure_rate\"",
         ));
     } else {
         Metric::Field(metric_text.to_string())
     };
     let lower_is_better = match c.direction.as_ref().map(|d| (d.get_ref().as_str(), d.span())) {
-        None | Some(("higher", _)) => false,
+        // Fewer failures are better unless the policy says otherwise.
+        None => metric == Metric::FailureRate,
+        Some(("higher", _)) => false,
         Some(("lower", _)) => true,
         Some((other, span)) => {
             return Err(Error::bad(

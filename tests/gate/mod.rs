@@ -429,3 +429,63 @@ fn the_noise_floor_is_a_seeded_a_a_split_of_the_repeats() {
     assert!(ni.ends_with("below the noise floor"), "{text}");
     assert!(!text.lines().any(|l| l.starts_with("eq ") && l.contains("below")), "{text}");
 }
+
+/// Per task: its standing failures (sidecar keys with no row) over its rows and those.
+fn failure_rates(rollouts: &Path) -> std::collections::BTreeMap<i64, f64> {
+    use std::collections::{BTreeMap, BTreeSet};
+    let key = |v: &Value| (v["_ng_task_index"].as_i64().unwrap(), v["_ng_rollout_index"].as_i64().unwrap());
+    let mut rows: BTreeMap<i64, usize> = BTreeMap::new();
+    let mut present = BTreeSet::new();
+    for line in std::fs::read_to_string(rollouts).unwrap().lines() {
+        let v: Value = serde_json::from_str(line).unwrap();
+        *rows.entry(key(&v).0).or_default() += 1;
+        present.insert(key(&v));
+    }
+    let sidecar = rollouts.with_file_name("rollouts_failures.jsonl");
+    let mut failed: BTreeSet<(i64, i64)> = BTreeSet::new();
+    for line in std::fs::read_to_string(sidecar).unwrap().lines() {
+        let k = key(&serde_json::from_str(line).unwrap());
+        if !present.contains(&k) {
+            failed.insert(k);
+        }
+    }
+    let tasks: BTreeSet<i64> = rows.keys().copied().chain(failed.iter().map(|k| k.0)).collect();
+    tasks
+        .into_iter()
+        .map(|t| {
+            let f = failed.iter().filter(|k| k.0 == t).count() as f64;
+            (t, f / (rows.get(&t).copied().unwrap_or(0) as f64 + f))
+        })
+        .collect()
+}
+
+#[test]
+fn failure_rates_are_gated_from_the_failures_sidecars() {
+    let d = TempDir::new("gate-failures");
+    let gen = |name: &str, frac: &str| {
+        let out = d.join(name);
+        let args = ["--tasks", "150", "--repeats", "4", "--agents", "1", "--task-seed", "1", "--seed", "1"];
+        generate(&out, &[&args[..], &["--failure-frac", frac]].concat());
+        out.join("rollouts.jsonl")
+    };
+    let (few, many) = (gen("few", "0.02"), gen("many", "0.3"));
+    let p = policy(
+        &d,
+        "[[check]]\nname = \"no more failures\"\nmetric = \"failure_rate\"\nkind = \"non_inferiority\"\nmargin = 0.02\n\n\
+         [[check]]\nname = \"at most 10% fail\"\nmetric = \"failure_rate\"\nkind = \"threshold\"\nmax = 0.1\n",
+    );
+    let (code, g) = gate(&p, &[&few, &many], &[]);
+    assert_eq!((code, verdicts(&g)), (3, vec!["FAIL", "FAIL"]), "{g}");
+    // The estimate: the mean over the paired tasks of the difference of their rates.
+    let (a, b) = (failure_rates(&few), failure_rates(&many));
+    let shared: Vec<i64> = a.keys().filter(|t| b.contains_key(t)).copied().collect();
+    let want = shared.iter().map(|t| b[t] - a[t]).sum::<f64>() / shared.len() as f64;
+    let c = &g["checks"][0];
+    assert_eq!(c["tasks"].as_u64(), Some(shared.len() as u64));
+    assert!((c["estimate"].as_f64().unwrap() - want).abs() < 1e-12, "{c} vs {want}");
+    let mean = b.values().sum::<f64>() / b.len() as f64;
+    assert!((g["checks"][1]["estimate"].as_f64().unwrap() - mean).abs() < 1e-12, "{g}");
+    // The other way round, fewer failures pass (lower is better by default).
+    let (code, g) = gate(&p, &[&many, &few], &[]);
+    assert_eq!((code, verdicts(&g)), (0, vec!["PASS", "PASS"]), "{g}");
+}
