@@ -10,6 +10,7 @@ mod docs;
 mod eval_compare;
 mod faults;
 mod fuzz_corpus;
+mod gate;
 mod gym_aggregate;
 mod layout;
 mod limits;

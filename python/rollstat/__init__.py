@@ -4,9 +4,9 @@ NeMo Gym's artifacts to the byte (``profile``, ``aggregate`` with its failures a
 health check, ``health``, ``eval_compare``), the
 rollouts, tasks, agents and repeats tables in memory (``tables``, ``read_rollouts``:
 any Arrow consumer — polars, pyarrow, pandas, DuckDB — takes them without a copy), SQL
-over them (``query``), paired comparisons (``compare``), the HTML report (``report``),
-VAGEN's batch metrics inside a training loop (``batch_metrics``), and the rollouts
-viewer (``view``). The cluster
+over them (``query``), paired comparisons (``compare``), release decisions from a
+policy of checks (``gate``), the HTML report (``report``), VAGEN's batch metrics
+inside a training loop (``batch_metrics``), and the rollouts viewer (``view``). The cluster
 drivers are ``rollstat.ray`` and ``rollstat.spark``; the ``rollstat`` command is
 installed with the package.
 
@@ -22,6 +22,7 @@ from ._api import (
     Aggregate,
     EvalComparison,
     Files,
+    Gate,
     Health,
     Profile,
     Report,
@@ -31,6 +32,7 @@ from ._api import (
     compare,
     eval_compare,
     export,
+    gate,
     health,
     profile,
     query,
@@ -49,6 +51,7 @@ __all__ = [
     "Aggregate",
     "EvalComparison",
     "Files",
+    "Gate",
     "Health",
     "InputError",
     "Profile",
@@ -64,6 +67,7 @@ __all__ = [
     "compare",
     "eval_compare",
     "export",
+    "gate",
     "health",
     "profile",
     "query",

@@ -591,6 +591,57 @@ def compare(rollouts: Paths, *, inputs: Paths = (), agent: Optional[str] = None,
         return Table(_rollstat.read_parquet(out), "comparison")
 
 
+class Gate:
+    """The decision of :func:`gate`: the command's JSON as attributes.
+
+    ``verdict`` is ``"PASS"``, ``"FAIL"`` or ``"INCONCLUSIVE"``; ``checks`` one dict per
+    check and candidate (and group), with ``name``, ``metric``, ``kind``, ``verdict``,
+    ``estimate``, ``ci_low``, ``ci_high``, ``p``, ``p_adjusted``, ``tasks``,
+    ``tasks_needed``, ``se``, ``candidate``, ``group`` and ``required``; ``baseline``,
+    ``alpha`` and ``ci_level`` (the level of the intervals, 1 − 2·alpha).
+    ``exit_status`` is the command's (0, 3 or 4)."""
+
+    def __init__(self, data: Dict[str, Any]) -> None:
+        self.data = data
+        self.verdict: str = data["verdict"]
+        self.checks: List[Dict[str, Any]] = data["checks"]
+        self.baseline: str = data["baseline"]
+        self.alpha: float = data["alpha"]
+        self.ci_level: float = data["ci_level"]
+
+    @property
+    def passed(self) -> bool:
+        return self.verdict == "PASS"
+
+    @property
+    def exit_status(self) -> int:
+        return {"PASS": 0, "FAIL": 3}.get(self.verdict, 4)
+
+    def __repr__(self) -> str:
+        counts: Dict[str, int] = {}
+        for c in self.checks:
+            counts[c["verdict"]] = counts.get(c["verdict"], 0) + 1
+        said = ", ".join(f"{n} {v}" for v, n in sorted(counts.items()))
+        return f"<rollstat.Gate {self.verdict}: {said} against {self.baseline}>"
+
+
+def gate(policy: PathLike, rollouts: Paths, *, inputs: Paths = (), agent: Optional[str] = None,
+         baseline: Optional[str] = None, cluster_key: Optional[str] = None, allow_task_mismatch: bool = False,
+         pair_by: str = "index", task_key: Optional[str] = None) -> Gate:
+    """A release decision (``rollstat gate``): the checks of the TOML file ``policy``
+    tested on every run of ``rollouts`` against the baseline (the first run unless
+    ``baseline`` names one), the runs read as :func:`compare` reads them. Returns a
+    :class:`Gate`; a policy or input problem raises :class:`InputError` naming the file,
+    line and key. Warnings are issued as :class:`RollstatWarning`."""
+    if pair_by not in ("index", "fingerprint"):
+        raise ValueError(f"pair_by={pair_by!r}: give 'index' or 'fingerprint'")
+    text, warns = _rollstat.gate(os.fspath(policy), _paths(rollouts), _paths(inputs), agent, baseline, cluster_key,
+                                 allow_task_mismatch, pair_by == "fingerprint", task_key)
+    for w in warns:
+        _warnings.warn(_unprefixed(w), RollstatWarning, stacklevel=2)
+    return Gate(json.loads(text))
+
+
 def query(sql: str, rollouts: Optional[Paths] = None, *, inputs: Optional[PathLike] = None,
           agent: Optional[str] = None, parquet_dir: Optional[PathLike] = None,
           lake: Optional[PathLike] = None) -> Table:

@@ -8,6 +8,7 @@
 //! - [`call`] runs a command for the Python API, silently, in-process: its files are
 //!   the command's own bytes because the command's own code writes them.
 //! - [`to_lake`] adds a run to a lake of sweeps and says which sweep it became.
+//! - [`gate`] decides a policy over runs and returns the decision as JSON.
 //! - [`tables`] and [`read_parquet`] give tables as [`Table`]s, which leave through the
 //!   Arrow C stream interface (`__arrow_c_stream__`) that Polars' Arrow already speaks.
 //! - [`view`] starts the rollouts viewer on a thread of its own and hands back a
@@ -73,6 +74,43 @@ fn to_lake(
         rollstat::workflow::export::export_to_lake(&rollouts, inputs.as_deref(), agent.as_deref(), &to)
     })?;
     Ok((r.sweep, r.replaced, r.warnings.lines()))
+}
+
+/// `gate`: a policy's decision over runs, as the command's JSON, with the warnings the
+/// command would print. The runs are read as `compare` reads them.
+#[pyfunction]
+#[pyo3(signature = (policy, rollouts, inputs, agent, baseline, cluster_key, allow_task_mismatch, by_fingerprint, task_key))]
+#[allow(clippy::too_many_arguments)]
+fn gate(
+    py: Python<'_>,
+    policy: PathBuf,
+    rollouts: Vec<PathBuf>,
+    inputs: Vec<PathBuf>,
+    agent: Option<String>,
+    baseline: Option<String>,
+    cluster_key: Option<String>,
+    allow_task_mismatch: bool,
+    by_fingerprint: bool,
+    task_key: Option<String>,
+) -> PyResult<(String, Vec<String>)> {
+    let r = engine(py, move || {
+        let policy = rollstat::workflow::gate_policy::read(&policy)?;
+        let pairing =
+            rollstat::metrics::task_identity::Pairing { allow_mismatch: allow_task_mismatch, by_fingerprint, task_key };
+        let runs = rollstat::workflow::CompareConfig {
+            rollouts,
+            inputs,
+            agent,
+            metric: "reward".into(),
+            baseline,
+            cluster_key,
+            pairing,
+            ..Default::default()
+        };
+        rollstat::workflow::gate(&rollstat::workflow::GateConfig { runs, policy })
+    })?;
+    let json = String::from_utf8_lossy(&rollstat::export::gate::json(&r)).into_owned();
+    Ok((json, r.warnings.lines()))
 }
 
 /// Tables by name, in order.
@@ -762,6 +800,7 @@ fn _rollstat(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(call, m)?)?;
     m.add_function(wrap_pyfunction!(tables, m)?)?;
     m.add_function(wrap_pyfunction!(to_lake, m)?)?;
+    m.add_function(wrap_pyfunction!(gate, m)?)?;
     m.add_function(wrap_pyfunction!(read_parquet, m)?)?;
     m.add_function(wrap_pyfunction!(read_rollouts, m)?)?;
     m.add_function(wrap_pyfunction!(batch_metrics, m)?)?;

@@ -23,6 +23,7 @@ pub mod completions;
 pub mod demo;
 pub mod eval_compare;
 pub mod export;
+pub mod gate;
 pub mod generate;
 pub mod health;
 pub mod ingest;
@@ -72,6 +73,9 @@ pub enum Command {
     BatchMetrics(batch_metrics::Args),
     /// Runs against a baseline: paired differences per task, clustered standard errors.
     Compare(compare::Args),
+    /// A release decision from a policy file of checks: PASS (exit 0), FAIL (3) or
+    /// INCONCLUSIVE (4), with the statistics behind each check.
+    Gate(gate::Args),
     /// One self-contained HTML page per sweep: leaderboard, comparisons, pass@k, difficulty, noise, cost.
     Report(report::Args),
     /// Print a shell completion script (bash, zsh, fish, elvish, powershell).
@@ -92,18 +96,18 @@ pub enum Command {
 
 /// The binary's whole life on `args` (the program name first): parses them, runs the
 /// command, prints an error as `rollstat: error: …`, and returns the exit status (0
-/// success, 1 our own failure, 2 bad input or usage; a reader that went away is
-/// success). The `rollstat` binary and the Python package's `rollstat` command both
-/// run this.
+/// success, 1 our own failure, 2 bad input or usage, and `gate`'s 3 FAIL and 4
+/// INCONCLUSIVE; a reader that went away is success). The `rollstat` binary and the
+/// Python package's `rollstat` command both run this.
 pub fn entry<I, T>(args: I) -> u8
 where
     I: IntoIterator<Item = T>,
     T: Into<std::ffi::OsString> + Clone,
 {
     match main_from(args) {
-        Ok(()) => {
+        Ok(status) => {
             crate::trace::mark("done");
-            0
+            status
         }
         Err(e) => {
             if let Error::Io { source, .. } = &e {
@@ -122,8 +126,9 @@ where
 }
 
 /// Parses `args` (the program name first) and runs the command, owning the process:
-/// it installs the signal cleanup and the worker pool.
-pub fn main_from<I, T>(args: I) -> Result<()>
+/// it installs the signal cleanup and the worker pool. Returns the exit status of a
+/// command that ran (0, or `gate`'s verdict).
+pub fn main_from<I, T>(args: I) -> Result<u8>
 where
     I: IntoIterator<Item = T>,
     T: Into<std::ffi::OsString> + Clone,
@@ -170,13 +175,14 @@ where
     let shown = shown.unwrap_or_else(|| eval_compare::command_line(&args));
     let cli = Cli::try_parse_from(args).map_err(|e| Error::Usage(e.to_string().trim_end().to_string()))?;
     common::set_silent(true);
-    dispatch(cli.command, shown)
+    dispatch(cli.command, shown).map(|_| ())
 }
 
-/// Runs `command`; `shown` names the invocation in reports that record it.
-fn dispatch(command: Command, shown: String) -> Result<()> {
+/// Runs `command` and gives its exit status (0 but for `gate`'s verdicts); `shown`
+/// names the invocation in reports that record it.
+fn dispatch(command: Command, shown: String) -> Result<u8> {
     common::new_command();
-    match command {
+    let done = match command {
         Command::Demo(a) => demo::run(a),
         Command::Ingest(a) => ingest::run(a),
         Command::Generate(a) => generate::run(a),
@@ -194,5 +200,7 @@ fn dispatch(command: Command, shown: String) -> Result<()> {
         Command::Join(a) => join::run(a),
         Command::Merge(a) => merge::run(a),
         Command::View(a) => view::run(a),
-    }
+        Command::Gate(a) => return gate::run(a),
+    };
+    done.map(|()| 0)
 }

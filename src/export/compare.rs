@@ -200,7 +200,7 @@ fn scientific(x: f64) -> bool {
 
 /// A number for the readable report: `d` significant digits (scientific form with `sci`,
 /// or when the number needs it); `-` when absent.
-fn num(v: Option<f64>, signed: bool, sci: bool, d: usize) -> String {
+pub(crate) fn num(v: Option<f64>, signed: bool, sci: bool, d: usize) -> String {
     match v {
         None => "-".into(),
         Some(x) => {
@@ -216,7 +216,7 @@ fn num(v: Option<f64>, signed: bool, sci: bool, d: usize) -> String {
 
 /// `[low, high]`, both ends in one form: scientific when either end needs it, else with
 /// the decimals that give the larger end `d` significant digits.
-fn interval(ci: Option<(f64, f64)>, signed: bool, d: usize) -> String {
+pub(crate) fn interval(ci: Option<(f64, f64)>, signed: bool, d: usize) -> String {
     let Some((a, b)) = ci else { return "-".into() };
     if scientific(a) || scientific(b) || !a.is_finite() || !b.is_finite() {
         return format!("[{}, {}]", num(Some(a), signed, true, d), num(Some(b), signed, true, d));
@@ -230,7 +230,7 @@ fn interval(ci: Option<(f64, f64)>, signed: bool, d: usize) -> String {
 
 /// Left-aligned columns (the first `left` of them), the others right-aligned, two spaces
 /// apart; widths from the widest cell (in characters).
-fn columns(rows: &[Vec<String>], left: usize) -> String {
+pub(crate) fn columns(rows: &[Vec<String>], left: usize) -> String {
     let ncol = rows.iter().map(Vec::len).max().unwrap_or(0);
     let width: Vec<usize> =
         (0..ncol).map(|c| rows.iter().filter_map(|r| r.get(c)).map(|s| s.chars().count()).max().unwrap_or(0)).collect();
@@ -320,7 +320,7 @@ fn groups_text(a: &CompareView, r: &Report) -> String {
 }
 
 /// A p-value as the report shows it.
-fn pval(p: Option<f64>) -> String {
+pub(crate) fn pval(p: Option<f64>) -> String {
     match p {
         None => "-".into(),
         Some(0.0) => "0".into(),

@@ -7,6 +7,8 @@ pub mod compare;
 pub mod dates;
 pub mod direct;
 #[cfg(feature = "engine")]
+pub mod gate;
+#[cfg(feature = "engine")]
 pub mod lake;
 #[cfg(feature = "engine")]
 pub mod nemo_gym;

@@ -44,7 +44,7 @@ impl Rng {
     }
 
     /// Uniform in [0, n) (n > 0), by multiply-shift.
-    pub(super) fn below(&mut self, n: u64) -> u64 {
+    pub(crate) fn below(&mut self, n: u64) -> u64 {
         ((u128::from(self.next_u64()) * u128::from(n)) >> 64) as u64
     }
 

@@ -161,6 +161,59 @@ impl RunRollouts {
         }
     }
 
+    /// The run's repeats split into two runs of the same tasks: each task's measured
+    /// rollouts shuffled by `rng` and cut in half (the odd one out goes to the first),
+    /// with the task's cluster and group. Tasks with fewer than two measured rollouts
+    /// are left out. The halves are an A/A comparison: two runs from one distribution.
+    pub(crate) fn split_repeats(&self, rng: &mut crate::generate::rng::Rng) -> (RunRollouts, RunRollouts) {
+        let (mut a, mut b) = (RunRollouts::default(), RunRollouts::default());
+        for (&t, (vals, cluster)) in &self.tasks {
+            if vals.len() < 2 {
+                continue;
+            }
+            let mut v = vals.clone();
+            v.sort_by_key(|x| x.0);
+            // Fisher–Yates, from the end.
+            for i in (1..v.len()).rev() {
+                let j = rng.below(i as u64 + 1) as usize;
+                v.swap(i, j);
+            }
+            let cut = v.len().div_ceil(2);
+            for (half, part) in [(&mut a, &v[..cut]), (&mut b, &v[cut..])] {
+                half.tasks.insert(t, (part.to_vec(), cluster.clone()));
+                if let Some(g) = self.by.get(&t) {
+                    half.by.insert(t, g.clone());
+                }
+            }
+        }
+        (a, b)
+    }
+
+    /// The run's failure rate as a run of 0/1 values: per task a 0 for each rollout it
+    /// has (measured, masked or without a value) and a 1 for each of its `failed`
+    /// attempts that no result replaced, so that a task's mean is its failed rollouts
+    /// over those expected. A task keeps its cluster and group; with `clustered`, a task
+    /// with no measured rollout (so no cluster value) is left out.
+    pub fn failure_rates(&self, failed: &BTreeMap<i64, usize>, clustered: bool) -> RunRollouts {
+        let mut r = RunRollouts::default();
+        let tasks: std::collections::BTreeSet<i64> =
+            self.tasks.keys().chain(self.left_out.keys()).chain(failed.keys()).copied().collect();
+        for t in tasks {
+            let cluster = self.tasks.get(&t).and_then(|v| v.1.clone());
+            if clustered && cluster.is_none() {
+                continue;
+            }
+            let present = self.tasks.get(&t).map_or(0, |v| v.0.len()) + self.left_out.get(&t).map_or(0, |c| c.0 + c.1);
+            let lost = failed.get(&t).copied().unwrap_or(0);
+            let values = std::iter::repeat_n(0.0, present).chain(std::iter::repeat_n(1.0, lost));
+            r.tasks.insert(t, (values.enumerate().map(|(i, v)| (i as i64, v)).collect(), cluster));
+            if let Some(g) = self.by.get(&t) {
+                r.by.insert(t, g.clone());
+            }
+        }
+        r
+    }
+
     /// Each task's group value, in task order.
     pub fn task_groups(&self) -> impl Iterator<Item = (i64, &str)> {
         self.by.iter().map(|(&t, g)| (t, g.as_str()))
@@ -480,6 +533,20 @@ fn binary(x: &[f64]) -> bool {
     x.iter().all(|&v| v == 0.0 || v == 1.0)
 }
 
+/// The tasks an estimate like `e` (a mean or a paired difference over tasks, clustered
+/// when `clustered`) needs for a two-sided t test at level `alpha` to detect `diff` with
+/// 80% power, given its spread: the spread of one task's (or cluster's) value is
+/// `se·√units`, the units needed are rounded up, and with clusters they are that many
+/// clusters of the present mean size, `n/units` tasks each, rounded up in integers (15 ×
+/// 400/3 is 2000, which the float product 2000.0000000000002 would round up to 2001).
+/// `None` without a positive standard error or for a zero difference.
+pub fn tasks_to_detect(diff: f64, e: &MeanSe, clustered: bool, alpha: f64) -> Option<u64> {
+    let units = e.clusters;
+    let n = tasks_needed(diff, e.se? * (units as f64).sqrt(), alpha, POWER)?;
+    let units_needed = n.ceil();
+    Some(if clustered { tasks_of_clusters(units_needed as u64, e.n, units) } else { units_needed as u64 })
+}
+
 /// Builds the report: every run summarized, every other run compared with `baseline`.
 /// `clustered` says whether the runs were gathered with cluster values.
 pub fn report(
@@ -658,22 +725,9 @@ fn one_report(
             .as_ref()
             .filter(|_| distinct.len() <= FEW_VALUES)
             .map(|p| Exact { mcnemar: binary(&a) && binary(&b), p: sign_test(p.wins as u64, p.losses as u64) });
-        // Sizing: the spread of one task's (or cluster's) difference is se·√units.
-        let units = stats.as_ref().map_or(0, |p| p.diff.clusters);
         let mde_v = stats.as_ref().filter(|_| opts.mde).and_then(|p| mde(p.diff.se?, p.diff.df, ALPHA, POWER));
         let needed = match (opts.detect, &stats) {
-            (Some(diff), Some(p)) => p.diff.se.and_then(|se| {
-                let n = tasks_needed(diff, se * (units as f64).sqrt(), ALPHA, POWER)?;
-                let units_needed = n.ceil();
-                // With clusters: that many clusters of the present mean size, n/units
-                // tasks each, rounded up in integers (15 × 400/3 is 2000, which the
-                // float product 2000.0000000000002 would round up to 2001).
-                Some(if clustered {
-                    tasks_of_clusters(units_needed as u64, p.diff.n, units)
-                } else {
-                    units_needed as u64
-                })
-            }),
+            (Some(diff), Some(p)) => tasks_to_detect(diff, &p.diff, clustered, ALPHA),
             _ => None,
         };
         let flips = match opts.flips {
@@ -757,6 +811,41 @@ mod tests {
         let lines = r.warnings.lines().join("\n");
         assert!(lines.contains("b vs a: 1 task(s) measured only by a and 1 only by b"), "{lines}");
         assert!(lines.contains("b: 2 rollout(s) without a numeric value"), "{lines}");
+    }
+
+    #[test]
+    fn repeats_split_into_two_halves_of_every_task() {
+        let mut r = run(&[(1, 0.1), (1, 0.2), (1, 0.3), (1, 0.4), (1, 0.5), (2, 0.6), (2, 0.7), (3, 0.8)]);
+        r.set_group(1, "x").unwrap();
+        let mut rng = crate::generate::rng::Rng::new(7);
+        let mut seen = std::collections::BTreeSet::new();
+        for _ in 0..20 {
+            let (a, b) = r.split_repeats(&mut rng);
+            // Task 3 has one rollout: in neither half.
+            assert_eq!(a.task_ids().collect::<Vec<_>>(), vec![1, 2]);
+            assert_eq!(b.task_ids().collect::<Vec<_>>(), vec![1, 2]);
+            let (x, y) = (&a.tasks[&1].0, &b.tasks[&1].0);
+            assert_eq!((x.len(), y.len()), (3, 2));
+            let mut all: Vec<i64> = x.iter().chain(y).map(|v| v.0).collect();
+            all.sort_unstable();
+            assert_eq!(all, vec![0, 1, 2, 3, 4], "every rollout once");
+            assert_eq!((a.by.get(&1).map(String::as_str), b.by.get(&1).map(String::as_str)), (Some("x"), Some("x")));
+            seen.insert(x.iter().map(|v| v.0).collect::<Vec<_>>());
+        }
+        assert!(seen.len() > 3, "the splits vary: {seen:?}");
+    }
+
+    #[test]
+    fn failure_rates_count_failed_over_expected_rollouts() {
+        let mut r = run(&[(1, 0.5), (1, 1.0), (2, 0.0)]);
+        r.add(2, 9, Some(0.3), true, None).unwrap();
+        r.add(3, 9, None, false, None).unwrap();
+        let failed: BTreeMap<i64, usize> = [(1, 2), (4, 1)].into_iter().collect();
+        let f = r.failure_rates(&failed, false).task_values(TaskValue::Mean);
+        // Task 1: 2 rows, 2 failed; 2: a measured and a masked row; 3: a row without a
+        // value; 4: only a failure.
+        let want: BTreeMap<i64, f64> = [(1, 0.5), (2, 0.0), (3, 0.0), (4, 1.0)].into_iter().collect();
+        assert_eq!(f, want);
     }
 
     #[test]

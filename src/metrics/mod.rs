@@ -10,6 +10,7 @@ pub mod compare;
 pub mod custom;
 pub mod eval_compare;
 pub mod failures;
+pub mod gate;
 pub mod levels;
 pub mod pass_at_k;
 pub mod perf;

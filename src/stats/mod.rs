@@ -51,7 +51,7 @@ pub use quantile::{
     median_at, median_sorted, order_at, positions_for, quantile_linear_at, quantile_linear_sorted, sort_f64,
 };
 pub use sum::{fsum, numpy_sum, pairwise_sum};
-pub use t_dist::{t_interval, t_ppf, t_two_sided_p};
+pub use t_dist::{t_interval, t_ppf, t_two_sided_p, t_upper_p};
 pub use variance::{group_variance, reward_variance};
 pub use welch::{welch_interval, Welch};
 

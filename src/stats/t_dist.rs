@@ -393,6 +393,30 @@ pub fn t_two_sided_p(t: f64, df: f64) -> f64 {
     }
 }
 
+/// Upper-tail p-value of Student's t statistic `t` with `df` degrees of freedom:
+/// `P(T >= t)`, as scipy's `t.sf(t, df)` (`ttest_1samp(..., alternative="greater")`;
+/// the lower tail `P(T <= t)` is `t_upper_p(-t, df)`). The tail keeps its relative
+/// precision where it is small, as in [`t_two_sided_p`]. NaN for NaN arguments or
+/// `df <= 0`; 1/2 at `t = 0`, 0 at `t = inf` and 1 at `t = -inf`.
+pub fn t_upper_p(t: f64, df: f64) -> f64 {
+    if t.is_nan() || df.is_nan() || df <= 0.0 {
+        return f64::NAN;
+    }
+    if t == 0.0 {
+        return 0.5;
+    }
+    if t.is_infinite() {
+        return if t > 0.0 { 0.0 } else { 1.0 };
+    }
+    let (tail, central, _) = if df.is_infinite() { normal_probs(t.abs()) } else { t_probs(t.abs(), df) };
+    if t > 0.0 {
+        tail
+    } else {
+        // P(T >= -s) = P(T < s) = 1/2 + P(|T| < s)/2.
+        0.5 + 0.5 * central
+    }
+}
+
 /// Equal-tailed interval of Student's t with `df` degrees of freedom,
 /// location `loc` and scale `scale` containing probability `confidence`,
 /// as scipy's `rv_continuous.interval(confidence, df, loc=loc,
@@ -537,5 +561,28 @@ mod tests {
         assert!(rel_err(gamma_ratio_half(1.0), 0.5 / FRAC_1_SQRT_PI) < 4e-16);
         // a = 2: Gamma(2.5)/Gamma(3) = (3/4) sqrt(pi) / 2
         assert!(rel_err(gamma_ratio_half(2.0), 0.375 / FRAC_1_SQRT_PI) < 4e-16);
+    }
+
+    #[test]
+    fn upper_tail_p_values() {
+        // df = 1 is the Cauchy distribution: P(T >= 1) = 1/4, P(T >= -1) = 3/4.
+        assert!((t_upper_p(1.0, 1.0) - 0.25).abs() < 1e-15);
+        assert!((t_upper_p(-1.0, 1.0) - 0.75).abs() < 1e-15);
+        assert_eq!(
+            (t_upper_p(0.0, 4.0), t_upper_p(f64::INFINITY, 4.0), t_upper_p(f64::NEG_INFINITY, 4.0)),
+            (0.5, 0.0, 1.0)
+        );
+        assert!(t_upper_p(1.0, 0.0).is_nan());
+        // The two tails add to 1, and one tail is half the two-sided p-value; at the
+        // 0.95 quantile the upper tail is 0.05, for any df.
+        for df in [2.0, 3.0, 7.5, 30.0, 1e3, f64::INFINITY] {
+            for t in [0.1, 0.7, 1.5, 4.0, 12.0] {
+                let (up, down) = (t_upper_p(t, df), t_upper_p(-t, df));
+                assert!((up + down - 1.0).abs() < 1e-15, "df {df}, t {t}");
+                assert!(rel_err(up, t_two_sided_p(t, df) / 2.0) < 1e-15, "df {df}, t {t}");
+            }
+            let q = t_ppf(0.95, df);
+            assert!((t_upper_p(q, df) - 0.05).abs() < 1e-13, "df {df}");
+        }
     }
 }

@@ -104,8 +104,8 @@ pub struct Runs {
     /// Each task's fingerprint, by the task number the runs are paired on.
     pub fingerprints: BTreeMap<i64, u64>,
     /// Per run: the tasks (by the number they are paired on) with a failed attempt that
-    /// no result replaced.
-    pub failed: Vec<BTreeSet<i64>>,
+    /// no result replaced, and how many such attempts each has.
+    pub failed: Vec<BTreeMap<i64, usize>>,
 }
 
 /// The numeric columns of a rollouts frame (what `--field` may name).
@@ -127,7 +127,7 @@ struct Table {
     fingerprints: Option<Vec<u64>>,
     /// Per run label: the tasks with a failed attempt no result replaced (from the
     /// failures sidecar beside a JSONL file).
-    failed: BTreeMap<String, BTreeSet<i64>>,
+    failed: BTreeMap<String, BTreeMap<i64, usize>>,
 }
 
 impl Table {
@@ -216,11 +216,11 @@ fn read_table(a: &CompareConfig, path: &Path, inputs: Option<&Path>, read: Optio
     if let Some(r) = df.column("agent")?.str()?.iter().position(|v| v.is_none()) {
         return Err(crate::metrics::aggregate::unnamed(t, inp, r));
     }
-    let mut failed: BTreeMap<String, BTreeSet<i64>> = BTreeMap::new();
+    let mut failed: BTreeMap<String, BTreeMap<i64, usize>> = BTreeMap::new();
     if let Some(cov) = super::aggregate::failures_beside(std::slice::from_ref(&path.to_path_buf()), t)? {
         for (label, (_, task, _)) in crate::metrics::failures::labelled(&cov.failures, &labels) {
             if let crate::metrics::failures::Idx::Int(task) = task {
-                failed.entry(label.to_string()).or_default().insert(*task);
+                *failed.entry(label.to_string()).or_default().entry(*task).or_default() += 1;
             }
         }
     }
@@ -228,8 +228,8 @@ fn read_table(a: &CompareConfig, path: &Path, inputs: Option<&Path>, read: Optio
 }
 
 /// One file's runs (by label, in label order), whether its `--by` values are text, its
-/// tasks' fingerprints, and per label the tasks with a standing failure.
-type FileRuns = (Vec<(String, RunRollouts)>, Option<bool>, FileTasks, BTreeMap<String, BTreeSet<i64>>);
+/// tasks' fingerprints, and per label the tasks with a standing failure (how many each).
+type FileRuns = (Vec<(String, RunRollouts)>, Option<bool>, FileTasks, BTreeMap<String, BTreeMap<i64, usize>>);
 
 /// Reads one rollouts file into its runs.
 fn read_file(a: &CompareConfig, path: &Path, inputs: Option<&Path>, read: Option<ReadFile<'_>>) -> Result<FileRuns> {
@@ -453,7 +453,7 @@ pub fn read_runs_with(a: &CompareConfig, read: &[Option<ReadFile<'_>>]) -> Resul
     let mut per_file = Vec::new();
     let mut file_tasks_all: Vec<FileTasks> = Vec::new();
     let mut kinds: Vec<bool> = Vec::new();
-    let mut failed_all: Vec<BTreeMap<String, BTreeSet<i64>>> = Vec::new();
+    let mut failed_all: Vec<BTreeMap<String, BTreeMap<i64, usize>>> = Vec::new();
     for (i, path) in a.rollouts.iter().enumerate() {
         let (runs, text, tasks, failed) =
             read_file(a, path, a.inputs.get(i).map(PathBuf::as_path), read.get(i).copied().flatten())?;
@@ -522,7 +522,7 @@ pub fn read_runs_with(a: &CompareConfig, read: &[Option<ReadFile<'_>>]) -> Resul
             rollouts.push(r);
             let tasks = failed_all[f].remove(&label).unwrap_or_default();
             failed.push(match &renumber {
-                Some(maps) => tasks.iter().filter_map(|t| maps[f].get(t).copied()).collect(),
+                Some(maps) => tasks.iter().filter_map(|(t, n)| Some((*maps[f].get(t)?, *n))).collect(),
                 None => tasks,
             });
             origin.push((f, label));
@@ -615,8 +615,8 @@ fn count_failed_unpaired(report: &mut Report, runs: &Runs) {
     let on_base = tasks(base);
     for c in &mut report.comparisons {
         let on_run = tasks(c.run);
-        let lost_by_run = on_base.difference(&on_run).filter(|t| runs.failed[c.run].contains(t)).count();
-        let lost_by_base = on_run.difference(&on_base).filter(|t| runs.failed[base].contains(t)).count();
+        let lost_by_run = on_base.difference(&on_run).filter(|t| runs.failed[c.run].contains_key(t)).count();
+        let lost_by_base = on_run.difference(&on_base).filter(|t| runs.failed[base].contains_key(t)).count();
         c.unpaired_failed = lost_by_run + lost_by_base;
         if c.unpaired_failed > 0 {
             report.warnings.add(format!(
