@@ -103,12 +103,19 @@ pub fn render(r: &GateReport, format: GateFormat, digits: usize) -> Vec<u8> {
 }
 
 /// Appends the Markdown report to `$GITHUB_STEP_SUMMARY` (a CI job's summary page),
-/// when that names a file.
-fn step_summary(r: &GateReport, digits: usize) -> Result<()> {
-    let Some(path) = std::env::var_os("GITHUB_STEP_SUMMARY").filter(|p| !p.is_empty()) else { return Ok(()) };
+/// when that names a file. A summary that cannot be written is a warning: the verdict
+/// and its exit status stand.
+fn step_summary(r: &GateReport, digits: usize) {
+    let Some(path) = std::env::var_os("GITHUB_STEP_SUMMARY").filter(|p| !p.is_empty()) else { return };
     let path = Path::new(&path);
-    let mut f = std::fs::OpenOptions::new().create(true).append(true).open(path).map_err(|e| Error::write(path, e))?;
-    f.write_all(markdown(r, digits).as_bytes()).map_err(|e| Error::write(path, e))
+    let appended = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(path)
+        .and_then(|mut f| f.write_all(markdown(r, digits).as_bytes()));
+    if let Err(e) = appended {
+        eprintln!("warning: GITHUB_STEP_SUMMARY={}: the Markdown report was not appended: {e}", path.display());
+    }
 }
 
 /// Runs the gate; the exit status is the verdict's (0 PASS, 3 FAIL, 4 INCONCLUSIVE).
@@ -137,7 +144,7 @@ pub fn run(a: Args) -> Result<u8> {
     common::print_warnings(&r.warnings);
     let bytes = render(&r, a.format, digits);
     write(out, a.out.as_deref(), &bytes, &format!("gate {}, {} check(s)", r.verdict.name(), r.rows.len()))?;
-    step_summary(&r, digits)?;
+    step_summary(&r, digits);
     Ok(r.verdict.exit_status())
 }
 

@@ -289,6 +289,10 @@ fn the_formats_say_the_same() {
     assert!(md.starts_with("## rollstat gate: **FAIL**\n\n| verdict | check |"), "{md}");
     assert_eq!(md.lines().filter(|l| l.starts_with("| **")).count(), rows.len(), "{md}");
     assert_eq!(std::fs::read_to_string(&summary).unwrap(), format!("earlier step\n{md}"));
+    // A summary that cannot be written is a warning; the verdict stands.
+    let o = rollstat().args(args("markdown")).env("GITHUB_STEP_SUMMARY", d.join("no/such/dir/summary.md")).fails(3);
+    assert_eq!(stdout(&o), md);
+    assert!(stderr(&o).contains("warning: GITHUB_STEP_SUMMARY="), "{}", stderr(&o));
     // JUnit: one test case per row, a failure per FAIL; names escaped.
     let out = d.join("gate.xml");
     let mut a = args("junit");
