@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import contextlib
 import html
+import inspect
 import json
 import os
 import shutil
@@ -334,8 +335,23 @@ class Tables:
 # The commands.
 
 
-def _run(argv: List[str]) -> None:
-    _rollstat.call(argv)
+def _run(argv: List[str], shown: Optional[str] = None) -> None:
+    """Runs `argv`; `shown` is the call a report that records its command names."""
+    _rollstat.call(argv, shown)
+
+
+def _spelled(name: str, args: Sequence[Any], kwargs: Mapping[str, Any], defaults: Mapping[str, Any]) -> str:
+    """The call ``rollstat.name(...)`` as the user made it: the positional arguments, then
+    each keyword argument whose value is not its default (paths as text)."""
+    def text(v: Any) -> str:
+        if isinstance(v, os.PathLike):
+            v = os.fspath(v)
+        elif isinstance(v, (list, tuple)):
+            v = type(v)(os.fspath(x) if isinstance(x, os.PathLike) else x for x in v)
+        return repr(v)
+    parts = [text(a) for a in args]
+    parts += [f"{k}={text(v)}" for k, v in kwargs.items() if v != defaults[k]]
+    return f"rollstat.{name}({', '.join(parts)})"
 
 
 def profile(rollouts: Paths, inputs: PathLike, *, allow_partial: bool = False, metrics: Iterable[str] = (),
@@ -651,15 +667,22 @@ def eval_compare(baseline: PathLike, candidates: Paths, *, baseline_agg_metrics:
             *(["--candidate-agents", ",".join(candidate_agents)] if candidate_agents else []),
             "--report-format", report_format, *_opt("--compute-missing", compute_missing),
             *_opt("--allow-task-mismatch", allow_task_mismatch), "--pair-by", pair_by, *_opt("--task-key", task_key)]
+    keywords = dict(baseline_agg_metrics=baseline_agg_metrics, candidates_agg_metrics=candidates_agg_metrics,
+                    agent=agent, baseline_agent=baseline_agent, candidate_agents=candidate_agents,
+                    report_format=report_format, compute_missing=compute_missing,
+                    allow_task_mismatch=allow_task_mismatch, pair_by=pair_by, task_key=task_key,
+                    output_dir=output_dir)
+    defaults = {k: p.default for k, p in inspect.signature(eval_compare).parameters.items()}
+    shown = _spelled("eval_compare", [baseline, candidates], keywords, defaults)
     protected = [os.fspath(baseline), *cands]
     if output_dir is not None:
         output_dir = os.fspath(output_dir)
-        _run([*argv, "--output-dir", output_dir])
+        _run([*argv, "--output-dir", output_dir], shown)
         wanted = {"md": ["compare_report.md"], "json": ["compare_report.json"]}.get(
             report_format, ["compare_report.md", "compare_report.json"])
         return EvalComparison(output_dir, _present(output_dir, wanted), protected, False)
     with _private() as d:
-        _run([*argv, "--output-dir", d])
+        _run([*argv, "--output-dir", d], shown)
         return EvalComparison(d, sorted(os.listdir(d)), protected, True)
 
 

@@ -44,10 +44,12 @@ fn run_cli(py: Python<'_>, argv: Vec<String>) -> u8 {
 }
 
 /// Runs one command (`argv` without the program name) for the Python API: no closing
-/// report, errors raised.
+/// report, errors raised. `shown` is the Python call a report that records its command
+/// names (else the command line of `argv`).
 #[pyfunction]
-fn call(py: Python<'_>, argv: Vec<String>) -> PyResult<()> {
-    engine(py, move || rollstat::cli::call(std::iter::once("rollstat".to_string()).chain(argv)))
+#[pyo3(signature = (argv, shown=None))]
+fn call(py: Python<'_>, argv: Vec<String>, shown: Option<String>) -> PyResult<()> {
+    engine(py, move || rollstat::cli::call(std::iter::once("rollstat".to_string()).chain(argv), shown))
 }
 
 /// Adds a run to a lake of sweeps (`export --lake`); returns the sweep's id, whether it

@@ -74,17 +74,18 @@ pub fn shell_quote(s: &str) -> String {
     format!("'{}'", s.replace('\'', "'\"'\"'"))
 }
 
-/// This process's command line, shell-quoted, as `rollstat …`.
-fn invoked_command(args: impl Iterator<Item = OsString>) -> String {
+/// The command line `args` (the program name first, whatever path it was run by),
+/// shell-quoted, as `rollstat …`.
+pub fn command_line(args: &[OsString]) -> String {
     std::iter::once("rollstat".to_string())
-        .chain(args.skip(1).map(|a| shell_quote(&a.to_string_lossy())))
+        .chain(args.iter().skip(1).map(|a| shell_quote(&a.to_string_lossy())))
         .collect::<Vec<_>>()
         .join(" ")
 }
 
 impl Args {
-    /// The validated configuration.
-    pub fn config(&self) -> Result<EvalCompareConfig> {
+    /// The validated configuration; `command` is how the report names the invocation.
+    pub fn config(&self, command: String) -> Result<EvalCompareConfig> {
         let cwd = std::env::current_dir().map_err(|e| crate::error::Error::read(std::path::Path::new("."), e))?;
         Ok(EvalCompareConfig {
             baseline: self.baseline.clone(),
@@ -104,14 +105,15 @@ impl Args {
             },
             compute_missing: self.compute_missing,
             pairing: self.pairing.config(),
-            command: invoked_command(std::env::args_os()),
+            command,
             cwd,
         })
     }
 }
 
-pub fn run(a: Args) -> Result<()> {
-    let r = crate::workflow::eval_compare(&a.config()?)?;
+/// Runs the comparison; `command` is what the report's `Command:` line records.
+pub fn run(a: Args, command: String) -> Result<()> {
+    let r = crate::workflow::eval_compare(&a.config(command)?)?;
     common::print_warnings(&r.warnings);
     // Agents left out are listed in the report; say so here too, without counting them
     // as warnings (NeMo Gym does not raise them).

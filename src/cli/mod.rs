@@ -128,6 +128,8 @@ where
     // signal mask that routes SIGINT and SIGTERM to the cleanup.
     crate::signals::install();
     crate::trace::start();
+    let args: Vec<std::ffi::OsString> = args.into_iter().map(Into::into).collect();
+    let shown = eval_compare::command_line(&args);
     let cli = Cli::parse_from(args);
     common::set_quiet(cli.quiet);
     // Environment settings are made while this is the only thread.
@@ -146,24 +148,29 @@ where
         std::env::set_var("POLARS_MAX_THREADS", n.to_string());
     }
     pool.build_global().map_err(|e| Error::Usage(format!("--threads: {e}")))?;
-    dispatch(cli.command)
+    dispatch(cli.command, shown)
 }
 
 /// Runs a command inside a process this crate does not own (a Python interpreter):
 /// `args` are parsed as the command line is (the program name first), a bad flag is a
 /// usage error rather than an exit, nothing is printed but warnings, and the signals and
 /// the worker pool are left as the host set them.
-pub fn call<I, T>(args: I) -> Result<()>
+/// `shown` is how a report that records its command (`eval-compare`'s) names the call:
+/// the host's own spelling of it, or, when `None`, the command line of `args`.
+pub fn call<I, T>(args: I, shown: Option<String>) -> Result<()>
 where
     I: IntoIterator<Item = T>,
     T: Into<std::ffi::OsString> + Clone,
 {
+    let args: Vec<std::ffi::OsString> = args.into_iter().map(Into::into).collect();
+    let shown = shown.unwrap_or_else(|| eval_compare::command_line(&args));
     let cli = Cli::try_parse_from(args).map_err(|e| Error::Usage(e.to_string().trim_end().to_string()))?;
     common::set_silent(true);
-    dispatch(cli.command)
+    dispatch(cli.command, shown)
 }
 
-fn dispatch(command: Command) -> Result<()> {
+/// Runs `command`; `shown` names the invocation in reports that record it.
+fn dispatch(command: Command, shown: String) -> Result<()> {
     match command {
         Command::Demo(a) => demo::run(a),
         Command::Ingest(a) => ingest::run(a),
@@ -177,7 +184,7 @@ fn dispatch(command: Command) -> Result<()> {
         Command::Compare(a) => compare::run(a),
         Command::Report(a) => report::run(a),
         Command::Completions(a) => completions::run(a),
-        Command::EvalCompare(a) => eval_compare::run(a),
+        Command::EvalCompare(a) => eval_compare::run(a, shown),
         Command::Shard(a) => shard::run(a),
         Command::Join(a) => join::run(a),
         Command::Merge(a) => merge::run(a),

@@ -316,6 +316,21 @@ fn report(dir: &Path) -> Json {
     without_provenance(read_json(&dir.join("compare_report.json")))
 }
 
+/// The report records the command as it was run, shell-quoted, in both formats.
+#[test]
+fn reports_record_the_command_line() {
+    let d = two_runs();
+    let args = ["--baseline", "base/rollouts.jsonl", "--candidates", "cand/rollouts.jsonl", "--output-dir", "out dir"];
+    let o = eval_compare(d.path(), &args);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let want =
+        "rollstat eval-compare --baseline base/rollouts.jsonl --candidates cand/rollouts.jsonl --output-dir 'out dir'";
+    let r = read_json(&d.join("out dir/compare_report.json"));
+    assert_eq!(r.get("command").and_then(Json::as_str), Some(want));
+    let md = std::fs::read_to_string(d.join("out dir/compare_report.md")).unwrap();
+    assert!(md.lines().any(|l| l == format!("Command: `{want}`")), "{md}");
+}
+
 /// With no flags besides the runs, the reports land in the candidate's folder, both
 /// formats, comparing every agent both runs have.
 #[test]

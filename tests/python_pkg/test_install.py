@@ -1,5 +1,6 @@
 """The installed wheel: the package, its native module and its `rollstat` command."""
 
+import json
 import os
 import subprocess
 import sys
@@ -31,6 +32,28 @@ def test_console_script_is_the_command(sweep, tmp_path):
     want = tmp_path / "want.json"
     run("aggregate", rollouts, "--inputs", inputs, "--out", want)
     assert read(ours) == read(want)
+
+
+def test_eval_compare_records_the_command_that_ran(runs, tmp_path):
+    """The report's command is the one the user ran: from the console script, its own
+    command line (not the Python interpreter's); from the Python function, the call."""
+    base, cand = (str(r) for r in runs)
+    rollstat.eval_compare(base, [cand], compute_missing=True, report_format="json")  # the aggregate files
+    exe = os.path.join(os.path.dirname(sys.executable), "rollstat")
+    out = tmp_path / "by script"
+    p = subprocess.run([exe, "eval-compare", "--baseline", base, "--candidates", cand, "--output-dir", out],
+                       stderr=subprocess.PIPE, text=True)
+    assert p.returncode == 0, p.stderr
+    want = f"rollstat eval-compare --baseline {base} --candidates {cand} --output-dir '{out}'"
+    assert json.loads(read(out / "compare_report.json"))["command"] == want
+    assert f"Command: `{want}`" in read(out / "compare_report.md").decode()
+    # From Python, in a script run as `python -c`: the call, as written.
+    out = tmp_path / "by call"
+    code = f"import rollstat; rollstat.eval_compare({base!r}, [{cand!r}], report_format='json', output_dir={str(out)!r})"
+    p = subprocess.run([sys.executable, "-c", code], stderr=subprocess.PIPE, text=True)
+    assert p.returncode == 0, p.stderr
+    want = f"rollstat.eval_compare({base!r}, [{cand!r}], report_format='json', output_dir={str(out)!r})"
+    assert json.loads(read(out / "compare_report.json"))["command"] == want
 
 
 def test_console_script_exit_statuses(tmp_path):
