@@ -16,7 +16,10 @@
 //! id is there already replaces its files. In the lake every number of the `rollouts`
 //! table is a double (the `_ng_*` indexes stay integers), so a field that is whole in one
 //! sweep and fractional in the next keeps one type; any other change of a column's type
-//! is refused, naming both sweeps.
+//! is refused, naming both sweeps. A label keeps the type of its first sweep: an integer
+//! (`step=500`), a double (`lr=0.5`) or text; a later whole value of a double label is a
+//! double, a number given to a text label is text, and text (or a fraction) given to an
+//! integer label is refused as a changed column type.
 
 use std::fs;
 use std::path::{Path, PathBuf};
@@ -106,9 +109,85 @@ pub struct Sweep {
     pub labels: Vec<(String, String)>,
 }
 
+/// A label's value written as a JSON number (`-3`, `500`, `0.5`, `1e3`; no sign `+`, no
+/// leading zeros, nothing around it): an integer when whole and within 64 bits, else a
+/// double. `None` for anything else, which stays text.
+fn label_number(v: &str) -> Option<Json> {
+    let b = v.as_bytes();
+    let digits = |i: &mut usize| {
+        let from = *i;
+        while b.get(*i).is_some_and(u8::is_ascii_digit) {
+            *i += 1;
+        }
+        *i > from
+    };
+    let mut i = usize::from(b.first() == Some(&b'-'));
+    let int_from = i;
+    if !digits(&mut i) || (b[int_from] == b'0' && i - int_from > 1) {
+        return None;
+    }
+    let mut whole = true;
+    if b.get(i) == Some(&b'.') {
+        i += 1;
+        whole = false;
+        if !digits(&mut i) {
+            return None;
+        }
+    }
+    if matches!(b.get(i), Some(b'e' | b'E')) {
+        i += 1;
+        whole = false;
+        if matches!(b.get(i), Some(b'+' | b'-')) {
+            i += 1;
+        }
+        if !digits(&mut i) {
+            return None;
+        }
+    }
+    if i != b.len() {
+        return None;
+    }
+    match v.parse::<i64>() {
+        Ok(n) if whole => Some(Json::Int(n)),
+        _ => v.parse::<f64>().ok().filter(|x| x.is_finite()).map(Json::Float),
+    }
+}
+
+/// The column of label `key` with value `v`, typed as the label is in the lake (`old`:
+/// its type in another sweep, if any) or, for a new label, as its value reads. A value
+/// the lake's type cannot hold keeps its own type, which the type check then refuses.
+fn label_column(key: &str, v: &str, old: Option<&DataType>) -> Column {
+    let name: PlSmallStr = key.into();
+    match (label_number(v), old) {
+        (_, Some(DataType::String)) | (None, _) => Column::new(name, [v]),
+        (Some(Json::Int(n)), Some(DataType::Float64)) => Column::new(name, [n as f64]),
+        (Some(Json::Int(n)), _) => Column::new(name, [n]),
+        (Some(Json::Float(x)), _) => Column::new(name, [x]),
+        (Some(_), _) => Column::new(name, [v]),
+    }
+}
+
+/// Each label's type in the other sweeps of the lake (the first sweep that has it).
+fn label_types(lake: &Path, sweep: &Sweep) -> Result<Vec<Option<DataType>>> {
+    let mut types: Vec<Option<DataType>> = vec![None; sweep.labels.len()];
+    for (id, file) in partitions(lake, SWEEPS) {
+        if id == sweep.id || types.iter().all(Option::is_some) {
+            continue;
+        }
+        let schema = crate::ingest::parquet::scan_parquet(&file)?.collect_schema()?;
+        for ((k, _), t) in sweep.labels.iter().zip(types.iter_mut()) {
+            if t.is_none() {
+                *t = schema.get(k.as_str()).filter(|d| **d != DataType::Null).cloned();
+            }
+        }
+    }
+    Ok(types)
+}
+
 impl Sweep {
-    /// The row as a one-row frame: the fixed columns, then each label as text.
-    fn frame(&self) -> Result<DataFrame> {
+    /// The row as a one-row frame: the fixed columns, then each label, typed as
+    /// [`label_column`] says (`types`: each label's type in the lake, if it has one).
+    fn frame(&self, types: &[Option<DataType>]) -> Result<DataFrame> {
         let sources = Json::Arr(
             self.sources
                 .iter()
@@ -134,8 +213,8 @@ impl Sweep {
             Column::new("num_agents".into(), [self.num_agents]),
             Column::new("sources".into(), [String::from_utf8_lossy(&text).into_owned()]),
         ];
-        for (k, v) in &self.labels {
-            cols.push(Column::new(k.as_str().into(), [v.as_str()]));
+        for ((k, v), old) in self.labels.iter().zip(types) {
+            cols.push(label_column(k, v, old.as_ref()));
         }
         Ok(DataFrame::new(1, cols)?)
     }
@@ -299,7 +378,7 @@ pub fn add(
         frames.push((name, df));
     }
     check_labels(lake, sweep, &frames, &columns)?;
-    let row = sweep.frame()?;
+    let row = sweep.frame(&label_types(lake, sweep)?)?;
     check_types(lake, SWEEPS, &sweep.id, &row)?;
     frames.push((SWEEPS, row));
     remove_stale(lake);

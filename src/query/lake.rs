@@ -16,8 +16,10 @@ use crate::ingest::parquet::scan_parquet;
 pub struct SweepRow {
     pub id: String,
     pub created_at: String,
-    /// The sweep's labels, by key (absent keys are not listed).
+    /// The sweep's labels, by key, as text (absent keys are not listed).
     pub labels: Vec<(String, String)>,
+    /// The same labels as the values the `sweeps` table holds (an integer label is one).
+    values: Vec<(String, Scalar)>,
 }
 
 /// An opened lake: its folder and its sweeps, oldest first (by `created_at`, then id).
@@ -26,6 +28,8 @@ pub struct Lake {
     pub sweeps: Vec<SweepRow>,
     /// Every label key of any sweep, in the order first seen.
     pub label_keys: Vec<String>,
+    /// Each label's type, as `label_keys` (a lake keeps one per label).
+    label_types: Vec<DataType>,
 }
 
 /// Text of a one-row frame's column, when it has one.
@@ -47,9 +51,10 @@ impl Lake {
         }
         let mut sweeps = Vec::new();
         let mut label_keys: Vec<String> = Vec::new();
+        let mut label_types: Vec<DataType> = Vec::new();
         for (id, file) in partitions(dir, SWEEPS) {
             let df = scan_parquet(&file)?.collect()?;
-            let mut labels = Vec::new();
+            let (mut labels, mut values) = (Vec::new(), Vec::new());
             for c in df.columns() {
                 let k = c.name().as_str();
                 if SWEEP_COLUMNS.contains(&k) {
@@ -58,11 +63,14 @@ impl Lake {
                 if let Some(v) = text(&df, k)? {
                     if !label_keys.iter().any(|x| x == k) {
                         label_keys.push(k.to_string());
+                        label_types.push(c.dtype().clone());
                     }
                     labels.push((k.to_string(), v));
+                    values.push((k.to_string(), Scalar::new(c.dtype().clone(), c.get(0)?.into_static())));
                 }
             }
-            sweeps.push(SweepRow { id, created_at: text(&df, "created_at")?.unwrap_or_default(), labels });
+            let created_at = text(&df, "created_at")?.unwrap_or_default();
+            sweeps.push(SweepRow { id, created_at, labels, values });
         }
         if sweeps.is_empty() {
             return Err(Error::Usage(format!(
@@ -71,7 +79,7 @@ impl Lake {
             )));
         }
         sweeps.sort_by(|a, b| a.created_at.cmp(&b.created_at).then_with(|| a.id.cmp(&b.id)));
-        Ok(Lake { dir: dir.to_path_buf(), sweeps, label_keys })
+        Ok(Lake { dir: dir.to_path_buf(), sweeps, label_keys, label_types })
     }
 
     /// The position (from 1) of each sweep in the lake's order.
@@ -112,11 +120,12 @@ impl Lake {
             ];
             // The sweeps table holds the labels itself; a label named like a column of the
             // table (in a sweep added later) gives way to the column.
-            for k in self.label_keys.iter().filter(|k| table != SWEEPS && union.get(k.as_str()).is_none()) {
-                let v = row.labels.iter().find(|(x, _)| x == k).map(|(_, v)| v.as_str());
+            let labels = self.label_keys.iter().zip(&self.label_types);
+            for (k, dt) in labels.filter(|(k, _)| table != SWEEPS && union.get(k.as_str()).is_none()) {
+                let v = row.values.iter().find(|(x, _)| x == k).map(|(_, v)| v.clone());
                 cols.push(match v {
                     Some(v) => lit(v).alias(k.as_str()),
-                    None => lit(NULL).cast(DataType::String).alias(k.as_str()),
+                    None => lit(NULL).cast(dt.clone()).alias(k.as_str()),
                 });
             }
             for (name, dt) in union.iter() {

@@ -196,6 +196,55 @@ fn a_new_field_is_null_in_older_sweeps_and_a_changed_type_is_refused() {
     assert_eq!(rows[1], ["240.0"]);
 }
 
+/// A label keeps its type: integers order as numbers in SQL, a double label takes whole
+/// values as doubles, and text (or a fraction) for an integer label is refused with the
+/// message of a changed column type, writing nothing.
+#[test]
+fn labels_keep_their_type_across_sweeps() {
+    let t = TempDir::new("lake-label-types");
+    let lake = t.join("lake");
+    for (i, (step, lr)) in [("500", "0.5"), ("10000", "1"), ("-20", "2.5e-3")].into_iter().enumerate() {
+        let files = sweep(&t.join(&format!("s{i}")), "10", &format!("{}", i + 1));
+        let (id, step, lr) = (format!("s{i}"), format!("step={step}"), format!("lr={lr}"));
+        let o = add(&lake, &files, &["--sweep-id", &id, "--label", &step, "--label", &lr, "--label", "tag=007"]);
+        assert!(o.status.success(), "{}", stderr(&o));
+    }
+    let row = read_pq(&lake.join("sweeps/sweep=s1/part-0.parquet"));
+    assert_eq!(row.column("step").unwrap().i64().unwrap().get(0), Some(10000));
+    assert_eq!(row.column("lr").unwrap().f64().unwrap().get(0), Some(1.0), "a whole value of a double label");
+    assert_eq!(row.column("tag").unwrap().str().unwrap().get(0), Some("007"), "not a number as written");
+    let rows = query(&lake, "SELECT DISTINCT sweep, step, lr FROM tasks ORDER BY step");
+    assert_eq!(rows[1..], [["s2", "-20", "0.0025"], ["s0", "500", "0.5"], ["s1", "10000", "1.0"]]);
+    let rows = query(&lake, "SELECT sweep FROM sweeps WHERE step > 600");
+    assert_eq!(rows[1..], [["s1"]]);
+
+    let before = listing(&lake);
+    let files = sweep(&t.join("s3"), "10", "4");
+    let mut messages = Vec::new();
+    for value in ["final", "1.5"] {
+        let o = add(&lake, &files, &["--sweep-id", "s3", "--label", &format!("step={value}")]);
+        assert_eq!(o.status.code(), Some(2), "step={value}: {}", stderr(&o));
+        messages.push(stderr(&o));
+    }
+    assert_eq!(listing(&lake), before, "nothing written");
+    assert!(
+        messages[0].contains("column `step` of the sweeps table is str in sweep s3 but i64 in sweep s0"),
+        "{}",
+        messages[0]
+    );
+    assert!(messages[0].contains("a column keeps one type across the lake"), "{}", messages[0]);
+    assert!(
+        messages[1].contains("column `step` of the sweeps table is f64 in sweep s3 but i64 in sweep s0"),
+        "{}",
+        messages[1]
+    );
+    // A number given to a text label is text.
+    let o = add(&lake, &files, &["--sweep-id", "s3", "--label", "tag=8"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let row = read_pq(&lake.join("sweeps/sweep=s3/part-0.parquet"));
+    assert_eq!(row.column("tag").unwrap().str().unwrap().get(0), Some("8"));
+}
+
 /// Per agent: the trend page's paired rows (`data-key` → `data-value`), by (run, to).
 fn trend_rows(html: &str) -> BTreeMap<(String, String), BTreeMap<String, String>> {
     let mut out = BTreeMap::new();

@@ -64,7 +64,7 @@ def main():
         if scored != {"1000": 0, "2000": 0, "3000": 640}:
             failures.append(f"judge_score per sweep: {scored} (want null before sweep 3000)")
         labels = spark.read.parquet(os.path.join(lake, "sweeps")).select("sweep", "step").collect()
-        if sorted((str(r["sweep"]), r["step"]) for r in labels) != [("1000", "1000"), ("2000", "2000"), ("3000", "3000")]:
+        if sorted((str(r["sweep"]), r["step"]) for r in labels) != [("1000", 1000), ("2000", 2000), ("3000", 3000)]:
             failures.append(f"labels: {labels}")
     finally:
         spark.stop()

@@ -115,7 +115,8 @@ def test_duckdb_joins_agents_with_their_sweeps_labels(lake):
                        FROM {duck(lake, 'agents')} a JOIN {duck(lake, 'sweeps')} s USING (sweep)
                        ORDER BY a.sweep, a.agent""").fetchall()
     assert len(rows) == 2 * AGENTS and len({r[1] for r in rows}) == AGENTS
-    assert [(r[0], r[2], r[3]) for r in rows] == [(s, s, ROLLOUTS) for s in (OLD, NEW) for _ in range(AGENTS)]
+    # The `step` label is written as an integer: an integer column, not text.
+    assert [(r[0], r[2], r[3]) for r in rows] == [(s, int(s), ROLLOUTS) for s in (OLD, NEW) for _ in range(AGENTS)]
     # One task seed: one task set.
     assert len({r[4] for r in rows}) == 1
 
@@ -205,7 +206,7 @@ def test_the_package_adds_queries_and_draws_a_lake(tmp_path, lake):
     assert f"Sweep {sid} added to" in out, out
     t = pl.DataFrame(rollstat.query("SELECT sweep, step, model, COUNT(*) AS n FROM rollouts GROUP BY sweep, step, model",
                                     lake=mine))
-    assert t.rows() == [(sid, "1000", "m", ROLLOUTS)]
+    assert t.rows() == [(sid, 1000, "m", ROLLOUTS)]  # an int label stays an int
     rollstat.export([d / NEW / "rollouts.jsonl"], inputs=d / NEW / "materialized_inputs.jsonl", lake=mine,
                     labels={"step": 2000})
     page = rollstat.report(lake=mine, by="step")
