@@ -273,12 +273,30 @@ impl MetricArgs {
     }
 }
 
-/// Prints warnings and returns how many there were.
+thread_local! {
+    /// The warnings the running command has printed (a command runs on one thread).
+    static SAID: std::cell::RefCell<std::collections::HashSet<String>> = Default::default();
+}
+
+/// Forgets the warnings printed so far: a new command starts.
+pub fn new_command() {
+    SAID.with(|s| s.borrow_mut().clear());
+}
+
+/// Prints the warnings this command has not printed yet (a command whose steps each
+/// raise one says it once) and returns how many it printed, counting repeats.
 pub fn print_warnings(w: &crate::metrics::warnings::Warnings) -> usize {
-    for l in w.lines() {
-        eprintln!("{l}");
-    }
-    w.total()
+    SAID.with(|said| {
+        let mut said = said.borrow_mut();
+        let mut printed = 0;
+        for ((m, c), line) in w.items().iter().zip(w.lines()) {
+            if said.insert(m.clone()) {
+                eprintln!("{line}");
+                printed += c;
+            }
+        }
+        printed
+    })
 }
 
 /// When a page is made or a sweep added: `SOURCE_DATE_EPOCH` when set (reproducible builds'

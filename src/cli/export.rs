@@ -27,14 +27,14 @@ pub fn run(a: Args) -> Result<()> {
     if let Some(to) = a.lake.target()? {
         let r =
             crate::workflow::export::export_to_lake(&rollouts, a.run.inputs.as_deref(), a.run.agent.as_deref(), &to)?;
-        common::print_warnings(&r.warnings);
+        common::print_warnings(&r.warnings.across_runs());
         say!("{}", r.summary());
         return Ok(());
     }
     let out_dir = a.out_dir.expect("clap requires --out-dir or --lake");
     let c = ExportConfig { rollouts, inputs: a.run.inputs.clone(), agent: a.run.agent.clone(), out_dir };
     let (files, warnings) = crate::workflow::export(&c)?;
-    common::print_warnings(&warnings);
+    common::print_warnings(&warnings.across_runs());
     for f in files {
         say!("Wrote {}", f.display());
     }

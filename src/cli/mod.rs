@@ -171,6 +171,7 @@ where
 
 /// Runs `command`; `shown` names the invocation in reports that record it.
 fn dispatch(command: Command, shown: String) -> Result<()> {
+    common::new_command();
     match command {
         Command::Demo(a) => demo::run(a),
         Command::Ingest(a) => ingest::run(a),

@@ -51,6 +51,51 @@ impl Warnings {
     pub fn is_empty(&self) -> bool {
         self.items.is_empty()
     }
+    /// The same warnings, those that differ only in the run they name said once, naming
+    /// every run (for a command that writes the tables of every run, where one field
+    /// constant across repeats raises the warning for each run that has it). Other
+    /// warnings stay as they are, in order of first occurrence.
+    pub fn across_runs(&self) -> Warnings {
+        /// One merged message: its text around the runs, the runs, the count, and the
+        /// first message as it was (said as it is when one run has it).
+        struct Group {
+            around: (String, String),
+            runs: Vec<String>,
+            count: usize,
+            first: String,
+        }
+        let mut groups: Vec<Group> = Vec::new();
+        let mut at: std::collections::HashMap<(String, String), usize> = std::collections::HashMap::new();
+        for (m, c) in &self.items {
+            let Some((before, run, after)) = zero_se_run(m) else {
+                groups.push(Group {
+                    around: (m.clone(), String::new()),
+                    runs: Vec::new(),
+                    count: *c,
+                    first: m.clone(),
+                });
+                continue;
+            };
+            let around = (before.to_string(), after.to_string());
+            match at.get(&around) {
+                Some(&i) => {
+                    groups[i].runs.push(run.to_string());
+                    groups[i].count += c;
+                }
+                None => {
+                    at.insert(around.clone(), groups.len());
+                    groups.push(Group { around, runs: vec![run.to_string()], count: *c, first: m.clone() });
+                }
+            }
+        }
+        let mut out = Warnings::default();
+        for g in groups {
+            let (before, after) = &g.around;
+            let m = if g.runs.len() > 1 { format!("{before}runs {}{after}", g.runs.join(", ")) } else { g.first };
+            out.add_n(m, g.count);
+        }
+        out
+    }
     /// Lines for stderr.
     pub fn lines(&self) -> Vec<String> {
         self.items
@@ -68,6 +113,28 @@ pub fn zero_se(n: usize, what: &str) -> String {
     )
 }
 
+/// A zero-standard-error warning cut around the run it names: the text before the run,
+/// the run, the text after it. Its bracket is `[`FIELD` across repeats, RUN]` or
+/// `[`FIELD`, RUN, repeat N]` (see [`zero_se`]).
+fn zero_se_run(msg: &str) -> Option<(&str, &str, &str)> {
+    if !msg.starts_with("Standard error is 0 (") || !msg.ends_with(']') {
+        return None;
+    }
+    let open = msg.find("being computed. [`")? + "being computed. [".len();
+    let what = &msg[open..msg.len() - 1];
+    let (field, run, after) = if let Some((field, run)) = what.split_once("` across repeats, ") {
+        (field.len() + "` across repeats, ".len(), run, "]")
+    } else {
+        let (rest, repeat) = what.rsplit_once(", repeat ")?;
+        if repeat.is_empty() || !repeat.bytes().all(|b| b.is_ascii_digit()) {
+            return None;
+        }
+        let (field, run) = rest.split_once("`, ")?;
+        (field.len() + "`, ".len(), run, &msg[open + rest.len()..])
+    };
+    Some((&msg[..open + field], run, after))
+}
+
 /// The unequal-repeats warning, worded as NeMo Gym words it.
 pub fn unequal_repeats(count: usize, agent: &str, rollout: i64, missing: usize) -> String {
     format!(
@@ -76,4 +143,35 @@ repeat_level_metrics statistics were computed from unequal sample sizes across r
 and agent_level_metrics may be biased toward whichever tasks happened to complete. Consider obtaining the missing rollouts \
 before drawing conclusions from these metrics."
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn warnings_that_differ_only_in_their_run_are_said_once() {
+        let mut w = Warnings::default();
+        for run in ["a", "b, c"] {
+            w.add(zero_se(4, &format!("`mean/question_id` across repeats, {run}")));
+            w.add(zero_se(150, &format!("`terminated`, {run}, repeat 9")));
+        }
+        w.add(zero_se(4, "`mean/difficulty` across repeats, a"));
+        w.add(zero_se(3, "`mean/question_id` across repeats, d"));
+        w.add("another warning".into());
+        w.add("another warning".into());
+        let merged = w.across_runs();
+        let got: Vec<(&str, usize)> = merged.items().iter().map(|(m, c)| (m.as_str(), *c)).collect();
+        assert_eq!(
+            got,
+            [
+                (zero_se(4, "`mean/question_id` across repeats, runs a, b, c").as_str(), 2),
+                (zero_se(150, "`terminated`, runs a, b, c, repeat 9").as_str(), 2),
+                (zero_se(4, "`mean/difficulty` across repeats, a").as_str(), 1),
+                (zero_se(3, "`mean/question_id` across repeats, d").as_str(), 1),
+                ("another warning", 2),
+            ]
+        );
+        assert_eq!(merged.total(), w.total());
+    }
 }

@@ -26,6 +26,11 @@ fn demo_runs_the_main_job() {
         })
         .sum();
     assert!(printed > 0, "the demo sweep is built to warn");
+    // Its steps raise the same warnings; each is said once.
+    let err = stderr(&o);
+    let lines: Vec<&str> = err.lines().filter(|l| l.starts_with("warning: ")).collect();
+    let distinct: std::collections::BTreeSet<&&str> = lines.iter().collect();
+    assert_eq!(distinct.len(), lines.len(), "a warning said twice:\n{err}");
     assert!(out.contains(&format!("The {printed} warnings on stderr are this synthetic sweep's by design")), "{out}");
     for f in [
         "rollouts_reward_profiling.jsonl",

@@ -245,6 +245,41 @@ fn labels_keep_their_type_across_sweeps() {
     assert_eq!(row.column("tag").unwrap().str().unwrap().get(0), Some("8"));
 }
 
+/// `export` writes every run's tables: a warning raised for several runs (a field constant
+/// across repeats) is said once, naming them; `aggregate`, NeMo Gym's command, says it
+/// per run as NeMo Gym does.
+#[test]
+fn export_says_each_warning_once_naming_the_runs() {
+    let t = TempDir::new("lake-warnings");
+    let dir = t.join("s");
+    let args = ["--tasks", "150", "--repeats", "4", "--agents", "3", "--fan-out", "--task-seed", "3", "--seed", "1000"];
+    generate(&dir, &args);
+    let files = (dir.join("rollouts.jsonl"), dir.join("materialized_inputs.jsonl"));
+    let lake = t.join("lake");
+    let o = add(&lake, &files, &["--label", "step=1000"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let warned = |o: &std::process::Output, field: &str| -> Vec<String> {
+        let needle = format!("[`{field}` across repeats, ");
+        stderr(o).lines().filter(|l| l.starts_with("warning: ") && l.contains(&needle)).map(str::to_string).collect()
+    };
+    let lines = warned(&o, "mean/question_id");
+    assert_eq!(lines.len(), 1, "{}", stderr(&o));
+    let agents = ["blackjack_gymnasium_agent", "code_gen_simple_agent", "math_with_judge_simple_agent"];
+    assert!(lines[0].ends_with(&format!("across repeats, runs {}] (3 times)", agents.join(", "))), "{}", lines[0]);
+    let (r, i) = (files.0.to_str().unwrap(), files.1.to_str().unwrap());
+    let (tables, agg) = (t.join("tables"), t.join("a.json"));
+    let o = run(&["export", r, "--inputs", i, "--out-dir", tables.to_str().unwrap()]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert_eq!(warned(&o, "mean/question_id"), lines);
+    let o = run(&["aggregate", r, "--inputs", i, "--out", agg.to_str().unwrap()]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let per_run = warned(&o, "mean/question_id");
+    assert_eq!(per_run.len(), 3, "{}", stderr(&o));
+    for (line, agent) in per_run.iter().zip(agents) {
+        assert!(line.ends_with(&format!("across repeats, {agent}]")), "{line}");
+    }
+}
+
 /// Per agent: the trend page's paired rows (`data-key` → `data-value`), by (run, to).
 fn trend_rows(html: &str) -> BTreeMap<(String, String), BTreeMap<String, String>> {
     let mut out = BTreeMap::new();
