@@ -115,7 +115,9 @@ fn interrupted_generate_leaves_nothing() {
 }
 
 /// SIGINT during `export` and `aggregate`: no new folder, no output file, no temporary
-/// (or, had the run finished, complete outputs).
+/// (or, had the run finished, complete outputs). The signal comes a random moment after
+/// the run has mapped its input; most runs must be interrupted mid-way, or the test
+/// checked little.
 #[test]
 fn interrupted_export_and_aggregate_leave_nothing() {
     let t = TempDir::new("faults-int-exp");
@@ -128,30 +130,41 @@ fn interrupted_export_and_aggregate_leave_nothing() {
     assert!(o.status.success(), "{}", stderr(&o));
     let want_agg = std::fs::read(&want).unwrap();
     let mut rng = Rng(5);
+    let mut interrupted = [0usize; 2];
     for (i, tmpfile) in ["1", "0", "1", "0"].into_iter().enumerate() {
         let ex = t.join(&format!("ex{i}"));
         let child = spawn(&["export", r, "--out-dir", ex.to_str().unwrap()], &[("ROLLSTAT_TMPFILE", tmpfile)]);
-        std::thread::sleep(Duration::from_millis(50 + rng.below(700)));
+        assert!(wait_until(20, || maps(child.id(), &rollouts)), "export never mapped its input");
+        std::thread::sleep(Duration::from_millis(rng.below(100)));
         send(&child, libc::SIGINT);
         let (status, err) = finish(child);
         assert!(status.code() == Some(130) || status.success(), "{status:?} {err}");
         if status.code() == Some(130) && !kept(&err) {
+            interrupted[0] += 1;
             assert!(!ex.exists(), "export {i}: left {:?}", std::fs::read_dir(&ex).map(|d| d.count()));
         } else {
             assert_eq!(std::fs::read_dir(&ex).unwrap().count(), 4, "{err}");
         }
         let agg = t.join(&format!("agg{i}.json"));
         let child = spawn(&["aggregate", r, "-q", "--out", agg.to_str().unwrap()], &[("ROLLSTAT_TMPFILE", tmpfile)]);
-        std::thread::sleep(Duration::from_millis(50 + rng.below(500)));
+        assert!(wait_until(20, || maps(child.id(), &rollouts)), "aggregate never mapped its input");
+        std::thread::sleep(Duration::from_millis(rng.below(60)));
         send(&child, libc::SIGINT);
         let (status, err) = finish(child);
         assert!(status.code() == Some(130) || status.success(), "{status:?} {err}");
+        if status.code() == Some(130) && !kept(&err) {
+            interrupted[1] += 1;
+        }
         assert_eq!(agg.exists(), status.success() || kept(&err), "{err}");
         if agg.exists() {
             assert_eq!(std::fs::read(&agg).unwrap(), want_agg, "aggregate {i}");
         }
         assert!(temps(t.path()).is_empty(), "{:?}", temps(t.path()));
     }
+    assert!(
+        interrupted.iter().all(|&n| n >= 2),
+        "too few runs were interrupted mid-way (export, aggregate): {interrupted:?} of 4"
+    );
 }
 
 /// SIGKILL at random points while `generate --force` replaces a sweep: each file is the
