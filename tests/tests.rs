@@ -6,6 +6,7 @@ mod commands;
 mod common;
 mod compare;
 mod conformance;
+mod docs;
 mod eval_compare;
 mod faults;
 mod fuzz_corpus;
