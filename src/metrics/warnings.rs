@@ -56,31 +56,43 @@ impl Warnings {
     /// constant across repeats raises the warning for each run that has it). Other
     /// warnings stay as they are, in order of first occurrence.
     pub fn across_runs(&self) -> Warnings {
-        // Per merged message: its text around the runs, the runs, the count, and the
-        // first message as it was (said as it is when one run has it).
-        let mut groups: Vec<((String, String), Vec<String>, usize, String)> = Vec::new();
+        /// One merged message: its text around the runs, the runs, the count, and the
+        /// first message as it was (said as it is when one run has it).
+        struct Group {
+            around: (String, String),
+            runs: Vec<String>,
+            count: usize,
+            first: String,
+        }
+        let mut groups: Vec<Group> = Vec::new();
         let mut at: std::collections::HashMap<(String, String), usize> = std::collections::HashMap::new();
         for (m, c) in &self.items {
             let Some((before, run, after)) = zero_se_run(m) else {
-                groups.push(((m.clone(), String::new()), Vec::new(), *c, m.clone()));
+                groups.push(Group {
+                    around: (m.clone(), String::new()),
+                    runs: Vec::new(),
+                    count: *c,
+                    first: m.clone(),
+                });
                 continue;
             };
-            let key = (before.to_string(), after.to_string());
-            match at.get(&key) {
+            let around = (before.to_string(), after.to_string());
+            match at.get(&around) {
                 Some(&i) => {
-                    groups[i].1.push(run.to_string());
-                    groups[i].2 += c;
+                    groups[i].runs.push(run.to_string());
+                    groups[i].count += c;
                 }
                 None => {
-                    at.insert(key.clone(), groups.len());
-                    groups.push((key, vec![run.to_string()], *c, m.clone()));
+                    at.insert(around.clone(), groups.len());
+                    groups.push(Group { around, runs: vec![run.to_string()], count: *c, first: m.clone() });
                 }
             }
         }
         let mut out = Warnings::default();
-        for ((before, after), runs, c, first) in groups {
-            let m = if runs.len() > 1 { format!("{before}runs {}{after}", runs.join(", ")) } else { first };
-            out.add_n(m, c);
+        for g in groups {
+            let (before, after) = &g.around;
+            let m = if g.runs.len() > 1 { format!("{before}runs {}{after}", g.runs.join(", ")) } else { g.first };
+            out.add_n(m, g.count);
         }
         out
     }
