@@ -163,7 +163,7 @@ fn metric_frame() -> &'static rollstat::polars::prelude::DataFrame {
             }
         }
         let path = Path::new("metric-sweep.jsonl");
-        let t = rollstat::ingest::read_rollouts_bytes(path, text.as_bytes()).expect("the metric sweep reads");
+        let t = rollstat::ingest::read_rollouts_bytes(path, text.as_bytes(), Default::default()).expect("the metric sweep reads");
         let runs = rollstat::ingest::labels::runs(&t, None);
         rollstat::ingest::frame::rollouts_frame(&t, &runs, None).expect("the metric sweep's frame")
     })

@@ -207,9 +207,11 @@ pub fn rollout_lines(data: &[u8]) {
         None => (data, data),
     };
     let name = Path::new("fuzz.jsonl");
-    let from_bytes = rollstat::ingest::read_rollouts_bytes(name, rollouts);
+    // Everything a read can compute, so that every path of the reader is crossed.
+    let all = rollstat::ingest::ReadOptions { fingerprints: true, evidence: true };
+    let from_bytes = rollstat::ingest::read_rollouts_bytes(name, rollouts, all);
     let file = Scratch::new("rollouts", rollouts);
-    let from_file = rollstat::ingest::read_rollouts(&file.0);
+    let from_file = rollstat::ingest::read_rollouts(&file.0, all);
     match (&from_bytes, &from_file) {
         (Ok(a), Ok(b)) => assert_eq!(a.len(), b.len()),
         (Err(a), Err(b)) => {

@@ -14,7 +14,7 @@
 //! 0 means "no fingerprint": a row without `responses_create_params`, or without a user
 //! message. A computed hash of 0 is written as 1.
 
-use crate::json::scan::{decode_str, key_is, Scalar, ScanError, ScanResult, Scanner};
+use crate::json::scan::{decode_escaped, decode_str, key_is, Scalar, ScanError, ScanResult, Scanner};
 
 /// FNV-1a, 64-bit.
 struct Fnv(u64);
@@ -29,15 +29,16 @@ impl Fnv {
             self.0 = self.0.wrapping_mul(0x0000_0100_0000_01b3);
         }
     }
-    /// A string token's characters.
+    /// A string token's characters. The token was checked and its line validated as
+    /// UTF-8, so a token without escapes is hashed as written and one with escapes is
+    /// decoded into the hash run by run, with nothing allocated or validated again.
     fn text(&mut self, raw: &[u8], escaped: bool) -> ScanResult<()> {
         if escaped {
-            let s = decode_str(raw, true).map_err(|msg| ScanError { offset: 0, msg })?;
-            self.update(s.as_bytes());
+            decode_escaped(raw, |bytes| self.update(bytes)).map_err(|msg| ScanError { offset: 0, msg })
         } else {
             self.update(raw);
+            Ok(())
         }
-        Ok(())
     }
     fn end_message(&mut self) {
         self.update(&[0xFF]);
@@ -95,6 +96,13 @@ pub fn of_params<'a>(s: &mut Scanner<'a>) -> ScanResult<(Scalar<'a>, u64)> {
     Ok((Scalar::Container { object: true, empty }, if any { h.finish() } else { 0 }))
 }
 
+/// A message's `content` as crossed: a string token (nearly always), else where the
+/// value's JSON lies in the line.
+enum Content<'a> {
+    Text(&'a [u8], bool),
+    Json(usize, usize),
+}
+
 /// The messages of an `input` array (after its `[`), up to and over its `]`; returns
 /// whether one was a user message.
 fn messages(s: &mut Scanner<'_>, h: &mut Fnv) -> ScanResult<bool> {
@@ -117,7 +125,7 @@ fn messages(s: &mut Scanner<'_>, h: &mut Fnv) -> ScanResult<bool> {
         }
         s.i += 1;
         let mut user = false;
-        let mut content: Option<(usize, usize)> = None;
+        let mut content = None;
         let mut f2 = true;
         while let Some(k) = s.next_key(&mut f2)? {
             if key_is(k, b"role") {
@@ -127,32 +135,36 @@ fn messages(s: &mut Scanner<'_>, h: &mut Fnv) -> ScanResult<bool> {
                     _ => false,
                 };
             } else if key_is(k, b"content") {
-                s.peek();
-                let start = s.i;
-                s.value()?;
-                content = Some((start, s.i));
+                // The role may come after it: the text is kept to hash at the end.
+                content = Some(if s.peek() == Some(b'"') {
+                    let (raw, e) = s.string()?;
+                    Content::Text(raw, e)
+                } else {
+                    let start = s.i;
+                    s.value()?;
+                    Content::Json(start, s.i)
+                });
             } else {
                 s.value()?;
             }
         }
-        if let (true, Some((a, b))) = (user, content) {
-            let base = a;
-            content_text(&s.b[a..b], h).map_err(|e| ScanError { offset: base + e.offset, msg: e.msg })?;
-            h.end_message();
-            any = true;
+        match content.filter(|_| user) {
+            Some(Content::Text(raw, e)) => h.text(raw, e).map_err(|e| ScanError { offset: s.i, msg: e.msg })?,
+            Some(Content::Json(a, b)) => {
+                content_parts(&s.b[a..b], h).map_err(|e| ScanError { offset: a + e.offset, msg: e.msg })?
+            }
+            None => continue,
         }
+        h.end_message();
+        any = true;
     }
 }
 
-/// A message's `content` (already checked JSON): a string's characters, or each part's
-/// `text` (else the part as written).
-fn content_text(bytes: &[u8], h: &mut Fnv) -> ScanResult<()> {
+/// A message's `content` that is not a string (already checked JSON): each part's
+/// `text` (else the part as written), or anything else as written.
+fn content_parts(bytes: &[u8], h: &mut Fnv) -> ScanResult<()> {
     let mut s = Scanner::new(bytes);
     match s.peek() {
-        Some(b'"') => {
-            let (raw, e) = s.string()?;
-            h.text(raw, e)
-        }
         Some(b'[') => {
             s.i += 1;
             let mut first = true;
@@ -232,6 +244,27 @@ mod tests {
         // Anything but an object is returned as a skip returns it, scalars as themselves.
         let mut s = Scanner::new(b"\"text\"");
         assert!(matches!(of_params(&mut s).unwrap(), (Scalar::Str(b"text", false), 0)));
+    }
+
+    /// Escapes decode to the characters they stand for, wherever they sit in the text,
+    /// and a message's role may come after its content.
+    #[test]
+    fn escaped_text_hashes_as_its_characters() {
+        let plain = fp("{\"input\":[{\"role\":\"user\",\"content\":\"caf\u{e9} \u{1F600} \\\"q\\\" a\\\\b\\n/\"}]}");
+        for escaped in [
+            r#"{"input":[{"content":"caf\u00e9 \ud83d\ude00 \"q\" a\\b\n\/","role":"user"}]}"#,
+            r#"{"input":[{"role":"user","content":"\u0063af\u00E9 \ud83d\ude00 \u0022q\u0022 a\u005cb\u000a/"}]}"#,
+            r#"{"input":[{"role":"user","content":[{"type":"input_text","text":"caf\u00e9 \ud83d\ude00 \"q\" a\\b\n/"}]}]}"#,
+            r#"{"input":"caf\u00e9 \ud83d\ude00 \"q\" a\\b\n/"}"#,
+        ] {
+            assert_eq!(fp(escaped), plain, "{escaped}");
+        }
+        assert_eq!(plain, {
+            let mut h = Fnv::new();
+            h.update("café 😀 \"q\" a\\b\n/".as_bytes());
+            h.end_message();
+            h.finish()
+        });
     }
 
     #[test]

@@ -26,7 +26,7 @@ pub mod table;
 
 pub use inputs::{read_inputs, InputTable};
 pub use lines::LineMap;
-pub use rollouts::{read_rollouts, read_rollouts_bytes, read_rollouts_files, RolloutTable};
+pub use rollouts::{read_rollouts, read_rollouts_bytes, read_rollouts_files, ReadOptions, RolloutTable};
 pub use table::{tag, Column, Source};
 
 /// Gives the heap's free memory back to the system: glibc keeps what a parallel reader

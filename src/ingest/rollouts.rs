@@ -2,8 +2,9 @@
 //!
 //! Per line we keep: the task and rollout indexes, the agent name and server stamp,
 //! `mask_sample` (Python truthiness), every scalar top-level field, the scalar keys of
-//! `response.usage` and of `ng_perf`, the line's key order (interned) and the task's
-//! fingerprint (a hash of its user messages, see [`super::fingerprint`]). Everything
+//! `response.usage` and of `ng_perf` and the line's key order (interned); when asked for
+//! ([`ReadOptions`]), the task's fingerprint (a hash of its user messages, see
+//! [`super::fingerprint`]) and the rows the health check must read again. Everything
 //! else — model output, system prompts, nested verifier payloads — is skipped unread.
 
 use std::collections::HashMap;
@@ -20,6 +21,23 @@ use crate::json::scan::{cut_mid_write, decode_str, key_is, key_is_private, top_k
 pub const SEP: u32 = u32::MAX;
 /// "No name" in the name columns.
 pub const NONE: u32 = u32::MAX;
+
+/// What a read of rollouts computes beyond the columns every command uses. Each costs
+/// time on every line, so a command asks only for what it uses; the default is neither.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct ReadOptions {
+    /// Each row's task fingerprint ([`RolloutTable::fingerprints`]): for pairing tasks
+    /// across runs, the `tasks` table and whatever shows which task a row asks.
+    pub fingerprints: bool,
+    /// The rows whose health evidence the table does not keep
+    /// ([`RolloutTable::evidence`]): for the rollout health check.
+    pub evidence: bool,
+}
+
+impl ReadOptions {
+    /// Task fingerprints, no health evidence.
+    pub const FINGERPRINTS: ReadOptions = ReadOptions { fingerprints: true, evidence: false };
+}
 
 /// All rollouts of one file, sorted by (`_ng_task_index`, `_ng_rollout_index`, line).
 #[derive(Debug, Clone, Default)]
@@ -41,7 +59,7 @@ pub struct RolloutTable {
     /// Whether the row has an `ng_perf` object.
     pub perf: Vec<bool>,
     /// The task fingerprint of the row's `responses_create_params` (0: none; see
-    /// [`super::fingerprint`]).
+    /// [`super::fingerprint`]); empty unless the read computed them (`read`).
     pub fingerprint: Vec<u64>,
     pub columns: Vec<Column>,
     /// Per row, an index into `orders`: the row's top-level column ids in file order,
@@ -56,7 +74,10 @@ pub struct RolloutTable {
     /// `response.usage` that is not an integer — as (line number as in `line`, byte offset
     /// of the line in its file, its length), by line number. The health check reads these
     /// lines again and judges every other row on its indexes and token counts alone.
+    /// Empty unless the read looked for them (`read`).
     pub evidence: Vec<(u64, u64, u64)>,
+    /// What the read computed beyond the columns.
+    pub read: ReadOptions,
     /// Line numbers of last lines left out as cut off mid-write (one per file at most):
     /// not rows, but records the health check reports as unreadable.
     pub cut_off: Vec<u64>,
@@ -89,10 +110,21 @@ impl RolloutTable {
     pub fn describe(&self, r: usize) -> String {
         self.lines.describe(self.line[r])
     }
+    /// Each row's task fingerprint (0: none).
+    ///
+    /// # Panics
+    /// When the table was read without them: a command that uses them asks for them
+    /// ([`ReadOptions::fingerprints`]).
+    pub fn fingerprints(&self) -> &[u64] {
+        assert!(self.read.fingerprints || self.is_empty(), "rollouts read without task fingerprints");
+        &self.fingerprint
+    }
 }
 
 #[derive(Default)]
 struct Piece {
+    /// What to compute beyond the columns.
+    read: ReadOptions,
     task: Vec<i64>,
     rollout: Vec<i64>,
     line: Vec<u64>,
@@ -305,7 +337,9 @@ impl Piece {
         self.agent.reserve(more);
         self.server.reserve(more);
         self.perf.reserve(more);
-        self.fingerprint.reserve(more);
+        if self.read.fingerprints {
+            self.fingerprint.reserve(more);
+        }
         self.order.reserve(more);
         self.cols.reserve(more);
     }
@@ -370,7 +404,7 @@ impl Piece {
                 }
             } else if key_is_private(k) {
                 s.value()?;
-                evidence |= key_is(k, b"_ng_rollout_id");
+                evidence |= self.read.evidence && key_is(k, b"_ng_rollout_id");
             } else if key_is(k, b"response") {
                 self.has_response = true;
                 // A second `response` replaces the first: its usage values go.
@@ -397,7 +431,7 @@ impl Piece {
                         while let Some(uk) = s.next_key(&mut f3)? {
                             let v = s.value()?;
                             let key = key_string(uk);
-                            evidence |= !matches!(v, Scalar::Int(_)) && is_token_count(&key);
+                            evidence |= self.read.evidence && !matches!(v, Scalar::Int(_)) && is_token_count(&key);
                             let Some((t, x)) = scalar_tag(&v) else {
                                 // Text, objects and arrays matter only where they replace a
                                 // top-level field of the same name (`result | usage` in NeMo
@@ -476,7 +510,7 @@ impl Piece {
                     s.value()?;
                 }
             } else {
-                let v = if key_is(k, b"responses_create_params") {
+                let v = if self.read.fingerprints && key_is(k, b"responses_create_params") {
                     // Crossed as a skip would, hashing the user messages on the way.
                     let (v, f) = super::fingerprint::of_params(&mut s)?;
                     fingerprint = f;
@@ -484,7 +518,8 @@ impl Piece {
                 } else {
                     s.value()?
                 };
-                evidence |= (key_is(k, b"ng_trajectory") && !matches!(v, Scalar::Null)) || key_is(k, b"stage_index");
+                evidence |= self.read.evidence
+                    && ((key_is(k, b"ng_trajectory") && !matches!(v, Scalar::Null)) || key_is(k, b"stage_index"));
                 let guess = guess(&self.next_top, after);
                 match v {
                     Scalar::Container { .. } => {
@@ -552,7 +587,9 @@ impl Piece {
         self.agent.push(agent);
         self.server.push(server);
         self.perf.push(perf);
-        self.fingerprint.push(fingerprint);
+        if self.read.fingerprints {
+            self.fingerprint.push(fingerprint);
+        }
         if evidence {
             self.evidence.push((l.number, l.offset, l.bytes.len() as u64));
         }
@@ -597,40 +634,42 @@ pub(crate) fn sort_order(task: &[i64], rollout: &[i64]) -> Vec<u32> {
     perm
 }
 
-/// Reads a rollouts file. A last line cut off mid-write is dropped with a warning.
-pub fn read_rollouts(path: &Path) -> Result<RolloutTable> {
+/// Reads a rollouts file, computing what `opts` asks for. A last line cut off mid-write
+/// is dropped with a warning.
+pub fn read_rollouts(path: &Path, opts: ReadOptions) -> Result<RolloutTable> {
     let parse_start = std::time::Instant::now();
-    let (pieces, report) = read_pieces(path, |lines: &mut PieceLines<'_>| parse_piece(path, lines))?;
+    let (pieces, report) = read_pieces(path, |lines: &mut PieceLines<'_>| parse_piece(path, lines, opts))?;
     crate::trace::trace("pieces parsed", parse_start);
-    build_table(LineMap::single(path), pieces, report)
+    build_table(LineMap::single(path), pieces, report, opts)
 }
 
 /// Reads the rollout lines that start in bytes `range` (start, end) of `path`, numbered
 /// as in the whole file: ranges that tile a file read every line once.
-pub fn read_rollouts_range(path: &Path, range: (u64, u64)) -> Result<RolloutTable> {
+pub fn read_rollouts_range(path: &Path, range: (u64, u64), opts: ReadOptions) -> Result<RolloutTable> {
     let (pieces, report) =
-        super::lines::read_pieces_range(path, range, |lines: &mut PieceLines<'_>| parse_piece(path, lines))?;
+        super::lines::read_pieces_range(path, range, |lines: &mut PieceLines<'_>| parse_piece(path, lines, opts))?;
     // A range may hold no row (it lies inside one line, or holds blank lines only).
     if pieces.iter().all(|(p, _)| p.task.is_empty() && p.cut_off.is_none()) {
         let mut t = RolloutTable::empty(LineMap::single(path));
         t.report = report;
+        t.read = opts;
         return Ok(t);
     }
-    build_table(LineMap::single(path), pieces, report)
+    build_table(LineMap::single(path), pieces, report, opts)
 }
 
 /// Reads the rollouts files of one run (the shards a run was written as) into one table,
 /// as if they were one file; messages name each row's own file and line.
-pub fn read_rollouts_files(paths: &[PathBuf]) -> Result<RolloutTable> {
+pub fn read_rollouts_files(paths: &[PathBuf], opts: ReadOptions) -> Result<RolloutTable> {
     if let [one] = paths {
-        return read_rollouts(one);
+        return read_rollouts(one, opts);
     }
-    read_rollouts_with(paths, None)
+    read_rollouts_with(paths, None, opts)
 }
 
 /// [`read_rollouts_files`] with rows already in memory (`extra`: their name in messages
 /// and their JSONL text) read after the files, as one more file.
-pub fn read_rollouts_with(paths: &[PathBuf], extra: Option<(&Path, &[u8])>) -> Result<RolloutTable> {
+pub fn read_rollouts_with(paths: &[PathBuf], extra: Option<(&Path, &[u8])>, opts: ReadOptions) -> Result<RolloutTable> {
     for (i, p) in paths.iter().enumerate() {
         let real = |f: &Path| std::fs::canonicalize(f).ok();
         if paths[..i].iter().any(|q| q == p || real(q).is_some_and(|q| Some(q) == real(p))) {
@@ -642,7 +681,7 @@ pub fn read_rollouts_with(paths: &[PathBuf], extra: Option<(&Path, &[u8])>) -> R
     let mut all = Vec::new();
     let mut report = ReadReport::default();
     for path in paths {
-        let (pieces, r) = read_pieces(path, |lines: &mut PieceLines<'_>| parse_piece(path, lines))?;
+        let (pieces, r) = read_pieces(path, |lines: &mut PieceLines<'_>| parse_piece(path, lines, opts))?;
         let k = map.file(path);
         all.extend(pieces.into_iter().map(|(p, base)| (p, LineMap::number(k, base))));
         report.lines += r.lines;
@@ -650,25 +689,25 @@ pub fn read_rollouts_with(paths: &[PathBuf], extra: Option<(&Path, &[u8])>) -> R
         report.warnings.extend(r.warnings);
     }
     if let Some((path, data)) = extra {
-        let (pieces, r) = read_pieces_bytes(path, data, |lines: &mut PieceLines<'_>| parse_piece(path, lines))?;
+        let (pieces, r) = read_pieces_bytes(path, data, |lines: &mut PieceLines<'_>| parse_piece(path, lines, opts))?;
         let k = map.file(path);
         all.extend(pieces.into_iter().map(|(p, base)| (p, LineMap::number(k, base))));
         report.lines += r.lines;
     }
     crate::trace::trace("pieces parsed", parse_start);
-    build_table(map, all, report)
+    build_table(map, all, report, opts)
 }
 
 /// Reads rollout rows that are already in memory (JSONL text the caller built, such as
 /// the rollout summaries an aggregate file stores), named `path` in messages.
-pub fn read_rollouts_bytes(path: &Path, data: &[u8]) -> Result<RolloutTable> {
-    let (pieces, report) = read_pieces_bytes(path, data, |lines: &mut PieceLines<'_>| parse_piece(path, lines))?;
-    build_table(LineMap::single(path), pieces, report)
+pub fn read_rollouts_bytes(path: &Path, data: &[u8], opts: ReadOptions) -> Result<RolloutTable> {
+    let (pieces, report) = read_pieces_bytes(path, data, |lines: &mut PieceLines<'_>| parse_piece(path, lines, opts))?;
+    build_table(LineMap::single(path), pieces, report, opts)
 }
 
 /// Parses the lines of one piece into a [`Piece`].
-fn parse_piece(path: &Path, lines: &mut PieceLines<'_>) -> Result<Piece> {
-    let mut p = Piece::default();
+fn parse_piece(path: &Path, lines: &mut PieceLines<'_>, read: ReadOptions) -> Result<Piece> {
+    let mut p = Piece { read, ..Piece::default() };
     let mut top = Vec::new();
     let mut usage = Vec::new();
     let mut sized = false;
@@ -701,9 +740,15 @@ fn parse_piece(path: &Path, lines: &mut PieceLines<'_>) -> Result<Piece> {
 }
 
 /// Merges parsed pieces (in file order, with their line bases) into the sorted table.
-fn build_table(map: LineMap, pieces: Vec<(Piece, u64)>, mut report: ReadReport) -> Result<RolloutTable> {
+fn build_table(
+    map: LineMap,
+    pieces: Vec<(Piece, u64)>,
+    mut report: ReadReport,
+    read: ReadOptions,
+) -> Result<RolloutTable> {
     let merge_start = std::time::Instant::now();
     let mut t = RolloutTable::empty(map);
+    t.read = read;
     let mut names = Names::default();
     let mut orders = Interner::default();
     let mut col_pieces = Vec::with_capacity(pieces.len());
@@ -788,7 +833,9 @@ fn build_table(map: LineMap, pieces: Vec<(Piece, u64)>, mut report: ReadReport) 
         s.spawn(|_| gather(&mut t.agent, perm));
         s.spawn(|_| gather(&mut t.server, perm));
         s.spawn(|_| gather(&mut t.perf, perm));
-        s.spawn(|_| gather(&mut t.fingerprint, perm));
+        if read.fingerprints {
+            s.spawn(|_| gather(&mut t.fingerprint, perm));
+        }
         s.spawn(|_| gather(&mut t.order, perm));
     });
     t.columns = columns;
@@ -928,7 +975,7 @@ mod tests {
         let path = dir.join("rollouts.jsonl");
         std::fs::write(&path, &text).unwrap();
         assert!(text.len() > 8 << 20, "the file spans more than one piece");
-        let t = read_rollouts(&path).unwrap();
+        let t = read_rollouts(&path, ReadOptions::default()).unwrap();
         std::fs::remove_dir_all(&dir).unwrap();
         assert_eq!(t.len(), want.len());
         for (row, (seq, vals)) in want.iter().enumerate() {
@@ -953,6 +1000,39 @@ mod tests {
                 let key = (c.source, c.name.as_str());
                 let expected = vals.iter().find(|(k, _)| **k == key).map(|(_, v)| v.clone());
                 assert_eq!(have, expected, "row {row}, column {} ({:?})", c.name, c.source);
+            }
+        }
+    }
+
+    /// What a read is asked for changes only what it adds: the fingerprints and the
+    /// rows with health evidence, nothing of the columns.
+    #[test]
+    fn a_read_computes_what_it_is_asked_for() {
+        let text = concat!(
+            r#"{"_ng_task_index":0,"_ng_rollout_index":0,"responses_create_params":{"input":[{"role":"user","content":"2+2?"}]},"reward":1.0}"#,
+            "\n",
+            r#"{"_ng_task_index":1,"_ng_rollout_index":0,"_ng_rollout_id":"r1","ng_trajectory":[1],"reward":0.0}"#,
+            "\n",
+        );
+        let read = |opts| read_rollouts_bytes(Path::new("r.jsonl"), text.as_bytes(), opts).unwrap();
+        let all = read(ReadOptions { fingerprints: true, evidence: true });
+        let none = read(ReadOptions::default());
+        assert_ne!(all.fingerprints()[0], 0);
+        assert_eq!(all.fingerprints()[1], 0);
+        assert_eq!(all.evidence.len(), 1);
+        assert!(none.fingerprint.is_empty() && none.evidence.is_empty());
+        assert!(std::panic::catch_unwind(|| none.fingerprints().len()).is_err());
+        let fp = read(ReadOptions::FINGERPRINTS);
+        assert_eq!(fp.fingerprints(), all.fingerprints());
+        assert!(fp.evidence.is_empty());
+        for t in [&none, &fp] {
+            assert_eq!(
+                (&t.task, &t.rollout, &t.line, &t.order, &t.orders),
+                (&all.task, &all.rollout, &all.line, &all.order, &all.orders)
+            );
+            assert_eq!(t.columns.len(), all.columns.len());
+            for (a, b) in t.columns.iter().zip(&all.columns) {
+                assert_eq!((&a.name, &a.tags), (&b.name, &b.tags));
             }
         }
     }

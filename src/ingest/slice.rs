@@ -36,6 +36,7 @@ pub fn write_slice(t: &RolloutTable, rows: &[usize], w: &mut impl Write) -> std:
     }
     e.u8(u8::from(t.has_response));
     e.u64(rows.len() as u64);
+    let fingerprints = t.fingerprints();
     for &r in rows {
         let (file, line) = LineMap::split(t.line[r]);
         e.u64(t.task[r] as u64);
@@ -46,7 +47,7 @@ pub fn write_slice(t: &RolloutTable, rows: &[usize], w: &mut impl Write) -> std:
         e.u32(t.agent[r]);
         e.u32(t.server[r]);
         e.u32(t.order[r]);
-        e.u64(t.fingerprint[r]);
+        e.u64(fingerprints[r]);
     }
     e.u64(t.names.len() as u64);
     for n in &t.names {
@@ -89,6 +90,8 @@ pub fn write_slice(t: &RolloutTable, rows: &[usize], w: &mut impl Write) -> std:
 /// `name` is the table's path in messages that name no row.
 pub fn read_slices(paths: &[PathBuf], name: &Path) -> Result<RolloutTable> {
     let mut t = RolloutTable::empty(LineMap::default());
+    // Slices carry every row's fingerprint.
+    t.read.fingerprints = true;
     let mut names = crate::ingest::rollouts::Names::default();
     let mut orders = Interner::default();
     let mut lines = LineMap::default();

@@ -351,7 +351,7 @@ pub fn rebuild_repeat_metrics(run: &mut RunFile, warn: &mut Warnings) -> Result<
             (Vec::new(), Vec::new())
         } else {
             let label = PathBuf::from(format!("{} (rollout_infos of agent {})", path.display(), py_repr(name)));
-            let t = read_rollouts_bytes(&label, &lines)?;
+            let t = read_rollouts_bytes(&label, &lines, Default::default())?;
             let opts = AggregateOptions { default_agent: Some("agent".into()), ..AggregateOptions::default() };
             let (entries, w) = aggregate(&t, None, &opts)?;
             warn.extend(w);

@@ -99,7 +99,7 @@ fn with_failures(tasks: &mut DataFrame, agents: &mut DataFrame, run_of: &Runs, f
 /// no row has one. SQL joins runs across sweeps on it rather than on position.
 fn with_fingerprints(tasks: &mut DataFrame, t: &RolloutTable) -> Result<()> {
     let mut of_task: std::collections::HashMap<i64, u64> = std::collections::HashMap::new();
-    for (&task, &fp) in t.task.iter().zip(&t.fingerprint) {
+    for (&task, &fp) in t.task.iter().zip(t.fingerprints()) {
         if fp != 0 {
             of_task.entry(task).or_insert(fp);
         }

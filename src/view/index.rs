@@ -13,7 +13,7 @@ use rayon::prelude::*;
 use crate::error::{Error, Location, Result};
 use crate::ingest::labels::runs as run_labels;
 use crate::ingest::lines::{map_whole, Whole};
-use crate::ingest::rollouts::{read_rollouts_bytes, read_rollouts_range};
+use crate::ingest::rollouts::{read_rollouts_bytes, read_rollouts_range, ReadOptions};
 use crate::ingest::table::Source;
 use crate::ingest::{InputTable, RolloutTable};
 use crate::json::scan::{key_is, Scanner};
@@ -404,7 +404,7 @@ impl Index {
             let from = self.files[f].indexed;
             let Some(nl) = memchr::memrchr(b'\n', &bytes[from as usize..]) else { continue };
             let end = from + nl as u64 + 1;
-            match read_rollouts_range(&path, (from, end)) {
+            match read_rollouts_range(&path, (from, end), ReadOptions::FINGERPRINTS) {
                 Ok(t) => {
                     let data = &mut self.files[f];
                     data.bytes = Arc::new(bytes);
@@ -444,8 +444,11 @@ fn read_file(path: &Path, inputs: Option<&Path>) -> Result<(FileData, RolloutTab
         Some(p) => (Some(crate::ingest::read_inputs(p)?), Some(Arc::new(map_whole(p)?))),
         None => (None, None),
     };
-    let table =
-        if plain { read_rollouts_range(path, (0, bytes.len() as u64))? } else { read_rollouts_bytes(path, &bytes)? };
+    let table = if plain {
+        read_rollouts_range(path, (0, bytes.len() as u64), ReadOptions::FINGERPRINTS)?
+    } else {
+        read_rollouts_bytes(path, &bytes, ReadOptions::FINGERPRINTS)?
+    };
     if table.is_empty() {
         return Err(Error::bad(Location::file(path), "no rollouts; expected one JSON object per line"));
     }

@@ -214,9 +214,13 @@ fn reread(served: &Served) -> Result<Vec<RolloutTable>> {
         .iter()
         .map(|(path, end, plain)| {
             if *plain {
-                crate::ingest::rollouts::read_rollouts_range(path, (0, *end))
+                crate::ingest::rollouts::read_rollouts_range(
+                    path,
+                    (0, *end),
+                    crate::ingest::rollouts::ReadOptions::FINGERPRINTS,
+                )
             } else {
-                crate::ingest::read_rollouts(path)
+                crate::ingest::read_rollouts(path, crate::ingest::rollouts::ReadOptions::FINGERPRINTS)
             }
         })
         .collect()

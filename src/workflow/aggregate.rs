@@ -13,7 +13,7 @@ use crate::export::direct::FileWriter;
 use crate::export::nemo_gym::{artifact_path, check_beside};
 use crate::export::tasks::write_aggregate;
 use crate::health::{Given, Health, Record, Source};
-use crate::ingest::rollouts::{read_rollouts_with, TOKEN_COUNTS};
+use crate::ingest::rollouts::{read_rollouts_with, ReadOptions, TOKEN_COUNTS};
 use crate::ingest::sidecar::{self, FAILURES, MATERIALIZED};
 use crate::ingest::LineMap;
 use crate::ingest::{InputTable, RolloutTable};
@@ -81,6 +81,12 @@ pub struct AggregateRun {
     pub lake: Option<super::lake::LakeRun>,
 }
 
+/// What the read computes for `run`: fingerprints for the lake's `tasks` table; the rows
+/// to read again for the health check, unless it reads the merged file instead.
+fn read_options(run: &RunOptions) -> ReadOptions {
+    ReadOptions { fingerprints: run.lake.is_some(), evidence: run.health.is_some() && run.merge_into.is_none() }
+}
+
 pub fn aggregate(c: &AggregateConfig) -> Result<AggregateRun> {
     let shards = sidecar::shards(&c.rollouts)?;
     if c.out.is_none() {
@@ -108,7 +114,7 @@ pub fn aggregate(c: &AggregateConfig) -> Result<AggregateRun> {
     let (mut t, inputs) = if lined.is_empty() {
         (RolloutTable::empty(crate::ingest::LineMap::single(&shards[0])), None)
     } else {
-        read_both(&lined, c.inputs.as_deref())?
+        read_both(&lined, c.inputs.as_deref(), read_options(&c.run))?
     };
     let records = t.len();
     let mut servers = failures::servers(&t, &sides);
@@ -125,7 +131,8 @@ pub fn aggregate(c: &AggregateConfig) -> Result<AggregateRun> {
     // The counted rows join the records: the shards are read again with them.
     let scored = match coverage.as_ref().filter(|c| !c.counted.is_empty()) {
         Some(cov) => {
-            let mut s = read_rollouts_with(&lined, Some((Path::new(COUNTED), &cov.counted_jsonl())))?;
+            let opts = ReadOptions { evidence: false, ..read_options(&c.run) };
+            let mut s = read_rollouts_with(&lined, Some((Path::new(COUNTED), &cov.counted_jsonl())), opts)?;
             failures::route_rows(&mut s, &servers)?;
             Some(s)
         }
@@ -314,6 +321,7 @@ fn run_health(t: &RolloutTable, merged: Option<&(PathBuf, Vec<u8>)>, ignored: &[
         let name = path.display().to_string();
         return crate::health::check(&[Source { name: &name, bytes }], ignored);
     }
+    assert!(t.read.evidence || t.is_empty(), "rollouts read without the health check's evidence");
     let files = t.lines.files();
     let names: Vec<String> = files.iter().map(|p| p.display().to_string()).collect();
     let names: Vec<&str> = names.iter().map(String::as_str).collect();

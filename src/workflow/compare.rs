@@ -188,7 +188,8 @@ fn read_table(a: &CompareConfig, path: &Path, inputs: Option<&Path>, read: Optio
     let (t, inp) = match read {
         Some(r) => r,
         None => {
-            owned = crate::workflow::read_both(std::slice::from_ref(&path.to_path_buf()), inputs)?;
+            let opts = crate::ingest::ReadOptions::FINGERPRINTS;
+            owned = crate::workflow::read_both(std::slice::from_ref(&path.to_path_buf()), inputs, opts)?;
             (&owned.0, owned.1.as_ref())
         }
     };
@@ -224,7 +225,7 @@ fn read_table(a: &CompareConfig, path: &Path, inputs: Option<&Path>, read: Optio
             }
         }
     }
-    Ok(Table { df, lines: Some(t.line.clone()), fingerprints: Some(t.fingerprint.clone()), failed })
+    Ok(Table { df, lines: Some(t.line.clone()), fingerprints: Some(t.fingerprints().to_vec()), failed })
 }
 
 /// One file's runs (by label, in label order), whether its `--by` values are text, its

@@ -21,7 +21,7 @@ use crate::ingest::input_slice::{is_input_slice, read_head, write_input_slice, S
 use crate::ingest::inputs::read_inputs_range;
 use crate::ingest::rollouts::read_rollouts_range;
 use crate::ingest::slice::{read_slices, span, write_slice};
-use crate::ingest::{read_inputs, read_rollouts, InputTable, RolloutTable};
+use crate::ingest::{read_inputs, read_rollouts, InputTable, ReadOptions, RolloutTable};
 use crate::trace::trace;
 
 /// The list of buckets `shard` writes beside its slices.
@@ -67,8 +67,9 @@ pub fn shard(c: &ShardConfig) -> Result<ShardRun> {
     }
     let t0 = std::time::Instant::now();
     let t = match c.range {
-        Some(r) => read_rollouts_range(&c.rollouts, r)?,
-        None => read_rollouts(&c.rollouts)?,
+        // Slices carry each row's fingerprint.
+        Some(r) => read_rollouts_range(&c.rollouts, r, ReadOptions::FINGERPRINTS)?,
+        None => read_rollouts(&c.rollouts, ReadOptions::FINGERPRINTS)?,
     };
     report_read_warnings(&t.report.warnings);
     trace("read", t0);

@@ -166,12 +166,13 @@ fn check_tasks(c: &EvalCompareConfig, sides: &[Side], warn: &mut Warnings) -> Re
             files.push(None);
             continue;
         }
-        let t = crate::ingest::read_rollouts(&s.rollouts)?;
+        let t = crate::ingest::read_rollouts(&s.rollouts, crate::ingest::ReadOptions::FINGERPRINTS)?;
         if let Some(field) = &c.pairing.task_key {
             files.push(task_keys(&t, &s.rollouts, field)?);
             continue;
         }
-        let rows = (0..t.len()).map(|r| (t.task[r], t.fingerprint[r], r));
+        let fingerprints = t.fingerprints();
+        let rows = (0..t.len()).map(|r| (t.task[r], fingerprints[r], r));
         files.push(task_identity::tasks(rows, |r| t.location(r), c.pairing.allow_mismatch, None)?);
     }
     let mut notes = Vec::new();

@@ -10,6 +10,7 @@ use super::read_both;
 use crate::error::Result;
 use crate::export::atomic::{in_out_dir, OutputSet};
 use crate::export::parquet::write_parquet;
+use crate::ingest::ReadOptions;
 use crate::metrics::tables::NAMES;
 use crate::metrics::warnings::Warnings;
 
@@ -33,7 +34,7 @@ pub fn tables(
     inputs: Option<&Path>,
     agent: Option<&str>,
 ) -> Result<(Vec<(&'static str, DataFrame)>, Warnings)> {
-    let (t, inputs) = read_both(rollouts, inputs)?;
+    let (t, inputs) = read_both(rollouts, inputs, ReadOptions::FINGERPRINTS)?;
     let failed = super::aggregate::failures_beside(rollouts, &t)?.map(|c| c.failures).unwrap_or_default();
     let (tables, warnings) = crate::metrics::tables::tables(&t, inputs.as_ref(), agent, &failed)?;
     Ok((tables.named(), warnings))
@@ -71,7 +72,7 @@ pub fn export_to_lake(
     if let Some(id) = &to.sweep_id {
         crate::export::lake::check_sweep_id(id)?;
     }
-    let (t, read_inputs) = read_both(rollouts, inputs)?;
+    let (t, read_inputs) = read_both(rollouts, inputs, ReadOptions::FINGERPRINTS)?;
     let failed = super::aggregate::failures_beside(rollouts, &t)?.map(|c| c.failures).unwrap_or_default();
     let mut read: Vec<&Path> = rollouts.iter().map(PathBuf::as_path).collect();
     read.extend(inputs);

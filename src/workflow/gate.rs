@@ -108,7 +108,11 @@ pub(super) fn read_tables(base: &CompareConfig) -> Result<Vec<Option<ReadTable>>
         tables.push(if parquet {
             None
         } else {
-            Some(super::read_both(std::slice::from_ref(path), base.inputs.get(i).map(PathBuf::as_path))?)
+            Some(super::read_both(
+                std::slice::from_ref(path),
+                base.inputs.get(i).map(PathBuf::as_path),
+                crate::ingest::rollouts::ReadOptions::FINGERPRINTS,
+            )?)
         });
     }
     Ok(tables)

@@ -42,7 +42,7 @@ pub fn rollouts_table(
     inputs: Option<&Path>,
     agent: Option<&str>,
 ) -> Result<polars::prelude::DataFrame> {
-    let (t, inputs) = read_both(rollouts, inputs)?;
+    let (t, inputs) = read_both(rollouts, inputs, Default::default())?;
     Ok(rollouts_frame(&t, &runs(&t, inputs.as_ref()), agent)?)
 }
 
@@ -51,7 +51,7 @@ pub fn ingest(c: &IngestConfig) -> Result<IngestRun> {
     read.extend(c.inputs.as_deref());
     let mut out = OutputSet::new(&read);
     out.check(&c.out)?;
-    let (t, inputs) = read_both(&c.rollouts, c.inputs.as_deref())?;
+    let (t, inputs) = read_both(&c.rollouts, c.inputs.as_deref(), Default::default())?;
     let status = status_after_read(&t, inputs.as_ref());
     status.say("building the table");
     let runs = runs(&t, inputs.as_ref());

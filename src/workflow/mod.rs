@@ -41,11 +41,16 @@ pub use ingest::{ingest, IngestConfig, IngestRun};
 pub use profile::{profile, ProfileConfig, ProfileRun};
 pub use report::{report, ReportConfig, ReportRun};
 
-/// Reads rollouts (one run, in one file or several) and (optionally) inputs in parallel.
-/// A cut-off last line is a warning, printed to stderr as soon as the file is read.
-pub fn read_both(rollouts: &[PathBuf], inputs: Option<&Path>) -> Result<(RolloutTable, Option<InputTable>)> {
+/// Reads rollouts (one run, in one file or several, computing what `opts` asks for) and
+/// (optionally) inputs in parallel. A cut-off last line is a warning, printed to stderr
+/// as soon as the file is read.
+pub fn read_both(
+    rollouts: &[PathBuf],
+    inputs: Option<&Path>,
+    opts: read::ReadOptions,
+) -> Result<(RolloutTable, Option<InputTable>)> {
     let t0 = std::time::Instant::now();
-    let (r, i) = rayon::join(|| read::read_rollouts_files(rollouts), || inputs.map(read::read_inputs));
+    let (r, i) = rayon::join(|| read::read_rollouts_files(rollouts, opts), || inputs.map(read::read_inputs));
     // Report the input file's problem first when both fail: it is read first by NeMo Gym.
     let i = i.transpose()?;
     let r = r?;

@@ -78,7 +78,9 @@ fn profile_in(c: &ProfileConfig) -> Result<ProfileRun> {
         out.check(p)?;
     }
     check_inputs(&c.inputs)?;
-    let (t, inputs) = read_both(&c.rollouts, Some(&c.inputs))?;
+    // Fingerprints only for the lake's `tasks` table.
+    let opts = crate::ingest::ReadOptions { fingerprints: c.lake.is_some(), evidence: false };
+    let (t, inputs) = read_both(&c.rollouts, Some(&c.inputs), opts)?;
     let inputs = inputs.expect("inputs were given");
     let failures = super::aggregate::failures_beside(&c.rollouts, &t)?;
     let mut run = profile_table(c, &t, &inputs, out, &paths)?;

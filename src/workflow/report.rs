@@ -111,7 +111,8 @@ pub fn report(c: &ReportConfig) -> Result<ReportRun> {
         tables.push(if is_parquet(p) {
             None
         } else {
-            Some(super::read_both(std::slice::from_ref(p), c.inputs.get(i).map(PathBuf::as_path))?)
+            let opts = crate::ingest::ReadOptions::FINGERPRINTS;
+            Some(super::read_both(std::slice::from_ref(p), c.inputs.get(i).map(PathBuf::as_path), opts)?)
         });
     }
     let given: Vec<Option<ReadFile<'_>>> = tables.iter().map(|t| t.as_ref().map(|(r, i)| (r, i.as_ref()))).collect();

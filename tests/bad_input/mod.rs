@@ -339,7 +339,7 @@ fn rollouts_that_name_no_agent_need_agent_flag() {
 /// aggregate and the profile: nothing panics and no error is ours (exit 1).
 #[test]
 fn damaged_files_are_read_or_refused_never_crash() {
-    use rollstat::ingest::{read_inputs, read_rollouts};
+    use rollstat::ingest::{read_inputs, read_rollouts, ReadOptions};
     use rollstat::metrics::aggregate::{aggregate, AggregateOptions};
     let d = TempDir::new("damaged");
     generate(d.path(), &["--tasks", "3", "--repeats", "2", "--agents", "1", "--seed", "5"]);
@@ -377,7 +377,7 @@ fn damaged_files_are_read_or_refused_never_crash() {
         std::fs::write(&r_path, if damage_inputs { &rollouts } else { &data }).unwrap();
         std::fs::write(&i_path, if damage_inputs { &data } else { &inputs }).unwrap();
         let outcome = std::panic::catch_unwind(|| -> rollstat::Result<()> {
-            let t = read_rollouts(&r_path)?;
+            let t = read_rollouts(&r_path, ReadOptions { fingerprints: true, evidence: true })?;
             let i = read_inputs(&i_path)?;
             let opts = AggregateOptions { default_agent: Some("unnamed".into()), ..Default::default() };
             aggregate(&t, Some(&i), &opts)?;
