@@ -13,6 +13,7 @@ mod fuzz_corpus;
 mod gym_aggregate;
 mod layout;
 mod limits;
+mod select;
 mod task_identity;
 mod vagen;
 mod view;

@@ -20,6 +20,7 @@ mod merge_profile;
 pub mod merge_rounds;
 pub mod profile;
 pub mod report;
+pub mod select;
 pub mod trend;
 
 use std::path::{Path, PathBuf};
@@ -36,6 +37,7 @@ pub use export::{export, tables, ExportConfig};
 pub use ingest::{ingest, IngestConfig, IngestRun};
 pub use profile::{profile, ProfileConfig, ProfileRun};
 pub use report::{report, ReportConfig, ReportRun};
+pub use select::{select, SelectConfig, SelectRun};
 
 /// Reads rollouts (one run, in one file or several) and (optionally) inputs in parallel.
 /// A cut-off last line is a warning, printed to stderr as soon as the file is read.
