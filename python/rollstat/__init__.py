@@ -37,6 +37,7 @@ from ._api import (
     read_parquet,
     read_rollouts,
     report,
+    select,
     tables,
     view,
     Viewer,
@@ -70,6 +71,7 @@ __all__ = [
     "read_parquet",
     "read_rollouts",
     "report",
+    "select",
     "tables",
     "view",
 ]
