@@ -56,9 +56,11 @@ impl Warnings {
     /// constant across repeats raises the warning for each run that has it). Other
     /// warnings stay as they are, in order of first occurrence.
     pub fn across_runs(&self) -> Warnings {
+        /// A merged message: its text around the runs, the runs, the count, the first message.
+        type RunGroup = ((String, String), Vec<String>, usize, String);
         // Per merged message: its text around the runs, the runs, the count, and the
         // first message as it was (said as it is when one run has it).
-        let mut groups: Vec<((String, String), Vec<String>, usize, String)> = Vec::new();
+        let mut groups: Vec<RunGroup> = Vec::new();
         let mut at: std::collections::HashMap<(String, String), usize> = std::collections::HashMap::new();
         for (m, c) in &self.items {
             let Some((before, run, after)) = zero_se_run(m) else {
