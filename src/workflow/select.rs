@@ -140,16 +140,17 @@ pub fn select(c: &SelectConfig) -> Result<SelectRun> {
     let mut table = filtered.take(&IdxCa::from_vec("".into(), rows.iter().map(|&r| r as IdxSize).collect()))?;
     let lines = line_column(&table)?;
 
+    let t0 = std::time::Instant::now();
     let mut w = out.create(&c.out)?;
     match c.format {
         SelectFormat::Parquet => crate::export::parquet::write_parquet(&mut table, &c.out, &mut w)?,
         SelectFormat::Jsonl => {
             let map = crate::ingest::lines::map_whole(&inputs.path)?;
-            let by_line: HashMap<u64, usize> = (0..inputs.len()).map(|r| (inputs.line[r], r)).collect();
             let mut buf = Vec::with_capacity(1 << 20);
             let mut enc = compression.writer(&mut w).map_err(|e| Error::write(&c.out, e))?;
             for l in &lines {
-                let r = by_line[l];
+                // Rows are in file order: their line numbers increase.
+                let r = inputs.line.binary_search(l).expect("a selected line is an input row");
                 let line = crate::ingest::inputs::row_in(&inputs, &map, r)?;
                 if c.strip_ng {
                     strip_ng(line, &mut buf).map_err(|m| Error::bad(Location::line(&inputs.path, *l), m))?;
@@ -174,6 +175,7 @@ pub fn select(c: &SelectConfig) -> Result<SelectRun> {
     text.push(b'\n');
     out.add(&manifest, &text)?;
     let files = out.commit()?;
+    crate::trace::trace("write", t0);
     Ok(SelectRun { files, run, tasks, candidates, selected: rows.len(), table, warnings })
 }
 
@@ -182,8 +184,10 @@ pub fn select(c: &SelectConfig) -> Result<SelectRun> {
 fn candidates(c: &SelectConfig) -> Result<(DataFrame, InputTable, String, Warnings)> {
     let (t, inputs) = read_both(&c.rollouts, Some(&c.inputs))?;
     let inputs = inputs.expect("inputs were given");
+    let t0 = std::time::Instant::now();
     let failed = super::aggregate::failures_beside(&c.rollouts, &t)?.map(|c| c.failures).unwrap_or_default();
     let ((tasks, _, _), warnings) = crate::metrics::tables::levels(&t, Some(&inputs), c.agent.as_deref(), &failed)?;
+    crate::trace::trace("tasks table", t0);
     let labels: Vec<String> = {
         let mut seen = Vec::new();
         for l in tasks.column(crate::schema::AGENT)?.str()?.iter().flatten() {
@@ -216,8 +220,10 @@ fn candidates(c: &SelectConfig) -> Result<(DataFrame, InputTable, String, Warnin
     let mut tasks = tasks;
     let line: Int64Chunked = rows.iter().map(|&r| Some(inputs.line[r] as i64)).collect();
     tasks.with_column(line.with_name(INPUT_LINE.into()).into_column())?;
+    let t0 = std::time::Instant::now();
     let fields = dataset_fields(&inputs, &rows, &tasks)?;
     let tasks = tasks.hstack(fields.columns())?;
+    crate::trace::trace("dataset fields", t0);
     Ok((tasks, inputs, run, warnings))
 }
 
