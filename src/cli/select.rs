@@ -107,7 +107,9 @@ pub fn run(a: Args) -> Result<()> {
             c.out.display()
         );
     }
-    say!("Selected {} of {} tasks of run {} ({} passed the filters)", r.selected, r.tasks, r.run, r.candidates);
+    if !common::quiet() {
+        say!("Selected {} of {} tasks of run {} ({} passed the filters)", r.selected, r.tasks, r.run, r.candidates);
+    }
     for f in r.files {
         say!("Wrote {}", f.display());
     }
