@@ -14,6 +14,7 @@ mod gate;
 mod gym_aggregate;
 mod layout;
 mod limits;
+mod select;
 mod task_identity;
 mod vagen;
 mod view;

@@ -39,6 +39,7 @@ from ._api import (
     read_parquet,
     read_rollouts,
     report,
+    select,
     tables,
     view,
     Viewer,
@@ -74,6 +75,7 @@ __all__ = [
     "read_parquet",
     "read_rollouts",
     "report",
+    "select",
     "tables",
     "view",
 ]

@@ -21,7 +21,7 @@ import shutil
 import tempfile
 import warnings as _warnings
 import weakref
-from typing import Any, Dict, Iterable, Iterator, List, Mapping, Optional, Sequence, Union
+from typing import Any, Dict, Iterable, Iterator, List, Mapping, Optional, Sequence, Tuple, Union
 
 from . import _rollstat
 from ._errors import InputError, RollstatError, RollstatWarning
@@ -656,6 +656,35 @@ def query(sql: str, rollouts: Optional[Paths] = None, *, inputs: Optional[PathLi
         out = os.path.join(d, "query.parquet")
         _run([*argv, "--format", "parquet", "--out", out])
         return Table(_rollstat.read_parquet(out), "query")
+
+
+def select(rollouts: Paths, inputs: PathLike, out: PathLike, *, run: Optional[str] = None,
+           agent: Optional[str] = None, where: Optional[str] = None,
+           band: Optional[Tuple[float, float]] = None, drop_zero_variance: bool = False,
+           per: Optional[str] = None, max: Optional[int] = None, sample: Optional[Union[int, float]] = None,
+           weight: Optional[str] = None, seed: Optional[int] = None, strip_ng: bool = False) -> Table:
+    """The next training set (``rollstat select``): writes each selected task's first
+    line in ``inputs`` to ``out`` byte for byte (``strip_ng=True``: without its ``_ng_*``
+    keys; ``.gz``/``.zst`` compress), with ``out.manifest.json`` beside it, and returns
+    the selected rows of the ``tasks`` table (with the dataset's fields) as a
+    :class:`Table`. ``where`` and ``weight`` are SQL over that table, ``band=(lo, hi)``
+    keeps tasks whose ``mean/reward`` is inside it, ``per``/``max`` is a quota per value
+    of a column, ``sample`` a count (int) or share (float) drawn by ``weight`` with
+    ``seed``; ``run`` names the run when the rollouts hold several."""
+    if isinstance(sample, bool):
+        raise TypeError("sample: give a count (int) or a share (float)")
+    argv = ["select", *_opt("--rollouts", _paths(rollouts)), "--inputs", os.fspath(inputs), *_opt("--run", run),
+            *_opt("--agent", agent), *_opt("--where", where),
+            *_opt("--band", None if band is None else f"{band[0]!r}..{band[1]!r}"),
+            *_opt("--drop-zero-variance", drop_zero_variance), *_opt("--per", per), *_opt("--max", max),
+            *_opt("--sample", None if sample is None else repr(sample)), *_opt("--weight", weight),
+            *_opt("--seed", seed)]
+    _run([*argv, *_opt("--strip-ng", strip_ng), "--out", os.fspath(out)])
+    # The same selection again as the tasks rows: it depends only on the files and flags.
+    with _scratch() as d:
+        rows = os.path.join(d, "tasks.parquet")
+        _run([*argv, "--format", "parquet", "--out", rows])
+        return Table(_rollstat.read_parquet(rows), "tasks")
 
 
 def report(rollouts: Optional[Paths] = None, *, inputs: Paths = (), agent: Optional[str] = None,

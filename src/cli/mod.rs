@@ -32,6 +32,7 @@ pub mod merge;
 pub mod profile;
 pub mod query;
 pub mod report;
+pub mod select;
 pub mod shard;
 pub mod view;
 
@@ -78,6 +79,9 @@ pub enum Command {
     Gate(gate::Args),
     /// One self-contained HTML page per sweep: leaderboard, comparisons, pass@k, difficulty, noise, cost.
     Report(report::Args),
+    /// The next training set: tasks chosen from the reward profile (band, zero variance,
+    /// quotas, weighted sampling), written as their exact input lines, with a manifest.
+    Select(select::Args),
     /// Print a shell completion script (bash, zsh, fish, elvish, powershell).
     Completions(completions::Args),
     /// NeMo Gym's `gym eval compare`: a baseline run against candidates, from their aggregate metrics files.
@@ -194,6 +198,7 @@ fn dispatch(command: Command, shown: String) -> Result<u8> {
         Command::BatchMetrics(a) => batch_metrics::run(a),
         Command::Compare(a) => compare::run(a),
         Command::Report(a) => report::run(a),
+        Command::Select(a) => select::run(a),
         Command::Completions(a) => completions::run(a),
         Command::EvalCompare(a) => eval_compare::run(a, shown),
         Command::Shard(a) => shard::run(a),

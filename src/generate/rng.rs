@@ -15,12 +15,18 @@ pub(super) fn mix64(mut z: u64) -> u64 {
 }
 
 /// Hashes a sequence of words into one well-mixed seed.
-pub(super) fn hash(parts: &[u64]) -> u64 {
+pub(crate) fn hash(parts: &[u64]) -> u64 {
     let mut h: u64 = 0x243F_6A88_85A3_08D3;
     for &p in parts {
         h = mix64(h ^ mix64(p.wrapping_add(GOLDEN)));
     }
     h
+}
+
+/// A hash (from [`hash`]) as a number uniform in the open interval (0, 1), with 53
+/// bits of precision: never 0, so its logarithm is finite.
+pub(crate) fn open_unit(h: u64) -> f64 {
+    ((h >> 11) as f64 + 0.5) * (1.0 / (1u64 << 53) as f64)
 }
 
 /// splitmix64 generator: tiny state, fast, good enough statistical quality

@@ -48,7 +48,7 @@ impl LakeRun {
 }
 
 /// XXH3-128 of a file's bytes, read in large blocks.
-fn checksum(path: &Path) -> Result<Source> {
+pub(crate) fn checksum(path: &Path) -> Result<Source> {
     let mut f = std::fs::File::open(path).map_err(|e| Error::read(path, e))?;
     let mut h = xxhash_rust::xxh3::Xxh3::new();
     let mut buf = vec![0u8; 4 << 20];

@@ -23,6 +23,7 @@ mod merge_profile;
 pub mod merge_rounds;
 pub mod profile;
 pub mod report;
+pub mod select;
 pub mod trend;
 
 use std::path::{Path, PathBuf};
@@ -40,6 +41,7 @@ pub use gate::{gate, GateConfig, GateReport};
 pub use ingest::{ingest, IngestConfig, IngestRun};
 pub use profile::{profile, ProfileConfig, ProfileRun};
 pub use report::{report, ReportConfig, ReportRun};
+pub use select::{select, SelectConfig, SelectRun};
 
 /// Reads rollouts (one run, in one file or several, computing what `opts` asks for) and
 /// (optionally) inputs in parallel. A cut-off last line is a warning, printed to stderr

@@ -420,6 +420,9 @@ fn the_rollouts_file_may_be_given_without_the_flag() {
     assert!(stderr(&o).contains("ROLLOUTS.jsonl"), "{}", stderr(&o));
 }
 
+/// A run of the generated sweep, for `select`.
+const RUN: &str = "math_with_judge_simple_agent";
+
 /// `-q` means one thing on every command: print only which files were written. Warnings
 /// still go to stderr.
 #[test]
@@ -428,11 +431,13 @@ fn quiet_prints_only_the_files_written() {
     let (r, i) = sweep(&d);
     let (r, i) = (r.to_str().unwrap(), i.to_str().unwrap());
     let (p, a, pq, t) = (d.join("p"), d.join("a.json"), d.join("r.parquet"), d.join("t"));
+    let sel = d.join("next.jsonl");
     let cases: Vec<(Vec<&str>, usize)> = vec![
         (vec!["profile", r, "--inputs", i, "--out-dir", p.to_str().unwrap(), "-q"], 3),
         (vec!["aggregate", r, "--out", a.to_str().unwrap(), "-q"], 2),
         (vec!["ingest", r, "--out", pq.to_str().unwrap(), "-q"], 1),
         (vec!["export", r, "--out-dir", t.to_str().unwrap(), "-q"], 4),
+        (vec!["select", "--rollouts", r, "--inputs", i, "--run", RUN, "--out", sel.to_str().unwrap(), "-q"], 2),
     ];
     for (args, files) in cases {
         let o = run(&args);

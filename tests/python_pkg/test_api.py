@@ -109,6 +109,20 @@ def test_query_report_and_eval_compare(sweep, runs, tmp_path):
     assert isinstance(ec.data, dict)
 
 
+def test_select_writes_the_commands_lines_and_returns_the_tasks_rows(sweep, tmp_path):
+    rollouts, inputs = sweep
+    got = tmp_path / "py.jsonl"
+    t = rollstat.select(rollouts, inputs, got, run="math_with_judge_simple_agent", band=(0.25, 0.75),
+                        per="subset", max=5, sample=10, seed=3, strip_ng=True)
+    want = tmp_path / "cli.jsonl"
+    run("select", "--rollouts", rollouts, "--inputs", inputs, "--run", "math_with_judge_simple_agent",
+        "--band", "0.25..0.75", "--per", "subset", "--max", 5, "--sample", 10, "--seed", 3, "--strip-ng",
+        "--out", want)
+    assert read(got) == read(want)
+    assert t.num_rows == len(read(want).splitlines()) > 0
+    assert json.loads(read(str(got) + ".manifest.json"))["counts"]["selected"] == t.num_rows
+
+
 def test_tables_go_to_polars_and_duckdb_without_pyarrow_in_between(sweep):
     pl = need("polars")
     duckdb = need("duckdb")
