@@ -182,7 +182,7 @@ pub fn select(c: &SelectConfig) -> Result<SelectRun> {
 /// The run's `tasks` table with its first input line (`_input_line`) and the dataset's
 /// own fields; the inputs table; the run's label; the tables' warnings.
 fn candidates(c: &SelectConfig) -> Result<(DataFrame, InputTable, String, Warnings)> {
-    let (t, inputs) = read_both(&c.rollouts, Some(&c.inputs))?;
+    let (t, inputs) = read_both(&c.rollouts, Some(&c.inputs), crate::ingest::rollouts::ReadOptions::FINGERPRINTS)?;
     let inputs = inputs.expect("inputs were given");
     let t0 = std::time::Instant::now();
     let failed = super::aggregate::failures_beside(&c.rollouts, &t)?.map(|c| c.failures).unwrap_or_default();
