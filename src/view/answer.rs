@@ -7,7 +7,7 @@ use std::collections::HashSet;
 
 use rayon::prelude::*;
 
-use super::index::{prompt_messages, FileData, Index, Slice, TaskRun, SOLVED};
+use super::index::{prompt_messages, FileData, Index, Slice, Task, TaskRun, SOLVED};
 use crate::json::{Json, Key};
 
 /// A request the viewer cannot answer as asked: a 400 with this message.
@@ -105,8 +105,8 @@ pub fn overview(ix: &Index) -> Json {
                             ("ci_low", opt(c.ci.map(|x| x.0))),
                             ("ci_high", opt(c.ci.map(|x| x.1))),
                             ("p", opt(c.stats.as_ref().and_then(|s| s.p))),
-                            ("fail_pass", Json::Int(flips(ix, r, true).len() as i64)),
-                            ("pass_fail", Json::Int(flips(ix, r, false).len() as i64)),
+                            ("fail_pass", Json::Int(flips(ix, r, true) as i64)),
+                            ("pass_fail", Json::Int(flips(ix, r, false) as i64)),
                         ])
                     }),
                 ),
@@ -140,20 +140,19 @@ pub fn overview(ix: &Index) -> Json {
     ])
 }
 
-/// Task positions where run `r` flipped against the baseline: failed there and passed
-/// here (`to_pass`), or the other way. A task is passed when its mean reward is at least
+/// How many tasks run `r` flipped against the baseline (see [`flipped`]).
+fn flips(ix: &Index, r: usize, to_pass: bool) -> usize {
+    ix.tasks.iter().filter(|t| flipped(t, ix.baseline, r, to_pass)).count()
+}
+
+/// Whether run `r` flipped task `t` against run `b`: failed there and passed here
+/// (`to_pass`), or the other way. A task is passed when its mean reward is at least
 /// [`SOLVED`]; only tasks both runs measured count.
-fn flips(ix: &Index, r: usize, to_pass: bool) -> Vec<usize> {
-    let b = ix.baseline;
-    (0..ix.tasks.len())
-        .filter(|&i| {
-            let t = &ix.tasks[i];
-            match (t.runs[b].mean(), t.runs[r].mean()) {
-                (Some(x), Some(y)) => (x >= SOLVED) != (y >= SOLVED) && (y >= SOLVED) == to_pass,
-                _ => false,
-            }
-        })
-        .collect()
+fn flipped(t: &Task, b: usize, r: usize, to_pass: bool) -> bool {
+    match (t.runs[b].mean(), t.runs[r].mean()) {
+        (Some(x), Some(y)) => (x >= SOLVED) != (y >= SOLVED) && (y >= SOLVED) == to_pass,
+        _ => false,
+    }
 }
 
 /// The (run, task) pairs a SQL filter kept.
@@ -240,9 +239,8 @@ pub fn tasks(ix: &Index, q: &TaskQuery) -> Answer<Json> {
                 }
             }
             if let (Some(to_pass), Some(r)) = (flip, flip_run) {
-                match (t.runs[ix.baseline].mean(), t.runs[r].mean()) {
-                    (Some(x), Some(y)) if (x >= SOLVED) != (y >= SOLVED) && (y >= SOLVED) == to_pass => {}
-                    _ => return false,
+                if !flipped(t, ix.baseline, r, to_pass) {
+                    return false;
                 }
             }
             if let Some(f) = &finder {

@@ -19,6 +19,7 @@ use crate::ingest::{InputTable, RolloutTable};
 use crate::json::scan::{key_is, Scanner};
 use crate::json::Json;
 use crate::metrics::compare::{report_with, Options, Report, RunRollouts, TaskValue};
+use crate::metrics::failures::Failed;
 use crate::workflow::compare::{read_runs_with, CompareConfig};
 
 /// A task is solved by a rollout whose reward is at least this (1 of a 0/1 reward), and
@@ -54,9 +55,11 @@ pub struct FileData {
     pub indexed: u64,
     /// Whether the file can grow (a plain file; compressed ones are read whole once).
     pub plain: bool,
-    /// The file's materialized inputs, when given.
-    pub inputs: Option<InputTable>,
+    /// The file's materialized inputs, when given (shared with the SQL table's build).
+    pub inputs: Option<Arc<InputTable>>,
     pub inputs_bytes: Option<Arc<Whole>>,
+    /// The standing failures of the file's failures sidecars, read once.
+    pub failed: Arc<Vec<Failed>>,
 }
 
 impl FileData {
@@ -221,7 +224,7 @@ impl Index {
             },
             ..Default::default()
         };
-        let read: Vec<_> = tables.iter().zip(&files).map(|(t, f)| Some((t, f.inputs.as_ref()))).collect();
+        let read: Vec<_> = tables.iter().zip(&files).map(|(t, f)| Some((t, f.inputs.as_deref()))).collect();
         let runs = read_runs_with(&config, &read)?;
         let baseline = match &c.baseline {
             None => 0,
@@ -258,7 +261,7 @@ impl Index {
 
     /// Adds the rows of table `t` read from file `f`.
     fn add_rows(&mut self, f: usize, t: &RolloutTable, agent: Option<&str>) {
-        let labels = run_labels(t, self.files[f].inputs.as_ref());
+        let labels = run_labels(t, self.files[f].inputs.as_deref());
         let reward = t.column(Source::Top, "reward");
         let mut run_of_label: HashMap<String, u32> = HashMap::new();
         for (i, (file, label)) in self.origin.iter().enumerate() {
@@ -360,7 +363,7 @@ impl Index {
         else {
             return Ok(());
         };
-        let labels = run_labels(t, self.files[f].inputs.as_ref());
+        let labels = run_labels(t, self.files[f].inputs.as_deref());
         for (label, (_, task, class)) in crate::metrics::failures::labelled(&cov.failures, &labels) {
             let Some(run) = self.origin.iter().position(|(file, l)| *file == f && l == label) else { continue };
             *self.failures[run].entry(class.clone()).or_default() += 1;
@@ -368,6 +371,7 @@ impl Index {
                 self.failed_tasks[run].entry(class.clone()).or_default().push(*task);
             }
         }
+        self.files[f].failed = Arc::new(cov.failures);
         Ok(())
     }
 
@@ -441,7 +445,7 @@ fn read_file(path: &Path, inputs: Option<&Path>) -> Result<(FileData, RolloutTab
     let bytes = map_whole(path)?;
     let plain = matches!(bytes, Whole::Mapped(_));
     let (inputs, inputs_bytes) = match inputs {
-        Some(p) => (Some(crate::ingest::read_inputs(p)?), Some(Arc::new(map_whole(p)?))),
+        Some(p) => (Some(Arc::new(crate::ingest::read_inputs(p)?)), Some(Arc::new(map_whole(p)?))),
         None => (None, None),
     };
     let table = if plain {
@@ -463,8 +467,16 @@ fn read_file(path: &Path, inputs: Option<&Path>) -> Result<(FileData, RolloutTab
     };
     let mut starts = Vec::new();
     line_starts(&bytes, 0, indexed, &mut starts);
-    let data =
-        FileData { path: path.to_path_buf(), bytes: Arc::new(bytes), starts, indexed, plain, inputs, inputs_bytes };
+    let data = FileData {
+        path: path.to_path_buf(),
+        bytes: Arc::new(bytes),
+        starts,
+        indexed,
+        plain,
+        inputs,
+        inputs_bytes,
+        failed: Arc::default(),
+    };
     Ok((data, table))
 }
 

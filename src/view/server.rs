@@ -229,16 +229,14 @@ fn reread(served: &Served) -> Result<Vec<RolloutTable>> {
 fn sql_table(served: &Served, tables: &[RolloutTable]) -> Result<DataFrame> {
     let (files, origin, names): (Vec<_>, Vec<_>, Vec<_>) = {
         let ix = served.index.read().unwrap_or_else(|e| e.into_inner());
-        let files: Vec<_> = ix.files.iter().map(|f| (f.path.clone(), f.inputs.clone())).collect();
+        let files: Vec<_> = ix.files.iter().map(|f| (f.inputs.clone(), f.failed.clone())).collect();
         (files, ix.origin.clone(), ix.runs.clone())
     };
     let mut frames: Vec<DataFrame> = Vec::new();
     for (f, t) in tables.iter().enumerate() {
-        let (path, inputs) = &files[f];
-        let failed = crate::workflow::aggregate::failures_beside(std::slice::from_ref(path), t)?
-            .map(|c| c.failures)
-            .unwrap_or_default();
-        let ((mut df, _, _), _) = crate::metrics::tables::levels(t, inputs.as_ref(), served.agent.as_deref(), &failed)?;
+        let (inputs, failed) = &files[f];
+        let ((mut df, _, _), _) =
+            crate::metrics::tables::levels(t, inputs.as_deref(), served.agent.as_deref(), failed)?;
         let labels = df.column(crate::schema::AGENT)?.cast(&DataType::String)?;
         let run: StringChunked = labels
             .str()?
