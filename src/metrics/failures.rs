@@ -270,11 +270,15 @@ struct Records {
 /// Reads the servers every row reveals (records, sidecars, materialized inputs).
 pub fn servers(t: &RolloutTable, shards: &[ShardSide]) -> Servers {
     let mut s = Servers::new();
+    // Rows of one (server, agent) pair come in runs: hash a pair only when it changes.
     let mut seen: HashSet<(u32, u32)> = HashSet::new();
+    let mut last = None;
     for r in 0..t.len() {
-        if seen.insert((t.server[r], t.agent[r])) {
-            s.see(named(t.name(t.server[r])), named(t.name(t.agent[r])));
+        let pair = (t.server[r], t.agent[r]);
+        if last != Some(pair) && seen.insert(pair) {
+            s.see(named(t.name(pair.0)), named(t.name(pair.1)));
         }
+        last = Some(pair);
     }
     for sh in shards {
         let side = sh.failures.iter().map(|f| &f.1).chain(sh.materialized.as_ref().ok().map(|m| &m.1));
@@ -288,16 +292,20 @@ pub fn servers(t: &RolloutTable, shards: &[ShardSide]) -> Servers {
 /// Gives every row without a stamp the one server that fronts its agent (a run's rows
 /// are scored per server); refuses an agent that several servers front.
 pub fn route_rows(t: &mut RolloutTable, s: &Servers) -> Result<()> {
-    let mut routed: HashMap<u32, u32> = HashMap::new();
+    // Per name id (names are few; rows are many): whether it names a server, and the
+    // server each agent's unstamped rows go to once decided.
+    let is_named: Vec<bool> = (0..t.names.len()).map(|i| named(t.name(i as u32)).is_some()).collect();
+    let named_id = |id: u32| (id as usize) < is_named.len() && is_named[id as usize];
+    let mut routed: Vec<Option<u32>> = vec![None; t.names.len()];
     for r in 0..t.len() {
-        if named(t.name(t.server[r])).is_some() {
+        let a = t.agent[r];
+        if named_id(t.server[r]) || !named_id(a) {
             continue;
         }
-        let a = t.agent[r];
-        let Some(agent) = named(t.name(a)) else { continue };
-        let id = match routed.get(&a) {
-            Some(&id) => id,
+        let id = match routed[a as usize] {
+            Some(id) => id,
             None => {
+                let agent = t.name(a).unwrap_or_default();
                 let at = || t.describe(r);
                 let id = match s.route(agent, &at)? {
                     Some(server) => match t.names.iter().position(|n| n == server) {
@@ -309,7 +317,7 @@ pub fn route_rows(t: &mut RolloutTable, s: &Servers) -> Result<()> {
                     },
                     None => t.server[r],
                 };
-                routed.insert(a, id);
+                routed[a as usize] = Some(id);
                 id
             }
         };
