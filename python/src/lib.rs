@@ -244,7 +244,7 @@ fn view(
         input_error(format!("host: {host:?} is not an IP address (127.0.0.1, ::1, 0.0.0.0)"), None, None, None)
     })?;
     let c = rollstat::view::ViewConfig {
-        runs: rollstat::view::ViewRuns { rollouts, inputs, agent, baseline, allow_task_mismatch },
+        runs: rollstat::view::ViewRuns { rollouts, inputs, agent, baseline, allow_task_mismatch, ..Default::default() },
         host,
         port,
     };

@@ -32,6 +32,9 @@ pub struct Args {
     /// Open the page in the default browser.
     #[arg(long)]
     pub open: bool,
+    /// Do not run the rollout health check (its verdicts then show nowhere).
+    #[arg(long)]
+    pub no_health_check: bool,
 }
 
 impl Args {
@@ -43,6 +46,7 @@ impl Args {
                 agent: self.runs.agent.clone(),
                 baseline: self.baseline.clone(),
                 allow_task_mismatch: self.allow_task_mismatch,
+                health_check: !self.no_health_check,
             },
             host: self.host,
             port: self.port,

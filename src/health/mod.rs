@@ -40,7 +40,7 @@ use std::path::Path;
 
 use rayon::prelude::*;
 
-use checks::{Check, CheckSet};
+pub use checks::{Check, CheckSet, Verdict};
 use digest::Totals;
 use digest::{Detail, Entry, NO_DETAIL};
 use record::Reader;
@@ -98,6 +98,25 @@ impl Health {
         w.write_all(&out)
     }
 
+    /// Every record's verdict and the checks that flagged it, indexed by the record's
+    /// place in reading order (for [`check_records`], the order the records were given).
+    pub fn by_record(&self) -> Vec<RecordResult> {
+        let mut out = vec![RecordResult::default(); self.entries.len()];
+        for e in &self.entries {
+            let mut flagged = CheckSet::default();
+            if e.detail != NO_DETAIL {
+                for f in &self.details[e.detail as usize].findings {
+                    flagged.add(f.check);
+                }
+            }
+            if e.duplicates > 0 {
+                flagged.add(Check::DuplicateIdentity);
+            }
+            out[e.ordinal as usize] = RecordResult { verdict: e.verdict, flagged, unobserved: e.unobserved };
+        }
+        out
+    }
+
     /// The line printed after a check: `Rollout health: N checked, h healthy, u
     /// unhealthy, o unobserved`, and ` (ignored: a, b)` when checks were ignored.
     pub fn summary_line(&self) -> String {
@@ -113,6 +132,21 @@ impl Health {
     /// the summary written at `summary_path`.
     pub fn report_lines(&self, summary_path: &str) -> String {
         format!("{}\nQuality summary: {summary_path}", self.summary_line())
+    }
+}
+
+/// One record's result: its verdict, the checks that found something in it and the
+/// checks that had no evidence to judge it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct RecordResult {
+    pub verdict: Verdict,
+    pub flagged: CheckSet,
+    pub unobserved: CheckSet,
+}
+
+impl Default for RecordResult {
+    fn default() -> Self {
+        RecordResult { verdict: Verdict::Healthy, flagged: CheckSet::default(), unobserved: CheckSet::default() }
     }
 }
 

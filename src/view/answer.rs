@@ -8,6 +8,7 @@ use std::collections::HashSet;
 use rayon::prelude::*;
 
 use super::index::{prompt_messages, FileData, Index, Slice, Task, TaskRun, SOLVED};
+use crate::health::{Check, CheckSet, RecordResult, Verdict};
 use crate::json::{Json, Key};
 
 /// A request the viewer cannot answer as asked: a 400 with this message.
@@ -96,6 +97,7 @@ pub fn overview(ix: &Index) -> Json {
                 ("ci_high", opt(summary.and_then(|s| s.ci).map(|c| c.1))),
                 ("slices", obj(Slice::ALL.iter().zip(slices).map(|(s, n)| (s.name(), Json::Int(n))).collect())),
                 ("failures", Json::Obj(ix.failures[r].iter().map(|(c, n)| (key(c), Json::Int(*n as i64))).collect())),
+                ("health", health_of_run(ix, r)),
                 (
                     "vs_baseline",
                     comparison.map_or(Json::Null, |c| {
@@ -140,6 +142,55 @@ pub fn overview(ix: &Index) -> Json {
     ])
 }
 
+/// Run `r`'s health verdicts, and per rollout check how many of its rollouts the check
+/// flagged and how many tasks hold such a rollout (`null` when the check did not run).
+fn health_of_run(ix: &Index, r: usize) -> Json {
+    if !ix.health_checked {
+        return Json::Null;
+    }
+    let mut verdicts = [0i64; 3];
+    let mut rollouts = [0i64; Check::ALL.len()];
+    let mut tasks = [0i64; Check::ALL.len()];
+    for t in &ix.tasks {
+        let mut in_task = CheckSet::default();
+        for &id in &t.rows {
+            let row = &ix.rows[id as usize];
+            let Some(h) = row.health.filter(|_| row.run as usize == r) else { continue };
+            verdicts[h.verdict as usize] += 1;
+            for c in h.flagged.iter() {
+                rollouts[c as usize] += 1;
+                in_task.add(c);
+            }
+        }
+        for c in in_task.iter() {
+            tasks[c as usize] += 1;
+        }
+    }
+    let checks = Check::rollout()
+        .iter()
+        .map(|&c| {
+            (
+                key(c.id()),
+                obj(vec![("rollouts", Json::Int(rollouts[c as usize])), ("tasks", Json::Int(tasks[c as usize]))]),
+            )
+        })
+        .collect();
+    obj(vec![
+        ("healthy", Json::Int(verdicts[Verdict::Healthy as usize])),
+        ("unhealthy", Json::Int(verdicts[Verdict::Unhealthy as usize])),
+        ("unobserved", Json::Int(verdicts[Verdict::Unobserved as usize])),
+        ("checks", Json::Obj(checks)),
+    ])
+}
+
+/// A rollout's health result as its card shows it.
+fn health_of_row(h: Option<RecordResult>) -> Json {
+    h.map_or(Json::Null, |h| {
+        let ids = |set: CheckSet| Json::Arr(set.iter().map(|c| text(c.id())).collect());
+        obj(vec![("verdict", text(h.verdict.id())), ("flagged", ids(h.flagged)), ("unobserved", ids(h.unobserved))])
+    })
+}
+
 /// How many tasks run `r` flipped against the baseline (see [`flipped`]).
 fn flips(ix: &Index, r: usize, to_pass: bool) -> usize {
     ix.tasks.iter().filter(|t| flipped(t, ix.baseline, r, to_pass)).count()
@@ -167,6 +218,8 @@ pub struct TaskQuery {
     pub min: Option<f64>,
     pub max: Option<f64>,
     pub failure: Option<String>,
+    /// A rollout health check that flagged some rollout of the task in the run.
+    pub check: Option<String>,
     /// `fail-pass` or `pass-fail` against the baseline.
     pub flip: Option<String>,
     pub text: Option<String>,
@@ -216,6 +269,14 @@ pub fn tasks(ix: &Index, q: &TaskQuery) -> Answer<Json> {
         .failure
         .as_ref()
         .map(|class| ix.failed_tasks[focus].get(class).map(|v| v.iter().copied().collect()).unwrap_or_default());
+    let check = match q.check.as_deref() {
+        None => None,
+        Some(_) if !ix.health_checked => return bad("check: the health check did not run in this viewer"),
+        Some(id) => Some(Check::from_id(id).filter(|c| Check::rollout().contains(c)).ok_or_else(|| {
+            let ids: Vec<&str> = Check::rollout().iter().map(|c| c.id()).collect();
+            BadRequest(format!("check: {id:?} is not a rollout health check ({})", ids.join(", ")))
+        })?),
+    };
     let needle = q.text.as_ref().filter(|t| !t.is_empty()).map(|t| t.to_lowercase());
     let finder = needle.as_ref().map(|n| memchr::memmem::Finder::new(n.as_bytes()));
     let sql_names: Option<Vec<&str>> = q.sql.as_ref().map(|_| ix.runs.iter().map(String::as_str).collect());
@@ -235,6 +296,15 @@ pub fn tasks(ix: &Index, q: &TaskQuery) -> Answer<Json> {
             }
             if let Some(f) = &failed {
                 if !f.contains(&t.index) {
+                    return false;
+                }
+            }
+            if let Some(c) = check {
+                let flagged = |&id: &u32| {
+                    let row = &ix.rows[id as usize];
+                    row.run as usize == focus && row.health.is_some_and(|h| h.flagged.has(c))
+                };
+                if !t.rows.iter().any(flagged) {
                     return false;
                 }
             }
@@ -476,6 +546,7 @@ fn row_head(ix: &Index, id: usize) -> Vec<(&'static str, Json)> {
         ("solved", Json::Bool(r.measured() && r.reward >= SOLVED)),
         ("file", text(ix.files[r.file as usize].path.display().to_string())),
         ("line", Json::Int(r.line as i64)),
+        ("health", health_of_row(r.health)),
     ]
 }
 

@@ -11,6 +11,7 @@ use std::sync::Arc;
 use rayon::prelude::*;
 
 use crate::error::{Error, Location, Result};
+use crate::health::RecordResult;
 use crate::ingest::labels::runs as run_labels;
 use crate::ingest::lines::{map_whole, Whole};
 use crate::ingest::rollouts::{read_rollouts_bytes, read_rollouts_range, ReadOptions};
@@ -30,7 +31,7 @@ pub const SOLVED: f64 = 0.5;
 pub const SEARCH_CHARS: usize = 16 << 10;
 
 /// What to serve: the runs exactly as `compare` takes them.
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone)]
 pub struct ViewRuns {
     /// Rollouts files: several files are several runs, a fan-out file one run per agent.
     pub rollouts: Vec<PathBuf>,
@@ -42,6 +43,22 @@ pub struct ViewRuns {
     pub baseline: Option<String>,
     /// Pair tasks by index even where runs hold different tasks there.
     pub allow_task_mismatch: bool,
+    /// Judge every rollout with the rollout health check (its verdict and the checks that
+    /// flagged it show on its card, in the overview and as a filter).
+    pub health_check: bool,
+}
+
+impl Default for ViewRuns {
+    fn default() -> Self {
+        ViewRuns {
+            rollouts: Vec::new(),
+            inputs: Vec::new(),
+            agent: None,
+            baseline: None,
+            allow_task_mismatch: false,
+            health_check: true,
+        }
+    }
 }
 
 /// One rollouts file's bytes and line starts.
@@ -96,6 +113,8 @@ pub struct Row {
     pub masked: bool,
     /// The reward, NaN when the rollout has none.
     pub reward: f64,
+    /// The health check's result (`None` when the check did not run).
+    pub health: Option<RecordResult>,
 }
 
 impl Row {
@@ -185,6 +204,8 @@ pub struct Index {
     pub failed_tasks: Vec<BTreeMap<String, Vec<i64>>>,
     /// What reading found and let through (read warnings, lines not yet complete).
     pub notes: Vec<String>,
+    /// Whether the rollouts were judged by the health check.
+    pub health_checked: bool,
     /// Whether the comparison needs computing again (rows were added).
     stale: bool,
 }
@@ -207,8 +228,9 @@ impl Index {
         }
         let mut files = Vec::new();
         let mut tables = Vec::new();
+        let opts = read_options(c.health_check);
         for (i, path) in c.rollouts.iter().enumerate() {
-            let (data, table) = read_file(path, c.inputs.get(i).map(PathBuf::as_path))?;
+            let (data, table) = read_file(path, c.inputs.get(i).map(PathBuf::as_path), opts)?;
             files.push(data);
             tables.push(table);
         }
@@ -244,10 +266,12 @@ impl Index {
             failures: vec![BTreeMap::new(); runs.names.len()],
             failed_tasks: vec![BTreeMap::new(); runs.names.len()],
             notes: runs.notes.clone(),
+            health_checked: c.health_check,
             stale: true,
         };
         for (f, t) in tables.iter().enumerate() {
-            index.add_rows(f, t, c.agent.as_deref());
+            let health = index.judge(t)?;
+            index.add_rows(f, t, c.agent.as_deref(), health.as_deref());
             index.add_failures(f, t, &c.rollouts[f])?;
         }
         index.refresh_report();
@@ -259,8 +283,32 @@ impl Index {
         Ok((index, tables))
     }
 
-    /// Adds the rows of table `t` read from file `f`.
-    fn add_rows(&mut self, f: usize, t: &RolloutTable, agent: Option<&str>) {
+    /// The health check's result for each row of `t`, when the index runs the check.
+    /// Each run (an agent of a fan-out file) is judged apart, so that the same task and
+    /// repeat under two agents is not a duplicate. Lines added to a growing file are
+    /// judged among themselves (a duplicate of a rollout read earlier is not seen).
+    fn judge(&self, t: &RolloutTable) -> Result<Option<Vec<RecordResult>>> {
+        if !self.health_checked || t.is_empty() {
+            return Ok(None);
+        }
+        let t0 = std::time::Instant::now();
+        let mut by_agent: BTreeMap<u32, Vec<u32>> = BTreeMap::new();
+        for r in 0..t.len() {
+            by_agent.entry(t.agent[r]).or_default().push(r as u32);
+        }
+        let mut out = vec![RecordResult::default(); t.len()];
+        for rows in by_agent.values() {
+            let h = crate::workflow::aggregate::check_table(t, Some(rows), &[])?;
+            for (&r, result) in rows.iter().zip(h.by_record()) {
+                out[r as usize] = result;
+            }
+        }
+        crate::trace::trace("view: health check", t0);
+        Ok(Some(out))
+    }
+
+    /// Adds the rows of table `t` read from file `f`, with their health results.
+    fn add_rows(&mut self, f: usize, t: &RolloutTable, agent: Option<&str>, health: Option<&[RecordResult]>) {
         let labels = run_labels(t, self.files[f].inputs.as_deref());
         let reward = t.column(Source::Top, "reward");
         let mut run_of_label: HashMap<String, u32> = HashMap::new();
@@ -301,6 +349,7 @@ impl Index {
                 line: t.line[r],
                 masked: t.masked[r],
                 reward: reward.and_then(|c| t.columns[c].num(r)).unwrap_or(f64::NAN),
+                health: health.map(|h| h[r]),
             });
         }
         let nruns = self.runs.len();
@@ -408,14 +457,16 @@ impl Index {
             let from = self.files[f].indexed;
             let Some(nl) = memchr::memrchr(b'\n', &bytes[from as usize..]) else { continue };
             let end = from + nl as u64 + 1;
-            match read_rollouts_range(&path, (from, end), ReadOptions::FINGERPRINTS) {
-                Ok(t) => {
+            let read = read_rollouts_range(&path, (from, end), read_options(self.health_checked))
+                .and_then(|t| self.judge(&t).map(|h| (t, h)));
+            match read {
+                Ok((t, health)) => {
                     let data = &mut self.files[f];
                     data.bytes = Arc::new(bytes);
                     line_starts(&data.bytes, from, end, &mut data.starts);
                     data.indexed = end;
                     if !t.is_empty() {
-                        self.add_rows(f, &t, agent);
+                        self.add_rows(f, &t, agent, health.as_deref());
                         added = true;
                     }
                     self.files[f].release();
@@ -440,8 +491,14 @@ impl Index {
     }
 }
 
+/// What the index reads of each row: its task's fingerprint (to pair tasks across runs),
+/// and the health check's evidence when the check runs.
+fn read_options(health_check: bool) -> ReadOptions {
+    ReadOptions { evidence: health_check, ..ReadOptions::FINGERPRINTS }
+}
+
 /// Reads one rollouts file (and its inputs) for the index.
-fn read_file(path: &Path, inputs: Option<&Path>) -> Result<(FileData, RolloutTable)> {
+fn read_file(path: &Path, inputs: Option<&Path>, opts: ReadOptions) -> Result<(FileData, RolloutTable)> {
     let bytes = map_whole(path)?;
     let plain = matches!(bytes, Whole::Mapped(_));
     let (inputs, inputs_bytes) = match inputs {
@@ -449,9 +506,9 @@ fn read_file(path: &Path, inputs: Option<&Path>) -> Result<(FileData, RolloutTab
         None => (None, None),
     };
     let table = if plain {
-        read_rollouts_range(path, (0, bytes.len() as u64), ReadOptions::FINGERPRINTS)?
+        read_rollouts_range(path, (0, bytes.len() as u64), opts)?
     } else {
-        read_rollouts_bytes(path, &bytes, ReadOptions::FINGERPRINTS)?
+        read_rollouts_bytes(path, &bytes, opts)?
     };
     if table.is_empty() {
         return Err(Error::bad(Location::file(path), "no rollouts; expected one JSON object per line"));

@@ -440,6 +440,7 @@ async fn api_tasks(State(s): State<Arc<Served>>, Query(p): Params) -> Response {
             min: parse(&p, "min", "a number")?,
             max: parse(&p, "max", "a number")?,
             failure: text("failure"),
+            check: text("check"),
             flip: text("flip"),
             text: p.get("q").cloned(),
             sql,

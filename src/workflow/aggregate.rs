@@ -321,6 +321,15 @@ fn run_health(t: &RolloutTable, merged: Option<&(PathBuf, Vec<u8>)>, ignored: &[
         let name = path.display().to_string();
         return crate::health::check(&[Source { name: &name, bytes }], ignored);
     }
+    check_table(t, None, ignored)
+}
+
+/// The health check of a table's records, read with the check's evidence: records
+/// without a trajectory are judged from the table, the others from their lines, read
+/// again. `rows` picks the records judged (in table order); all of them by default,
+/// then the lines cut off mid-write as unreadable records. [`Health::by_record`] is
+/// indexed as the judged records are.
+pub fn check_table(t: &RolloutTable, rows: Option<&[u32]>, ignored: &[String]) -> Result<Health> {
     assert!(t.read.evidence || t.is_empty(), "rollouts read without the health check's evidence");
     let files = t.lines.files();
     let names: Vec<String> = files.iter().map(|p| p.display().to_string()).collect();
@@ -351,18 +360,18 @@ fn run_health(t: &RolloutTable, merged: Option<&(PathBuf, Vec<u8>)>, ignored: &[
     // In the table's (task, rollout, line) order: the check's order, reading order among
     // records of one rollout.
     // Then the last lines the reader left out as cut off mid-write: unreadable records.
-    let records: Vec<Given> = t
-        .line
-        .par_iter()
-        .chain(t.cut_off.par_iter())
-        .map(|&l| {
-            let (source, line) = LineMap::split(l);
-            Given { source, line }
-        })
-        .collect();
+    let given = |l: u64| {
+        let (source, line) = LineMap::split(l);
+        Given { source, line }
+    };
+    let records: Vec<Given> = match rows {
+        None => t.line.par_iter().chain(t.cut_off.par_iter()).map(|&l| given(l)).collect(),
+        Some(rows) => rows.iter().map(|&r| given(t.line[r as usize])).collect(),
+    };
     let tokens: Vec<Option<&crate::ingest::Column>> =
         TOKEN_COUNTS.iter().map(|&k| t.column(crate::ingest::Source::Usage, k).map(|c| &t.columns[c])).collect();
-    let record = |r: usize| -> Record<'_> {
+    let record = |i: usize| -> Record<'_> {
+        let r = rows.map_or(i, |rows| rows[i] as usize);
         if r >= t.len() {
             // Text cut off mid-write is not JSON, whatever it held.
             return Record::Line(b"{");

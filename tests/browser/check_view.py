@@ -4,7 +4,9 @@ protocol (the pipe client of check_report.py; Python's standard library only).
 
 On a generated sweep: open the overview; follow a never-solved count; filter by text, by
 SQL and by flips; open a task; open a side-by-side pair; reload a deep link; append lines
-to a served file and see them after a reload. On a hand-made rollout holding every
+to a served file and see them after a reload. On rollouts whose trajectories trip the
+health checks: follow a check's count and see the verdict on a task's rollouts. On a
+hand-made rollout holding every
 transcript item type and hostile text: each item type is drawn, and nothing it carries
 runs (no dialog, no element it injected, no script, the title unchanged). A non-loopback
 bind answers 403 without its token. Screenshots go to --shots.
@@ -281,6 +283,27 @@ def main():
             elif m == "Log.entryAdded" and "Content Security Policy" in prm.get("entry", {}).get("text", ""):
                 failures.append(f"the page broke its own policy: {prm['entry']['text']}")
 
+        # Health: the verdicts by check, a check's count followed, a card's verdict.
+        case = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
+                            "fixtures", "conformance", "gym_aggregate", "health", "rollout_checks", "rollouts.jsonl")
+        sick = View(a.rollstat, [case])
+        servers.append(sick)
+        p.go(sick.url)
+        p.ready()
+        p.wait("document.querySelectorAll('#runs td.health ul.checks a').length >= 10", "the health checks' links")
+        link = "Array.from(document.querySelectorAll('#runs td.health ul.checks a')).find(x => x.innerText === 'model_call_failed')"
+        tasks_flagged = json.loads(urllib.request.urlopen(sick.url + "api/overview").read())["runs"][0]["health"]["checks"]["model_call_failed"]["tasks"]
+        p.js(link + ".click()")
+        p.ready("check=model_call_failed")
+        check(p.matches() == tasks_flagged, failures, f"a health check's link lists its {tasks_flagged} tasks")
+        first = p.js("document.querySelector('#tasks tbody tr td a').innerText")
+        p.js("document.querySelector('#tasks tbody tr td a').click()")
+        p.ready("/task/" + first)
+        p.wait("!!document.querySelector('#cards .card.rollout .health-verdict')", "a card's health verdict")
+        check("model_call_failed" in p.js("document.querySelector('#rollouts').innerText"), failures,
+              "the task's rollouts name the check that flagged them")
+        p.shot(os.path.join(a.shots, "view-health.png"))
+
         # Bound to every address: 403 without the token, 200 with it.
         anyhost = View(a.rollstat, ["--host", "0.0.0.0", rollouts])
         servers.append(anyhost)
@@ -302,7 +325,7 @@ def main():
         for f in failures:
             print("FAIL: " + f, file=sys.stderr)
         sys.exit(1)
-    print("rollstat view works in Chromium: overview, filters, task, pair, deep link, growth, hostile text inert, token")
+    print("rollstat view works in Chromium: overview, filters, task, pair, deep link, growth, health, hostile text inert, token")
 
 
 if __name__ == "__main__":

@@ -10,7 +10,7 @@ use std::process::{Child, Stdio};
 
 use rollstat::json::{parse, Json};
 
-use crate::common::{generate, rollstat, TempDir};
+use crate::common::{fixtures, generate, rollstat, TempDir};
 
 /// A running `rollstat view`, killed when dropped.
 struct Server {
@@ -458,4 +458,76 @@ fn a_malformed_line_is_refused_before_serving() {
     let err = String::from_utf8_lossy(&o.stderr);
     assert!(err.contains("bad.jsonl") && err.contains("line 2"), "{err}");
     assert!(o.stdout.is_empty(), "no URL is printed");
+}
+
+/// The strings of a JSON array.
+fn strings(v: Option<&Json>) -> BTreeSet<String> {
+    match v {
+        Some(Json::Arr(a)) => a.iter().map(|x| x.as_str().unwrap().to_string()).collect(),
+        other => panic!("not an array: {other:?}"),
+    }
+}
+
+#[test]
+fn health_verdicts_agree_with_the_health_reports() {
+    // Rollouts whose trajectories trigger every rollout check, beside the verdicts NeMo
+    // Gym's health check wrote for them.
+    let case = fixtures().join("conformance/gym_aggregate/health/rollout_checks");
+    let s = serve(&[case.join("rollouts.jsonl").to_str().unwrap()]);
+    let expected = std::fs::read_to_string(case.join("expected/rollout_verdicts.jsonl")).unwrap();
+    let mut verdicts: BTreeMap<&str, i64> = BTreeMap::new();
+    let mut by_check: BTreeMap<String, (i64, BTreeSet<i64>)> = BTreeMap::new();
+    for line in expected.lines() {
+        let want = parse(line.as_bytes()).unwrap();
+        let (task, rollout) = (int(want.get("_ng_task_index").unwrap()), int(want.get("_ng_rollout_index").unwrap()));
+        let Some(Json::Arr(findings)) = want.get("findings") else { panic!() };
+        let flagged: BTreeSet<String> =
+            findings.iter().map(|f| f.get("check").unwrap().as_str().unwrap().to_string()).collect();
+        let t = ok_json(&s, &format!("/api/task/{task}"));
+        let Some(Json::Arr(rs)) = t.get("rollouts") else { panic!() };
+        let got = rs.iter().find(|r| int(r.get("rollout").unwrap()) == rollout).expect("the rollout is served");
+        let h = got.get("health").unwrap();
+        let verdict = want.get("verdict").unwrap().as_str().unwrap();
+        assert_eq!(h.get("verdict").unwrap().as_str(), Some(verdict), "task {task} repeat {rollout}");
+        assert_eq!(strings(h.get("flagged")), flagged, "task {task} repeat {rollout}");
+        assert_eq!(strings(h.get("unobserved")), strings(want.get("unobserved")), "task {task} repeat {rollout}");
+        *verdicts
+            .entry(["healthy", "unhealthy", "unobserved"].into_iter().find(|v| *v == verdict).unwrap())
+            .or_default() += 1;
+        for c in flagged {
+            let e = by_check.entry(c).or_default();
+            e.0 += 1;
+            e.1.insert(task);
+        }
+    }
+    // The overview counts the same, per verdict and per check; each check's count opens
+    // exactly the tasks that hold a rollout it flagged.
+    let o = ok_json(&s, "/api/overview");
+    let Some(Json::Arr(runs)) = o.get("runs") else { panic!() };
+    let h = runs[0].get("health").unwrap();
+    for v in ["healthy", "unhealthy", "unobserved"] {
+        assert_eq!(int(h.get(v).unwrap()), verdicts.get(v).copied().unwrap_or(0), "{v}");
+    }
+    let Some(Json::Obj(checks)) = h.get("checks") else { panic!() };
+    assert_eq!(checks.len(), 12, "every rollout check is listed");
+    for (c, counts) in checks.iter() {
+        let (n, tasks) = by_check.get(c.as_ref()).cloned().unwrap_or_default();
+        assert_eq!(int(counts.get("rollouts").unwrap()), n, "{c}");
+        assert_eq!(int(counts.get("tasks").unwrap()) as usize, tasks.len(), "{c}");
+        assert_eq!(all_tasks(&s, &format!("check={c}")), tasks, "{c}");
+    }
+    assert!(by_check.len() >= 10, "the case flags most checks: {by_check:?}");
+    let bad = get(&s, "/api/tasks?check=no_such_check");
+    assert_eq!(bad.status, 400);
+    assert!(bad.body.contains("model_call_failed"), "{}", bad.body);
+    drop(s);
+
+    // Without the check, nothing claims a verdict.
+    let s = serve(&[case.join("rollouts.jsonl").to_str().unwrap(), "--no-health-check"]);
+    let o = ok_json(&s, "/api/overview");
+    let Some(Json::Arr(runs)) = o.get("runs") else { panic!() };
+    assert_eq!(runs[0].get("health"), Some(&Json::Null));
+    let Some(Json::Arr(rs)) = ok_json(&s, "/api/task/0").get("rollouts").cloned() else { panic!() };
+    assert_eq!(rs[0].get("health"), Some(&Json::Null));
+    assert_eq!(get(&s, "/api/tasks?check=model_call_failed").status, 400);
 }

@@ -143,7 +143,8 @@ async function overview(n) {
     el('th', {}, 'run'), el('th', { class: 'num' }, 'mean reward'), el('th', {}, '95% interval'),
     el('th', { class: 'num' }, 'tasks'), el('th', { class: 'num' }, 'rollouts'),
     el('th', { class: 'num' }, 'never solved'), el('th', { class: 'num' }, 'sometimes'),
-    el('th', { class: 'num' }, 'always solved'), el('th', {}, 'against the baseline'), el('th', {}, 'failures'));
+    el('th', { class: 'num' }, 'always solved'), el('th', {}, 'against the baseline'), el('th', {}, 'failures'),
+    el('th', {}, 'health'));
   const rows = runs.map((r) => {
     const slice = (s) => el('td', { class: 'num' },
       link('/tasks', { run: r.name, slice: s }, String(r.slices[s])));
@@ -160,7 +161,8 @@ async function overview(n) {
       el('td', { class: 'num' }, String(r.tasks)), el('td', { class: 'num' }, String(r.rollouts)),
       slice('never'), slice('sometimes'), slice('always'), vsCell,
       el('td', {}, fails.length ? fails.map(([c, k], i) => [i ? ', ' : '',
-        link('/tasks', { run: r.name, failure: c }, el('span', { class: 'i' }, c)), ' ' + k]) : '–'));
+        link('/tasks', { run: r.name, failure: c }, el('span', { class: 'i' }, c)), ' ' + k]) : '–'),
+      el('td', { class: 'health' }, healthCell(r)));
   });
   show(
     el('h1', {}, 'Overview'),
@@ -175,9 +177,23 @@ async function overview(n) {
   );
 }
 
+// A run's health verdicts, then each check that flagged rollouts, linked to its tasks.
+function healthCell(r) {
+  const h = r.health;
+  if (h === null) return el('span', { class: 'note' }, 'not checked');
+  const flagged = Object.entries(h.checks).filter(([, c]) => c.rollouts > 0);
+  return [
+    el('div', {}, h.healthy + ' healthy · ', el('span', { class: h.unhealthy ? 'fail' : '' }, h.unhealthy + ' unhealthy'),
+      ' · ' + h.unobserved + ' unobserved'),
+    flagged.length ? el('ul', { class: 'checks' }, flagged.map(([id, c]) => el('li', {},
+      link('/tasks', { run: r.name, check: id }, el('span', { class: 'i' }, id)),
+      ' ' + c.rollouts + ' rollouts in ' + c.tasks + ' tasks'))) : null,
+  ];
+}
+
 // ---- tasks ---------------------------------------------------------------------------
 
-const FILTERS = ['run', 'slice', 'min', 'max', 'flip', 'failure', 'q', 'sql', 'sort', 'order', 'page'];
+const FILTERS = ['run', 'slice', 'min', 'max', 'flip', 'failure', 'check', 'q', 'sql', 'sort', 'order', 'page'];
 
 async function taskList(n, params) {
   const p = {};
@@ -206,6 +222,8 @@ async function taskList(n, params) {
     el('label', {}, 'mean ≤', input('max', { size: 5 })),
     el('label', {}, 'against the baseline', select('flip', [['', 'any'], ['fail-pass', 'fail → pass'], ['pass-fail', 'pass → fail']])),
     el('label', {}, 'failure class', input('failure', { size: 12 })),
+    o.runs[0].health === null ? null : el('label', {}, 'flagged by health check',
+      select('check', [['', 'any'], ...Object.keys(o.runs[0].health.checks).map((c) => [c, c])])),
     el('label', {}, 'prompt contains', input('q', { class: 'wide', placeholder: 'text (any case)' })),
     el('label', {}, 'SQL WHERE over the tasks table', input('sql', { class: 'wide', placeholder: '"mean/reward" < 0.5 AND num_rollouts >= 4' })),
     el('label', {}, 'sort', select('sort', [['', 'task'], ['mean', 'mean reward'], ['solved', 'solved'], ['rollouts', 'rollouts']])),
@@ -266,11 +284,12 @@ async function taskPage(n, id, params) {
   const fields = Object.entries(t.fields);
   const pick = (role, rid) => link('/task/' + t.task, Object.assign({ a, b }, { [role]: rid }), role.toUpperCase());
   const rollouts = el('table', { id: 'rollouts' },
-    el('tr', {}, el('th', {}, 'run'), el('th', { class: 'num' }, 'repeat'), el('th', { class: 'num' }, 'reward'), el('th', {}, ''), el('th', {}, 'line'), el('th', {}, 'open')),
+    el('tr', {}, el('th', {}, 'run'), el('th', { class: 'num' }, 'repeat'), el('th', { class: 'num' }, 'reward'), el('th', {}, ''), el('th', {}, 'health'), el('th', {}, 'line'), el('th', {}, 'open')),
     t.rollouts.map((r) => el('tr', {},
       el('td', {}, el('span', { class: 'i' }, r.run)), el('td', { class: 'num' }, String(r.rollout)),
       el('td', { class: 'num' }, fmt(r.reward)),
       el('td', {}, r.masked ? el('span', { class: 'note' }, 'masked') : el('span', { class: r.solved ? 'pass' : 'fail' }, r.solved ? 'pass' : 'fail')),
+      el('td', {}, healthOf(r.health)),
       el('td', {}, el('span', { class: 'i' }, r.file), ':' + r.line),
       el('td', {}, pick('a', r.id), ' ', pick('b', r.id), ' ', link('/rollout/' + r.id, {}, 'raw')))));
   // Quick pairs: a pass beside a fail, the baseline's beside another run's.
@@ -303,6 +322,15 @@ async function taskPage(n, id, params) {
   }
 }
 
+// A rollout's health verdict and the checks that flagged it (or could not judge it).
+function healthOf(h) {
+  if (h === null) return el('span', { class: 'note' }, '–');
+  const cls = h.verdict === 'healthy' ? 'pass' : h.verdict === 'unhealthy' ? 'fail' : 'note';
+  return el('span', { class: 'health-verdict' }, el('span', { class: cls }, h.verdict),
+    h.flagged.length ? [': ', h.flagged.map((c, i) => [i ? ', ' : '', el('span', { class: 'i' }, c)])] : '',
+    h.unobserved.length ? el('span', { class: 'note' }, ' (unobserved: ' + h.unobserved.join(', ') + ')') : '');
+}
+
 async function rolloutCard(id) {
   const r = await api('rollout/' + encodeURIComponent(id));
   const fields = Object.entries(r.fields);
@@ -311,6 +339,7 @@ async function rolloutCard(id) {
       el('strong', { class: 'i' }, r.run), 'repeat ' + r.rollout,
       el('span', {}, 'reward ', el('span', { class: r.masked ? 'note' : r.solved ? 'pass' : 'fail' }, fmt(r.reward, 6))),
       r.masked ? el('span', { class: 'note' }, 'masked') : null,
+      r.health !== null ? el('span', {}, 'health ', healthOf(r.health)) : null,
       r.status !== null ? el('span', { class: 'note' }, 'status ', el('span', { class: 'i' }, String(r.status))) : null,
       el('span', { class: 'note' }, el('span', { class: 'i' }, r.file), ':' + r.line, ' (' + kb(r.bytes) + ')'),
       link('/rollout/' + r.id, {}, 'raw JSON')),
