@@ -98,6 +98,20 @@ impl RolloutTable {
             Some(&self.names[id as usize])
         }
     }
+    /// Adds a top-level column of one number per row, as if every line ended with the
+    /// key `name` holding `values[row]` (a float): every reader of fields then sees it.
+    pub fn add_number_column(&mut self, name: &str, values: Vec<f64>) {
+        assert_eq!(values.len(), self.len(), "one value per row");
+        let mut col = Column::new(Source::Top, name.to_string());
+        col.tags = vec![tag::FLOAT; values.len()];
+        col.nums = values;
+        self.columns.push(col);
+        let id = (self.columns.len() - 1) as u32;
+        for seq in &mut self.orders {
+            let sep = seq.iter().position(|&c| c == SEP).unwrap_or(seq.len());
+            seq.insert(sep, id);
+        }
+    }
     /// Index of a column by source and name.
     pub fn column(&self, source: Source, name: &str) -> Option<usize> {
         self.columns.iter().position(|c| c.source == source && c.name == name)

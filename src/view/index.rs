@@ -283,26 +283,15 @@ impl Index {
         Ok((index, tables))
     }
 
-    /// The health check's result for each row of `t`, when the index runs the check.
-    /// Each run (an agent of a fan-out file) is judged apart, so that the same task and
-    /// repeat under two agents is not a duplicate. Lines added to a growing file are
-    /// judged among themselves (a duplicate of a rollout read earlier is not seen).
+    /// The health check's result for each row of `t` (each run judged apart), when the
+    /// index runs the check. Lines added to a growing file are judged among themselves
+    /// (a duplicate of a rollout read earlier is not seen).
     fn judge(&self, t: &RolloutTable) -> Result<Option<Vec<RecordResult>>> {
         if !self.health_checked || t.is_empty() {
             return Ok(None);
         }
         let t0 = std::time::Instant::now();
-        let mut by_agent: BTreeMap<u32, Vec<u32>> = BTreeMap::new();
-        for r in 0..t.len() {
-            by_agent.entry(t.agent[r]).or_default().push(r as u32);
-        }
-        let mut out = vec![RecordResult::default(); t.len()];
-        for rows in by_agent.values() {
-            let h = crate::workflow::aggregate::check_table(t, Some(rows), &[])?;
-            for (&r, result) in rows.iter().zip(h.by_record()) {
-                out[r as usize] = result;
-            }
-        }
+        let out = crate::workflow::aggregate::check_by_run(t)?;
         crate::trace::trace("view: health check", t0);
         Ok(Some(out))
     }

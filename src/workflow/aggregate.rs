@@ -324,6 +324,23 @@ fn run_health(t: &RolloutTable, merged: Option<&(PathBuf, Vec<u8>)>, ignored: &[
     check_table(t, None, ignored)
 }
 
+/// Each row's health result, each run (agent) judged apart, so that the same task and
+/// repeat under two agents of a fan-out file are not duplicates of each other.
+pub fn check_by_run(t: &RolloutTable) -> Result<Vec<crate::health::RecordResult>> {
+    let mut by_agent: std::collections::BTreeMap<u32, Vec<u32>> = std::collections::BTreeMap::new();
+    for r in 0..t.len() {
+        by_agent.entry(t.agent[r]).or_default().push(r as u32);
+    }
+    let mut out = vec![crate::health::RecordResult::default(); t.len()];
+    for rows in by_agent.values() {
+        let h = check_table(t, Some(rows), &[])?;
+        for (&r, result) in rows.iter().zip(h.by_record()) {
+            out[r as usize] = result;
+        }
+    }
+    Ok(out)
+}
+
 /// The health check of a table's records, read with the check's evidence: records
 /// without a trajectory are judged from the table, the others from their lines, read
 /// again. `rows` picks the records judged (in table order); all of them by default,

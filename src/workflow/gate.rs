@@ -8,7 +8,7 @@ use std::path::PathBuf;
 use super::compare::{compare_runs, read_runs_with, ReadFile, Runs};
 use super::gate_policy::{Check, Metric, Policy};
 use crate::error::{Error, Location, Result};
-use crate::ingest::{InputTable, RolloutTable};
+use crate::ingest::{InputTable, ReadOptions, RolloutTable};
 use crate::metrics::compare::Report;
 use crate::metrics::gate::{decide, overall, test, Rule, Tested, Verdict};
 use crate::metrics::warnings::Warnings;
@@ -63,6 +63,8 @@ pub(super) fn config_for(base: &CompareConfig, c: &Check) -> CompareConfig {
         Metric::PassAt(k) => ("reward".to_string(), Some(*k)),
         // Read as `compare` reads the reward; the rates are made from the runs read.
         Metric::FailureRate => ("reward".to_string(), None),
+        // A column the read adds to each table (see `read_tables`).
+        Metric::Health(_) => (c.metric.text(), None),
     };
     CompareConfig { metric, pass_at, by: c.by.clone(), mde: false, detect: None, flips: None, ..base.clone() }
 }
@@ -93,7 +95,9 @@ type ReadTable = (RolloutTable, Option<InputTable>);
 
 /// Each JSONL rollouts file read once (with its inputs), whatever the number of metrics
 /// the policy names; `None` for a Parquet table (read per metric, as `compare` does).
-pub(super) fn read_tables(base: &CompareConfig) -> Result<Vec<Option<ReadTable>>> {
+/// For each `health:CHECK` metric of the policy the table gains a column of that name:
+/// 1 for a rollout the check flagged, 0 for the others.
+pub(super) fn read_tables(base: &CompareConfig, policy: &Policy) -> Result<Vec<Option<ReadTable>>> {
     if !base.inputs.is_empty() && base.inputs.len() != base.rollouts.len() {
         // Said by `read_runs` too, but before reading here.
         return Err(Error::Usage(format!(
@@ -102,18 +106,43 @@ pub(super) fn read_tables(base: &CompareConfig) -> Result<Vec<Option<ReadTable>>
             base.inputs.len()
         )));
     }
+    let health: Vec<&Check> = policy.checks.iter().filter(|c| matches!(c.metric, Metric::Health(_))).collect();
+    let opts = ReadOptions { evidence: !health.is_empty(), ..ReadOptions::FINGERPRINTS };
     let mut tables = Vec::new();
     for (i, path) in base.rollouts.iter().enumerate() {
         let parquet = path.extension().is_some_and(|e| e.eq_ignore_ascii_case("parquet"));
-        tables.push(if parquet {
-            None
-        } else {
-            Some(super::read_both(
-                std::slice::from_ref(path),
-                base.inputs.get(i).map(PathBuf::as_path),
-                crate::ingest::rollouts::ReadOptions::FINGERPRINTS,
-            )?)
-        });
+        if parquet {
+            if let Some(c) = health.first() {
+                return Err(Error::bad(
+                    Location::line(&policy.path, c.metric_line).key("metric"),
+                    format!(
+                        "check {:?}: {} judges the rollouts' lines, which the Parquet table {} does not hold; give the JSONL file",
+                        c.name,
+                        c.metric.text(),
+                        path.display()
+                    ),
+                ));
+            }
+            tables.push(None);
+            continue;
+        }
+        let (mut t, inputs) =
+            super::read_both(std::slice::from_ref(path), base.inputs.get(i).map(PathBuf::as_path), opts)?;
+        if !health.is_empty() {
+            let judged = super::aggregate::check_by_run(&t)?;
+            for c in &health {
+                let Metric::Health(check) = c.metric else { continue };
+                let name = c.metric.text();
+                if t.column(crate::ingest::Source::Top, &name).is_some() {
+                    continue;
+                }
+                t.add_number_column(
+                    &name,
+                    judged.iter().map(|h| if h.flagged.has(check) { 1.0 } else { 0.0 }).collect(),
+                );
+            }
+        }
+        tables.push(Some((t, inputs)));
     }
     Ok(tables)
 }
@@ -148,7 +177,7 @@ pub(super) fn check_runs(
 pub fn gate(g: &GateConfig) -> Result<GateReport> {
     let base = &g.runs;
     base.validate()?;
-    let tables = read_tables(base)?;
+    let tables = read_tables(base, &g.policy)?;
     let read: Vec<Option<ReadFile<'_>>> = tables.iter().map(|t| t.as_ref().map(|(r, i)| (r, i.as_ref()))).collect();
     // Every metric and breakdown read (and so checked) before any is computed.
     let mut read_runs: Vec<(Key, usize, Runs)> = Vec::new();

@@ -66,7 +66,7 @@ pub fn noise(g: &GateConfig, splits: usize, seed: u64) -> Result<NoiseReport> {
     if splits < 2 {
         return Err(Error::Usage(format!("--splits {splits}: give at least 2")));
     }
-    let tables = read_tables(base)?;
+    let tables = read_tables(base, &g.policy)?;
     let read: Vec<Option<ReadFile<'_>>> = tables.iter().map(|t| t.as_ref().map(|(r, i)| (r, i.as_ref()))).collect();
     let mut all = Vec::new();
     for c in &g.policy.checks {

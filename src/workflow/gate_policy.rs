@@ -6,7 +6,7 @@
 //!
 //! [[check]]
 //! name = "reward does not regress"
-//! metric = "reward"             # a numeric rollouts field, "pass@K" or "failure_rate"
+//! metric = "reward"             # a numeric rollouts field, "pass@K", "failure_rate" or "health:CHECK"
 //! kind = "non_inferiority"      # superiority | non_inferiority | equivalence | threshold
 //! margin = 0.02                 # in the metric's units; threshold: min and/or max
 //! direction = "higher"          # or "lower": lower is better
@@ -33,6 +33,9 @@ pub enum Metric {
     /// The task's failed rollouts (standing failures in the `_failures.jsonl` sidecar
     /// beside the rollouts) over its expected ones (those plus its rows).
     FailureRate,
+    /// The share of the task's rollouts that this rollout health check flagged (the
+    /// check run over each run's rollouts as `aggregate` runs it).
+    Health(crate::health::Check),
 }
 
 impl Metric {
@@ -42,6 +45,7 @@ impl Metric {
             Metric::Field(f) => f.clone(),
             Metric::PassAt(k) => format!("pass@{k}"),
             Metric::FailureRate => "failure_rate".into(),
+            Metric::Health(c) => format!("health:{}", c.id()),
         }
     }
 }
@@ -207,17 +211,29 @@ fn check(path: &Path, text: &str, c: &FileCheck) -> Result<Check> {
         }
     } else if metric_text == "failure_rate" {
         Metric::FailureRate
+    } else if let Some(id) = metric_text.strip_prefix("health:") {
+        let rollout = crate::health::Check::rollout();
+        match crate::health::Check::from_id(id.trim()).filter(|c| rollout.contains(c)) {
+            Some(c) => Metric::Health(c),
+            None => {
+                let ids: Vec<&str> = rollout.iter().map(|c| c.id()).collect();
+                return Err(Error::bad(
+                    at(c.metric.span(), "metric"),
+                    format!("metric {metric_text:?}: not a rollout health check; give one of {}", ids.join(", ")),
+                ));
+            }
+        }
     } else if metric_text.is_empty() {
         return Err(Error::bad(
             at(c.metric.span(), "metric"),
-            "metric is empty; give a numeric rollouts field, \"pass@K\" or \"failure_rate\"",
+            "metric is empty; give a numeric rollouts field, \"pass@K\", \"failure_rate\" or \"health:CHECK\"",
         ));
     } else {
         Metric::Field(metric_text.to_string())
     };
     let lower_is_better = match c.direction.as_ref().map(|d| (d.get_ref().as_str(), d.span())) {
-        // Fewer failures are better unless the policy says otherwise.
-        None => metric == Metric::FailureRate,
+        // Fewer failures and fewer flagged rollouts are better unless the policy says otherwise.
+        None => matches!(metric, Metric::FailureRate | Metric::Health(_)),
         Some(("higher", _)) => false,
         Some(("lower", _)) => true,
         Some((other, span)) => {

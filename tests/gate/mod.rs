@@ -493,3 +493,81 @@ fn failure_rates_are_gated_from_the_failures_sidecars() {
     let (code, g) = gate(&p, &[&many, &few], &[]);
     assert_eq!((code, verdicts(&g)), (0, vec!["PASS", "PASS"]), "{g}");
 }
+
+#[test]
+fn health_checks_are_gated_per_rollout() {
+    // The candidate: rollouts whose trajectories trip the health checks, beside the
+    // verdicts NeMo Gym's check wrote for them; the baseline: the same rollouts without
+    // their trajectories (nothing to flag).
+    let d = TempDir::new("gate-health");
+    let case = fixtures().join("conformance/gym_aggregate/health/rollout_checks");
+    let text = std::fs::read_to_string(case.join("rollouts.jsonl")).unwrap();
+    let candidate = d.join("candidate.jsonl");
+    std::fs::write(&candidate, &text).unwrap();
+    let baseline = d.join("baseline.jsonl");
+    let stripped: Vec<String> = text
+        .lines()
+        .map(|l| {
+            let mut v: serde_json::Map<String, Value> = serde_json::from_str(l).unwrap();
+            v.remove("ng_trajectory");
+            serde_json::to_string(&v).unwrap()
+        })
+        .collect();
+    std::fs::write(&baseline, stripped.join("\n") + "\n").unwrap();
+    let check = "model_call_zero_completion_tokens";
+    // Per task, the share of its measured rollouts the check flagged.
+    let verdicts_text = std::fs::read_to_string(case.join("expected/rollout_verdicts.jsonl")).unwrap();
+    let mut flagged = std::collections::BTreeSet::new();
+    for line in verdicts_text.lines() {
+        let v: Value = serde_json::from_str(line).unwrap();
+        if v["findings"].as_array().unwrap().iter().any(|f| f["check"] == check) {
+            flagged.insert((v["_ng_task_index"].as_i64().unwrap(), v["_ng_rollout_index"].as_i64().unwrap()));
+        }
+    }
+    assert!(!flagged.is_empty());
+    let mut share: std::collections::BTreeMap<i64, (f64, f64)> = Default::default();
+    for line in text.lines() {
+        let v: Value = serde_json::from_str(line).unwrap();
+        if v["mask_sample"] == Value::Bool(true) || !v["reward"].is_number() {
+            continue;
+        }
+        let key = (v["_ng_task_index"].as_i64().unwrap(), v["_ng_rollout_index"].as_i64().unwrap());
+        let e = share.entry(key.0).or_default();
+        e.0 += f64::from(u8::from(flagged.contains(&key)));
+        e.1 += 1.0;
+    }
+    let want = share.values().map(|(k, n)| k / n).sum::<f64>() / share.len() as f64;
+    let p = policy(
+        &d,
+        &format!(
+            "[[check]]\nname = \"no more empty completions\"\nmetric = \"health:{check}\"\nkind = \"non_inferiority\"\nmargin = 0.01\n\n\
+             [[check]]\nname = \"few empty completions\"\nmetric = \"health:{check}\"\nkind = \"threshold\"\nmax = 0.5\nrequired = false\n"
+        ),
+    );
+    let (_, g) = gate(&p, &[&baseline, &candidate], &[]);
+    let c = &g["checks"][0];
+    assert_eq!(c["metric"], format!("health:{check}"));
+    assert_eq!(c["tasks"].as_u64(), Some(share.len() as u64), "{c}");
+    assert!((c["estimate"].as_f64().unwrap() - want).abs() < 1e-12, "{c} vs {want}");
+    assert!((g["checks"][1]["estimate"].as_f64().unwrap() - want).abs() < 1e-12, "{g}");
+    assert_ne!(c["verdict"], "PASS", "more flagged rollouts do not pass (lower is better): {c}");
+    // The other way round the candidate has nothing flagged: not worse.
+    let (_, g) = gate(&p, &[&candidate, &baseline], &[]);
+    assert!((g["checks"][0]["estimate"].as_f64().unwrap() + want).abs() < 1e-12, "{g}");
+    assert_eq!(g["checks"][1]["estimate"].as_f64(), Some(0.0), "{g}");
+
+    // A name that is not a rollout check is refused at its line.
+    let bad =
+        policy(&d, "[[check]]\nname = \"x\"\nmetric = \"health:no_such_check\"\nkind = \"threshold\"\nmax = 0.1\n");
+    let o = rollstat()
+        .args(["gate", "--policy"])
+        .arg(&bad)
+        .arg("--rollouts")
+        .arg(&baseline)
+        .arg("--rollouts")
+        .arg(&candidate)
+        .output();
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    let err = stderr(&o);
+    assert!(err.contains("gate.toml, line 3, key `metric`") && err.contains("model_call_failed"), "{err}");
+}
