@@ -297,17 +297,20 @@ fn first_rows(
 ) -> Result<Vec<usize>> {
     let runs = crate::ingest::labels::runs(t, Some(inputs));
     // (server, agent) of one input row of each task's rollouts in the run.
-    let mut named: HashMap<i64, (u32, u32)> = HashMap::new();
+    type Fast = foldhash::fast::RandomState;
+    let mut named: HashMap<i64, (u32, u32), Fast> = HashMap::default();
+    let mut near = 0;
     for k in 0..t.len() {
         if runs.label_of(k) != Some(run) || named.contains_key(&t.task[k]) {
             continue;
         }
-        if let Some(r) = inputs.row_of(t.task[k], t.rollout[k]) {
+        if let Some(r) = inputs.row_near(near, t.task[k], t.rollout[k]) {
+            near = r;
             named.insert(t.task[k], (inputs.server[r], inputs.agent[r]));
         }
     }
-    let mut first: HashMap<(i64, u32, u32), usize> = HashMap::new();
-    let mut first_any: HashMap<i64, usize> = HashMap::new();
+    let mut first: HashMap<(i64, u32, u32), usize, Fast> = HashMap::default();
+    let mut first_any: HashMap<i64, usize, Fast> = HashMap::default();
     for r in 0..inputs.len() {
         first_any.entry(inputs.task[r]).or_insert(r);
         first.entry((inputs.task[r], inputs.server[r], inputs.agent[r])).or_insert(r);
