@@ -133,6 +133,18 @@ def timed(cmd):
     return wall, ru.ru_utime + ru.ru_stime, ru.ru_maxrss
 
 
+def run_fresh(scratch, who, argv_of):
+    """Runs argv_of(OUT) in a fresh folder OUT = scratch/who: its timing (see timed) and
+    the digests of the files it wrote; the folder is removed after."""
+    out = os.path.join(scratch, who)
+    shutil.rmtree(out, ignore_errors=True)
+    os.makedirs(out)
+    t = timed(argv_of(out))
+    d = digests(out)
+    shutil.rmtree(out)
+    return t, d
+
+
 def digests(folder):
     out = {}
     for dirpath, _, files in os.walk(folder):
@@ -178,15 +190,11 @@ def main():
             for i in range(a.pairs):
                 order = ["base", "new"] if i % 2 == 0 else ["new", "base"]
                 for who in order:
-                    out = os.path.join(scratch, who)
-                    shutil.rmtree(out, ignore_errors=True)
-                    os.makedirs(out)
-                    runs[who].append(timed(argv(bins[who], c, rollouts, inputs, out)))
-                    d = digests(out)
+                    t, d = run_fresh(scratch, who, lambda out: argv(bins[who], c, rollouts, inputs, out))
+                    runs[who].append(t)
                     if seen[who] is not None and seen[who] != d:
                         print(f"warning: {c}: {who} wrote different bytes in two runs", file=sys.stderr)
                     seen[who] = d
-                    shutil.rmtree(out)
             both = sorted(set(seen["base"]) & set(seen["new"]))
             rows.append({
                 "command": c,

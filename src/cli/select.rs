@@ -2,6 +2,7 @@
 //! from one run's `tasks` table by a SQL predicate and shortcuts (band of mean reward,
 //! zero variance, quotas per group, seeded weighted sampling); each chosen task's first
 //! line in the materialized inputs is written byte for byte, with a manifest beside it.
+//! With `--lake DIR --sweep ID` the files are those a sweep of a lake was computed from.
 //! Flags are described in the command reference (docs/commands.md).
 
 use std::path::PathBuf;
@@ -16,11 +17,19 @@ use crate::workflow::select::{Sample, SelectConfig, SelectFormat};
 pub struct Args {
     /// Rollouts JSONL as `gym eval run` wrote it; repeat it for a run written as several
     /// files, which are read as one.
-    #[arg(long, value_name = "ROLLOUTS.jsonl", required = true)]
+    #[arg(long, value_name = "ROLLOUTS.jsonl", required_unless_present = "sweep", conflicts_with = "sweep")]
     pub rollouts: Vec<PathBuf>,
     /// Materialized inputs JSONL: the lines that are written.
-    #[arg(long, value_name = "MATERIALIZED.jsonl")]
-    pub inputs: PathBuf,
+    #[arg(long, value_name = "MATERIALIZED.jsonl", required_unless_present = "sweep", conflicts_with = "sweep")]
+    pub inputs: Option<PathBuf>,
+    /// A lake of sweeps: its `tasks` table is `lake_tasks` in --where and --weight (with
+    /// `sweep`, `sweep_order`, the labels and `sweeps_back`).
+    #[arg(long, value_name = "DIR")]
+    pub lake: Option<PathBuf>,
+    /// Select from this sweep of the --lake: its rollouts and inputs are the files its
+    /// `sweeps` row names, refused when one is missing or changed.
+    #[arg(long, value_name = "ID", requires = "lake")]
+    pub sweep: Option<String>,
     /// Label for rollouts that name no agent.
     #[arg(long, value_name = "NAME")]
     pub agent: Option<String>,
@@ -82,7 +91,9 @@ pub fn run(a: Args) -> Result<()> {
     }
     let c = SelectConfig {
         rollouts: a.rollouts,
-        inputs: a.inputs,
+        inputs: a.inputs.unwrap_or_default(),
+        lake: a.lake,
+        sweep: a.sweep,
         agent: a.agent,
         run: a.run,
         predicate: a.predicate,

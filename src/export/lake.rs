@@ -86,12 +86,68 @@ pub fn parse_label(s: &str) -> Result<(String, String)> {
 }
 
 /// One source file of a sweep.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Source {
     pub path: String,
     pub bytes: u64,
     /// XXH3-128 of the file's bytes, as 32 hex digits.
     pub xxh3_128: String,
+    /// What the file holds; `None` where that was not recorded.
+    pub role: Option<Role>,
+}
+
+/// What a source file holds.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Role {
+    /// Rollouts (results), one of the files a run was written as.
+    Rollouts,
+    /// The run's materialized inputs.
+    Inputs,
+}
+
+impl Role {
+    /// The role as the `sources` JSON writes it: `rollouts` or `inputs`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Role::Rollouts => "rollouts",
+            Role::Inputs => "inputs",
+        }
+    }
+
+    pub fn parse(s: &str) -> Option<Role> {
+        [Role::Rollouts, Role::Inputs].into_iter().find(|r| r.as_str() == s)
+    }
+}
+
+impl Source {
+    /// The source as a JSON object: `path`, `bytes`, `xxh3_128` and, when known, `role`.
+    pub fn to_json(&self) -> Json {
+        let mut o = Json::obj();
+        o.set_all([
+            ("path", Json::Str(self.path.clone())),
+            ("bytes", Json::Int(self.bytes as i64)),
+            ("xxh3_128", Json::Str(self.xxh3_128.clone())),
+        ]);
+        if let Some(r) = self.role {
+            o.set("role", Json::Str(r.as_str().into()));
+        }
+        o
+    }
+
+    /// A source from its JSON object ([`Source::to_json`]); `None` when a member is
+    /// missing or of another type.
+    pub fn from_json(v: &Json) -> Option<Source> {
+        let text = |k: &str| v.get(k).and_then(|s| s.as_str().map(str::to_string));
+        Some(Source {
+            path: text("path")?,
+            bytes: match v.get("bytes")? {
+                Json::Int(n) if *n >= 0 => *n as u64,
+                _ => return None,
+            },
+            xxh3_128: text("xxh3_128")?,
+            role: text("role").and_then(|r| Role::parse(&r)),
+        })
+    }
 }
 
 /// The `sweeps` row of one sweep.
@@ -188,20 +244,7 @@ impl Sweep {
     /// The row as a one-row frame: the fixed columns, then each label, typed as
     /// [`label_column`] says (`types`: each label's type in the lake, if it has one).
     fn frame(&self, types: &[Option<DataType>]) -> Result<DataFrame> {
-        let sources = Json::Arr(
-            self.sources
-                .iter()
-                .map(|s| {
-                    let mut o = Json::obj();
-                    o.set_all([
-                        ("path", Json::Str(s.path.clone())),
-                        ("bytes", Json::Int(s.bytes as i64)),
-                        ("xxh3_128", Json::Str(s.xxh3_128.clone())),
-                    ]);
-                    o
-                })
-                .collect(),
-        );
+        let sources = Json::Arr(self.sources.iter().map(Source::to_json).collect());
         let mut text = Vec::new();
         crate::json::write_compact(&mut text, &sources);
         let mut cols = vec![

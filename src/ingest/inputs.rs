@@ -109,6 +109,20 @@ impl InputTable {
             RowIndex::Hashed(map) => map.get(&(task, rollout)).copied(),
         }
     }
+
+    /// [`InputTable::row_of`], looking first at row `near` and the one after it: rollouts
+    /// taken in key order find their rows one after another when the inputs are in key
+    /// order too (their keys are then distinct, so the row found is the same).
+    pub fn row_near(&self, near: usize, task: i64, rollout: i64) -> Option<usize> {
+        if matches!(self.row_at.get(), Some(RowIndex::Sorted)) {
+            for i in [near, near + 1] {
+                if i < self.len() && self.task[i] == task && self.rollout[i] == rollout {
+                    return Some(i);
+                }
+            }
+        }
+        self.row_of(task, rollout)
+    }
 }
 
 #[derive(Default)]

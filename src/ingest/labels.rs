@@ -112,11 +112,13 @@ impl Runs {
 pub fn contradiction(t: &RolloutTable, inputs: &InputTable) -> Option<(usize, usize, String, String)> {
     // Rows are in key order: the first contradiction in file order is the one of least line.
     let mut first: Option<(usize, usize, &str, &str, &str)> = None;
+    let mut near = 0;
     for r in 0..t.len() {
         if first.is_some_and(|f| t.line[f.0] <= t.line[r]) {
             continue;
         }
-        let Some(i) = inputs.row_of(t.task[r], t.rollout[r]) else { continue };
+        let Some(i) = inputs.row_near(near, t.task[r], t.rollout[r]) else { continue };
+        near = i;
         for (own, theirs, what) in [
             (named(t.name(t.agent[r])), named(inputs.name(inputs.agent[i])), "agent_ref.name"),
             (named(t.name(t.server[r])), named(inputs.name(inputs.server[i])), "_ng_environment_server"),
@@ -168,8 +170,10 @@ fn runs_labelled(t: &RolloutTable, inputs: Option<&InputTable>, labels: &HashMap
     type Resolved = (u32, u32);
     let mut resolved: HashMap<Names, Resolved, Fast> = HashMap::default();
     let mut last: Option<(Names, Resolved)> = None;
+    let mut near = 0;
     for r in 0..t.len() {
-        let row = inputs.and_then(|inp| inp.row_of(t.task[r], t.rollout[r]));
+        let row = inputs.and_then(|inp| inp.row_near(near, t.task[r], t.rollout[r]));
+        near = row.unwrap_or(near);
         out.has_input.push(row.is_some());
         let ids = match (inputs, row) {
             (Some(inp), Some(i)) => (true, inp.server[i], inp.agent[i]),

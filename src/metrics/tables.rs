@@ -3,7 +3,10 @@
 //! `repeats` (one row per agent and rollout index), as typed frames built from the same
 //! results the aggregate file is written from, so the numbers agree to the bit.
 
+use std::sync::Arc;
+
 use polars::prelude::*;
+use rayon::prelude::*;
 
 use super::aggregate::{aggregate, AggEntry, AggregateOptions};
 use super::failures::{labelled, Failed, Idx};
@@ -12,7 +15,7 @@ use crate::error::Result;
 use crate::ingest::frame::rollouts_frame;
 use crate::ingest::labels::{runs, Runs};
 use crate::ingest::{InputTable, RolloutTable};
-use crate::json::Json;
+use crate::json::{Json, Key};
 use crate::schema;
 
 /// Table names, in the order they are written and registered.
@@ -57,36 +60,61 @@ pub fn levels(
     default_agent: Option<&str>,
     failed: &[Failed],
 ) -> Result<((DataFrame, DataFrame, DataFrame), Warnings)> {
+    levels_with(t, inputs, default_agent, failed, &|_| true)
+}
+
+/// [`levels`] with only the `tasks` columns that `keep` accepts (and `agent` and
+/// `_ng_task_index`, which every row is named by): a caller that needs a few columns of a
+/// million tasks does not build the others.
+pub fn levels_with(
+    t: &RolloutTable,
+    inputs: Option<&InputTable>,
+    default_agent: Option<&str>,
+    failed: &[Failed],
+    keep: &(dyn Fn(&str) -> bool + Sync),
+) -> Result<((DataFrame, DataFrame, DataFrame), Warnings)> {
     let run_of = runs(t, inputs);
     let opts = AggregateOptions { default_agent: default_agent.map(str::to_string), ..Default::default() };
     let (entries, warnings) = aggregate(t, inputs, &opts)?;
-    let (mut tasks, mut agents, repeats) = level_tables(&entries)?;
-    with_fingerprints(&mut tasks, t)?;
-    with_failures(&mut tasks, &mut agents, &run_of, failed)?;
+    let keep_task = |k: &str| k == schema::AGENT || k == schema::TASK_INDEX || keep(k);
+    let (mut tasks, mut agents, repeats) = level_tables(&entries, &keep_task)?;
+    if keep_task(schema::TASK_FINGERPRINT) {
+        with_fingerprints(&mut tasks, t)?;
+    }
+    with_failures(&mut tasks, &mut agents, &run_of, failed, keep_task(schema::FAILURES))?;
     Ok(((tasks, agents, repeats), warnings))
 }
 
 /// Fills the `failures` columns: per task (tasks table) and per run (agents table), the
 /// failed attempts that stand without a result. A failure belongs to the run whose key
 /// is its group (server, else agent); a run with no result at all keeps its group's name.
-fn with_failures(tasks: &mut DataFrame, agents: &mut DataFrame, run_of: &Runs, failed: &[Failed]) -> Result<()> {
+/// The tasks table gets its column only `per_task`.
+fn with_failures(
+    tasks: &mut DataFrame,
+    agents: &mut DataFrame,
+    run_of: &Runs,
+    failed: &[Failed],
+    per_task: bool,
+) -> Result<()> {
     use std::collections::HashMap;
-    let mut per_task: HashMap<(&str, i64), i64> = HashMap::new();
+    let mut of_task: HashMap<(&str, i64), i64> = HashMap::new();
     let mut per_run: HashMap<&str, i64> = HashMap::new();
     for (label, (_, task, _)) in labelled(failed, run_of) {
         *per_run.entry(label).or_default() += 1;
         if let Idx::Int(task) = task {
-            *per_task.entry((label, *task)).or_default() += 1;
+            *of_task.entry((label, *task)).or_default() += 1;
         }
     }
-    let labels = tasks.column(schema::AGENT)?.str()?.clone();
-    let index = tasks.column(schema::TASK_INDEX)?.cast(&DataType::Int64)?;
-    let counts: Int64Chunked = labels
-        .iter()
-        .zip(index.i64()?.iter())
-        .map(|(l, t)| Some(l.zip(t).and_then(|k| per_task.get(&k)).copied().unwrap_or(0)))
-        .collect();
-    tasks.with_column(counts.with_name(schema::FAILURES.into()).into_column())?;
+    if per_task {
+        let labels = tasks.column(schema::AGENT)?.str()?.clone();
+        let index = tasks.column(schema::TASK_INDEX)?.cast(&DataType::Int64)?;
+        let counts: Int64Chunked = labels
+            .iter()
+            .zip(index.i64()?.iter())
+            .map(|(l, t)| Some(l.zip(t).and_then(|k| of_task.get(&k)).copied().unwrap_or(0)))
+            .collect();
+        tasks.with_column(counts.with_name(schema::FAILURES.into()).into_column())?;
+    }
     let labels = agents.column(schema::AGENT)?.str()?.clone();
     let counts: Int64Chunked =
         labels.iter().map(|l| Some(l.and_then(|l| per_run.get(l)).copied().unwrap_or(0))).collect();
@@ -113,86 +141,117 @@ fn with_fingerprints(tasks: &mut DataFrame, t: &RolloutTable) -> Result<()> {
 
 /// Turns JSON objects (all with scalar values of interest) into a frame: columns in
 /// order of first appearance; ints stay Int64 when every value is an int; strings are
-/// String; objects and arrays are left out.
-pub fn objects_to_frame(rows: &[Vec<(String, Json)>]) -> Result<DataFrame> {
-    let mut names: Vec<String> = Vec::new();
-    let mut seen = std::collections::HashSet::new();
-    for r in rows {
-        for (k, v) in r {
-            if matches!(v, Json::Obj(_) | Json::Arr(_)) {
-                continue;
+/// String; objects and arrays are left out. Rows mostly list their keys in one order, so
+/// a key is first compared with the key at its place in the row before.
+pub fn objects_to_frame<K: AsRef<str>>(rows: &[Vec<(K, Json)>]) -> Result<DataFrame> {
+    let mut names: Vec<&str> = Vec::new();
+    let mut index: std::collections::HashMap<&str, usize> = std::collections::HashMap::new();
+    // Per row, per member: its column (usize::MAX: an object or array under a name that
+    // no scalar has had yet).
+    let mut slots: Vec<Vec<usize>> = Vec::with_capacity(rows.len());
+    for (row, r) in rows.iter().enumerate() {
+        let prev = row.checked_sub(1).map(|p| (&rows[p], &slots[p]));
+        let mut at = Vec::with_capacity(r.len());
+        for (i, (k, v)) in r.iter().enumerate() {
+            let k = k.as_ref();
+            let cached = match prev {
+                Some((p, s)) if p.get(i).is_some_and(|(pk, _)| pk.as_ref() == k) => s[i],
+                _ => usize::MAX,
+            };
+            let mut c = if cached != usize::MAX { cached } else { index.get(k).copied().unwrap_or(usize::MAX) };
+            if c == usize::MAX && !matches!(v, Json::Obj(_) | Json::Arr(_)) {
+                c = names.len();
+                names.push(k);
+                index.insert(k, c);
             }
-            if seen.insert(k.clone()) {
-                names.push(k.clone());
+            at.push(c);
+        }
+        slots.push(at);
+    }
+    // An object or array under a name that is a column (from a later row) is a cell of it.
+    for (r, at) in rows.iter().zip(slots.iter_mut()) {
+        for ((k, _), c) in r.iter().zip(at.iter_mut()) {
+            if *c == usize::MAX {
+                *c = index.get(k.as_ref()).copied().unwrap_or(usize::MAX);
             }
         }
     }
     let n = rows.len();
-    let index: Vec<std::collections::HashMap<&str, &Json>> =
-        rows.iter().map(|r| r.iter().map(|(k, v)| (k.as_str(), v)).collect()).collect();
-    let mut cols = Vec::new();
-    for name in &names {
-        let vals: Vec<Option<&Json>> = index.iter().map(|m| m.get(name.as_str()).copied()).collect();
+    let mut cells: Vec<Vec<Option<&Json>>> = vec![vec![None; n]; names.len()];
+    for (row, (r, at)) in rows.iter().zip(&slots).enumerate() {
+        for ((_, v), &c) in r.iter().zip(at) {
+            if c != usize::MAX {
+                cells[c][row] = Some(v);
+            }
+        }
+    }
+    let cols = names.par_iter().zip(cells.into_par_iter()).map(|(name, vals)| {
         let all_int = vals.iter().all(|v| matches!(v, None | Some(Json::Int(_)) | Some(Json::Null)));
         let any_str = vals.iter().any(|v| matches!(v, Some(Json::Str(_))));
-        let col = if any_str {
-            let v: Vec<Option<String>> = vals
+        let name: PlSmallStr = (*name).into();
+        if any_str {
+            let v: StringChunked = vals
                 .iter()
                 .map(|v| match v {
-                    Some(Json::Str(s)) => Some(s.clone()),
+                    Some(Json::Str(s)) => Some(s.as_str()),
                     _ => None,
                 })
                 .collect();
-            Column::new(name.as_str().into(), v)
+            v.with_name(name).into_column()
         } else if all_int {
-            let v: Vec<Option<i64>> = vals
+            let v: Int64Chunked = vals
                 .iter()
                 .map(|v| match v {
                     Some(Json::Int(i)) => Some(*i),
                     _ => None,
                 })
                 .collect();
-            Column::new(name.as_str().into(), v)
+            v.with_name(name).into_column()
         } else {
-            let v: Vec<Option<f64>> = vals.iter().map(|v| v.and_then(|j| j.as_f64())).collect();
-            Column::new(name.as_str().into(), v)
-        };
-        cols.push(col);
-    }
-    Ok(DataFrame::new(n, cols)?)
+            let v: Float64Chunked = vals.iter().map(|v| v.and_then(|j| j.as_f64())).collect();
+            v.with_name(name).into_column()
+        }
+    });
+    Ok(DataFrame::new(n, cols.collect())?)
 }
 
-/// The `tasks`, `agents` and `repeats` tables from aggregate entries.
-pub fn level_tables(entries: &[AggEntry<'_>]) -> Result<(DataFrame, DataFrame, DataFrame)> {
+/// The `tasks`, `agents` and `repeats` tables from aggregate entries; the `tasks` table
+/// with the columns `keep` accepts.
+pub fn level_tables(
+    entries: &[AggEntry<'_>],
+    keep: &(dyn Fn(&str) -> bool + Sync),
+) -> Result<(DataFrame, DataFrame, DataFrame)> {
     let mut tasks = Vec::new();
     let mut agents = Vec::new();
     let mut repeats = Vec::new();
     for e in entries {
+        let agent: Key = Arc::from(schema::AGENT);
         let label = e.label().to_string();
-        let head = || vec![(schema::AGENT.to_string(), Json::Str(label.clone()))];
+        let head = || vec![(agent.clone(), Json::Str(label.clone()))];
         if let Some(Json::Obj(items)) = e.member("agent_metrics") {
             let mut row = head();
-            row.extend(items.iter().map(|(k, v)| (k.to_string(), v.clone())));
+            row.extend(items.iter().cloned());
             agents.push(row);
         }
         if let Some(plan) = &e.tasks {
-            for m in plan.members() {
+            tasks.extend(plan.members(keep).into_iter().map(|m| {
                 let mut row = head();
-                row.extend(m.into_iter().map(|(k, v)| (k.to_string(), v)));
-                tasks.push(row);
-            }
+                row.extend(m);
+                row
+            }));
         }
         for g in &e.repeats {
             if let Json::Obj(items) = g {
                 let mut row = head();
-                row.extend(items.iter().map(|(k, v)| (k.to_string(), v.clone())));
+                row.extend(items.iter().cloned());
                 repeats.push(row);
             }
         }
     }
     // Columns every table has, also with no rows or with one repeat (no across-repeat
     // statistics), so that queries and readers that need a schema find one.
-    let tasks = with_columns(objects_to_frame(&tasks)?, &schema::TASKS)?;
+    let fixed: Vec<schema::Fixed> = schema::TASKS.into_iter().filter(|c| keep(c.name)).collect();
+    let tasks = with_columns(objects_to_frame(&tasks)?, &fixed)?;
     let agents = with_columns(objects_to_frame(&agents)?, &schema::AGENTS)?;
     let repeats = with_columns(objects_to_frame(&repeats)?, &schema::REPEATS)?;
     Ok((tasks, agents, repeats))

@@ -61,21 +61,42 @@ impl TaskSpec<'_> {
         }
     }
 
-    /// Each entry's scalar members (no `sample`, no `rollout_infos`), for tables.
-    pub fn members(&self) -> Vec<Members> {
-        let mut scratch = Vec::new();
+    /// Each entry's scalar members (no `sample`, no `rollout_infos`) that `keep` accepts,
+    /// for tables; entries are computed in parallel, and only the statistics of fields
+    /// with a member kept (a field's statistics do not depend on the other fields').
+    pub fn members(&self, keep: &(dyn Fn(&str) -> bool + Sync)) -> Vec<Members> {
+        use rayon::prelude::*;
+        let fields: Vec<usize> =
+            (0..self.keys.keys.len()).filter(|&f| self.keys.keys[f].iter().any(|k| keep(k))).collect();
+        let keys = StatKeys {
+            keys: fields.iter().map(|&f| self.keys.keys[f].clone()).collect(),
+            quoted: fields.iter().map(|&f| self.keys.quoted[f].clone()).collect(),
+        };
+        let dropped: Vec<&Arc<str>> = keys.keys.iter().flatten().filter(|k| !keep(k)).collect();
+        let counts = ["num_rollouts", "expected_num_rollouts", "missing_num_rollouts"].map(|k| keep(k).then_some(k));
+        let index = keep("_ng_task_index");
         (0..self.groups.len())
-            .map(|g| {
+            .into_par_iter()
+            .map_init(Vec::new, |scratch, g| {
                 let (a, b) = self.groups[g];
-                let mut m: Members = vec![(Arc::from("_ng_task_index"), Json::Int(self.p.task(a)))];
-                let cols: Vec<&[f64]> = self.p.vals.iter().map(|v| &v[a..b]).collect();
-                let ints: Option<Vec<&[i64]>> = self.p.all_int.then(|| self.p.ints.iter().map(|v| &v[a..b]).collect());
-                describe(&cols, &self.keys, ints.as_deref(), &mut m, &mut scratch);
+                let mut m: Members = Vec::new();
+                if index {
+                    m.push((Arc::from("_ng_task_index"), Json::Int(self.p.task(a))));
+                }
+                let cols: Vec<&[f64]> = fields.iter().map(|&f| &self.p.vals[f][a..b]).collect();
+                let ints: Option<Vec<&[i64]>> =
+                    self.p.all_int.then(|| fields.iter().map(|&f| &self.p.ints[f][a..b]).collect());
+                describe(&cols, &keys, ints.as_deref(), &mut m, scratch);
+                if !dropped.is_empty() {
+                    m.retain(|(k, _)| !dropped.iter().any(|d| Arc::ptr_eq(d, k)));
+                }
                 let n = (b - a) as i64;
                 let e = self.expected(g);
-                m.push((Arc::from("num_rollouts"), Json::Int(n)));
-                m.push((Arc::from("expected_num_rollouts"), Json::Int(e)));
-                m.push((Arc::from("missing_num_rollouts"), Json::Int(e - n)));
+                for (k, v) in counts.iter().zip([n, e, e - n]) {
+                    if let Some(k) = k {
+                        m.push((Arc::from(*k), Json::Int(v)));
+                    }
+                }
                 m
             })
             .collect()

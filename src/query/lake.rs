@@ -7,17 +7,24 @@ use std::path::{Path, PathBuf};
 
 use polars::prelude::*;
 
-use crate::error::{Error, Result};
-use crate::export::lake::{partitions, SWEEPS, SWEEP_COLUMNS, TABLES};
+use crate::error::{Error, Location, Result};
+use crate::export::lake::{partitions, Source, SWEEPS, SWEEP_COLUMNS, TABLES};
 use crate::ingest::parquet::scan_parquet;
+use crate::json::Json;
 
-/// One sweep of a lake, in the lake's order.
+/// One sweep of a lake, in the lake's order: its `sweeps` row.
 #[derive(Debug, Clone)]
 pub struct SweepRow {
     pub id: String,
     pub created_at: String,
     /// The sweep's labels, by key, as text (absent keys are not listed).
     pub labels: Vec<(String, String)>,
+    pub num_rollouts: i64,
+    pub num_tasks: i64,
+    pub num_agents: i64,
+    pub task_set_fingerprint: String,
+    /// The files the sweep's tables were computed from, as recorded when it was added.
+    pub sources: Vec<Source>,
     /// The same labels as the values the `sweeps` table holds (an integer label is one).
     values: Vec<(String, Scalar)>,
 }
@@ -70,7 +77,31 @@ impl Lake {
                 }
             }
             let created_at = text(&df, "created_at")?.unwrap_or_default();
-            sweeps.push(SweepRow { id, created_at, labels, values });
+            let count = |name: &str| -> Result<i64> {
+                Ok(match df.column(name) {
+                    Ok(c) => c.cast(&DataType::Int64)?.i64()?.get(0).unwrap_or(0),
+                    Err(_) => 0,
+                })
+            };
+            let listed = text(&df, "sources")?.unwrap_or_else(|| "[]".into());
+            let sources = match crate::json::parse(listed.as_bytes()) {
+                Ok(Json::Arr(items)) => items.iter().map(Source::from_json).collect::<Option<Vec<Source>>>(),
+                _ => None,
+            }
+            .ok_or_else(|| {
+                Error::bad(Location::file(&file).key("sources"), "expected a JSON array of {path, bytes, xxh3_128}")
+            })?;
+            sweeps.push(SweepRow {
+                id,
+                created_at,
+                labels,
+                num_rollouts: count("num_rollouts")?,
+                num_tasks: count("num_tasks")?,
+                num_agents: count("num_agents")?,
+                task_set_fingerprint: text(&df, "task_set_fingerprint")?.unwrap_or_default(),
+                sources,
+                values,
+            });
         }
         if sweeps.is_empty() {
             return Err(Error::Usage(format!(
@@ -83,7 +114,7 @@ impl Lake {
     }
 
     /// The position (from 1) of each sweep in the lake's order.
-    fn order(&self, id: &str) -> Option<usize> {
+    pub fn order(&self, id: &str) -> Option<usize> {
         self.sweeps.iter().position(|s| s.id == id).map(|i| i + 1)
     }
 
@@ -154,4 +185,91 @@ impl Lake {
         }
         Ok(out)
     }
+}
+
+/// The sweeps of the lake in `dir`, oldest first (by `created_at`, then id), each with
+/// its labels, sizes (`num_rollouts`, `num_tasks`, `num_agents`) and recorded sources.
+/// A missing folder or a lake with no sweep is a usage error naming the folder.
+pub fn sweeps(dir: &Path) -> Result<Vec<SweepRow>> {
+    Ok(Lake::open(dir)?.sweeps)
+}
+
+/// Whether a source file is still the file a sweep was computed from.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum SourceStatus {
+    /// The same size and XXH3-128 checksum as recorded.
+    Ok,
+    /// No file at the recorded path (or it cannot be read: `why`).
+    Missing { why: String },
+    /// The file is there but is not the one recorded: its size, and its checksum when
+    /// the size agrees (a file of another size is not read).
+    Changed { bytes: u64, xxh3_128: Option<String> },
+}
+
+/// One source of a sweep as recorded in the lake, and what is at its path now.
+#[derive(Debug, Clone)]
+pub struct SweepSource {
+    pub recorded: Source,
+    pub status: SourceStatus,
+}
+
+impl SweepSource {
+    /// Why the file cannot stand for the recorded one (`None` when it can): the path and
+    /// what differs.
+    pub fn problem(&self) -> Option<String> {
+        let r = &self.recorded;
+        match &self.status {
+            SourceStatus::Ok => None,
+            SourceStatus::Missing { why } => Some(format!("{}: missing ({why})", r.path)),
+            SourceStatus::Changed { bytes, xxh3_128: None } => Some(format!(
+                "{}: changed since the sweep was added ({bytes} bytes; the lake recorded {})",
+                r.path, r.bytes
+            )),
+            SourceStatus::Changed { xxh3_128: Some(sum), .. } => Some(format!(
+                "{}: changed since the sweep was added (same size, XXH3-128 {sum}; the lake recorded {})",
+                r.path, r.xxh3_128
+            )),
+        }
+    }
+}
+
+/// The sweep `sweep` of the lake in `dir`: its row, and the lake opened.
+pub fn find_sweep(dir: &Path, sweep: &str) -> Result<(Lake, SweepRow)> {
+    let lake = Lake::open(dir)?;
+    match lake.sweeps.iter().find(|s| s.id == sweep) {
+        Some(row) => {
+            let row = row.clone();
+            Ok((lake, row))
+        }
+        None => Err(Error::Usage(format!(
+            "--sweep {sweep}: no such sweep in the lake {}; its sweeps are: {}",
+            dir.display(),
+            lake.sweeps.iter().map(|s| s.id.as_str()).collect::<Vec<_>>().join(", ")
+        ))),
+    }
+}
+
+/// The source files of sweep `sweep` in the lake `dir`, each checked against what the
+/// lake recorded: first by size, then (the same size) by XXH3-128 of its bytes; files are
+/// checked in parallel. An unknown sweep is a usage error listing the lake's sweeps.
+pub fn sweep_sources(dir: &Path, sweep: &str) -> Result<Vec<SweepSource>> {
+    use rayon::prelude::*;
+    let (_, row) = find_sweep(dir, sweep)?;
+    Ok(row.sources.into_par_iter().map(check_source).collect())
+}
+
+/// What is at a recorded source's path now.
+fn check_source(recorded: Source) -> SweepSource {
+    let path = Path::new(&recorded.path);
+    let status = match std::fs::metadata(path) {
+        Err(e) => SourceStatus::Missing { why: e.to_string() },
+        Ok(m) if !m.is_file() => SourceStatus::Missing { why: "not a file".into() },
+        Ok(m) if m.len() != recorded.bytes => SourceStatus::Changed { bytes: m.len(), xxh3_128: None },
+        Ok(m) => match crate::workflow::lake::checksum(path) {
+            Err(e) => SourceStatus::Missing { why: e.to_string() },
+            Ok(now) if now.xxh3_128 == recorded.xxh3_128 => SourceStatus::Ok,
+            Ok(now) => SourceStatus::Changed { bytes: m.len(), xxh3_128: Some(now.xxh3_128) },
+        },
+    };
+    SweepSource { recorded, status }
 }

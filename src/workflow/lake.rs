@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 use polars::prelude::*;
 
 use crate::error::{Error, Result};
-use crate::export::lake::{self, Source, Sweep};
+use crate::export::lake::{self, Role, Source, Sweep};
 use crate::ingest::{InputTable, RolloutTable};
 use crate::metrics::failures::Failed;
 use crate::metrics::warnings::Warnings;
@@ -47,22 +47,31 @@ impl LakeRun {
     }
 }
 
-/// XXH3-128 of a file's bytes, read in large blocks.
-pub(crate) fn checksum(path: &Path) -> Result<Source> {
+/// XXH3-128 of a file's bytes (the role is the caller's to set): hashed from a mapping of
+/// the file, which copies nothing, else read in large blocks.
+pub fn checksum(path: &Path) -> Result<Source> {
     let mut f = std::fs::File::open(path).map_err(|e| Error::read(path, e))?;
     let mut h = xxhash_rust::xxh3::Xxh3::new();
-    let mut buf = vec![0u8; 4 << 20];
     let mut bytes = 0u64;
-    loop {
-        let n = f.read(&mut buf).map_err(|e| Error::read(path, e))?;
-        if n == 0 {
-            break;
+    // SAFETY: a read-only mapping, as the readers map the same files.
+    let map = f.metadata().is_ok_and(|m| m.is_file() && m.len() > 0).then(|| unsafe { memmap2::Mmap::map(&f) });
+    if let Some(Ok(map)) = map {
+        let _ = map.advise(memmap2::Advice::Sequential);
+        h.update(&map);
+        bytes = map.len() as u64;
+    } else {
+        let mut buf = vec![0u8; 4 << 20];
+        loop {
+            let n = f.read(&mut buf).map_err(|e| Error::read(path, e))?;
+            if n == 0 {
+                break;
+            }
+            bytes += n as u64;
+            h.update(&buf[..n]);
         }
-        bytes += n as u64;
-        h.update(&buf[..n]);
     }
     let shown = std::fs::canonicalize(path).unwrap_or_else(|_| path.to_path_buf());
-    Ok(Source { path: shown.display().to_string(), bytes, xxh3_128: format!("{:032x}", h.digest128()) })
+    Ok(Source { path: shown.display().to_string(), bytes, xxh3_128: format!("{:032x}", h.digest128()), role: None })
 }
 
 /// The sweep id of files whose contents are `sources` (in any order), labelled with
@@ -108,6 +117,9 @@ pub fn add_run(
         || read.iter().map(|p| checksum(p)).collect::<Result<Vec<Source>>>(),
     );
     let (tables, warnings) = tables?;
+    // The inputs are the file the input table was read from; the others hold rollouts.
+    let role = |p: &Path| if inputs.is_some_and(|i| i.path == p) { Role::Inputs } else { Role::Rollouts };
+    let sources = sources.map(|s| s.into_iter().zip(read).map(|(s, p)| Source { role: Some(role(p)), ..s }).collect());
     add_tables(tables.named(), sources?, agent, read, to, warnings)
 }
 

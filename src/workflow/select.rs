@@ -14,7 +14,7 @@ use rayon::prelude::*;
 use super::read_both;
 use crate::error::{Error, Location, Result};
 use crate::export::atomic::OutputSet;
-use crate::export::lake::Source;
+use crate::export::lake::{Role, Source};
 use crate::ingest::InputTable;
 use crate::json::Json;
 use crate::metrics::warnings::Warnings;
@@ -54,8 +54,13 @@ pub enum SelectFormat {
 /// Which tasks to select, from which files, and where to write them.
 #[derive(Debug, Clone, Default)]
 pub struct SelectConfig {
+    /// The run's files; with `sweep`, the sweep's sources in the lake instead.
     pub rollouts: Vec<PathBuf>,
     pub inputs: PathBuf,
+    /// A lake of sweeps: its `tasks` table is `lake_tasks` in the predicate and weight.
+    pub lake: Option<PathBuf>,
+    /// A sweep of `lake` to select from: its source files, checked by size and checksum.
+    pub sweep: Option<String>,
     /// Label for rollouts that name no agent.
     pub agent: Option<String>,
     /// The run whose tasks are selected (default: the only one).
@@ -81,6 +86,36 @@ impl SelectConfig {
     /// `--weight` or `--seed`; else the inputs' order.
     fn random(&self) -> bool {
         self.sample.is_some() || self.weight.is_some() || self.seed.is_some()
+    }
+}
+
+/// Which columns of the `tasks` table and of the dataset's fields a selection reads:
+/// all of them for a Parquet output; else `agent`, `_ng_task_index`, `_input_line`, the
+/// columns of `--band`, `--drop-zero-variance` and `--per`, and every name that
+/// `--where` or `--weight` spells (ignoring case: a superset of what the SQL reads).
+struct Needs {
+    all: bool,
+    exact: Vec<String>,
+    /// `--where` and `--weight`, in lower case.
+    sql: String,
+}
+
+impl Needs {
+    fn of(c: &SelectConfig) -> Needs {
+        let mut exact = vec![INPUT_LINE.to_string()];
+        if c.band.is_some() {
+            exact.push("mean/reward".into());
+        }
+        if c.drop_zero_variance {
+            exact.extend(["max/reward".into(), "min/reward".into()]);
+        }
+        exact.extend(c.per.clone());
+        let sql = [&c.predicate, &c.weight].into_iter().flatten().map(|t| t.to_lowercase()).collect::<Vec<_>>();
+        Needs { all: c.format == SelectFormat::Parquet, exact, sql: sql.join("\n") }
+    }
+
+    fn keep(&self, name: &str) -> bool {
+        self.all || self.exact.iter().any(|e| e == name) || self.sql.contains(&name.to_lowercase())
     }
 }
 
@@ -120,23 +155,40 @@ pub fn select(c: &SelectConfig) -> Result<SelectRun> {
             c.out.display()
         )));
     }
+    let (resolved, checked) = match (&c.lake, &c.sweep) {
+        (Some(lake), Some(sweep)) => {
+            let (rollouts, inputs, sources) = sweep_files(lake, sweep)?;
+            (SelectConfig { rollouts, inputs, ..c.clone() }, Some(sources))
+        }
+        (None, Some(sweep)) => return Err(Error::Usage(format!("--sweep {sweep}: give the lake with --lake DIR"))),
+        _ => (c.clone(), None),
+    };
+    let c = &resolved;
     let mut read: Vec<&Path> = c.rollouts.iter().map(PathBuf::as_path).collect();
     read.push(&c.inputs);
     let mut out = OutputSet::new(&read);
     let manifest = manifest_path(&c.out);
     out.check(&c.out)?;
     out.check(&manifest)?;
+    let lake = lake_tasks(c)?;
 
     let (built, sources) = rayon::join(
         || candidates(c),
-        || read.iter().map(|p| super::lake::checksum(p)).collect::<Result<Vec<Source>>>(),
+        || match &checked {
+            Some(s) => Ok(s.clone()),
+            None => read.iter().map(|p| super::lake::checksum(p)).collect::<Result<Vec<Source>>>(),
+        },
     );
     let (all, inputs, run, warnings) = built?;
-    let sources = sources?;
+    let mut sources = sources?;
+    if checked.is_none() {
+        sources[..c.rollouts.len()].iter_mut().for_each(|s| s.role = Some(Role::Rollouts));
+        sources[c.rollouts.len()].role = Some(Role::Inputs);
+    }
     let tasks = all.height();
-    let filtered = filter(c, all)?;
+    let filtered = filter(c, all, lake.as_ref())?;
     let candidates = filtered.height();
-    let (rows, before, after) = choose(c, &filtered)?;
+    let (rows, before, after) = choose(c, &filtered, lake.as_ref())?;
     let mut table = filtered.take(&IdxCa::from_vec("".into(), rows.iter().map(|&r| r as IdxSize).collect()))?;
     let lines = line_column(&table)?;
 
@@ -182,11 +234,18 @@ pub fn select(c: &SelectConfig) -> Result<SelectRun> {
 /// The run's `tasks` table with its first input line (`_input_line`) and the dataset's
 /// own fields; the inputs table; the run's label; the tables' warnings.
 fn candidates(c: &SelectConfig) -> Result<(DataFrame, InputTable, String, Warnings)> {
-    let (t, inputs) = read_both(&c.rollouts, Some(&c.inputs), crate::ingest::rollouts::ReadOptions::FINGERPRINTS)?;
+    let needs = Needs::of(c);
+    let keep = |name: &str| needs.keep(name);
+    let opts = crate::ingest::rollouts::ReadOptions {
+        fingerprints: keep(crate::schema::TASK_FINGERPRINT),
+        ..Default::default()
+    };
+    let (t, inputs) = read_both(&c.rollouts, Some(&c.inputs), opts)?;
     let inputs = inputs.expect("inputs were given");
     let t0 = std::time::Instant::now();
     let failed = super::aggregate::failures_beside(&c.rollouts, &t)?.map(|c| c.failures).unwrap_or_default();
-    let ((tasks, _, _), warnings) = crate::metrics::tables::levels(&t, Some(&inputs), c.agent.as_deref(), &failed)?;
+    let ((tasks, _, _), warnings) =
+        crate::metrics::tables::levels_with(&t, Some(&inputs), c.agent.as_deref(), &failed, &keep)?;
     crate::trace::trace("tasks table", t0);
     let labels: Vec<String> = {
         let mut seen = Vec::new();
@@ -221,7 +280,7 @@ fn candidates(c: &SelectConfig) -> Result<(DataFrame, InputTable, String, Warnin
     let line: Int64Chunked = rows.iter().map(|&r| Some(inputs.line[r] as i64)).collect();
     tasks.with_column(line.with_name(INPUT_LINE.into()).into_column())?;
     let t0 = std::time::Instant::now();
-    let fields = dataset_fields(&inputs, &rows, &tasks)?;
+    let fields = dataset_fields(&inputs, &rows, &tasks, &keep)?;
     let tasks = tasks.hstack(fields.columns())?;
     crate::trace::trace("dataset fields", t0);
     Ok((tasks, inputs, run, warnings))
@@ -238,17 +297,20 @@ fn first_rows(
 ) -> Result<Vec<usize>> {
     let runs = crate::ingest::labels::runs(t, Some(inputs));
     // (server, agent) of one input row of each task's rollouts in the run.
-    let mut named: HashMap<i64, (u32, u32)> = HashMap::new();
+    type Fast = foldhash::fast::RandomState;
+    let mut named: HashMap<i64, (u32, u32), Fast> = HashMap::default();
+    let mut near = 0;
     for k in 0..t.len() {
         if runs.label_of(k) != Some(run) || named.contains_key(&t.task[k]) {
             continue;
         }
-        if let Some(r) = inputs.row_of(t.task[k], t.rollout[k]) {
+        if let Some(r) = inputs.row_near(near, t.task[k], t.rollout[k]) {
+            near = r;
             named.insert(t.task[k], (inputs.server[r], inputs.agent[r]));
         }
     }
-    let mut first: HashMap<(i64, u32, u32), usize> = HashMap::new();
-    let mut first_any: HashMap<i64, usize> = HashMap::new();
+    let mut first: HashMap<(i64, u32, u32), usize, Fast> = HashMap::default();
+    let mut first_any: HashMap<i64, usize, Fast> = HashMap::default();
     for r in 0..inputs.len() {
         first_any.entry(inputs.task[r]).or_insert(r);
         first.entry((inputs.task[r], inputs.server[r], inputs.agent[r])).or_insert(r);
@@ -274,23 +336,52 @@ fn first_rows(
         .collect()
 }
 
-/// The dataset's own top-level scalar fields of each task's first line (`rows`), as
-/// columns: not the `_ng_*` keys, and not a name the tasks table has already.
-fn dataset_fields(inputs: &InputTable, rows: &[usize], tasks: &DataFrame) -> Result<DataFrame> {
+/// The dataset's own top-level scalar fields of each task's first line (`rows`) that
+/// `keep` accepts, as columns: not the `_ng_*` keys, and not a name the tasks table has
+/// already. Objects and arrays are skipped as the line is scanned, not built.
+fn dataset_fields(
+    inputs: &InputTable,
+    rows: &[usize],
+    tasks: &DataFrame,
+    keep: &(dyn Fn(&str) -> bool + Sync),
+) -> Result<DataFrame> {
+    use crate::json::scan::{decode_str, Scalar, Scanner};
     let map = crate::ingest::lines::map_whole(&inputs.path)?;
     let have: std::collections::HashSet<&str> = tasks.get_column_names().into_iter().map(|s| s.as_str()).collect();
     let objects: Vec<Vec<(String, Json)>> = rows
         .par_iter()
         .map(|&r| {
             let line = crate::ingest::inputs::row_in(inputs, &map, r)?;
-            let v =
-                crate::json::parse(line).map_err(|m| Error::bad(Location::line(&inputs.path, inputs.line[r]), m))?;
-            let Json::Obj(items) = v else { return Ok(Vec::new()) };
-            Ok(items
-                .into_iter()
-                .filter(|(k, _)| !k.starts_with("_ng_") && !have.contains(&**k))
-                .map(|(k, v)| (k.to_string(), v))
-                .collect())
+            let at = |offset: usize, msg: &str| {
+                Error::bad(
+                    Location::line(&inputs.path, inputs.line[r]),
+                    format!("invalid JSON: {msg} (at byte {} of the line)", offset + 1),
+                )
+            };
+            let mut s = Scanner::new(line);
+            let mut out = Vec::new();
+            if s.peek() != Some(b'{') {
+                return Ok(out);
+            }
+            s.i += 1;
+            let mut first = true;
+            while let Some(k) = s.next_key(&mut first).map_err(|e| at(e.offset, e.msg))? {
+                let key = decode_str(k.0, k.1).map_err(|m| at(s.i, m))?;
+                let v = s.value().map_err(|e| at(e.offset, e.msg))?;
+                if key.starts_with("_ng_") || have.contains(key.as_str()) || !keep(&key) {
+                    continue;
+                }
+                let v = match v {
+                    Scalar::Container { .. } => continue,
+                    Scalar::Null => Json::Null,
+                    Scalar::Bool(b) => Json::Bool(b),
+                    Scalar::Int(i) => Json::Int(i),
+                    Scalar::Float(x) => Json::Float(x),
+                    Scalar::Str(raw, esc) => Json::Str(decode_str(raw, esc).map_err(|m| at(s.i, m))?),
+                };
+                out.push((key, v));
+            }
+            Ok(out)
         })
         .collect::<Result<_>>()?;
     let mut df = crate::metrics::tables::objects_to_frame(&objects)?;
@@ -300,11 +391,64 @@ fn dataset_fields(inputs: &InputTable, rows: &[usize], tasks: &DataFrame) -> Res
     Ok(df)
 }
 
+/// The files of sweep `sweep` in the lake, each checked against what the lake recorded:
+/// (rollouts, inputs, sources). A missing or changed file, or a sweep added without its
+/// inputs, is refused.
+fn sweep_files(lake: &Path, sweep: &str) -> Result<(Vec<PathBuf>, PathBuf, Vec<Source>)> {
+    let checked = crate::query::lake::sweep_sources(lake, sweep)?;
+    let problems: Vec<String> = checked.iter().filter_map(|s| s.problem()).collect();
+    if !problems.is_empty() {
+        return Err(Error::Mismatch(format!(
+            "sweep {sweep} of the lake {}: {}; select reads the files the sweep was computed from",
+            lake.display(),
+            problems.join("; ")
+        )));
+    }
+    let sources: Vec<Source> = checked.into_iter().map(|s| s.recorded).collect();
+    let of = |role: Role| -> Vec<PathBuf> {
+        sources.iter().filter(|s| s.role == Some(role)).map(|s| PathBuf::from(&s.path)).collect()
+    };
+    let (rollouts, inputs) = (of(Role::Rollouts), of(Role::Inputs));
+    match (rollouts.is_empty(), inputs.as_slice()) {
+        (false, [one]) => {
+            let inputs = one.clone();
+            // Rollouts first, then the inputs, as when the files are given.
+            let mut ordered: Vec<Source> = sources.iter().filter(|s| s.role == Some(Role::Rollouts)).cloned().collect();
+            ordered.extend(sources.iter().filter(|s| s.role == Some(Role::Inputs)).cloned());
+            Ok((rollouts, inputs, ordered))
+        }
+        _ => Err(Error::Mismatch(format!(
+            "sweep {sweep} of the lake {}: its sources do not name one rollouts file or more and one inputs file \
+             ({}); add the sweep again with --inputs (a sweep records its files' roles since this version)",
+            lake.display(),
+            sources.iter().map(|s| s.path.as_str()).collect::<Vec<_>>().join(", ")
+        ))),
+    }
+}
+
+/// The lake's `tasks` table for the predicate and weight (`--lake`): every sweep's tasks
+/// with `sweep`, `sweep_order`, the labels, and `sweeps_back`: 0 for the sweep selected
+/// from (the newest sweep when selecting from files), 1 for the one before it, and so on.
+fn lake_tasks(c: &SelectConfig) -> Result<Option<LazyFrame>> {
+    let Some(dir) = &c.lake else { return Ok(None) };
+    let lake = crate::query::lake::Lake::open(dir)?;
+    let at = c.sweep.as_deref().and_then(|s| lake.order(s)).unwrap_or(lake.sweeps.len()) as i64;
+    let Some(tasks) = lake.table("tasks")? else { return Ok(None) };
+    Ok(Some(tasks.with_column((lit(at) - col("sweep_order")).alias("sweeps_back"))))
+}
+
+/// The tables SQL over the candidates sees: `tasks`, and `lake_tasks` with `--lake`.
+fn sql_tables(df: &DataFrame, lake: Option<&LazyFrame>) -> Vec<(&'static str, LazyFrame)> {
+    let mut t = vec![("tasks", df.clone().lazy())];
+    t.extend(lake.map(|l| ("lake_tasks", l.clone())));
+    t
+}
+
 /// The tasks left after `--where`, `--band` and `--drop-zero-variance`.
-fn filter(c: &SelectConfig, df: DataFrame) -> Result<DataFrame> {
+fn filter(c: &SelectConfig, df: DataFrame, lake: Option<&LazyFrame>) -> Result<DataFrame> {
     let mut df = df;
     if let Some(p) = &c.predicate {
-        df = crate::query::run_sql(vec![("tasks", df.lazy())], &format!("SELECT * FROM tasks WHERE {p}"))?;
+        df = crate::query::run_sql(sql_tables(&df, lake), &format!("SELECT * FROM tasks WHERE {p}"))?;
     }
     let mut lf = df.lazy();
     if let Some((lo, hi)) = c.band {
@@ -329,7 +473,7 @@ type Groups = BTreeMap<String, usize>;
 
 /// The rows of `df` selected by the quotas and the sample, in file order; with the
 /// counts per `--per` group before and after.
-fn choose(c: &SelectConfig, df: &DataFrame) -> Result<(Vec<usize>, Groups, Groups)> {
+fn choose(c: &SelectConfig, df: &DataFrame, lake: Option<&LazyFrame>) -> Result<(Vec<usize>, Groups, Groups)> {
     let n = df.height();
     let lines = line_column(df)?;
     let index: Vec<i64> =
@@ -339,7 +483,7 @@ fn choose(c: &SelectConfig, df: &DataFrame) -> Result<(Vec<usize>, Groups, Group
     // inputs' order.
     let mut order: Vec<usize> = (0..n).collect();
     if c.random() {
-        let weights = weights(c, df)?;
+        let weights = weights(c, df, lake)?;
         let seed = c.seed.unwrap_or(0);
         let keys: Vec<f64> = (0..n)
             .map(|i| {
@@ -401,12 +545,10 @@ fn sample_size(s: Option<Sample>, n: usize) -> Option<usize> {
 }
 
 /// Each task's weight from `--weight` (1 without it); null counts as 0 (never drawn).
-fn weights(c: &SelectConfig, df: &DataFrame) -> Result<Vec<f64>> {
+fn weights(c: &SelectConfig, df: &DataFrame, lake: Option<&LazyFrame>) -> Result<Vec<f64>> {
     let Some(expr) = &c.weight else { return Ok(vec![1.0; df.height()]) };
-    let w = crate::query::run_sql(
-        vec![("tasks", df.clone().lazy())],
-        &format!("SELECT CAST(({expr}) AS DOUBLE) AS weight FROM tasks"),
-    )?;
+    let w =
+        crate::query::run_sql(sql_tables(df, lake), &format!("SELECT CAST(({expr}) AS DOUBLE) AS weight FROM tasks"))?;
     if w.height() != df.height() {
         return Err(Error::Usage(format!("--weight {expr}: gave {} values for {} tasks", w.height(), df.height())));
     }
@@ -531,17 +673,7 @@ fn manifest_json(
     let opt_str = |v: &Option<String>| v.as_ref().map_or(Json::Null, |s| Json::Str(s.clone()));
     let mut doc = Json::obj();
     doc.set("rollstat_version", Json::Str(env!("CARGO_PKG_VERSION").to_string()));
-    let src = sources
-        .iter()
-        .map(|s| {
-            let mut o = Json::obj();
-            o.set("path", Json::Str(s.path.clone()));
-            o.set("bytes", Json::Int(s.bytes as i64));
-            o.set("xxh3_128", Json::Str(s.xxh3_128.clone()));
-            o
-        })
-        .collect();
-    doc.set("sources", Json::Arr(src));
+    doc.set("sources", Json::Arr(sources.iter().map(Source::to_json).collect()));
     doc.set("run", Json::Str(run.to_string()));
     let mut f = Json::obj();
     f.set("where", opt_str(&c.predicate));
@@ -562,6 +694,8 @@ fn manifest_json(
     f.set("strip_ng", Json::Bool(c.strip_ng));
     f.set("format", Json::Str(if c.format == SelectFormat::Parquet { "parquet" } else { "jsonl" }.into()));
     f.set("agent", opt_str(&c.agent));
+    f.set("lake", c.lake.as_ref().map_or(Json::Null, |l| Json::Str(l.display().to_string())));
+    f.set("sweep", opt_str(&c.sweep));
     f.set("out", Json::Str(c.out.display().to_string()));
     doc.set("flags", f);
     let mut counts = Json::obj();

@@ -3,7 +3,9 @@
 //! inputs file selects the same tasks; quotas; seeded sampling (reproducible, and
 //! inclusion frequencies that follow the weights by a chi-square test); the
 //! zero-variance rule against an independent count of VAGEN's zero-std groups; bad
-//! predicates; empty selections; several runs; `--strip-ng` with a compressed output.
+//! predicates; empty selections; several runs; `--strip-ng` with a compressed output;
+//! a sweep of a lake selects what its files select, refused when a file changed; a
+//! predicate over other sweeps of the lake.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::path::{Path, PathBuf};
@@ -352,4 +354,136 @@ fn strip_ng_drops_only_the_bookkeeping_keys_and_gzip_goes_by_the_name() {
     let pq = d.join("rows.parquet");
     select(&r, &i, &pq, &["--format", "parquet", "--band", "0..1"]);
     assert_eq!(&std::fs::read(&pq).unwrap()[..4], b"PAR1");
+}
+
+/// Adds the run in `dir` to the lake `lake` as sweep `id`.
+fn add_to_lake(dir: &Path, lake: &Path, id: &str) {
+    rollstat()
+        .arg("export")
+        .arg(dir.join("rollouts.jsonl"))
+        .arg("--inputs")
+        .arg(dir.join("materialized_inputs.jsonl"))
+        .arg("--lake")
+        .arg(lake)
+        .args(["--sweep-id", id, "-q"])
+        .ok();
+}
+
+/// The `select` command line over sweep `id` of `lake`, not yet run.
+fn select_sweep(lake: &Path, id: &str, out: &Path, args: &[&str]) -> TestCommand {
+    rollstat().args(["select", "--lake"]).arg(lake).args(["--sweep", id, "--out"]).arg(out).args(args)
+}
+
+#[test]
+fn a_sweep_in_a_lake_selects_what_its_files_select() {
+    let (d, r, i) = sweep(&["--agents", "1", "--tasks", "40", "--repeats", "3", "--seed", "12"]);
+    let lake = d.join("lake");
+    add_to_lake(d.path(), &lake, "w1");
+    let args = ["--band", "0.2..0.8", "--per", "subset", "--max", "5"];
+    let (a, b) = (d.join("files.jsonl"), d.join("lake.jsonl"));
+    select(&r, &i, &a, &args);
+    stderr(&select_sweep(&lake, "w1", &b, &args).ok());
+    let got = std::fs::read(&b).unwrap();
+    assert!(!got.is_empty());
+    assert_eq!(got, std::fs::read(&a).unwrap());
+    let (ma, mb) = (read_json(&d.join("files.jsonl.manifest.json")), read_json(&d.join("lake.jsonl.manifest.json")));
+    assert_eq!(ma.get("sources"), mb.get("sources"));
+    assert_eq!(ma.get("counts"), mb.get("counts"));
+    let flags = mb.get("flags").unwrap();
+    assert_eq!(flags.get("sweep").and_then(|s| s.as_str().map(str::to_string)).as_deref(), Some("w1"));
+
+    // An unknown sweep is refused, naming the lake's sweeps.
+    let out = d.join("none.jsonl");
+    let e = stderr(&select_sweep(&lake, "w9", &out, &[]).fails(2));
+    assert!(e.contains("w9") && e.contains("its sweeps are: w1"), "{e}");
+    assert!(!out.exists());
+}
+
+#[test]
+fn a_changed_or_missing_source_of_a_sweep_is_refused() {
+    let (d, r, i) = sweep(&["--agents", "1", "--tasks", "20", "--repeats", "2", "--seed", "13"]);
+    let lake = d.join("lake");
+    add_to_lake(d.path(), &lake, "w1");
+    let out = d.join("next.jsonl");
+    let refused = |why: &str, file: &Path| {
+        let e = stderr(&select_sweep(&lake, "w1", &out, &[]).fails(2));
+        let name = file.file_name().unwrap().to_str().unwrap();
+        assert!(e.contains(name) && e.contains(why), "{e}");
+        assert!(!out.exists() && !d.join("next.jsonl.manifest.json").exists());
+    };
+    // The same size, one byte changed: found by the checksum.
+    let text = std::fs::read(&i).unwrap();
+    let mut changed = text.clone();
+    let at = changed.iter().position(|&b| b == b'1').unwrap();
+    changed[at] = b'2';
+    std::fs::write(&i, &changed).unwrap();
+    refused("same size, XXH3-128", &i);
+    // Longer: found by the size.
+    let mut longer = text.clone();
+    longer.extend_from_slice(&text[..text.iter().position(|&b| b == b'\n').unwrap() + 1]);
+    std::fs::write(&i, &longer).unwrap();
+    refused(&format!("{} bytes; the lake recorded {}", longer.len(), text.len()), &i);
+    std::fs::write(&i, &text).unwrap();
+    select_sweep(&lake, "w1", &out, &[]).ok();
+    std::fs::remove_file(&out).unwrap();
+    std::fs::remove_file(d.join("next.jsonl.manifest.json")).unwrap();
+    std::fs::remove_file(&r).unwrap();
+    refused("missing", &r);
+}
+
+#[test]
+fn a_predicate_over_other_sweeps_selects_tasks_unsolved_in_each_of_the_last_three() {
+    let d = TempDir::new("select-lake");
+    let lake = d.join("lake");
+    let mut runs = Vec::new();
+    for k in 1..=4 {
+        let dir = d.join(&format!("run{k}"));
+        let seed = (20 + k).to_string();
+        let args = ["--agents", "1", "--tasks", "60", "--repeats", "2", "--reward", "binary", "--text-bytes", "40"];
+        generate(&dir, &[&args[..], &["--seed", &seed, "--task-seed", "5"]].concat());
+        add_to_lake(&dir, &lake, &format!("w{k}"));
+        runs.push(dir);
+    }
+    let pred = "task_fingerprint IN (SELECT task_fingerprint FROM lake_tasks WHERE sweeps_back BETWEEN 0 AND 2 \
+                GROUP BY task_fingerprint HAVING MAX(\"mean/reward\") < 0.5 AND COUNT(*) = 3)";
+    // Unsolved (mean reward below 0.5) in each of runs 2, 3 and 4, from the JSONL files;
+    // one task seed: task i asks the same question in every run.
+    let means: Vec<BTreeMap<i64, Vec<f64>>> = runs.iter().map(|r| measured(&r.join("rollouts.jsonl"), None)).collect();
+    let want: BTreeSet<i64> = means[3]
+        .keys()
+        .filter(|t| means[1..].iter().all(|m| m.get(t).and_then(|v| mean(v)).is_some_and(|x| x < 0.5)))
+        .copied()
+        .collect();
+    let with_first: BTreeSet<i64> =
+        want.iter().filter(|t| mean(&means[0][t]).is_some_and(|x| x < 0.5)).copied().collect();
+    assert!(!want.is_empty() && want.len() < 60 && with_first != want, "{want:?}");
+    let inputs = runs[3].join("materialized_inputs.jsonl");
+    let out = d.join("hard.jsonl");
+    stderr(&select_sweep(&lake, "w4", &out, &["--where", pred]).ok());
+    assert_eq!(std::fs::read_to_string(&out).unwrap(), expected(&inputs, &want, None));
+    // From the files with the lake beside them: the last three sweeps are the newest three.
+    let files = d.join("files.jsonl");
+    rollstat()
+        .args(["select", "--rollouts"])
+        .arg(runs[3].join("rollouts.jsonl"))
+        .arg("--inputs")
+        .arg(&inputs)
+        .arg("--lake")
+        .arg(&lake)
+        .args(["--where", pred, "--out"])
+        .arg(&files)
+        .ok();
+    assert_eq!(std::fs::read(&files).unwrap(), std::fs::read(&out).unwrap());
+    // Selecting from sweep 3, the last three are sweeps 1 to 3.
+    let want3: BTreeSet<i64> = means[2]
+        .keys()
+        .filter(|t| means[..3].iter().all(|m| m.get(t).and_then(|v| mean(v)).is_some_and(|x| x < 0.5)))
+        .copied()
+        .collect();
+    let out3 = d.join("hard3.jsonl");
+    stderr(&select_sweep(&lake, "w3", &out3, &["--where", pred]).ok());
+    assert_eq!(
+        std::fs::read_to_string(&out3).unwrap(),
+        expected(&runs[2].join("materialized_inputs.jsonl"), &want3, None)
+    );
 }
