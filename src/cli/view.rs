@@ -3,18 +3,27 @@
 //! until interrupted.
 
 use std::net::IpAddr;
+use std::path::PathBuf;
 
 use clap::Args as ClapArgs;
 
 use super::common::RunsFiles;
 use crate::error::Result;
-use crate::view::{ViewConfig, ViewRuns};
+use crate::view::{LakeSweeps, ViewConfig, ViewRuns};
 
 #[derive(ClapArgs, Debug, Clone)]
-#[command(group(clap::ArgGroup::new("runs_given").required(true).multiple(true).args(["rollouts", "files"])))]
+#[command(group(clap::ArgGroup::new("runs_given").required(true).multiple(true).args(["rollouts", "files", "lake"])))]
 pub struct Args {
     #[command(flatten)]
     pub runs: RunsFiles,
+    /// Serve sweeps of this lake (each a run named by its sweep id), read from the files
+    /// the lake recorded for them, checked by size and checksum first.
+    #[arg(long, value_name = "DIR", conflicts_with_all = ["rollouts", "files", "inputs"])]
+    pub lake: Option<PathBuf>,
+    /// With --lake: a sweep to serve (repeat for several; the first is the baseline).
+    /// Default: the lake's last two sweeps, the older the baseline.
+    #[arg(long, value_name = "ID", requires = "lake")]
+    pub sweep: Vec<String>,
     /// The run flips and comparisons are against (default: the first run).
     #[arg(long, value_name = "RUN")]
     pub baseline: Option<String>,
@@ -47,6 +56,7 @@ impl Args {
                 baseline: self.baseline.clone(),
                 allow_task_mismatch: self.allow_task_mismatch,
                 health_check: !self.no_health_check,
+                lake: self.lake.clone().map(|dir| LakeSweeps { dir, sweeps: self.sweep.clone() }),
             },
             host: self.host,
             port: self.port,

@@ -120,6 +120,7 @@ pub fn overview(ix: &Index) -> Json {
     notes.extend(warnings);
     obj(vec![
         ("runs", Json::Arr(runs)),
+        ("lake", lake_listing(ix)),
         ("tasks", Json::Int(ix.tasks.len() as i64)),
         ("rollouts", Json::Int(ix.rows.len() as i64)),
         ("solved_at", Json::Float(SOLVED)),
@@ -181,6 +182,26 @@ fn health_of_run(ix: &Index, r: usize) -> Json {
         ("unobserved", Json::Int(verdicts[Verdict::Unobserved as usize])),
         ("checks", Json::Obj(checks)),
     ])
+}
+
+/// The lake served from, with every sweep in it (`null` when serving files).
+fn lake_listing(ix: &Index) -> Json {
+    let Some((dir, sweeps, served)) = &ix.lake else { return Json::Null };
+    let rows = sweeps
+        .iter()
+        .map(|s| {
+            obj(vec![
+                ("sweep", text(&s.id)),
+                ("created_at", text(&s.created_at)),
+                ("labels", Json::Obj(s.labels.iter().map(|(k, v)| (key(k), text(v))).collect())),
+                ("rollouts", Json::Int(s.num_rollouts)),
+                ("tasks", Json::Int(s.num_tasks)),
+                ("agents", Json::Int(s.num_agents)),
+                ("served", Json::Bool(served.contains(&s.id))),
+            ])
+        })
+        .collect();
+    obj(vec![("dir", text(dir.display().to_string())), ("sweeps", Json::Arr(rows))])
 }
 
 /// A rollout's health result as its card shows it.

@@ -46,6 +46,8 @@ pub struct ViewRuns {
     /// Judge every rollout with the rollout health check (its verdict and the checks that
     /// flagged it show on its card, in the overview and as a filter).
     pub health_check: bool,
+    /// Serve sweeps of a lake instead of `rollouts` (each sweep a run named by its id).
+    pub lake: Option<super::lake::LakeSweeps>,
 }
 
 impl Default for ViewRuns {
@@ -57,6 +59,7 @@ impl Default for ViewRuns {
             baseline: None,
             allow_task_mismatch: false,
             health_check: true,
+            lake: None,
         }
     }
 }
@@ -206,6 +209,8 @@ pub struct Index {
     pub notes: Vec<String>,
     /// Whether the rollouts were judged by the health check.
     pub health_checked: bool,
+    /// The lake served from: its folder, every sweep in it, and the sweeps served.
+    pub lake: Option<(PathBuf, Vec<crate::query::lake::SweepRow>, Vec<String>)>,
     /// Whether the comparison needs computing again (rows were added).
     stale: bool,
 }
@@ -216,6 +221,22 @@ const PROMPT_START: usize = 240;
 impl Index {
     /// Reads every file and builds the index, refusing what `compare` refuses.
     pub fn build(c: &ViewRuns) -> Result<(Index, Vec<RolloutTable>)> {
+        let lake = c.lake.as_ref().map(super::lake::resolve).transpose()?;
+        let wanted_baseline = c.baseline.clone();
+        let resolved;
+        let c = match &lake {
+            Some(l) => {
+                resolved = ViewRuns {
+                    rollouts: l.rollouts.clone(),
+                    inputs: l.inputs.clone(),
+                    baseline: None,
+                    lake: None,
+                    ..c.clone()
+                };
+                &resolved
+            }
+            None => c,
+        };
         if c.rollouts.is_empty() {
             return Err(Error::Usage("give at least one rollouts file".into()));
         }
@@ -247,8 +268,17 @@ impl Index {
             ..Default::default()
         };
         let read: Vec<_> = tables.iter().zip(&files).map(|(t, f)| Some((t, f.inputs.as_deref()))).collect();
-        let runs = read_runs_with(&config, &read)?;
-        let baseline = match &c.baseline {
+        let mut runs = read_runs_with(&config, &read)?;
+        let mut baseline_name = c.baseline.clone();
+        if let Some(l) = &lake {
+            // Each sweep's runs named by the sweep.
+            for (i, (f, label)) in runs.origin.iter().enumerate() {
+                let in_file = runs.origin.iter().filter(|(g, _)| g == f).count();
+                runs.names[i] = super::lake::run_name(&l.sweep_of_file[*f], label, in_file);
+            }
+            baseline_name = wanted_baseline;
+        }
+        let baseline = match &baseline_name {
             None => 0,
             Some(b) => runs.names.iter().position(|n| n == b).ok_or_else(|| {
                 Error::Usage(format!("--baseline {b:?} is not a run here; runs: {}", runs.names.join(", ")))
@@ -267,8 +297,14 @@ impl Index {
             failed_tasks: vec![BTreeMap::new(); runs.names.len()],
             notes: runs.notes.clone(),
             health_checked: c.health_check,
+            lake: None,
             stale: true,
         };
+        if let Some(l) = lake {
+            index.notes.extend(l.notes);
+            let served = l.sweep_of_file.clone();
+            index.lake = Some((l.dir, l.listing, served));
+        }
         for (f, t) in tables.iter().enumerate() {
             let health = index.judge(t)?;
             index.add_rows(f, t, c.agent.as_deref(), health.as_deref());

@@ -9,7 +9,9 @@
 
 pub mod answer;
 pub mod index;
+pub mod lake;
 pub mod server;
 
 pub use index::ViewRuns;
+pub use lake::LakeSweeps;
 pub use server::{start, Running, ViewConfig, DEFAULT_PORT};

@@ -531,3 +531,80 @@ fn health_verdicts_agree_with_the_health_reports() {
     assert_eq!(rs[0].get("health"), Some(&Json::Null));
     assert_eq!(get(&s, "/api/tasks?check=model_call_failed").status, 400);
 }
+
+#[test]
+fn a_lake_serves_its_sweeps_with_the_flips_sweep_flips_finds() {
+    let d = TempDir::new("view-lake");
+    let lake = d.join("lake");
+    for (seed, step) in [("1", "100"), ("2", "200")] {
+        let dir = d.join(&format!("s{seed}"));
+        generate(&dir, &["--tasks", "40", "--repeats", "4", "--agents", "1", "--task-seed", "3", "--seed", seed]);
+        rollstat()
+            .arg("export")
+            .arg(dir.join("rollouts.jsonl"))
+            .arg("--inputs")
+            .arg(dir.join("materialized_inputs.jsonl"))
+            .arg("--lake")
+            .arg(&lake)
+            .args(["--label", &format!("step={step}")])
+            .ok();
+    }
+    // The flips as the bundled query finds them, by the sweep they flipped in.
+    let q = rollstat().args(["query", "sweep_flips", "--format", "csv", "--lake"]).arg(&lake).ok();
+    let csv = String::from_utf8(q.stdout).unwrap();
+    let mut lines = csv.lines();
+    let head: Vec<&str> = lines.next().unwrap().split(',').collect();
+    let col = |name: &str| head.iter().position(|h| *h == name).unwrap();
+    let (mut fixed, mut broken) = (BTreeSet::new(), BTreeSet::new());
+    let mut sweep_ids = (String::new(), String::new());
+    for l in lines {
+        let f: Vec<&str> = l.split(',').collect();
+        sweep_ids = (f[col("from_sweep")].to_string(), f[col("to_sweep")].to_string());
+        let task: i64 = f[col("to_task")].parse().unwrap();
+        if f[col("flip")] == "fixed" {
+            fixed.insert(task)
+        } else {
+            broken.insert(task)
+        };
+    }
+    assert!(!fixed.is_empty() && !broken.is_empty(), "{csv}");
+
+    let s = serve(&["--lake", lake.to_str().unwrap(), "--no-health-check"]);
+    let o = ok_json(&s, "/api/overview");
+    let Some(Json::Arr(runs)) = o.get("runs") else { panic!() };
+    let names: Vec<&str> = runs.iter().map(|r| r.get("name").unwrap().as_str().unwrap()).collect();
+    assert_eq!(names, [sweep_ids.0.as_str(), sweep_ids.1.as_str()], "the older sweep is the baseline");
+    let Some(Json::Arr(listed)) = o.get("lake").and_then(|l| l.get("sweeps")) else { panic!() };
+    let labels: Vec<&str> =
+        listed.iter().map(|s| s.get("labels").unwrap().get("step").unwrap().as_str().unwrap()).collect();
+    assert_eq!(labels, ["100", "200"]);
+    let run = &sweep_ids.1;
+    assert_eq!(all_tasks(&s, &format!("run={run}&flip=fail-pass")), fixed);
+    assert_eq!(all_tasks(&s, &format!("run={run}&flip=pass-fail")), broken);
+    // A flipped task holds both sweeps' rollouts, each read from its sweep's file.
+    let t = ok_json(&s, &format!("/api/task/{}", fixed.iter().next().unwrap()));
+    let Some(Json::Arr(rs)) = t.get("rollouts") else { panic!() };
+    let runs_seen: BTreeSet<&str> = rs.iter().map(|r| r.get("run").unwrap().as_str().unwrap()).collect();
+    assert_eq!(runs_seen.len(), 2);
+    drop(s);
+
+    // One sweep by id; an unknown one is refused naming the lake's sweeps.
+    let one = serve(&["--lake", lake.to_str().unwrap(), "--sweep", &sweep_ids.1, "--no-health-check"]);
+    let o = ok_json(&one, "/api/overview");
+    let Some(Json::Arr(runs)) = o.get("runs") else { panic!() };
+    assert_eq!(runs.len(), 1);
+    drop(one);
+    let o = rollstat().args(["view", "--port", "0", "--lake"]).arg(&lake).args(["--sweep", "nope"]).fails(2);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(err.contains(&sweep_ids.0) && err.contains(&sweep_ids.1), "{err}");
+
+    // A source changed since the sweep was added is refused, naming it.
+    let changed = d.join("s2").join("rollouts.jsonl");
+    let mut text = std::fs::read(&changed).unwrap();
+    text.extend_from_slice(b"\n");
+    std::fs::write(&changed, text).unwrap();
+    let o = rollstat().args(["view", "--port", "0", "--lake"]).arg(&lake).fails(2);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(err.contains("s2/rollouts.jsonl") && err.contains("changed"), "{err}");
+    assert!(o.stdout.is_empty(), "no URL is printed");
+}

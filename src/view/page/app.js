@@ -172,9 +172,28 @@ async function overview(n) {
       '. Intervals are the task-level 95% t intervals of rollstat compare. Every count opens its tasks.'),
     el('table', { id: 'runs' }, el('thead', {}, head), el('tbody', {}, rows)),
     o.notes.length ? [el('h2', {}, 'Notes'), el('ul', { class: 'notes' }, o.notes.map((t) => el('li', {}, t)))] : null,
+    o.lake === null ? null : lakeSection(o.lake),
     el('h2', {}, 'Files'),
     el('ul', {}, o.files.map((f) => el('li', {}, el('span', { class: 'i' }, f.path), ' — ' + f.lines + ' lines, ' + kb(f.bytes)))),
   );
+}
+
+// The lake's sweeps: the served ones are the runs above; another opens with its command.
+function lakeSection(lake) {
+  return [
+    el('h2', {}, 'Sweeps in the lake'),
+    el('p', { class: 'note' }, 'Lake ', el('span', { class: 'i' }, lake.dir),
+      '. A sweep not served here opens with rollstat view --lake DIR --sweep ID (repeat --sweep to compare sweeps).'),
+    el('table', { id: 'sweeps' },
+      el('tr', {}, el('th', {}, 'sweep'), el('th', {}, 'added'), el('th', {}, 'labels'), el('th', { class: 'num' }, 'rollouts'),
+        el('th', { class: 'num' }, 'tasks'), el('th', { class: 'num' }, 'agents'), el('th', {}, '')),
+      lake.sweeps.map((s) => el('tr', {},
+        el('td', {}, el('span', { class: 'i' }, s.sweep)), el('td', {}, s.created_at),
+        el('td', {}, Object.entries(s.labels).map(([k, v], i) => [i ? ', ' : '', el('span', { class: 'i' }, k + '=' + v)])),
+        el('td', { class: 'num' }, String(s.rollouts)), el('td', { class: 'num' }, String(s.tasks)),
+        el('td', { class: 'num' }, String(s.agents)),
+        el('td', {}, s.served ? link('/tasks', { run: s.sweep }, 'served') : el('span', { class: 'note' }, '–'))))),
+  ];
 }
 
 // A run's health verdicts, then each check that flagged rollouts, linked to its tasks.

@@ -1,0 +1,99 @@
+//! The viewer over a lake: the sweeps it serves are read from the files the lake recorded
+//! for them, each checked by size and checksum first, and each sweep is a run named by
+//! its id. The overview lists every sweep of the lake with its labels and sizes.
+
+use std::path::PathBuf;
+
+use crate::error::{Error, Result};
+use crate::export::lake::Role;
+use crate::query::lake::{sweep_sources, sweeps, SweepRow};
+
+/// Which sweeps of which lake to serve.
+#[derive(Debug, Clone)]
+pub struct LakeSweeps {
+    pub dir: PathBuf,
+    /// The sweeps to serve, the first the baseline; none: the lake's last two (or its
+    /// one sweep), the older the baseline.
+    pub sweeps: Vec<String>,
+}
+
+/// What serving a lake's sweeps reads, and what the overview lists.
+pub struct LakeRuns {
+    pub dir: PathBuf,
+    pub rollouts: Vec<PathBuf>,
+    /// One inputs file per rollouts file, or none at all.
+    pub inputs: Vec<PathBuf>,
+    /// Per rollouts file, the sweep it belongs to.
+    pub sweep_of_file: Vec<String>,
+    /// Every sweep of the lake, oldest first.
+    pub listing: Vec<SweepRow>,
+    /// What the reading let through (inputs left out).
+    pub notes: Vec<String>,
+}
+
+/// Resolves the sweeps to serve into their recorded files, refusing a sweep whose files
+/// are missing or changed since it was added (naming each such file and what differs).
+pub fn resolve(l: &LakeSweeps) -> Result<LakeRuns> {
+    let listing = sweeps(&l.dir)?;
+    let chosen: Vec<String> = if l.sweeps.is_empty() {
+        listing.iter().rev().take(2).rev().map(|s| s.id.clone()).collect()
+    } else {
+        l.sweeps.clone()
+    };
+    let mut out = LakeRuns {
+        dir: l.dir.clone(),
+        rollouts: Vec::new(),
+        inputs: Vec::new(),
+        sweep_of_file: Vec::new(),
+        listing,
+        notes: Vec::new(),
+    };
+    let mut inputs: Vec<Option<PathBuf>> = Vec::new();
+    for id in &chosen {
+        if chosen.iter().filter(|c| *c == id).count() > 1 {
+            return Err(Error::Usage(format!("--sweep {id} is given twice")));
+        }
+        let sources = sweep_sources(&l.dir, id)?;
+        let problems: Vec<String> = sources.iter().filter_map(|s| s.problem()).collect();
+        if !problems.is_empty() {
+            return Err(Error::Usage(format!(
+                "sweep {id} of the lake {} cannot be shown from its files: {}",
+                l.dir.display(),
+                problems.join("; ")
+            )));
+        }
+        // Sources recorded before roles were: the first is the rollouts file.
+        let role = |i: usize, s: &crate::export::lake::Source| {
+            s.role.unwrap_or(if i == 0 { Role::Rollouts } else { Role::Inputs })
+        };
+        let paths = |want: Role| -> Vec<&str> {
+            let sources = sources.iter().enumerate();
+            sources.filter(|(i, s)| role(*i, &s.recorded) == want).map(|(_, s)| s.recorded.path.as_str()).collect()
+        };
+        let (rollouts, given) = (paths(Role::Rollouts), paths(Role::Inputs));
+        for r in &rollouts {
+            out.rollouts.push(PathBuf::from(r));
+            out.sweep_of_file.push(id.clone());
+            inputs.push((rollouts.len() == 1 && given.len() == 1).then(|| PathBuf::from(given[0])));
+        }
+    }
+    if inputs.iter().all(Option::is_some) {
+        out.inputs = inputs.into_iter().flatten().collect();
+    } else if inputs.iter().any(Option::is_some) {
+        out.notes.push(
+            "the dataset's fields are not shown: not every sweep served recorded one inputs file for one rollouts file"
+                .into(),
+        );
+    }
+    Ok(out)
+}
+
+/// The run name of a sweep's run: the sweep id, and the run's label when the sweep's
+/// file holds several runs.
+pub fn run_name(sweep: &str, label: &str, runs_in_file: usize) -> String {
+    if runs_in_file == 1 {
+        sweep.to_string()
+    } else {
+        format!("{sweep}/{label}")
+    }
+}
