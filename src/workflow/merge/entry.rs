@@ -543,7 +543,7 @@ pub fn merge_export(
             out.check(path)?;
         }
         let (inputs, t) = read_both(given, None, slices, &c.rollouts[0])?;
-        let (tables, warnings) = crate::metrics::tables::tables(&t, inputs.as_ref(), c.agent.as_deref(), &[])?;
+        let (tables, warnings) = crate::metrics::tables::tables(&t, inputs.as_ref(), c.agent.as_deref(), &[], None)?;
         for ((_, mut df), path) in tables.named().into_iter().zip(&paths) {
             let mut w = out.create(path)?;
             crate::export::parquet::write_parquet(&mut df, path, &mut w)?;
