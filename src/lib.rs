@@ -30,6 +30,7 @@ pub mod ingest;
 pub mod json;
 #[cfg(feature = "engine")]
 pub mod metrics;
+pub mod python_float;
 #[cfg(feature = "engine")]
 pub mod query;
 #[cfg(feature = "engine")]

@@ -103,7 +103,8 @@ impl Status {
     /// /dev/stdout` on the same terminal): then the note is cleared and stays off, so it
     /// never mixes with the output.
     pub fn writing(&self, path: &std::path::Path) {
-        if crate::export::atomic::is_stream(path) {
+        // A device or pipe: it exists and is not a regular file.
+        if std::fs::metadata(path).is_ok_and(|m| !m.is_file()) {
             self.clear();
             self.on.set(false);
         } else {

@@ -9,7 +9,7 @@ use clap::{Args as ClapArgs, ValueEnum};
 
 use super::common;
 use crate::error::Result;
-use crate::export::nemo_gym_compare::{key_metric_lines, summary_lines};
+use crate::export::eval_compare::{key_metric_lines, summary_lines};
 use crate::metrics::eval_compare::AgentChoice;
 use crate::workflow::{EvalCompareConfig, ReportFormat};
 

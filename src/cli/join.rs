@@ -19,7 +19,7 @@ pub struct Args {
 }
 
 pub fn run(a: Args) -> Result<()> {
-    let n = crate::workflow::distributed::join_slices(&a.slices, &a.out)?;
+    let n = crate::workflow::merge::join_slices(&a.slices, &a.out)?;
     if !common::quiet() {
         say!("Joined {} slices: {n} rollouts", a.slices.len());
     }

@@ -1,13 +1,13 @@
 //! `rollstat merge`: `aggregate` or `profile` over the slices of a sharded sweep, with
 //! the same flags and the same output bytes as on the rollouts files concatenated.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use clap::{Args as ClapArgs, Subcommand};
 
 use super::common::{self, MetricArgs};
 use crate::error::Result;
-use crate::workflow::distributed::InputsGiven;
+use crate::workflow::merge::{self, InputsGiven, Merged};
 use crate::workflow::{AggregateConfig, ProfileConfig};
 
 #[derive(ClapArgs, Debug, Clone)]
@@ -171,14 +171,14 @@ pub fn run(a: Args) -> Result<()> {
                 agent: a.agent,
                 out_dir: a.out_dir,
             };
-            let (files, warnings) = crate::workflow::distributed::merge_export(&c, &slices, &input_slices)?;
+            let (files, warnings) = merge::merge_export(&c, &slices, &input_slices)?;
             common::print_warnings(&warnings);
             for f in files {
                 say!("Wrote {}", f.display());
             }
         }
         What::Combine(a) => {
-            let plan = crate::workflow::merge_rounds::combine(a.plan.as_deref(), &a.shares, &a.out)?;
+            let plan = merge::combine(a.plan.as_deref(), &a.shares, &a.out)?;
             if !common::quiet() {
                 eprintln!("Combined {} shares: round {} (wrote {})", a.shares.len(), plan.round, a.out.display());
             }
@@ -198,31 +198,20 @@ pub fn run(a: Args) -> Result<()> {
                 run: Default::default(),
             };
             let (slices, inputs) = a.slices.split()?;
-            let r = &a.rounds;
-            if let Some(share) = &r.share_out {
-                let n = crate::workflow::distributed::merge_shares(&c, &slices, &inputs, r.plan.as_deref(), share)?;
-                if !common::quiet() {
-                    eprintln!("Wrote {} ({n} run shares)", share.display());
-                }
-                return Ok(());
-            }
-            let (r, merged) = crate::workflow::distributed::merge_aggregate(
-                &c,
-                &slices,
-                &inputs,
-                a.hold.whole_table,
-                r.plan.as_deref(),
+            shares_or_merge(
+                &a.rounds,
+                |plan, share| merge::merge_shares(&c, &slices, &inputs, plan, share),
+                |plan| merge::merge_aggregate(&c, &slices, &inputs, a.hold.whole_table, plan),
+                |r| {
+                    common::print_warnings(&r.warnings);
+                    if !common::quiet() {
+                        super::aggregate::print_key_metrics(&r.key_metrics);
+                    }
+                    if let Some(f) = &r.file {
+                        say!("Aggregate metrics: {}", f.display());
+                    }
+                },
             )?;
-            if !common::quiet() {
-                say!("Merged {merged}");
-            }
-            common::print_warnings(&r.warnings);
-            if !common::quiet() {
-                super::aggregate::print_key_metrics(&r.key_metrics);
-            }
-            if let Some(f) = &r.file {
-                say!("Aggregate metrics: {}", f.display());
-            }
         }
         What::Profile(a) => {
             let (slices, input_slices) = a.slices.split()?;
@@ -245,33 +234,41 @@ pub fn run(a: Args) -> Result<()> {
                 metrics: a.metrics.resolve()?,
                 lake: None,
             };
-            let r = &a.rounds;
-            if let Some(share) = &r.share_out {
-                let n = crate::workflow::distributed::merge_profile_shares(
-                    &c,
-                    &slices,
-                    &input_slices,
-                    r.plan.as_deref(),
-                    share,
-                )?;
-                if !common::quiet() {
-                    eprintln!("Wrote {} ({n} run shares)", share.display());
-                }
-                return Ok(());
-            }
-            let (r, merged) = crate::workflow::distributed::merge_profile(
-                &c,
-                &slices,
-                &input_slices,
-                a.hold.whole_table,
-                r.plan.as_deref(),
+            shares_or_merge(
+                &a.rounds,
+                |plan, share| merge::merge_profile_shares(&c, &slices, &input_slices, plan, share),
+                |plan| merge::merge_profile(&c, &slices, &input_slices, a.hold.whole_table, plan),
+                |r| {
+                    let warnings = common::print_warnings(&r.warnings);
+                    super::profile::print_summary(r, warnings);
+                },
             )?;
-            if !common::quiet() {
-                say!("Merged {merged}");
-            }
-            let warnings = common::print_warnings(&r.warnings);
-            super::profile::print_summary(&r, warnings);
         }
     }
+    Ok(())
+}
+
+/// What `merge aggregate` and `merge profile` do alike once their configuration is
+/// built: with --share-out, write these buckets' `shares` of the next round and say so;
+/// else `merge` (with the finished plan, if given), say how, and `report` the result.
+fn shares_or_merge<R>(
+    rounds: &Rounds,
+    shares: impl FnOnce(Option<&Path>, &Path) -> Result<usize>,
+    merge: impl FnOnce(Option<&Path>) -> Result<(R, Merged)>,
+    report: impl FnOnce(&R),
+) -> Result<()> {
+    let plan = rounds.plan.as_deref();
+    if let Some(share) = &rounds.share_out {
+        let n = shares(plan, share)?;
+        if !common::quiet() {
+            eprintln!("Wrote {} ({n} run shares)", share.display());
+        }
+        return Ok(());
+    }
+    let (r, merged) = merge(plan)?;
+    if !common::quiet() {
+        say!("Merged {merged}");
+    }
+    report(&r);
     Ok(())
 }

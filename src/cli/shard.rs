@@ -7,7 +7,7 @@ use clap::Args as ClapArgs;
 
 use super::common::{self, RolloutsFile};
 use crate::error::Result;
-use crate::workflow::distributed::ShardConfig;
+use crate::workflow::merge::ShardConfig;
 
 #[derive(ClapArgs, Debug, Clone)]
 pub struct Args {
@@ -48,7 +48,7 @@ pub fn run(a: Args) -> Result<()> {
         )
     })?;
     let c = ShardConfig { rollouts, out_dir: a.out_dir, task_width: a.task_width, range: a.range, inputs: a.inputs };
-    let r = crate::workflow::distributed::shard(&c)?;
+    let r = crate::workflow::merge::shard(&c)?;
     if !common::quiet() {
         let rows: usize = r.buckets.iter().map(|b| b.1).sum();
         let what = if c.inputs { "input rows" } else { "rollouts" };

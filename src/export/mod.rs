@@ -7,13 +7,13 @@ pub mod compare;
 pub mod dates;
 pub mod direct;
 #[cfg(feature = "engine")]
+pub mod eval_compare;
+#[cfg(feature = "engine")]
 pub mod gate;
 #[cfg(feature = "engine")]
 pub mod lake;
 #[cfg(feature = "engine")]
 pub mod nemo_gym;
-#[cfg(feature = "engine")]
-pub mod nemo_gym_compare;
 #[cfg(feature = "engine")]
 pub mod parquet;
 #[cfg(feature = "engine")]

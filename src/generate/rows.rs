@@ -658,8 +658,25 @@ impl Ctx {
         (reward, ok, frac)
     }
 
+    /// One rollout line in NeMo Gym's shape, into `b`: the request echoed, the response,
+    /// the verifier's output, the kind's fields, the optional perf block, the identity.
+    /// The parts draw from `rng` in this order, which fixes the bytes of a seed.
     fn rollout_row(&self, b: &mut Vec<u8>, task: &Task, s: usize, ri: u64, rng: &mut Rng) {
         let slot = &self.slots[s];
+        let d = self.draw(slot, task, rng);
+        self.request_echo(b, task);
+        let t = self.response(b, task, s, ri, &d, rng);
+        self.verifier_output(b, task, slot, &d, rng);
+        self.kind_fields(b, task, slot, &d, rng);
+        if rng.chance(self.perf) {
+            perf_block(b, task, &d, &t, rng);
+        }
+        self.identity(b, task, slot, ri, rng);
+    }
+
+    /// What a rollout draws before its bytes are written: its outcome (a masked rollout
+    /// and an unmasked failure score zero) and the shape of its response.
+    fn draw(&self, slot: &Slot, task: &Task, rng: &mut Rng) -> Drawn {
         let masked = rng.chance(self.masked);
         let p = sigmoid(slot.skill - task.beta);
         let (mut reward, mut ok, mut frac) = self.outcome(slot, task, p, rng);
@@ -684,8 +701,23 @@ impl Ctx {
         } else {
             (0, target)
         };
+        Drawn {
+            p,
+            reward,
+            ok,
+            frac,
+            masked,
+            unmasked_failure,
+            reasoning,
+            incomplete,
+            usage_variant,
+            sum_target,
+            msg_target,
+        }
+    }
 
-        // --- responses_create_params (the full echo NeMo Gym writes back) ---
+    /// `responses_create_params`: the full request NeMo Gym echoes back.
+    fn request_echo(&self, b: &mut Vec<u8>, task: &Task) {
         b.extend_from_slice(
             b"{\"responses_create_params\":{\"background\":null,\"include\":null,\"input\":[{\"content\":\"",
         );
@@ -699,8 +731,12 @@ impl Ctx {
         b.extend_from_slice(b",\"metadata\":null,\"model\":null,\"parallel_tool_calls\":true,\"temperature\":");
         float(b, task.temperature);
         b.extend_from_slice(b",\"tool_choice\":\"auto\",\"tools\":[],\"top_p\":null},");
+    }
 
-        // --- response ---
+    /// `response`: the model's output (a reasoning summary, then the message) and its
+    /// token usage in one of three shapes; returns the token counts.
+    fn response(&self, b: &mut Vec<u8>, task: &Task, s: usize, ri: u64, d: &Drawn, rng: &mut Rng) -> Tokens {
+        let slot = &self.slots[s];
         b.extend_from_slice(b"\"response\":{\"id\":\"resp_");
         hex(b, rng.next_u64(), 16);
         hex(b, rng.next_u64(), 16);
@@ -708,7 +744,7 @@ impl Ctx {
         let centis = 178_218_480_000u64 + (task.index * 37 + ri * 11) % 8_640_000 + rng.below(100_000);
         float(b, centis as f64 / 100.0);
         b.extend_from_slice(b",\"error\":null,\"incomplete_details\":");
-        if incomplete {
+        if d.incomplete {
             b.extend_from_slice(b"{\"reason\":\"max_output_tokens\"}");
         } else {
             b.extend_from_slice(b"null");
@@ -717,12 +753,12 @@ impl Ctx {
         string(b, slot.model);
         b.extend_from_slice(b",\"object\":\"response\",\"output\":[");
         let mut summary_len = 0;
-        if reasoning {
+        if d.reasoning {
             b.extend_from_slice(b"{\"id\":\"rs_");
             hex(b, rng.next_u64(), 16);
             b.extend_from_slice(b"\",\"summary\":[{\"text\":\"");
             let at = b.len();
-            self.push_text(b, rng, sum_target);
+            self.push_text(b, rng, d.sum_target);
             summary_len = b.len() - at;
             b.extend_from_slice(b"\",\"type\":\"summary_text\"}],\"type\":\"reasoning\"},");
         }
@@ -731,9 +767,9 @@ impl Ctx {
         hex(b, rng.next_u64(), 16);
         b.extend_from_slice(b"\",\"content\":[{\"annotations\":[],\"text\":\"");
         let at = b.len();
-        self.push_text(b, rng, msg_target);
+        self.push_text(b, rng, d.msg_target);
         let msg_len = b.len() - at;
-        let status: &[u8] = if incomplete { b"incomplete" } else { b"completed" };
+        let status: &[u8] = if d.incomplete { b"incomplete" } else { b"completed" };
         b.extend_from_slice(b"\",\"type\":\"output_text\",\"logprobs\":null}],\"role\":\"assistant\",\"status\":\"");
         b.extend_from_slice(status);
         b.extend_from_slice(b"\",\"type\":\"message\"}],\"parallel_tool_calls\":true,\"temperature\":");
@@ -744,10 +780,10 @@ impl Ctx {
         let input_tokens = task.prompt_tokens + s as u64 * 3;
         let reasoning_tokens = (summary_len / 4) as u64;
         let output_tokens =
-            if incomplete { task.max_out } else { ((summary_len + msg_len) / 4) as u64 + rng.range(1, 8) };
+            if d.incomplete { task.max_out } else { ((summary_len + msg_len) / 4) as u64 + rng.range(1, 8) };
         let cached = if rng.chance(0.3) { (input_tokens / 16) * 16 } else { 0 };
         int(b, input_tokens);
-        match usage_variant {
+        match d.usage_variant {
             0..=51 => {
                 b.extend_from_slice(b",\"input_tokens_details\":{\"cached_tokens\":");
                 int(b, cached);
@@ -773,19 +809,24 @@ impl Ctx {
             }
         }
         b.extend_from_slice(b"}},");
+        Tokens { input: input_tokens, output: output_tokens, reasoning: reasoning_tokens }
+    }
 
-        // --- verifier output ---
+    /// The verifier's output every kind writes: the reward, the mask and failure keys,
+    /// the task's question, answer and subset, the extracted answer, `terminated` and
+    /// `verifier_score`.
+    fn verifier_output(&self, b: &mut Vec<u8>, task: &Task, slot: &Slot, d: &Drawn, rng: &mut Rng) {
         b.extend_from_slice(b"\"reward\":");
-        match reward {
+        match d.reward {
             Reward::Float(v) => float(b, v),
             Reward::Int(v) => int(b, v),
             Reward::Bool(v) => boolean(b, v),
             Reward::Null => b.extend_from_slice(b"null"),
         }
-        if masked || unmasked_failure || !rng.chance(P_NO_MASK_KEYS) {
+        if d.masked || d.unmasked_failure || !rng.chance(P_NO_MASK_KEYS) {
             b.extend_from_slice(b",\"mask_sample\":");
-            boolean(b, masked);
-            if masked {
+            boolean(b, d.masked);
+            if d.masked {
                 if rng.chance(0.7) {
                     b.extend_from_slice(
                         b",\"failure_kind\":\"judge_failed\",\"failure_reason\":\"judge endpoint returned 503\"",
@@ -793,7 +834,7 @@ impl Ctx {
                 } else {
                     b.extend_from_slice(b",\"failure_kind\":\"env_timeout\",\"failure_reason\":\"environment step timed out after 600 s\"");
                 }
-            } else if unmasked_failure {
+            } else if d.unmasked_failure {
                 b.extend_from_slice(",\"failure_kind\":\"max_turns_exceeded\",\"failure_reason\":\"agent stopped at max_turns=32 — no final answer\"".as_bytes());
             } else {
                 b.extend_from_slice(b",\"failure_kind\":null,\"failure_reason\":null");
@@ -811,11 +852,11 @@ impl Ctx {
             int(b, task.difficulty);
         }
         b.extend_from_slice(b",\"extracted_answer\":");
-        if ok {
+        if d.ok {
             b.push(b'"');
             b.extend_from_slice(&self.answers[task.answer]);
             b.push(b'"');
-        } else if rng.chance(P_NULL_ANSWER) || unmasked_failure {
+        } else if rng.chance(P_NULL_ANSWER) || d.unmasked_failure {
             b.extend_from_slice(b"null");
         } else {
             let n = self.answers.len() as u64;
@@ -825,10 +866,10 @@ impl Ctx {
             b.push(b'"');
         }
         b.extend_from_slice(b",\"terminated\":");
-        boolean(b, !incomplete);
+        boolean(b, !d.incomplete);
         if !rng.chance(P_MISSING_FIELD) {
             b.extend_from_slice(b",\"verifier_score\":");
-            let v = if ok {
+            let v = if d.ok {
                 if rng.chance(0.3) {
                     1.0
                 } else {
@@ -839,6 +880,11 @@ impl Ctx {
             };
             float(b, v);
         }
+    }
+
+    /// The fields of the slot's kind of environment (math, code, blackjack, SimpleQA,
+    /// instruction following).
+    fn kind_fields(&self, b: &mut Vec<u8>, task: &Task, slot: &Slot, d: &Drawn, rng: &mut Rng) {
         let has_steps = !rng.chance(P_MISSING_FIELD);
         let steps = rng.range(1, 12) + task.difficulty * 2;
         match slot.kind {
@@ -848,7 +894,7 @@ impl Ctx {
                     int(b, steps);
                 }
                 b.extend_from_slice(b",\"library_reward\":");
-                let lib_ok = ok != rng.chance(0.05);
+                let lib_ok = d.ok != rng.chance(0.05);
                 float(b, if lib_ok { 1.0 } else { 0.0 });
                 b.extend_from_slice(b",\"judge_evaluations\":");
                 if rng.chance(0.55) {
@@ -860,7 +906,7 @@ impl Ctx {
                         if k > 0 {
                             b.push(b',');
                         }
-                        let verdict: &[u8] = if ok { b"[[A=B]]" } else { b"[[A!=B]]" };
+                        let verdict: &[u8] = if d.ok { b"[[A=B]]" } else { b"[[A!=B]]" };
                         b.extend_from_slice(b"{\"verdict\":\"");
                         b.extend_from_slice(verdict);
                         b.extend_from_slice(b"\",\"judge_model\":\"judge-70b\",\"latency_s\":");
@@ -871,7 +917,7 @@ impl Ctx {
                 }
             }
             Kind::Code => {
-                let passed_all = frac >= 1.0 && ok;
+                let passed_all = d.frac >= 1.0 && d.ok;
                 b.extend_from_slice(b",\"num_tests_run\":");
                 int(b, task.num_tests);
                 b.extend_from_slice(b",\"passed\":");
@@ -890,7 +936,7 @@ impl Ctx {
                 };
                 string(b, status);
                 b.extend_from_slice(b",\"is_correct\":");
-                boolean(b, ok);
+                boolean(b, d.ok);
             }
             Kind::Blackjack => {
                 if has_steps {
@@ -898,11 +944,11 @@ impl Ctx {
                     int(b, steps);
                 }
                 b.extend_from_slice(b",\"truncated\":");
-                boolean(b, incomplete);
+                boolean(b, d.incomplete);
                 b.extend_from_slice(b",\"info\":{\"result\":");
-                let result = if ok {
+                let result = if d.ok {
                     "win"
-                } else if frac > 0.0 {
+                } else if d.frac > 0.0 {
                     "push"
                 } else {
                     "loss"
@@ -921,7 +967,7 @@ impl Ctx {
                     b.extend_from_slice(b",\"num_steps\":");
                     int(b, steps);
                 }
-                let verdict = if ok {
+                let verdict = if d.ok {
                     0
                 } else if rng.chance(0.25) {
                     2
@@ -945,14 +991,14 @@ impl Ctx {
                     int(b, steps);
                 }
                 let n = 1 + task.num_tests % 6;
-                let followed = if ok { n } else { (0..n).filter(|_| rng.chance(p * 0.8)).count() as u64 };
-                let followed = if !ok && followed == n { n - 1 } else { followed };
+                let followed = if d.ok { n } else { (0..n).filter(|_| rng.chance(d.p * 0.8)).count() as u64 };
+                let followed = if !d.ok && followed == n { n - 1 } else { followed };
                 b.extend_from_slice(b",\"num_instructions\":");
                 int(b, n);
                 b.extend_from_slice(b",\"num_followed\":");
                 int(b, followed);
                 b.extend_from_slice(b",\"follow_all_instructions\":");
-                boolean(b, ok);
+                boolean(b, d.ok);
                 b.extend_from_slice(b",\"instruction_results\":[");
                 for k in 0..n {
                     if k > 0 {
@@ -967,43 +1013,11 @@ impl Ctx {
                 b.push(b'}');
             }
         }
+    }
 
-        // --- optional perf block ---
-        if rng.chance(self.perf) {
-            let turns = rng.range(1, 3 + task.difficulty * 2);
-            b.extend_from_slice(b",\"ng_perf\":{\"num_turns\":");
-            int(b, turns);
-            b.extend_from_slice(b",\"num_tool_calls\":");
-            int(b, rng.below(turns * 2 + 1));
-            let coverage = match rng.below(10) {
-                0..=1 => 0.0,
-                2 => 0.5,
-                _ => 1.0,
-            };
-            b.extend_from_slice(b",\"token_observability_coverage\":");
-            float(b, coverage);
-            if coverage > 0.0 {
-                let prompt = input_tokens * turns + rng.below(50 * turns);
-                b.extend_from_slice(b",\"prompt_tokens\":");
-                int(b, prompt);
-                if rng.chance(0.5) {
-                    b.extend_from_slice(b",\"cached_prompt_tokens\":");
-                    int(b, prompt / 2 / 16 * 16);
-                }
-                b.extend_from_slice(b",\"completion_tokens\":");
-                int(b, output_tokens);
-                if reasoning {
-                    b.extend_from_slice(b",\"reasoning_tokens\":");
-                    int(b, reasoning_tokens);
-                }
-            }
-            b.extend_from_slice(b",\"total_latency_ms\":");
-            let latency = (9.9 + 0.8 * rng.normal() + 0.15 * turns as f64).exp();
-            float(b, latency);
-            b.push(b'}');
-        }
-
-        // --- identity (NeMo Gym appends these last) ---
+    /// The identity NeMo Gym appends last: the rollout key, the agent, the server stamp
+    /// and (sometimes) the attempt, then the end of the line.
+    fn identity(&self, b: &mut Vec<u8>, task: &Task, slot: &Slot, ri: u64, rng: &mut Rng) {
         b.extend_from_slice(b",\"_ng_task_index\":");
         int(b, task.index);
         b.extend_from_slice(b",\"_ng_rollout_index\":");
@@ -1020,4 +1034,61 @@ impl Ctx {
         }
         b.extend_from_slice(b"}\n");
     }
+}
+
+/// What one rollout drew before its bytes are written (see `Ctx::draw`).
+struct Drawn {
+    p: f64,
+    reward: Reward,
+    ok: bool,
+    frac: f64,
+    masked: bool,
+    unmasked_failure: bool,
+    reasoning: bool,
+    incomplete: bool,
+    usage_variant: u64,
+    sum_target: usize,
+    msg_target: usize,
+}
+
+/// A response's token counts, which the perf block repeats.
+struct Tokens {
+    input: u64,
+    output: u64,
+    reasoning: u64,
+}
+
+/// The optional `ng_perf` block: turns, tool calls, token coverage and latency.
+fn perf_block(b: &mut Vec<u8>, task: &Task, d: &Drawn, t: &Tokens, rng: &mut Rng) {
+    let turns = rng.range(1, 3 + task.difficulty * 2);
+    b.extend_from_slice(b",\"ng_perf\":{\"num_turns\":");
+    int(b, turns);
+    b.extend_from_slice(b",\"num_tool_calls\":");
+    int(b, rng.below(turns * 2 + 1));
+    let coverage = match rng.below(10) {
+        0..=1 => 0.0,
+        2 => 0.5,
+        _ => 1.0,
+    };
+    b.extend_from_slice(b",\"token_observability_coverage\":");
+    float(b, coverage);
+    if coverage > 0.0 {
+        let prompt = t.input * turns + rng.below(50 * turns);
+        b.extend_from_slice(b",\"prompt_tokens\":");
+        int(b, prompt);
+        if rng.chance(0.5) {
+            b.extend_from_slice(b",\"cached_prompt_tokens\":");
+            int(b, prompt / 2 / 16 * 16);
+        }
+        b.extend_from_slice(b",\"completion_tokens\":");
+        int(b, t.output);
+        if d.reasoning {
+            b.extend_from_slice(b",\"reasoning_tokens\":");
+            int(b, t.reasoning);
+        }
+    }
+    b.extend_from_slice(b",\"total_latency_ms\":");
+    let latency = (9.9 + 0.8 * rng.normal() + 0.15 * turns as f64).exp();
+    float(b, latency);
+    b.push(b'}');
 }

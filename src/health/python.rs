@@ -55,7 +55,7 @@ pub fn repr_into(out: &mut String, v: &Json) {
         Json::Null => out.push_str("None"),
         Json::Bool(b) => out.push_str(if *b { "True" } else { "False" }),
         Json::Int(i) => out.push_str(itoa::Buffer::new().format(*i)),
-        Json::Float(f) => out.push_str(&float_repr(*f)),
+        Json::Float(f) => out.push_str(&crate::python_float::repr(*f)),
         Json::Str(s) => str_repr_into(out, s),
         Json::Arr(items) => {
             out.push('[');
@@ -80,55 +80,6 @@ pub fn repr_into(out: &mut String, v: &Json) {
             out.push('}');
         }
     }
-}
-
-/// `repr(f)`: the shortest digits that read back to `f`, in positional form when the
-/// decimal exponent is from -4 to 15 (`0.0001`, `1000000000000000.0`) and in exponent
-/// form otherwise, with a signed exponent of at least two digits (`1e-05`, `1e+16`).
-pub fn float_repr(v: f64) -> String {
-    if v.is_nan() {
-        return "nan".into();
-    }
-    if v.is_infinite() {
-        return if v > 0.0 { "inf" } else { "-inf" }.into();
-    }
-    if v == 0.0 {
-        return if v.is_sign_negative() { "-0.0" } else { "0.0" }.into();
-    }
-    let sci = format!("{:e}", v.abs());
-    let (mantissa, exp) = sci.split_once('e').expect("exponent form");
-    let exp: i32 = exp.parse().expect("decimal exponent");
-    let digits: String = mantissa.chars().filter(char::is_ascii_digit).collect();
-    let mut out = String::new();
-    if v < 0.0 {
-        out.push('-');
-    }
-    if (-4..16).contains(&exp) {
-        if exp < 0 {
-            out.push_str("0.");
-            out.extend(std::iter::repeat_n('0', (-exp - 1) as usize));
-            out.push_str(&digits);
-        } else {
-            let whole = exp as usize + 1;
-            if digits.len() <= whole {
-                out.push_str(&digits);
-                out.extend(std::iter::repeat_n('0', whole - digits.len()));
-                out.push_str(".0");
-            } else {
-                out.push_str(&digits[..whole]);
-                out.push('.');
-                out.push_str(&digits[whole..]);
-            }
-        }
-    } else {
-        out.push_str(&digits[..1]);
-        if digits.len() > 1 {
-            out.push('.');
-            out.push_str(&digits[1..]);
-        }
-        out.push_str(&format!("e{}{:02}", if exp < 0 { '-' } else { '+' }, exp.abs()));
-    }
-    out
 }
 
 /// `repr(s)`: single quotes unless the text holds a single quote and no double quote;
@@ -231,26 +182,6 @@ pub fn float_from_str(s: &str) -> Option<f64> {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn floats_print_as_python_prints_them() {
-        let cases = [
-            (1.0, "1.0"),
-            (-0.0, "-0.0"),
-            (1e16, "1e+16"),
-            (1e15, "1000000000000000.0"),
-            (1e-5, "1e-05"),
-            (1e-4, "0.0001"),
-            (1.5e-7, "1.5e-07"),
-            (123.456, "123.456"),
-            (1.5e300, "1.5e+300"),
-            (0.1, "0.1"),
-            (-2.5, "-2.5"),
-        ];
-        for (v, want) in cases {
-            assert_eq!(float_repr(v), want, "{v:e}");
-        }
-    }
 
     #[test]
     fn containers_print_as_python_prints_them() {

@@ -37,7 +37,7 @@ impl Member<'_> {
         match self.scalar {
             Scalar::Str(raw, escaped) => decode_str(raw, escaped).unwrap_or_default(),
             Scalar::Int(i) => i.to_string(),
-            Scalar::Float(f) => int_literal(self.text).map_or_else(|| python::float_repr(f), |i| i.to_string()),
+            Scalar::Float(f) => int_literal(self.text).map_or_else(|| crate::python_float::repr(f), |i| i.to_string()),
             _ => self.tree().map(|v| python::str_of(&v)).unwrap_or_default(),
         }
     }
@@ -341,7 +341,7 @@ pub fn coerce(m: &Member<'_>) -> Result<Coerced, String> {
         Scalar::Float(f) => match int_literal(m.text) {
             Some(i) => plain(Index::int(i)),
             None if f.fract() == 0.0 && f.abs() < python::TWO_63 => {
-                Ok(Coerced { index: Index::Int(f as i64), raw_text: Some(python::float_repr(f).into()) })
+                Ok(Coerced { index: Index::Int(f as i64), raw_text: Some(crate::python_float::repr(f).into()) })
             }
             None if f.fract() == 0.0 => Err(format!("{} (too large for an integer)", String::from_utf8_lossy(m.text))),
             None => Err(format!("{} (a number with a fraction)", String::from_utf8_lossy(m.text))),

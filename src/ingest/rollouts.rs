@@ -358,35 +358,22 @@ impl Piece {
         self.cols.reserve(more);
     }
 
+    /// One line into a row: the key dispatch, with a reader for each nested object
+    /// (`response.usage`, `agent_ref`, `ng_perf`) and for the top-level fields. This is
+    /// the hot path of every read, so the readers are forced inline: left to the
+    /// compiler, two stay calls and a line costs some 0.5% more instructions.
     fn parse_line(
         &mut self,
         l: &Line<'_>,
         top_ids: &mut Vec<u32>,
         usage_ids: &mut Vec<u32>,
     ) -> std::result::Result<(), LineErr> {
-        // Checked per line, while the line is in cache from finding its end.
-        if simdutf8::basic::from_utf8(l.bytes).is_err() {
-            let bad = std::str::from_utf8(l.bytes).unwrap_err().valid_up_to();
-            return Err(LineErr {
-                offset: Some(bad),
-                key: None,
-                msg: "invalid UTF-8 byte; expected UTF-8 text".into(),
-            });
-        }
-        let mut s = Scanner::new(l.bytes);
-        if s.peek() != Some(b'{') {
-            let what = match s.value() {
-                Ok(v) => describe(&v),
-                Err(_) => "invalid JSON",
-            };
-            return Err(LineErr { offset: Some(0), key: None, msg: format!("expected a JSON object, found {what}") });
-        }
-        s.i += 1;
+        let mut s = open_object(l.bytes)?;
         top_ids.clear();
         usage_ids.clear();
         self.perf_ids.clear();
-        // Keys of `response.usage` values that are not numbers (see below); more than this
-        // many are recorded at once instead.
+        // Keys of `response.usage` values that are not numbers (see `read_usage`); more
+        // than this many are recorded at once instead.
         let mut pending = PendingKeys::new();
         let mut task: Option<i64> = None;
         let mut rollout: Option<i64> = None;
@@ -406,167 +393,21 @@ impl Piece {
                 rollout = Some(index_value(s.value()?, "_ng_rollout_index")?);
             } else if key_is(k, b"_ng_environment_server") {
                 // A key given twice keeps its last value, as Python's dict does.
-                server = NONE;
-                if let Scalar::Str(raw, e) = s.value()? {
-                    // SAFETY: `raw` is a string token of this line, validated as UTF-8 on entry.
-                    let name = unsafe { str_value(raw, e) }.map_err(|m| LineErr {
-                        offset: None,
-                        key: Some("_ng_environment_server".into()),
-                        msg: m.into(),
-                    })?;
-                    server = self.names.get(&name);
-                }
+                server = self.name_of(s.value()?, "_ng_environment_server")?;
             } else if key_is_private(k) {
                 s.value()?;
                 evidence |= self.read.evidence && key_is(k, b"_ng_rollout_id");
             } else if key_is(k, b"response") {
                 self.has_response = true;
-                // A second `response` replaces the first: its usage values go.
-                take_back(&mut self.cols, usage_ids);
-                pending.clear();
-                if s.peek() == Some(b'{') {
-                    s.i += 1;
-                    let mut f2 = true;
-                    while let Some(rk) = s.next_key(&mut f2)? {
-                        if !key_is(rk, b"usage") {
-                            s.value()?;
-                            continue;
-                        }
-                        // A second `usage` replaces the first.
-                        take_back(&mut self.cols, usage_ids);
-                        pending.clear();
-                        if s.peek() != Some(b'{') {
-                            s.value()?;
-                            continue;
-                        }
-                        s.i += 1;
-                        let mut f3 = true;
-                        let mut after_usage = 0usize;
-                        while let Some(uk) = s.next_key(&mut f3)? {
-                            let v = s.value()?;
-                            let key = key_string(uk);
-                            evidence |= self.read.evidence && !matches!(v, Scalar::Int(_)) && is_token_count(&key);
-                            let Some((t, x)) = scalar_tag(&v) else {
-                                // Text, objects and arrays matter only where they replace a
-                                // top-level field of the same name (`result | usage` in NeMo
-                                // Gym): settled at the end of the line. An earlier number
-                                // of the same key is taken back (the last value wins).
-                                if let Some(p) = usage_ids.iter().position(|&id| self.cols.is(id, Source::Usage, &key))
-                                {
-                                    let id = usage_ids[p];
-                                    usage_ids.retain(|&x| x != id);
-                                    self.cols.set(id, tag::ABSENT, 0.0);
-                                }
-                                if pending.len() < pending.capacity() {
-                                    pending.push(uk);
-                                } else {
-                                    let id = self.cols.id(Source::Usage, &key);
-                                    self.cols.set(id, tag::LONG_STR, 0.0);
-                                    usage_ids.push(id);
-                                }
-                                continue;
-                            };
-                            if pending.len() > 0 {
-                                // A number after a non-number of the same key replaces it.
-                                pending.retain(|k| key_string(k) != key);
-                            }
-                            let id = self.cols.id_guess(Source::Usage, &key, guess(&self.next_usage, after_usage));
-                            self.cols.set(id, t, x);
-                            usage_ids.push(id);
-                            follows(&mut self.next_usage, &mut after_usage, id);
-                        }
-                    }
-                } else {
-                    s.value()?;
-                }
+                evidence |= self.read_response(&mut s, usage_ids, &mut pending)?;
             } else if key_is(k, b"agent_ref") {
-                agent = NONE;
-                if s.peek() == Some(b'{') {
-                    s.i += 1;
-                    let mut f2 = true;
-                    while let Some(ak) = s.next_key(&mut f2)? {
-                        let v = s.value()?;
-                        if key_is(ak, b"name") {
-                            agent = NONE;
-                            if let Scalar::Str(raw, e) = v {
-                                // SAFETY: `raw` is a string token of this line, validated as UTF-8 on entry.
-                                let name = unsafe { str_value(raw, e) }.map_err(|m| LineErr {
-                                    offset: None,
-                                    key: Some("agent_ref.name".into()),
-                                    msg: m.into(),
-                                })?;
-                                agent = self.names.get(&name);
-                            }
-                        }
-                    }
-                } else {
-                    s.value()?;
-                }
+                agent = self.read_agent_ref(&mut s)?;
             } else if key_is(k, b"mask_sample") {
                 masked = s.value()?.truthy();
             } else if key_is(k, b"ng_perf") {
-                perf = false;
-                take_back(&mut self.cols, &mut self.perf_ids);
-                if s.peek() == Some(b'{') {
-                    perf = true;
-                    s.i += 1;
-                    let mut f2 = true;
-                    while let Some(pk) = s.next_key(&mut f2)? {
-                        let v = s.value()?;
-                        if let Some((t, x)) = scalar_tag(&v) {
-                            let key = key_string(pk);
-                            let id = self.cols.id(Source::Perf, &key);
-                            self.cols.set(id, t, x);
-                            self.perf_ids.push(id);
-                        }
-                    }
-                } else {
-                    s.value()?;
-                }
+                perf = self.read_perf(&mut s)?;
             } else {
-                let v = if self.read.fingerprints && key_is(k, b"responses_create_params") {
-                    // Crossed as a skip would, hashing the user messages on the way.
-                    let (v, f) = super::fingerprint::of_params(&mut s)?;
-                    fingerprint = f;
-                    v
-                } else {
-                    s.value()?
-                };
-                evidence |= self.read.evidence
-                    && ((key_is(k, b"ng_trajectory") && !matches!(v, Scalar::Null)) || key_is(k, b"stage_index"));
-                let guess = guess(&self.next_top, after);
-                match v {
-                    Scalar::Container { .. } => {
-                        // An object or array after a scalar of the same key replaces it.
-                        let key = key_string(k);
-                        if let Some(at) = top_ids.iter().position(|&id| self.cols.is(id, Source::Top, &key)) {
-                            let id = top_ids.remove(at);
-                            self.cols.set(id, tag::ABSENT, 0.0);
-                        }
-                    }
-                    Scalar::Str(raw, e) if raw.len() <= MAX_KEPT_STR => {
-                        let key = key_string(k);
-                        let id = self.cols.id_guess(Source::Top, &key, guess);
-                        // SAFETY: `raw` is a string token of this line, validated as UTF-8 on entry.
-                        let text = unsafe { str_value(raw, e) }.map_err(|m| LineErr {
-                            offset: None,
-                            key: Some(String::from_utf8_lossy(&key).into()),
-                            msg: m.into(),
-                        })?;
-                        self.cols.set_str(id, &text);
-                        top_ids.push(id);
-                        follows(&mut self.next_top, &mut after, id);
-                    }
-                    other => {
-                        if let Some((t, x)) = scalar_tag(&other) {
-                            let key = key_string(k);
-                            let id = self.cols.id_guess(Source::Top, &key, guess);
-                            self.cols.set(id, t, x);
-                            top_ids.push(id);
-                            follows(&mut self.next_top, &mut after, id);
-                        }
-                    }
-                }
+                self.read_top(&mut s, k, top_ids, &mut after, &mut fingerprint, &mut evidence)?;
             }
         }
         s.end()?;
@@ -611,6 +452,220 @@ impl Piece {
         self.cols.end_row();
         Ok(())
     }
+
+    /// The name a string value gives (`key` names it in an error), interned; [`NONE`]
+    /// for any other value.
+    #[inline(always)]
+    fn name_of(&mut self, v: Scalar<'_>, key: &str) -> std::result::Result<u32, LineErr> {
+        let Scalar::Str(raw, e) = v else { return Ok(NONE) };
+        // SAFETY: `raw` is a string token of this line, validated as UTF-8 on entry.
+        let name =
+            unsafe { str_value(raw, e) }.map_err(|m| LineErr { offset: None, key: Some(key.into()), msg: m.into() })?;
+        Ok(self.names.get(&name))
+    }
+
+    /// `response`: only its `usage` is read ([`Piece::read_usage`]). A second `response`
+    /// or `usage` replaces the first: its usage values go. Returns whether a usage
+    /// value is evidence for the health check.
+    #[inline(always)]
+    fn read_response<'a>(
+        &mut self,
+        s: &mut Scanner<'a>,
+        usage_ids: &mut Vec<u32>,
+        pending: &mut PendingKeys<'a>,
+    ) -> std::result::Result<bool, LineErr> {
+        take_back(&mut self.cols, usage_ids);
+        pending.clear();
+        if s.peek() != Some(b'{') {
+            s.value()?;
+            return Ok(false);
+        }
+        s.i += 1;
+        let mut evidence = false;
+        let mut first = true;
+        while let Some(rk) = s.next_key(&mut first)? {
+            if !key_is(rk, b"usage") {
+                s.value()?;
+                continue;
+            }
+            take_back(&mut self.cols, usage_ids);
+            pending.clear();
+            if s.peek() != Some(b'{') {
+                s.value()?;
+                continue;
+            }
+            s.i += 1;
+            evidence |= self.read_usage(s, usage_ids, pending)?;
+        }
+        Ok(evidence)
+    }
+
+    /// The members of `response.usage`, after its `{`: numbers are kept; text, objects
+    /// and arrays matter only where they replace a top-level field of the same name
+    /// (`result | usage` in NeMo Gym), settled at the end of the line from `pending`.
+    #[inline(always)]
+    fn read_usage<'a>(
+        &mut self,
+        s: &mut Scanner<'a>,
+        usage_ids: &mut Vec<u32>,
+        pending: &mut PendingKeys<'a>,
+    ) -> std::result::Result<bool, LineErr> {
+        let mut evidence = false;
+        let mut first = true;
+        let mut after_usage = 0usize;
+        while let Some(uk) = s.next_key(&mut first)? {
+            let v = s.value()?;
+            let key = key_string(uk);
+            evidence |= self.read.evidence && !matches!(v, Scalar::Int(_)) && is_token_count(&key);
+            let Some((t, x)) = scalar_tag(&v) else {
+                // An earlier number of the same key is taken back (the last value wins).
+                if let Some(p) = usage_ids.iter().position(|&id| self.cols.is(id, Source::Usage, &key)) {
+                    let id = usage_ids[p];
+                    usage_ids.retain(|&x| x != id);
+                    self.cols.set(id, tag::ABSENT, 0.0);
+                }
+                if pending.len() < pending.capacity() {
+                    pending.push(uk);
+                } else {
+                    let id = self.cols.id(Source::Usage, &key);
+                    self.cols.set(id, tag::LONG_STR, 0.0);
+                    usage_ids.push(id);
+                }
+                continue;
+            };
+            if pending.len() > 0 {
+                // A number after a non-number of the same key replaces it.
+                pending.retain(|k| key_string(k) != key);
+            }
+            let id = self.cols.id_guess(Source::Usage, &key, guess(&self.next_usage, after_usage));
+            self.cols.set(id, t, x);
+            usage_ids.push(id);
+            follows(&mut self.next_usage, &mut after_usage, id);
+        }
+        Ok(evidence)
+    }
+
+    /// `agent_ref`: the agent its `name` gives (the last one), or [`NONE`].
+    #[inline(always)]
+    fn read_agent_ref(&mut self, s: &mut Scanner<'_>) -> std::result::Result<u32, LineErr> {
+        let mut agent = NONE;
+        if s.peek() != Some(b'{') {
+            s.value()?;
+            return Ok(agent);
+        }
+        s.i += 1;
+        let mut first = true;
+        while let Some(ak) = s.next_key(&mut first)? {
+            let v = s.value()?;
+            if key_is(ak, b"name") {
+                agent = self.name_of(v, "agent_ref.name")?;
+            }
+        }
+        Ok(agent)
+    }
+
+    /// `ng_perf`: its scalar members, replacing an earlier `ng_perf`'s; whether it is an
+    /// object.
+    #[inline(always)]
+    fn read_perf(&mut self, s: &mut Scanner<'_>) -> std::result::Result<bool, LineErr> {
+        take_back(&mut self.cols, &mut self.perf_ids);
+        if s.peek() != Some(b'{') {
+            s.value()?;
+            return Ok(false);
+        }
+        s.i += 1;
+        let mut first = true;
+        while let Some(pk) = s.next_key(&mut first)? {
+            let v = s.value()?;
+            if let Some((t, x)) = scalar_tag(&v) {
+                let key = key_string(pk);
+                let id = self.cols.id(Source::Perf, &key);
+                self.cols.set(id, t, x);
+                self.perf_ids.push(id);
+            }
+        }
+        Ok(true)
+    }
+
+    /// Any other top-level key `k`: a scalar is kept in its column (`after` is the slot
+    /// of the last kept key, for guessing the next); an object or array only takes back
+    /// an earlier scalar of the same key. `responses_create_params` gives the task's
+    /// `fingerprint` when asked for; `evidence` notes what the health check reads again.
+    #[inline(always)]
+    fn read_top(
+        &mut self,
+        s: &mut Scanner<'_>,
+        k: (&[u8], bool),
+        top_ids: &mut Vec<u32>,
+        after: &mut usize,
+        fingerprint: &mut u64,
+        evidence: &mut bool,
+    ) -> std::result::Result<(), LineErr> {
+        let v = if self.read.fingerprints && key_is(k, b"responses_create_params") {
+            // Crossed as a skip would, hashing the user messages on the way.
+            let (v, f) = super::fingerprint::of_params(s)?;
+            *fingerprint = f;
+            v
+        } else {
+            s.value()?
+        };
+        *evidence |= self.read.evidence
+            && ((key_is(k, b"ng_trajectory") && !matches!(v, Scalar::Null)) || key_is(k, b"stage_index"));
+        let guess = guess(&self.next_top, *after);
+        match v {
+            Scalar::Container { .. } => {
+                // An object or array after a scalar of the same key replaces it.
+                let key = key_string(k);
+                if let Some(at) = top_ids.iter().position(|&id| self.cols.is(id, Source::Top, &key)) {
+                    let id = top_ids.remove(at);
+                    self.cols.set(id, tag::ABSENT, 0.0);
+                }
+            }
+            Scalar::Str(raw, e) if raw.len() <= MAX_KEPT_STR => {
+                let key = key_string(k);
+                let id = self.cols.id_guess(Source::Top, &key, guess);
+                // SAFETY: `raw` is a string token of this line, validated as UTF-8 on entry.
+                let text = unsafe { str_value(raw, e) }.map_err(|m| LineErr {
+                    offset: None,
+                    key: Some(String::from_utf8_lossy(&key).into()),
+                    msg: m.into(),
+                })?;
+                self.cols.set_str(id, &text);
+                top_ids.push(id);
+                follows(&mut self.next_top, after, id);
+            }
+            other => {
+                if let Some((t, x)) = scalar_tag(&other) {
+                    let key = key_string(k);
+                    let id = self.cols.id_guess(Source::Top, &key, guess);
+                    self.cols.set(id, t, x);
+                    top_ids.push(id);
+                    follows(&mut self.next_top, after, id);
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+/// A scanner past the `{` of a line that is UTF-8 text and a JSON object (checked per
+/// line, while the line is in cache from finding its end).
+#[inline(always)]
+fn open_object(bytes: &[u8]) -> std::result::Result<Scanner<'_>, LineErr> {
+    if simdutf8::basic::from_utf8(bytes).is_err() {
+        let bad = std::str::from_utf8(bytes).unwrap_err().valid_up_to();
+        return Err(LineErr { offset: Some(bad), key: None, msg: "invalid UTF-8 byte; expected UTF-8 text".into() });
+    }
+    let mut s = Scanner::new(bytes);
+    if s.peek() != Some(b'{') {
+        let what = match s.value() {
+            Ok(v) => describe(&v),
+            Err(_) => "invalid JSON",
+        };
+        return Err(LineErr { offset: Some(0), key: None, msg: format!("expected a JSON object, found {what}") });
+    }
+    s.i += 1;
+    Ok(s)
 }
 
 /// Row order by (task, rollout, line), given rows in line order. Keys are packed into

@@ -14,10 +14,10 @@
 use polars::prelude::*;
 
 use super::pass_at_k::{self, Rollout, Score};
-use super::python_str::{numpy_float32, python_float};
 use crate::error::Result;
 use crate::ingest::batch::{GroupId, Sample, Scores};
 use crate::json::Json;
+use crate::python_float::{self, numpy_float32};
 use crate::stats::vagen;
 
 /// The metrics computed without SQL, in their default order.
@@ -32,7 +32,7 @@ pub fn group_key(g: &GroupId) -> String {
         GroupId::Bool(true) => "True".into(),
         GroupId::Bool(false) => "False".into(),
         GroupId::Int(digits) => digits.clone(),
-        GroupId::Float(f) => python_float(*f),
+        GroupId::Float(f) => python_float::repr(*f),
         GroupId::Float32(f) => numpy_float32(*f),
         GroupId::Str(s) => s.clone(),
     }

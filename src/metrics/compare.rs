@@ -592,6 +592,8 @@ pub fn report_with(
     Ok(r)
 }
 
+/// One comparison of `runs` (no groups): each run's summary, then each run paired with
+/// the baseline, with Holm's correction over the comparisons.
 fn one_report(
     names: &[String],
     runs: &[RunRollouts],
@@ -599,8 +601,8 @@ fn one_report(
     value: TaskValue,
     opts: &Options,
 ) -> Result<Report, ClusterConflict> {
-    let clustered = opts.clustered;
-    let ids = if clustered { Some(cluster_ids(runs)?) } else { None };
+    let ids = if opts.clustered { Some(cluster_ids(runs)?) } else { None };
+    let setup = Setup { names, runs, baseline, value, opts, ids };
     let mut warnings = Warnings::default();
     // Per run: task → its value, in task order.
     let mut means: Vec<BTreeMap<i64, f64>> = Vec::new();
@@ -615,18 +617,49 @@ fn one_report(
         }
         means.push(m);
     }
-    let clusters_of = |tasks: &mut dyn Iterator<Item = i64>| -> Option<Vec<u32>> {
-        ids.as_ref().map(|m| tasks.map(|t| m[&t]).collect())
-    };
-    let mut summaries = Vec::new();
-    for (i, (m, r)) in means.iter().zip(runs).enumerate() {
+    let summaries: Vec<RunSummary> =
+        means.iter().enumerate().map(|(i, m)| setup.summary(i, m, &mut warnings)).collect();
+    let mut comparisons: Vec<Comparison> = (0..means.len())
+        .filter(|&i| i != baseline)
+        .map(|i| setup.comparison(i, &means[baseline], &means[i], &mut warnings))
+        .collect();
+    if comparisons.len() >= 2 {
+        let p: Vec<Option<f64>> = comparisons.iter().map(|c| c.stats.as_ref().and_then(|s| s.p)).collect();
+        for (c, h) in comparisons.iter_mut().zip(holm(&p)) {
+            c.p_holm = h;
+        }
+    }
+    Ok(Report { runs: summaries, baseline, comparisons, warnings, groups: Vec::new() })
+}
+
+/// What every part of one report reads: the runs and their names, the baseline, the
+/// value compared, the options and (clustered) each task's cluster.
+struct Setup<'a> {
+    names: &'a [String],
+    runs: &'a [RunRollouts],
+    baseline: usize,
+    value: TaskValue,
+    opts: &'a Options,
+    ids: Option<BTreeMap<i64, u32>>,
+}
+
+impl Setup<'_> {
+    /// The clusters of `tasks`, when clustered.
+    fn clusters_of(&self, tasks: impl Iterator<Item = i64>) -> Option<Vec<u32>> {
+        self.ids.as_ref().map(|m| tasks.map(|t| m[&t]).collect())
+    }
+
+    /// Run `i` alone, over its task values `m`: the mean, its standard error and
+    /// interval, and what was left out.
+    fn summary(&self, i: usize, m: &BTreeMap<i64, f64>, warnings: &mut Warnings) -> RunSummary {
+        let (names, r, clustered) = (self.names, &self.runs[i], self.opts.clustered);
         let x: Vec<f64> = m.values().copied().collect();
-        let c = clusters_of(&mut m.keys().copied());
+        let c = self.clusters_of(m.keys().copied());
         let mut est = mean_se(&x, c.as_deref());
         let cr2_used = est.as_mut().is_some_and(|e| small_sample(e, &x, c.as_deref()));
-        let (ci, wilson_used) = run_interval(est.as_ref(), &x, clustered, &names[i], &mut warnings);
-        match (&est, value) {
-            (Some(e), _) => check(e, &names[i], clustered, &mut warnings),
+        let (ci, wilson_used) = run_interval(est.as_ref(), &x, clustered, &names[i], warnings);
+        match (&est, self.value) {
+            (Some(e), _) => check(e, &names[i], clustered, warnings),
             (None, TaskValue::PassAt(k)) if !r.tasks.is_empty() => warnings.add(format!(
                 "{}: no task has {k} measured rollouts (at most {}), so no pass@{k}",
                 names[i],
@@ -634,13 +667,13 @@ fn one_report(
             )),
             (None, _) => warnings.add(format!("{}: no measured rollout ({} masked)", names[i], r.masked)),
         }
-        let repeats = (opts.mde && value == TaskValue::Mean)
+        let repeats = (self.opts.mde && self.value == TaskValue::Mean)
             .then(|| {
                 let per_task: Vec<Vec<f64>> = m.keys().map(|t| r.tasks[t].0.iter().map(|v| v.1).collect()).collect();
                 repeat_share(&per_task)
             })
             .flatten();
-        summaries.push(RunSummary {
+        let summary = RunSummary {
             name: names[i].clone(),
             tasks: m.len(),
             // The measured rollouts of the tasks that count.
@@ -652,24 +685,31 @@ fn one_report(
             wilson: wilson_used,
             cr2: cr2_used,
             repeats,
-        });
+        };
         if r.no_value > 0 {
             warnings.add(format!(
                 "{}: {} rollout(s) without a numeric value of the metric are left out",
                 names[i], r.no_value
             ));
         }
+        summary
     }
-    let base = &means[baseline];
-    let mut comparisons = Vec::new();
-    for (i, m) in means.iter().enumerate() {
-        if i == baseline {
-            continue;
-        }
+
+    /// Run `i` (task values `m`) paired with the baseline (`base`) over the tasks both
+    /// measured: the paired statistics, wins and losses decided exactly, the interval,
+    /// the exact tests, the power figures and the largest flips.
+    fn comparison(
+        &self,
+        i: usize,
+        base: &BTreeMap<i64, f64>,
+        m: &BTreeMap<i64, f64>,
+        warnings: &mut Warnings,
+    ) -> Comparison {
+        let (names, baseline, opts, clustered) = (self.names, self.baseline, self.opts, self.opts.clustered);
         let shared: Vec<i64> = base.keys().filter(|t| m.contains_key(t)).copied().collect();
         let a: Vec<f64> = shared.iter().map(|t| base[t]).collect();
         let b: Vec<f64> = shared.iter().map(|t| m[t]).collect();
-        let c = clusters_of(&mut shared.iter().copied());
+        let c = self.clusters_of(shared.iter().copied());
         let mut stats = paired(&a, &b, c.as_deref());
         let d: Vec<f64> = b.iter().zip(&a).map(|(y, x)| y - x).collect();
         // Wins, losses and ties decided exactly (the values stay NeMo Gym's floats).
@@ -677,8 +717,8 @@ fn one_report(
             .iter()
             .zip(a.iter().zip(&b))
             .map(|(t, (&x, &y))| {
-                let ex = TaskOrder::of(value, &runs[baseline].tasks[t].0, x);
-                let ey = TaskOrder::of(value, &runs[i].tasks[t].0, y);
+                let ex = TaskOrder::of(self.value, &self.runs[baseline].tasks[t].0, x);
+                let ey = TaskOrder::of(self.value, &self.runs[i].tasks[t].0, y);
                 ey.cmp(ex, (y, x))
             })
             .collect();
@@ -699,9 +739,9 @@ fn one_report(
             }
         }
         let what = format!("{} vs {}", names[i], names[baseline]);
-        let ci = stats.as_ref().and_then(|p| interval(&p.diff, &what, &mut warnings));
+        let ci = stats.as_ref().and_then(|p| interval(&p.diff, &what, warnings));
         if let Some(p) = &stats {
-            check(&p.diff, &what, clustered, &mut warnings);
+            check(&p.diff, &what, clustered, warnings);
         }
         let (only_baseline, only_run) = (base.len() - shared.len(), m.len() - shared.len());
         if stats.is_none() {
@@ -732,25 +772,9 @@ fn one_report(
         };
         let flips = match opts.flips {
             None => Vec::new(),
-            Some(k) => {
-                let mut order: Vec<usize> =
-                    (0..shared.len()).filter(|&j| outcome[j].is_some_and(|o| o.is_ne())).collect();
-                order.sort_by(|&x, &y| d[y].abs().total_cmp(&d[x].abs()).then(shared[x].cmp(&shared[y])));
-                order
-                    .into_iter()
-                    .take(k)
-                    .map(|j| Flip {
-                        task: shared[j],
-                        fingerprint: None,
-                        baseline: a[j],
-                        run: b[j],
-                        baseline_scores: runs[baseline].scores(shared[j]),
-                        run_scores: runs[i].scores(shared[j]),
-                    })
-                    .collect()
-            }
+            Some(k) => self.flips(i, k, &shared, &outcome, (&a, &b), &d),
         };
-        comparisons.push(Comparison {
+        Comparison {
             run: i,
             paired_tasks: shared.len(),
             only_baseline,
@@ -764,15 +788,35 @@ fn one_report(
             mde: mde_v,
             tasks_needed: needed,
             flips,
-        });
-    }
-    if comparisons.len() >= 2 {
-        let p: Vec<Option<f64>> = comparisons.iter().map(|c| c.stats.as_ref().and_then(|s| s.p)).collect();
-        for (c, h) in comparisons.iter_mut().zip(holm(&p)) {
-            c.p_holm = h;
         }
     }
-    Ok(Report { runs: summaries, baseline, comparisons, warnings, groups: Vec::new() })
+
+    /// The `k` tasks of `shared` whose values (baseline `a`, run `i`'s `b`, the change
+    /// `d`) changed the most, among those that won or lost (`outcome`), largest first.
+    fn flips(
+        &self,
+        i: usize,
+        k: usize,
+        shared: &[i64],
+        outcome: &[Option<std::cmp::Ordering>],
+        (a, b): (&[f64], &[f64]),
+        d: &[f64],
+    ) -> Vec<Flip> {
+        let mut order: Vec<usize> = (0..shared.len()).filter(|&j| outcome[j].is_some_and(|o| o.is_ne())).collect();
+        order.sort_by(|&x, &y| d[y].abs().total_cmp(&d[x].abs()).then(shared[x].cmp(&shared[y])));
+        order
+            .into_iter()
+            .take(k)
+            .map(|j| Flip {
+                task: shared[j],
+                fingerprint: None,
+                baseline: a[j],
+                run: b[j],
+                baseline_scores: self.runs[self.baseline].scores(shared[j]),
+                run_scores: self.runs[i].scores(shared[j]),
+            })
+            .collect()
+    }
 }
 
 #[cfg(test)]

@@ -10,11 +10,11 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 use super::pass_at_k::{self, Rollout, Score};
-use super::python_str::python_float;
 use super::warnings::Warnings;
 use crate::error::{Error, Result};
 use crate::ingest::{tag, RolloutTable, Source};
 use crate::json::{Json, Key};
+use crate::python_float;
 
 /// A selected metric and its parameters.
 #[derive(Debug, Clone, PartialEq)]
@@ -160,7 +160,7 @@ pub fn compute(
                     let found = rows.iter().find_map(|&r| match field_value(t, sk, r) {
                         Some(Json::Str(s)) if !s.is_empty() => Some((format!("s{s}"), s)),
                         Some(Json::Int(i)) if i != 0 => Some((int_key(i), i.to_string())),
-                        Some(Json::Float(f)) if f != 0.0 => Some((float_key(f), python_float(f))),
+                        Some(Json::Float(f)) if f != 0.0 => Some((float_key(f), python_float::repr(f))),
                         Some(Json::Bool(true)) => Some((float_key(1.0), "True".to_string())),
                         _ => None,
                     });

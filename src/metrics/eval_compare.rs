@@ -727,7 +727,7 @@ pub struct FlipSummary {
 
 /// One agent's comparison block.
 #[derive(Debug, Clone, PartialEq)]
-pub struct AgentComparison {
+pub struct EvalAgentComparison {
     pub baseline_agent: String,
     pub candidate_agents: Vec<String>,
     pub baseline_task_count: usize,
@@ -741,10 +741,10 @@ pub struct AgentComparison {
 
 /// The whole comparison (what `compare_report.json` holds, less its provenance).
 #[derive(Debug, Clone, PartialEq)]
-pub struct Comparison {
+pub struct EvalComparison {
     pub baseline: RunInfo,
     pub candidates: Vec<RunInfo>,
-    pub comparisons: Vec<AgentComparison>,
+    pub comparisons: Vec<EvalAgentComparison>,
     /// Agents present but not compared, by run tag (`baseline`, `candidate[i]`).
     pub skipped_agents: Vec<(String, Vec<String>)>,
     /// Run-level warnings written into the report.
@@ -753,15 +753,20 @@ pub struct Comparison {
 
 /// Compares `base` with `cands`. Observations NeMo Gym emits as Python warnings (uneven
 /// repeat coverage, scipy's precision-loss notice) go to `warn`.
-pub fn compare(base: &RunFile, cands: &[RunFile], choice: &AgentChoice, warn: &mut Warnings) -> Result<Comparison> {
+pub fn eval_comparison(
+    base: &RunFile,
+    cands: &[RunFile],
+    choice: &AgentChoice,
+    warn: &mut Warnings,
+) -> Result<EvalComparison> {
     let Selected { blocks: selections, warnings, skipped } = select(base, cands, choice)?;
     let mut comparisons = Vec::with_capacity(selections.len());
     for s in &selections {
         let b = Loaded::new(base, &s.baseline);
         let cs: Vec<Loaded> = cands.iter().zip(&s.candidates).map(|(r, a)| Loaded::new(r, a)).collect();
-        comparisons.push(compare_runs(&b, &cs, warn)?);
+        comparisons.push(agent_comparison(&b, &cs, warn)?);
     }
-    Ok(Comparison {
+    Ok(EvalComparison {
         baseline: base.info(),
         candidates: cands.iter().map(RunFile::info).collect(),
         comparisons,
@@ -876,7 +881,7 @@ fn metric_rows(base: &Loaded, cands: &[Loaded], warn: &mut Warnings) -> Vec<Metr
     rows
 }
 
-fn compare_runs(base: &Loaded, cands: &[Loaded], warn: &mut Warnings) -> Result<AgentComparison> {
+fn agent_comparison(base: &Loaded, cands: &[Loaded], warn: &mut Warnings) -> Result<EvalAgentComparison> {
     let rows = metric_rows(base, cands, warn);
     if !rows.iter().any(|r| r.baseline.is_some() && r.candidates.iter().any(Option::is_some)) {
         let first5 = |base_side: bool| {
@@ -914,7 +919,7 @@ fn compare_runs(base: &Loaded, cands: &[Loaded], warn: &mut Warnings) -> Result<
     if one_sided > 0 {
         notes.push(format!("{one_sided} metric(s) were reported by only one of the runs."));
     }
-    Ok(AgentComparison {
+    Ok(EvalAgentComparison {
         baseline_agent: base.agent.to_string(),
         candidate_agents: cands.iter().map(|c| c.agent.to_string()).collect(),
         baseline_task_count: base.groups.len(),

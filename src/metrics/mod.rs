@@ -15,7 +15,6 @@ pub mod levels;
 pub mod pass_at_k;
 pub mod perf;
 pub mod profile;
-pub mod python_str;
 pub mod tables;
 pub mod task_identity;
 pub mod tasks;

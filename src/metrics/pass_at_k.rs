@@ -161,82 +161,10 @@ pub fn metrics(tasks: &[Vec<Rollout>], with_answers: bool, avg_sample_std_dev: b
     names.dedup();
     for k in 1..=max_k {
         for name in &names {
-            let mut pass: Vec<Score> = Vec::new();
-            for t in &tasks {
-                let vals: Vec<Score> = t.iter().filter_map(|r| get(r, name)).collect();
-                pass.extend(task_pass_at_k(&vals, k));
-            }
-            if !pass.is_empty() {
-                let n = pass.len();
-                out.push((format!("pass@{k}/{name}"), Json::Float(100.0 * py_sum(pass).f() / n as f64)));
-            }
-            let mut avg: Vec<Score> = Vec::new();
-            for t in &tasks {
-                let vals: Vec<Score> = t.iter().take(k).filter_map(|r| get(r, name)).collect();
-                if !vals.is_empty() {
-                    let n = vals.len();
-                    avg.push(Score::Float(div(py_sum(vals), n)));
-                }
-            }
-            if !avg.is_empty() {
-                let n = avg.len();
-                out.push((format!("pass@1[avg-of-{k}]/{name}"), Json::Float(100.0 * py_sum(avg).f() / n as f64)));
-            }
-            if with_answers {
-                let mut maj: Vec<Score> = Vec::new();
-                for t in &tasks {
-                    let valid: Vec<(String, Score)> = t
-                        .iter()
-                        .take(k)
-                        .filter_map(|r| match (&r.answer, get(r, name)) {
-                            (Some(Some(a)), Some(s)) => Some((a.clone(), s)),
-                            _ => None,
-                        })
-                        .collect();
-                    if valid.is_empty() {
-                        maj.push(Score::Int(0));
-                        continue;
-                    }
-                    // Counter over (answer, score) pairs, in first-seen order.
-                    let mut order: Vec<(String, Score)> = Vec::new();
-                    let mut counts: HashMap<(String, u64), usize> = HashMap::new();
-                    for (a, s) in &valid {
-                        let key = (a.clone(), s.f().to_bits());
-                        let c = counts.entry(key).or_insert(0);
-                        if *c == 0 {
-                            order.push((a.clone(), *s));
-                        }
-                        *c += 1;
-                    }
-                    let max = *counts.values().max().unwrap();
-                    let tied: Vec<Score> = order
-                        .iter()
-                        .filter(|(a, s)| counts[&(a.clone(), s.f().to_bits())] == max)
-                        .map(|(_, s)| *s)
-                        .collect();
-                    let n = tied.len();
-                    maj.push(Score::Float(div(py_sum(tied), n)));
-                }
-                let n = maj.len();
-                out.push((format!("majority@{k}/{name}"), Json::Float(100.0 * py_sum(maj).f() / n as f64)));
-            }
+            at_k(&tasks, name, k, with_answers, &mut out);
         }
     }
-    // Per-sample aggregates: pass@1 using only rollout i of each task.
-    let mut per_sample: Vec<(String, Vec<f64>)> = Vec::new();
-    for name in &names {
-        let mut v = Vec::new();
-        for run in 0..max_k {
-            let scores: Vec<Score> = tasks.iter().filter_map(|t| t.get(run).and_then(|r| get(r, name))).collect();
-            if !scores.is_empty() {
-                let n = scores.len();
-                v.push(100.0 * py_sum(scores).f() / n as f64);
-            }
-        }
-        if !v.is_empty() {
-            per_sample.push((name.clone(), v));
-        }
-    }
+    let per_sample = per_sample(&tasks, &names, max_k);
     out.push((
         "per_sample_aggregate".to_string(),
         Json::Obj(
@@ -249,49 +177,140 @@ pub fn metrics(tasks: &[Vec<Rollout>], with_answers: bool, avg_sample_std_dev: b
         ),
     ));
     if max_k > 1 {
-        for k in 2..=max_k {
-            for name in &names {
-                let Some((_, runs)) = per_sample.iter().find(|(n, _)| n == name) else { continue };
-                let runs = &runs[..runs.len().min(k)];
-                if runs.len() >= 2 {
-                    let n = runs.len();
-                    let mean = py_sum(runs.iter().map(|&x| Score::Float(x))).f() / n as f64;
-                    let var = py_sum(runs.iter().map(|&x| Score::Float((x - mean) * (x - mean)))).f() / (n - 1) as f64;
-                    let sd = var.sqrt();
-                    out.push((format!("pass@1[avg-of-{k}]/{name}/std_dev_across_runs"), Json::Float(sd)));
-                    out.push((
-                        format!("pass@1[avg-of-{k}]/{name}/std_err_across_runs"),
-                        Json::Float(sd / (n as f64).sqrt()),
-                    ));
-                }
-            }
-        }
+        across_runs(&per_sample, &names, max_k, &mut out);
         if avg_sample_std_dev {
-            for k in 2..=max_k {
-                for name in &names {
-                    let mut sds: Vec<Score> = Vec::new();
-                    for t in &tasks {
-                        let vals: Vec<Score> = t.iter().take(k).filter_map(|r| get(r, name)).collect();
-                        if vals.len() >= 2 {
-                            let n = vals.len();
-                            let m = div(py_sum(vals.iter().copied()), n);
-                            let var = py_sum(vals.iter().map(|v| Score::Float((v.f() - m) * (v.f() - m)))).f()
-                                / (n - 1) as f64;
-                            sds.push(Score::Float(var.sqrt()));
-                        }
-                    }
-                    if !sds.is_empty() {
-                        let n = sds.len();
-                        out.push((
-                            format!("pass@1[avg-of-{k}]/{name}/avg_sample_std_dev"),
-                            Json::Float(div(py_sum(sds), n)),
-                        ));
-                    }
-                }
-            }
+            sample_std_devs(&tasks, &names, max_k, &mut out);
         }
     }
     out
+}
+
+/// `pass@k`, `pass@1[avg-of-k]` and (with answers) `majority@k` of score `name`, each
+/// over the tasks that have it, into `out`.
+fn at_k(tasks: &[Vec<Rollout>], name: &str, k: usize, with_answers: bool, out: &mut Vec<(String, Json)>) {
+    let mut pass: Vec<Score> = Vec::new();
+    for t in tasks {
+        let vals: Vec<Score> = t.iter().filter_map(|r| get(r, name)).collect();
+        pass.extend(task_pass_at_k(&vals, k));
+    }
+    if !pass.is_empty() {
+        let n = pass.len();
+        out.push((format!("pass@{k}/{name}"), Json::Float(100.0 * py_sum(pass).f() / n as f64)));
+    }
+    let mut avg: Vec<Score> = Vec::new();
+    for t in tasks {
+        let vals: Vec<Score> = t.iter().take(k).filter_map(|r| get(r, name)).collect();
+        if !vals.is_empty() {
+            let n = vals.len();
+            avg.push(Score::Float(div(py_sum(vals), n)));
+        }
+    }
+    if !avg.is_empty() {
+        let n = avg.len();
+        out.push((format!("pass@1[avg-of-{k}]/{name}"), Json::Float(100.0 * py_sum(avg).f() / n as f64)));
+    }
+    if with_answers {
+        let maj: Vec<Score> = tasks.iter().map(|t| majority(&t[..k.min(t.len())], name)).collect();
+        let n = maj.len();
+        out.push((format!("majority@{k}/{name}"), Json::Float(100.0 * py_sum(maj).f() / n as f64)));
+    }
+}
+
+/// One task's majority vote over its first rollouts `rs`: the mean score of the most
+/// common (answer, score) pairs (ties all count, in first-seen order); 0 without an
+/// answer with score `name`.
+fn majority(rs: &[Rollout], name: &str) -> Score {
+    let valid: Vec<(String, Score)> = rs
+        .iter()
+        .filter_map(|r| match (&r.answer, get(r, name)) {
+            (Some(Some(a)), Some(s)) => Some((a.clone(), s)),
+            _ => None,
+        })
+        .collect();
+    if valid.is_empty() {
+        return Score::Int(0);
+    }
+    // Counter over (answer, score) pairs, in first-seen order.
+    let mut order: Vec<(String, Score)> = Vec::new();
+    let mut counts: HashMap<(String, u64), usize> = HashMap::new();
+    for (a, s) in &valid {
+        let key = (a.clone(), s.f().to_bits());
+        let c = counts.entry(key).or_insert(0);
+        if *c == 0 {
+            order.push((a.clone(), *s));
+        }
+        *c += 1;
+    }
+    let max = *counts.values().max().unwrap();
+    let tied: Vec<Score> =
+        order.iter().filter(|(a, s)| counts[&(a.clone(), s.f().to_bits())] == max).map(|(_, s)| *s).collect();
+    let n = tied.len();
+    Score::Float(div(py_sum(tied), n))
+}
+
+/// Per-sample aggregates: for each score, pass@1 using only rollout i of each task, for
+/// each i that some task has.
+fn per_sample(tasks: &[Vec<Rollout>], names: &[String], max_k: usize) -> Vec<(String, Vec<f64>)> {
+    let mut per_sample: Vec<(String, Vec<f64>)> = Vec::new();
+    for name in names {
+        let mut v = Vec::new();
+        for run in 0..max_k {
+            let scores: Vec<Score> = tasks.iter().filter_map(|t| t.get(run).and_then(|r| get(r, name))).collect();
+            if !scores.is_empty() {
+                let n = scores.len();
+                v.push(100.0 * py_sum(scores).f() / n as f64);
+            }
+        }
+        if !v.is_empty() {
+            per_sample.push((name.clone(), v));
+        }
+    }
+    per_sample
+}
+
+/// The standard deviation and error across runs of the first k per-sample aggregates,
+/// for k from 2, into `out`.
+fn across_runs(per_sample: &[(String, Vec<f64>)], names: &[String], max_k: usize, out: &mut Vec<(String, Json)>) {
+    for k in 2..=max_k {
+        for name in names {
+            let Some((_, runs)) = per_sample.iter().find(|(n, _)| n == name) else { continue };
+            let runs = &runs[..runs.len().min(k)];
+            if runs.len() >= 2 {
+                let n = runs.len();
+                let mean = py_sum(runs.iter().map(|&x| Score::Float(x))).f() / n as f64;
+                let var = py_sum(runs.iter().map(|&x| Score::Float((x - mean) * (x - mean)))).f() / (n - 1) as f64;
+                let sd = var.sqrt();
+                out.push((format!("pass@1[avg-of-{k}]/{name}/std_dev_across_runs"), Json::Float(sd)));
+                out.push((
+                    format!("pass@1[avg-of-{k}]/{name}/std_err_across_runs"),
+                    Json::Float(sd / (n as f64).sqrt()),
+                ));
+            }
+        }
+    }
+}
+
+/// The mean over tasks of each task's sample standard deviation of its first k scores,
+/// for k from 2, into `out`.
+fn sample_std_devs(tasks: &[Vec<Rollout>], names: &[String], max_k: usize, out: &mut Vec<(String, Json)>) {
+    for k in 2..=max_k {
+        for name in names {
+            let mut sds: Vec<Score> = Vec::new();
+            for t in tasks {
+                let vals: Vec<Score> = t.iter().take(k).filter_map(|r| get(r, name)).collect();
+                if vals.len() >= 2 {
+                    let n = vals.len();
+                    let m = div(py_sum(vals.iter().copied()), n);
+                    let var = py_sum(vals.iter().map(|v| Score::Float((v.f() - m) * (v.f() - m)))).f() / (n - 1) as f64;
+                    sds.push(Score::Float(var.sqrt()));
+                }
+            }
+            if !sds.is_empty() {
+                let n = sds.len();
+                out.push((format!("pass@1[avg-of-{k}]/{name}/avg_sample_std_dev"), Json::Float(div(py_sum(sds), n))));
+            }
+        }
+    }
 }
 
 #[cfg(test)]

@@ -40,15 +40,19 @@ impl Tables {
 /// expected counts); `default_agent` labels rollouts that name no agent. The warnings
 /// are the aggregate's (rollouts left out for want of an input row, among others).
 /// `failed` are the run's standing failures without a result (from its failures
-/// sidecars), counted per task and per agent in the `failures` columns.
+/// sidecars), counted per task and per agent in the `failures` columns. `rollouts` is
+/// the rollouts table when the run built it already (for its SQL metrics).
 pub fn tables(
     t: &RolloutTable,
     inputs: Option<&InputTable>,
     default_agent: Option<&str>,
     failed: &[Failed],
+    rollouts: Option<DataFrame>,
 ) -> Result<(Tables, Warnings)> {
-    let run_of = runs(t, inputs);
-    let rollouts = rollouts_frame(t, &run_of, default_agent)?;
+    let rollouts = match rollouts {
+        Some(df) => df,
+        None => rollouts_frame(t, &runs(t, inputs), default_agent)?,
+    };
     let ((tasks, agents, repeats), warnings) = levels(t, inputs, default_agent, failed)?;
     Ok((Tables { rollouts, tasks, agents, repeats }, warnings))
 }

@@ -5,6 +5,8 @@ use std::collections::HashMap;
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
+use polars::prelude::DataFrame;
+
 use super::custom::{sql_metrics, Metrics};
 use super::{read_both, status_after_read};
 use crate::error::{Error, Result};
@@ -164,10 +166,10 @@ pub fn aggregate(c: &AggregateConfig) -> Result<AggregateRun> {
         },
         || match agg {
             Some(w) => stage_aggregate(c, scored, inputs.as_ref(), w, &path),
-            None => Ok(AggregateRun::nothing()),
+            None => Ok((AggregateRun::nothing(), None)),
         },
     );
-    let (health, mut run) = (health?, run?);
+    let (health, (mut run, frame)) = (health?, run?);
     run.shards = shards.clone();
     run.records = records;
     run.coverage = coverage;
@@ -186,7 +188,8 @@ pub fn aggregate(c: &AggregateConfig) -> Result<AggregateRun> {
         // The files the tables come from, as `export --lake` names them: the same files
         // give the same sweep.
         let sources: Vec<&Path> = shards.iter().map(PathBuf::as_path).chain(c.inputs.as_deref()).collect();
-        run.lake = Some(super::lake::add_run(scored, inputs.as_ref(), c.agent.as_deref(), failed, &sources, to)?);
+        run.lake =
+            Some(super::lake::add_run(scored, inputs.as_ref(), c.agent.as_deref(), failed, frame, &sources, to)?);
     }
     let files = out.commit()?;
     run.file = (!scored.is_empty()).then(|| files[0].clone());
@@ -447,23 +450,29 @@ pub fn aggregate_table(
     path: &Path,
 ) -> Result<AggregateRun> {
     let w = out.create(path)?;
-    let mut run = stage_aggregate(c, t, inputs, w, path)?;
+    let (mut run, _) = stage_aggregate(c, t, inputs, w, path)?;
     run.file = out.commit()?.into_iter().next();
     Ok(run)
 }
 
-/// The statistics, written to `w` (the file `path`, staged).
+/// The statistics, written to `w` (the file `path`, staged), and the rollouts table SQL
+/// metrics ran over when the run adds its tables to a lake (which reuses it).
 fn stage_aggregate(
     c: &AggregateConfig,
     t: &RolloutTable,
     inputs: Option<&InputTable>,
     mut w: FileWriter,
     path: &Path,
-) -> Result<AggregateRun> {
+) -> Result<(AggregateRun, Option<DataFrame>)> {
     let status = status_after_read(t, inputs);
     status.say("computing statistics");
     let sql = c.metrics.sql();
-    let extra = if sql.is_empty() { HashMap::new() } else { sql_metrics(t, inputs, c.agent.as_deref(), &sql)? };
+    let (extra, frame) = if sql.is_empty() {
+        (HashMap::new(), None)
+    } else {
+        let (extra, frame) = sql_metrics(t, inputs, c.agent.as_deref(), &sql)?;
+        (extra, Some(frame).filter(|_| c.run.lake.is_some()))
+    };
     let opts = AggregateOptions {
         default_agent: c.agent.clone(),
         metrics: c.metrics.builtin(),
@@ -481,5 +490,5 @@ fn stage_aggregate(
     trace("task entries + write", t0);
     drop(status);
     let key_metrics = entries.iter().map(|e| crate::metrics::aggregate::label_and_key_metrics(&e.head)).collect();
-    Ok(AggregateRun { key_metrics, warnings, ..AggregateRun::nothing() })
+    Ok((AggregateRun { key_metrics, warnings, ..AggregateRun::nothing() }, frame))
 }

@@ -4,6 +4,8 @@
 use std::collections::HashMap;
 use std::path::PathBuf;
 
+use polars::prelude::DataFrame;
+
 use crate::error::Result;
 use crate::ingest::labels::runs;
 use crate::ingest::{InputTable, RolloutTable};
@@ -36,15 +38,20 @@ impl Metrics {
     }
 }
 
-/// Runs SQL metrics over the measured rollouts; returns `NAME/<column>` values per label.
+/// SQL metrics' `NAME/<column>` values, by label.
+pub type SqlValues = HashMap<String, Vec<(String, Json)>>;
+
+/// Runs SQL metrics over the measured rollouts; returns `NAME/<column>` values per
+/// label, and the rollouts table they ran over, which a run that adds its tables to a
+/// lake hands on (so the table is built once).
 pub fn sql_metrics(
     t: &RolloutTable,
     inputs: Option<&InputTable>,
     default_agent: Option<&str>,
     specs: &[&MetricSpec],
-) -> Result<HashMap<String, Vec<(String, Json)>>> {
+) -> Result<(SqlValues, DataFrame)> {
     let frame = crate::ingest::frame::rollouts_frame(t, &runs(t, inputs), default_agent)?;
-    let mut out: HashMap<String, Vec<(String, Json)>> = HashMap::new();
+    let mut out = SqlValues::new();
     for m in specs {
         if let MetricSpec::Sql { name, sql } = m {
             for (label, vals) in crate::query::run_metric(&frame, name, sql)? {
@@ -52,20 +59,25 @@ pub fn sql_metrics(
             }
         }
     }
-    Ok(out)
+    Ok((out, frame))
 }
 
-/// Merges custom metrics into profile agent entries (by label), after their statistics.
+/// Merges custom metrics into profile agent entries (by label), after their statistics;
+/// returns the rollouts table SQL metrics ran over, if any did.
 pub fn merge_into_profile(
     t: &RolloutTable,
     inputs: Option<&InputTable>,
     specs: &[MetricSpec],
     agents: &mut [Json],
     warnings: &mut Warnings,
-) -> Result<()> {
+) -> Result<Option<DataFrame>> {
     let runs = runs(t, inputs);
     let sql: Vec<&MetricSpec> = specs.iter().filter(|m| matches!(m, MetricSpec::Sql { .. })).collect();
-    let sql_vals = if sql.is_empty() { HashMap::new() } else { sql_metrics(t, inputs, None, &sql)? };
+    let (sql_vals, frame) = if sql.is_empty() {
+        (HashMap::new(), None)
+    } else {
+        sql_metrics(t, inputs, None, &sql).map(|(v, f)| (v, Some(f)))?
+    };
     // Each label's measured rows, in table order, gathered in one pass.
     let mut rows_of: HashMap<&str, Vec<usize>> = HashMap::new();
     for r in (0..t.len()).filter(|&r| !t.masked[r]) {
@@ -87,5 +99,5 @@ pub fn merge_into_profile(
             e.set_all(vals.iter().map(|(k, v)| (k, v.clone())));
         }
     }
-    Ok(())
+    Ok(frame)
 }

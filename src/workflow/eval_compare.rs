@@ -16,12 +16,12 @@ use super::aggregate::{aggregate, AggregateConfig};
 use super::custom::Metrics;
 use crate::error::{Error, Location, Result};
 use crate::export::atomic::{in_out_dir, OutputSet};
+use crate::export::eval_compare::{render_json, render_markdown, report_paths, Provenance};
 use crate::export::nemo_gym::artifact_path;
-use crate::export::nemo_gym_compare::{render_json, render_markdown, report_paths, Provenance};
 use crate::json::Json;
 use crate::metrics::eval_compare::{
-    compare, needs_rebuild, parse_run_file, rebuild_repeat_metrics, rebuild_warning, AgentChoice, Comparison, Role,
-    RunFile,
+    eval_comparison, needs_rebuild, parse_run_file, rebuild_repeat_metrics, rebuild_warning, AgentChoice,
+    EvalComparison, Role, RunFile,
 };
 use crate::metrics::task_identity;
 use crate::metrics::warnings::Warnings;
@@ -61,7 +61,7 @@ pub struct EvalCompareConfig {
 
 /// What an eval-compare run did.
 pub struct EvalCompareRun {
-    pub comparison: Comparison,
+    pub comparison: EvalComparison,
     /// The aggregate files computed first (`compute_missing`).
     pub computed: Vec<PathBuf>,
     /// The reports written.
@@ -281,7 +281,7 @@ pub fn eval_compare(c: &EvalCompareConfig) -> Result<EvalCompareRun> {
         runs.push(run);
     }
     let base = runs.remove(0);
-    let comparison = compare(&base, &runs, &c.agents, &mut warn)?;
+    let comparison = eval_comparison(&base, &runs, &c.agents, &mut warn)?;
     let dir = match &c.output_dir {
         Some(d) if d.is_absolute() => d.clone(),
         Some(d) => c.cwd.join(d),

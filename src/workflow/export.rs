@@ -36,7 +36,7 @@ pub fn tables(
 ) -> Result<(Vec<(&'static str, DataFrame)>, Warnings)> {
     let (t, inputs) = read_both(rollouts, inputs, ReadOptions::FINGERPRINTS)?;
     let failed = super::aggregate::failures_beside(rollouts, &t)?.map(|c| c.failures).unwrap_or_default();
-    let (tables, warnings) = crate::metrics::tables::tables(&t, inputs.as_ref(), agent, &failed)?;
+    let (tables, warnings) = crate::metrics::tables::tables(&t, inputs.as_ref(), agent, &failed, None)?;
     Ok((tables.named(), warnings))
 }
 
@@ -76,5 +76,5 @@ pub fn export_to_lake(
     let failed = super::aggregate::failures_beside(rollouts, &t)?.map(|c| c.failures).unwrap_or_default();
     let mut read: Vec<&Path> = rollouts.iter().map(PathBuf::as_path).collect();
     read.extend(inputs);
-    super::lake::add_run(&t, read_inputs.as_ref(), agent, &failed, &read, to)
+    super::lake::add_run(&t, read_inputs.as_ref(), agent, &failed, None, &read, to)
 }

@@ -103,17 +103,19 @@ fn distinct(df: &DataFrame, column: &str) -> Result<i64> {
 }
 
 /// Adds a run already read (by `export`, `aggregate` or `profile`) to the lake: its
-/// tables are built while the source files `read` are checksummed.
+/// tables are built while the source files `read` are checksummed; `rollouts` is the
+/// rollouts table when the run built it already (for its SQL metrics).
 pub fn add_run(
     t: &RolloutTable,
     inputs: Option<&InputTable>,
     agent: Option<&str>,
     failed: &[Failed],
+    rollouts: Option<DataFrame>,
     read: &[&Path],
     to: &LakeTarget,
 ) -> Result<LakeRun> {
     let (tables, sources) = rayon::join(
-        || crate::metrics::tables::tables(t, inputs, agent, failed),
+        || crate::metrics::tables::tables(t, inputs, agent, failed, rollouts),
         || read.iter().map(|p| checksum(p)).collect::<Result<Vec<Source>>>(),
     );
     let (tables, warnings) = tables?;

@@ -132,8 +132,11 @@ pub fn profile_table(
     let t0 = std::time::Instant::now();
     let mut res = crate::metrics::profile::profile(t, inputs, c.allow_partial)?;
     trace("statistics", t0);
+    // The rollouts table SQL metrics ran over, kept for the lake's tables.
+    let mut frame = None;
     if !c.metrics.is_empty() {
-        merge_into_profile(t, Some(inputs), &c.metrics.specs, &mut res.agents, &mut res.warnings)?;
+        frame = merge_into_profile(t, Some(inputs), &c.metrics.specs, &mut res.agents, &mut res.warnings)?
+            .filter(|_| c.lake.is_some());
     }
     let t0 = std::time::Instant::now();
     status.writing(&paths[0]);
@@ -153,7 +156,7 @@ pub fn profile_table(
             let failed = super::aggregate::failures_beside(&c.rollouts, t)?.map(|c| c.failures).unwrap_or_default();
             let read: Vec<&Path> =
                 std::iter::once(c.inputs.as_path()).chain(c.rollouts.iter().map(PathBuf::as_path)).collect();
-            Some(super::lake::add_run(t, Some(inputs), None, &failed, &read, to)?)
+            Some(super::lake::add_run(t, Some(inputs), None, &failed, frame, &read, to)?)
         }
         None => None,
     };

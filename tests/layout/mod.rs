@@ -178,3 +178,56 @@ fn statistics_and_ingest_never_import_a_renderer() {
     }
     assert!(checked > 20, "only {checked} files checked");
 }
+
+/// The top-level name of a source file's layer (`src/ingest/table.rs` → `ingest`).
+fn layer(src: &Path, file: &Path) -> String {
+    file.strip_prefix(src).unwrap().iter().next().unwrap().to_string_lossy().into_owned()
+}
+
+#[test]
+fn the_leaves_import_no_layer() {
+    // Timings and status notes, signals, errors, the private encodings and Python's text
+    // of a float are used by every layer, so they import none of them.
+    let g = graph();
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+    let leaves = ["trace.rs", "signals.rs", "error.rs", "codec.rs", "python_float.rs"];
+    for leaf in leaves {
+        let file = src.join(leaf);
+        let to = g.get(&file).unwrap_or_else(|| panic!("{leaf} was not found"));
+        for t in to {
+            assert!(
+                leaves.contains(&layer(&src, t).as_str()) || t.ends_with("lib.rs"),
+                "{leaf} imports {}, a layer above it",
+                t.display()
+            );
+        }
+    }
+}
+
+#[test]
+fn the_merge_of_slices_is_a_room_of_its_own() {
+    // Only the command line enters the merge; the merge builds on the workflows and the
+    // layers below them, never on the command line, the viewer or SQL.
+    let g = graph();
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+    let merge = src.join("workflow").join("merge");
+    let mut inside = 0;
+    for (file, to) in &g {
+        if file.starts_with(&merge) {
+            inside += 1;
+            for t in to {
+                assert!(
+                    !matches!(layer(&src, t).as_str(), "cli" | "view" | "query"),
+                    "{} imports {}, a layer above the merge",
+                    file.display(),
+                    t.display()
+                );
+            }
+        } else if layer(&src, file) != "cli" {
+            if let Some(t) = to.iter().find(|t| t.starts_with(&merge)) {
+                panic!("{} imports {}: only the command line enters the merge", file.display(), t.display());
+            }
+        }
+    }
+    assert!(inside >= 5, "only {inside} files found in {}", merge.display());
+}

@@ -1,5 +1,5 @@
 //! The statistics of both bucket-by-bucket merges as rounds over the buckets: the
-//! *plan* (every run's state, `merge_lean`), each bucket's *share* of a round, and
+//! *plan* (every run's state, `lean.rs`), each bucket's *share* of a round, and
 //! combining the shares into the next plan, in this process or as tasks on a cluster.
 //!
 //! In a round, each bucket's rows give its *share* (`merge … --share-out` on a cluster,
@@ -30,8 +30,7 @@ use std::path::{Path, PathBuf};
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 
-use super::merge_buckets::{Step, Sweep};
-use super::merge_lean::{mix, LeanRun};
+use super::lean::{mix, LeanRun};
 use crate::codec::{decode, decode_all, encode};
 use crate::error::{Error, Location, Result};
 use crate::export::atomic::OutputSet;
@@ -562,30 +561,6 @@ pub(super) fn round_share(
     lean.visit(&p, &(0..p.fields.len()).collect::<Vec<_>>());
     lean.close_share();
     Ok(Some(Share { key: key.clone(), first_task: p.task(0), names: Vec::new(), all_int: false, lean }))
-}
-
-/// What one command's bucket-by-bucket merge makes of a bucket for the rounds of its
-/// statistics; reading the buckets, running the rounds here and writing the share
-/// files are the same for both commands.
-pub(super) trait BucketShares {
-    /// The merge the shares are for.
-    const COMMAND: Command;
-
-    /// A bucket's shares of a round: the counting round without a plan, with what the
-    /// bucket tells besides its runs' shares; later rounds with the plan the last
-    /// round's combine wrote.
-    fn shares(&self, s: &Step<'_>, plan: Option<&Plan>) -> Result<(Vec<Share>, Vec<BucketInfo>)>;
-}
-
-/// One round of the statistics in this process: every step of `sweep` read in order,
-/// the shares `cmd` makes of each absorbed into the plan.
-pub(super) fn round_here(cmd: &impl BucketShares, plan: &mut Plan, sweep: Sweep<'_>) -> Result<()> {
-    sweep
-        .each_step(false, |s| {
-            let (shares, _) = cmd.shares(s, Some(plan))?;
-            absorb_own(plan, shares, Vec::new())
-        })
-        .map(drop)
 }
 
 /// Settles the statistics once `counted` holds the merge's own counting round: from

@@ -7,7 +7,7 @@
 //! - the first pass joins them by rollout key as the single-machine profile does,
 //!   counts what the completion summary, the coverage and the errors need, and counts
 //!   each run key's measured rollouts into the plan of the statistics' rounds;
-//! - the rounds (`merge_rounds`) settle the agent and repeat levels, every label with
+//! - the rounds (`rounds.rs`) settle the agent and repeat levels, every label with
 //!   every field of the profile;
 //! - a last pass writes each bucket's task entries with its own input rows as samples.
 
@@ -15,11 +15,9 @@ use std::collections::{BTreeMap, HashMap, HashSet};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use super::merge_buckets::{MergeInputs, RunChecks, Step, Sweep};
-use super::merge_rounds::{
-    absorb_own, counting_share, round_here, round_share, settle, BucketInfo, BucketShares, Command, Plan, Share,
-};
-use super::profile::{ProfileConfig, ProfileRun};
+use super::buckets::{MergeInputs, RunChecks, Step, Sweep};
+use super::rounds::{absorb_own, counting_share, round_share, settle, BucketInfo, Command, Plan, Share};
+use super::{round_here, BucketShares};
 use crate::error::{Error, Result};
 use crate::export::atomic::OutputSet;
 use crate::export::nemo_gym::compact_array;
@@ -36,6 +34,7 @@ use crate::metrics::profile::{
 use crate::metrics::tasks::{info_specs, quoted_names, Samples, TaskSpec};
 use crate::metrics::warnings::Warnings;
 use crate::trace::trace;
+use crate::workflow::profile::{ProfileConfig, ProfileRun};
 
 /// What the first pass gathers besides the statistics' counting round.
 #[derive(Default)]
@@ -119,7 +118,7 @@ impl Gather {
     /// prints them: once the run checks pass.
     fn errors(&mut self, inputs: &Path, lines: &LineMap, allow_partial: bool, pending: &mut Vec<String>) -> Result<()> {
         std::mem::take(&mut self.checks).result(inputs, lines)?;
-        super::report_read_warnings(&std::mem::take(pending));
+        crate::workflow::report_read_warnings(&std::mem::take(pending));
         if let Some(e) = self.input_dup.take().or(self.result_dup.take()) {
             return Err(e);
         }

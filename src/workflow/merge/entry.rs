@@ -1,20 +1,14 @@
-//! Sweeps split over many machines: `shard` reads one rollouts file and saves its rows
-//! by bucket of tasks (bucket = ⌊task / width⌋) as slices; `join` joins one bucket's
-//! slices from every file; `merge` gives the artifacts of the files concatenated (in the
-//! order the slices are given), byte for byte. One rule, applied before any slice is
-//! read, picks how: bucket by bucket (`merge_aggregate.rs`, `merge_profile.rs`, their
-//! statistics settled in rounds run here or as cluster tasks, `merge_rounds.rs`), or
-//! the slices read back as one table for the single-machine code.
+//! The commands over slices: `shard`, `join`, and `merge`'s entry points, each of which
+//! applies the one rule that picks bucket by bucket or the whole table before any slice
+//! is read; the slices' and input slices' names in a shard folder.
 
 use std::path::{Path, PathBuf};
 
-use super::aggregate::{aggregate_table, AggregateConfig, AggregateRun};
-use super::merge_aggregate::merge_aggregate_streamed;
-use super::merge_buckets::{MergeInputs, Sweep};
-use super::merge_profile::merge_profile_streamed;
-use super::merge_rounds::{write_share_file, BucketShares, Command, Plan};
-use super::profile::{check_inputs, profile_paths, profile_table, ProfileConfig, ProfileRun};
-use super::{check_runs, report_read_warnings};
+use super::aggregate::merge_aggregate_streamed;
+use super::buckets::{MergeInputs, Sweep};
+use super::profile::merge_profile_streamed;
+use super::rounds::{write_share_file, Command, Plan};
+use super::BucketShares;
 use crate::error::{Error, Location, Result};
 use crate::export::atomic::{in_out_dir, OutputSet};
 use crate::ingest::input_slice::{is_input_slice, read_head, write_input_slice, ShardPart, SlicedInputs};
@@ -23,6 +17,9 @@ use crate::ingest::rollouts::read_rollouts_range;
 use crate::ingest::slice::{read_slices, span, write_slice};
 use crate::ingest::{read_inputs, read_rollouts, InputTable, ReadOptions, RolloutTable};
 use crate::trace::trace;
+use crate::workflow::aggregate::{aggregate_table, AggregateConfig, AggregateRun};
+use crate::workflow::profile::{check_inputs, profile_paths, profile_table, ProfileConfig, ProfileRun};
+use crate::workflow::{check_runs, report_read_warnings};
 
 /// The list of buckets `shard` writes beside its slices.
 pub const MANIFEST: &str = "manifest.json";
@@ -446,7 +443,7 @@ pub fn merge_shares(
     out: &Path,
 ) -> Result<usize> {
     let given = InputsGiven::new(c.inputs.as_deref(), input_slices)?;
-    let cmd = super::merge_aggregate::AggregateShares { agent: c.agent.is_some() };
+    let cmd = super::aggregate::AggregateShares { agent: c.agent.is_some() };
     round_shares(&cmd, &c.rollouts[0], slices, given, plan, out)
 }
 
@@ -461,7 +458,7 @@ pub fn merge_profile_shares(
     out: &Path,
 ) -> Result<usize> {
     let given = if input_slices.is_empty() { InputsGiven::File(&c.inputs) } else { InputsGiven::Slices(input_slices) };
-    round_shares(&super::merge_profile::ProfileShares, &c.rollouts[0], slices, given, plan, out)
+    round_shares(&super::profile::ProfileShares, &c.rollouts[0], slices, given, plan, out)
 }
 
 /// One round's shares `cmd` makes of the buckets `slices` (in bucket order) with their
@@ -532,7 +529,7 @@ fn sample_file(s: &SlicedInputs) -> Result<PathBuf> {
 /// (`c.inputs`, or every input slice joined in line order), and the single-machine
 /// code builds the tables from it.
 pub fn merge_export(
-    c: &super::ExportConfig,
+    c: &crate::workflow::ExportConfig,
     slices: &[PathBuf],
     input_slices: &[PathBuf],
 ) -> Result<(Vec<PathBuf>, crate::metrics::warnings::Warnings)> {
@@ -546,7 +543,7 @@ pub fn merge_export(
             out.check(path)?;
         }
         let (inputs, t) = read_both(given, None, slices, &c.rollouts[0])?;
-        let (tables, warnings) = crate::metrics::tables::tables(&t, inputs.as_ref(), c.agent.as_deref(), &[])?;
+        let (tables, warnings) = crate::metrics::tables::tables(&t, inputs.as_ref(), c.agent.as_deref(), &[], None)?;
         for ((_, mut df), path) in tables.named().into_iter().zip(&paths) {
             let mut w = out.create(path)?;
             crate::export::parquet::write_parquet(&mut df, path, &mut w)?;

@@ -2,7 +2,7 @@
 //! statistic is computed per run label over rows in (task, rollout) order, so the merge
 //! need not hold the sweep's table: a first pass reads the slices in order, checks what
 //! the whole table's run checks, and counts each run's scored rollouts into the plan of
-//! the statistics' rounds; the rounds (`merge_rounds`) settle the agent and repeat
+//! the statistics' rounds; the rounds (`rounds.rs`) settle the agent and repeat
 //! levels; a last pass reads each bucket once more and writes every run's task entries.
 //! The bytes are those of the whole-table merge. The rounds' shares of a bucket are made
 //! behind [`BucketShares`], which both merges implement.
@@ -15,11 +15,9 @@ use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use super::aggregate::{AggregateConfig, AggregateRun};
-use super::merge_buckets::{BucketRuns, MergeInputs, RunChecks, Step, Sweep, ORPHAN};
-use super::merge_rounds::{
-    absorb_own, counting_share, round_here, round_share, settle, BucketInfo, BucketShares, Command, Plan, Share,
-};
+use super::buckets::{BucketRuns, MergeInputs, RunChecks, Step, Sweep, ORPHAN};
+use super::rounds::{absorb_own, counting_share, round_share, settle, BucketInfo, Command, Plan, Share};
+use super::{round_here, BucketShares};
 use crate::error::{Error, Result};
 use crate::export::atomic::OutputSet;
 use crate::export::tasks::{close_array, write_aggregate_with, write_task_entries, StreamError};
@@ -34,6 +32,7 @@ use crate::metrics::profile::{coverage_members, duplicate_key};
 use crate::metrics::tasks::{info_specs, quoted_names};
 use crate::metrics::warnings::Warnings;
 use crate::trace::trace;
+use crate::workflow::aggregate::{AggregateConfig, AggregateRun};
 
 /// What one run gathers over the buckets besides its statistics' state.
 #[derive(Default)]
@@ -224,7 +223,7 @@ pub(super) fn merge_aggregate_streamed(
         std::mem::take(&mut g.checks).result(inp.path(), &g.lines)?;
     }
     // The inputs' read warnings, where the whole table's run prints them.
-    super::report_read_warnings(&std::mem::take(pending));
+    crate::workflow::report_read_warnings(&std::mem::take(pending));
     if let Some(e) = g.unnamed.take() {
         return Err(e);
     }

@@ -330,7 +330,7 @@ impl RunChecks {
         if self.first_row.as_ref().is_none_or(|f| t.line[first] < f.0) {
             self.first_row = Some((t.line[first], t.location(first), (t.task[first], t.rollout[first])));
         }
-        if let Some((line, e)) = super::contradiction_error(t, inp) {
+        if let Some((line, e)) = crate::workflow::contradiction_error(t, inp) {
             if self.contradiction.as_ref().is_none_or(|f| line < f.0) {
                 self.contradiction = Some((line, e));
             }
@@ -344,11 +344,11 @@ impl RunChecks {
             return Ok(());
         }
         if !self.any_reward {
-            return Err(super::no_results(lines, inputs));
+            return Err(crate::workflow::no_results(lines, inputs));
         }
         if !self.any_input_row {
             let (_, loc, key) = self.first_row.expect("a slice holds rows");
-            return Err(super::no_input_rows(loc, key, inputs));
+            return Err(crate::workflow::no_input_rows(loc, key, inputs));
         }
         match self.contradiction {
             Some((_, e)) => Err(e),

@@ -1,5 +1,5 @@
 //! The two reports of NeMo Gym's `gym eval compare`, rendered from a computed
-//! [`Comparison`]: `compare_report.json` (the result as an ordered JSON value, indented
+//! [`EvalComparison`]: `compare_report.json` (the result as an ordered JSON value, indented
 //! by two spaces, no trailing newline, as orjson writes it) and `compare_report.md` (the
 //! same tables, notes and flips, with numbers formatted as Python's format specs `.4f`,
 //! `.2f`, `+.1f` and `g` print them). Nothing is computed here.
@@ -9,9 +9,10 @@ use std::sync::Arc;
 
 use crate::json::{write_indented, Json};
 use crate::metrics::eval_compare::{
-    AgentComparison, CandidateValue, Comparison, FlipMode, FlipSummary, MetricRow, MetricValue, RunInfo, TaskFlip,
-    MAX_FLIPS_SHOWN,
+    CandidateValue, EvalAgentComparison, EvalComparison, FlipMode, FlipSummary, MetricRow, MetricValue, RunInfo,
+    TaskFlip, MAX_FLIPS_SHOWN,
 };
+use crate::python_float;
 
 /// File names of the two reports.
 pub const MARKDOWN_REPORT: &str = "compare_report.md";
@@ -135,7 +136,7 @@ fn summary_json(s: &FlipSummary) -> Json {
     ])
 }
 
-fn comparison_json(c: &AgentComparison) -> Json {
+fn comparison_json(c: &EvalAgentComparison) -> Json {
     Json::Obj(vec![
         (k("baseline_agent"), Json::Str(c.baseline_agent.clone())),
         (k("candidate_agents"), strs(&c.candidate_agents)),
@@ -150,7 +151,7 @@ fn comparison_json(c: &AgentComparison) -> Json {
 }
 
 /// `compare_report.json` as an ordered value.
-pub fn report_json(r: &Comparison, p: &Provenance) -> Json {
+pub fn report_json(r: &EvalComparison, p: &Provenance) -> Json {
     Json::Obj(vec![
         (k("schema_version"), Json::Str(SCHEMA_VERSION.into())),
         (k("generated_at"), Json::Str(p.generated_at.clone())),
@@ -165,79 +166,23 @@ pub fn report_json(r: &Comparison, p: &Provenance) -> Json {
 }
 
 /// The bytes of `compare_report.json`.
-pub fn render_json(r: &Comparison, p: &Provenance) -> Vec<u8> {
+pub fn render_json(r: &EvalComparison, p: &Provenance) -> Vec<u8> {
     let mut out = Vec::new();
     write_indented(&mut out, &report_json(r, p), 0);
     out
 }
 
-/// Python's `f"{v:.{prec}f}"` (and `+` with `signed`): Rust prints the same digits
-/// (exact value, ties to even); only NaN and the infinities are spelled differently.
-fn py_fixed(v: f64, prec: usize, signed: bool) -> String {
-    if v.is_nan() {
-        return if signed { "+nan".into() } else { "nan".into() };
-    }
-    if v.is_infinite() {
-        let s = if v > 0.0 {
-            if signed {
-                "+inf"
-            } else {
-                "inf"
-            }
-        } else {
-            "-inf"
-        };
-        return s.into();
-    }
-    if signed {
-        format!("{v:+.prec$}")
-    } else {
-        format!("{v:.prec$}")
-    }
-}
-
-/// Python's `f"{v:g}"`: six significant digits, fixed notation for exponents -4..5,
-/// scientific (`1e-05`, `1.23457e+06`) otherwise, trailing zeros removed.
-pub fn py_g(v: f64) -> String {
-    if v.is_nan() {
-        return "nan".into();
-    }
-    if v.is_infinite() {
-        return if v > 0.0 { "inf".into() } else { "-inf".into() };
-    }
-    if v == 0.0 {
-        return if v.is_sign_negative() { "-0".into() } else { "0".into() };
-    }
-    let sci = format!("{v:.5e}");
-    let (mant, exp) = sci.split_once('e').expect("exponent form");
-    let exp: i32 = exp.parse().expect("exponent");
-    let trim = |s: String| {
-        if s.contains('.') {
-            s.trim_end_matches('0').trim_end_matches('.').to_string()
-        } else {
-            s
-        }
-    };
-    if (-4..6).contains(&exp) {
-        let prec = (5 - exp) as usize;
-        trim(format!("{v:.prec$}"))
-    } else {
-        let m = trim(mant.to_string());
-        format!("{m}e{}{:02}", if exp < 0 { '-' } else { '+' }, exp.abs())
-    }
-}
-
 fn fmt(v: Option<f64>) -> String {
     match v {
         None => MISSING.into(),
-        Some(v) => py_fixed(v, if v.abs() < 10.0 { 4 } else { 2 }, false),
+        Some(v) => python_float::fixed(v, if v.abs() < 10.0 { 4 } else { 2 }, false),
     }
 }
 
 fn fmt_signed(v: Option<f64>) -> String {
     match v {
         None => MISSING.into(),
-        Some(v) => py_fixed(v, if v.abs() < 10.0 { 4 } else { 2 }, true),
+        Some(v) => python_float::fixed(v, if v.abs() < 10.0 { 4 } else { 2 }, true),
     }
 }
 
@@ -258,7 +203,7 @@ fn fmt_delta(c: Option<&CandidateValue>) -> String {
     match c {
         Some(CandidateValue { delta: Some(d), delta_pct, .. }) => match delta_pct {
             None => format!("{} (n/a)", fmt_signed(Some(*d))),
-            Some(p) => format!("{} ({}%)", fmt_signed(Some(*d)), py_fixed(*p, 1, true)),
+            Some(p) => format!("{} ({}%)", fmt_signed(Some(*d)), python_float::fixed(*p, 1, true)),
         },
         _ => MISSING.into(),
     }
@@ -275,7 +220,7 @@ fn fmt_delta_ci(c: Option<&CandidateValue>) -> String {
 
 fn fmt_rewards(r: &Option<Vec<f64>>) -> String {
     match r {
-        Some(v) if !v.is_empty() => v.iter().map(|&x| py_g(x)).collect::<Vec<_>>().join(", "),
+        Some(v) if !v.is_empty() => v.iter().map(|&x| python_float::g(x)).collect::<Vec<_>>().join(", "),
         _ => MISSING.into(),
     }
 }
@@ -288,7 +233,7 @@ fn table(header: &[String], align: &[&str], rows: &[Vec<String>], out: &mut Vec<
     }
 }
 
-fn candidate_labels(r: &Comparison) -> Vec<String> {
+fn candidate_labels(r: &EvalComparison) -> Vec<String> {
     if r.candidates.len() == 1 {
         vec!["Candidate".into()]
     } else {
@@ -296,7 +241,7 @@ fn candidate_labels(r: &Comparison) -> Vec<String> {
     }
 }
 
-fn run_summary(r: &Comparison, c: &AgentComparison, out: &mut Vec<String>) {
+fn run_summary(r: &EvalComparison, c: &EvalAgentComparison, out: &mut Vec<String>) {
     let q = |s: &str| format!("`{s}`");
     let row = |name: &str, b: String, cs: Vec<String>| {
         let mut v = vec![name.to_string(), b];
@@ -466,7 +411,7 @@ fn flip_section(s: &FlipSummary, label: &str, out: &mut Vec<String>) {
 }
 
 /// `compare_report.md`.
-pub fn render_markdown(r: &Comparison, p: &Provenance) -> String {
+pub fn render_markdown(r: &EvalComparison, p: &Provenance) -> String {
     let labels = candidate_labels(r);
     let mut out: Vec<String> = vec!["# gym eval compare".into(), String::new()];
     for c in &r.comparisons {
@@ -546,7 +491,7 @@ pub fn render_markdown(r: &Comparison, p: &Provenance) -> String {
 
 /// The short recap printed after the files are written: each side's aggregate file, the
 /// agents compared, the flips per candidate.
-pub fn summary_lines(r: &Comparison) -> Vec<String> {
+pub fn summary_lines(r: &EvalComparison) -> Vec<String> {
     let mut lines = vec![format!("Baseline:  {}", r.baseline.aggregate.display())];
     lines.extend(r.candidates.iter().map(|c| format!("Candidate: {}", c.aggregate.display())));
     let mut agents: Vec<&str> = r.comparisons.iter().map(|c| c.baseline_agent.as_str()).collect();
@@ -576,7 +521,7 @@ pub fn summary_lines(r: &Comparison) -> Vec<String> {
 
 /// The key-metric rows of each comparison as plain text lines (metric, delta, its
 /// interval, baseline and candidate values), for the terminal.
-pub fn key_metric_lines(r: &Comparison) -> Vec<String> {
+pub fn key_metric_lines(r: &EvalComparison) -> Vec<String> {
     let mut lines = Vec::new();
     for c in &r.comparisons {
         lines.push(format!("Key metrics — {}", c.baseline_agent));
@@ -613,39 +558,11 @@ mod tests {
 
     /// Python 3's f"{v:g}" for these values.
     #[test]
-    fn g_format_as_python() {
-        let cases = [
-            (1.0, "1"),
-            (0.0, "0"),
-            (-0.0, "-0"),
-            (0.5, "0.5"),
-            (0.838752, "0.838752"),
-            (0.0233721, "0.0233721"),
-            (0.000483376, "0.000483376"),
-            (0.00001, "1e-05"),
-            (0.0001, "0.0001"),
-            (123456.0, "123456"),
-            (1234567.0, "1.23457e+06"),
-            (999999.5, "1e+06"),
-            (0.1234564, "0.123456"),
-            (-2.5, "-2.5"),
-            (1e100, "1e+100"),
-            (f64::NAN, "nan"),
-            (f64::NEG_INFINITY, "-inf"),
-        ];
-        for (v, want) in cases {
-            assert_eq!(py_g(v), want, "{v:e}");
-        }
-    }
-
-    #[test]
     fn fixed_formats_as_python() {
         assert_eq!(fmt(Some(9.99995)), "10.0000");
         assert_eq!(fmt(Some(10.0)), "10.00");
         assert_eq!(fmt(Some(-0.0)), "-0.0000");
         assert_eq!(fmt_signed(Some(0.0)), "+0.0000");
         assert_eq!(fmt_signed(Some(-273.37)), "-273.37");
-        assert_eq!(py_fixed(0.125, 2, false), "0.12");
-        assert_eq!(py_fixed(f64::NAN, 4, true), "+nan");
     }
 }
