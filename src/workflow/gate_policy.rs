@@ -185,19 +185,11 @@ pub fn parse(path: &Path, text: &str) -> Result<Policy> {
     Ok(Policy { path: path.to_path_buf(), alpha, checks })
 }
 
-/// One `[[check]]` table, validated.
-fn check(path: &Path, text: &str, c: &FileCheck) -> Result<Check> {
-    let at = |span: Range<usize>, key: &str| Location::line(path, line_of(text, span.start)).key(key);
-    let kind_text = c.kind.get_ref().as_str();
-    let Some(kind) = Kind::parse(kind_text) else {
-        let all: Vec<&str> = Kind::ALL.iter().map(|k| k.name()).collect();
-        return Err(Error::bad(
-            at(c.kind.span(), "kind"),
-            format!("kind {kind_text:?} is not one of {}", all.join(" | ")),
-        ));
-    };
+/// A check's `metric`: a numeric rollouts field, `pass@K`, `failure_rate` or
+/// `health:CHECK` (a rollout health check's id).
+fn parse_metric(c: &FileCheck, at: &dyn Fn(Range<usize>, &str) -> Location) -> Result<Metric> {
     let metric_text = c.metric.get_ref().trim();
-    let metric = if let Some(k) = metric_text.strip_prefix("pass@") {
+    Ok(if let Some(k) = metric_text.strip_prefix("pass@") {
         match k.parse::<u32>() {
             Ok(k) if k >= 1 => Metric::PassAt(k),
             _ => {
@@ -230,7 +222,21 @@ fn check(path: &Path, text: &str, c: &FileCheck) -> Result<Check> {
         ));
     } else {
         Metric::Field(metric_text.to_string())
+    })
+}
+
+/// One `[[check]]` table, validated.
+fn check(path: &Path, text: &str, c: &FileCheck) -> Result<Check> {
+    let at = |span: Range<usize>, key: &str| Location::line(path, line_of(text, span.start)).key(key);
+    let kind_text = c.kind.get_ref().as_str();
+    let Some(kind) = Kind::parse(kind_text) else {
+        let all: Vec<&str> = Kind::ALL.iter().map(|k| k.name()).collect();
+        return Err(Error::bad(
+            at(c.kind.span(), "kind"),
+            format!("kind {kind_text:?} is not one of {}", all.join(" | ")),
+        ));
     };
+    let metric = parse_metric(c, &at)?;
     let lower_is_better = match c.direction.as_ref().map(|d| (d.get_ref().as_str(), d.span())) {
         // Fewer failures and fewer flagged rollouts are better unless the policy says otherwise.
         None => matches!(metric, Metric::FailureRate | Metric::Health(_)),
