@@ -395,4 +395,22 @@ mod tests {
         let twice = table(&[(0, 0), (1, 0), (1, 0), (2, 0)]);
         assert_eq!(twice.row_of(1, 0), Some(2));
     }
+
+    #[test]
+    fn a_row_near_the_last_is_the_row_a_search_finds() {
+        let sorted = table(&[(0, 0), (0, 1), (1, 0), (3, 2), (3, 5), (7, 0)]);
+        let shuffled = table(&[(3, 5), (0, 1), (7, 0), (0, 0), (3, 2), (1, 0)]);
+        let twice = table(&[(0, 0), (1, 0), (1, 0), (2, 0)]);
+        for t in [&sorted, &shuffled, &twice] {
+            for near in 0..t.len() + 1 {
+                for (task, rollout) in [(0, 0), (0, 1), (1, 0), (3, 2), (3, 5), (7, 0), (2, 0), (3, 3), (8, 0)] {
+                    assert_eq!(
+                        t.row_near(near, task, rollout),
+                        t.row_of(task, rollout),
+                        "near {near}: ({task}, {rollout})"
+                    );
+                }
+            }
+        }
+    }
 }

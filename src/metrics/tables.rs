@@ -271,3 +271,37 @@ fn with_columns(mut df: DataFrame, cols: &[schema::Fixed]) -> Result<DataFrame> 
     }
     Ok(df)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn row(items: &[(&str, Json)]) -> Vec<(String, Json)> {
+        items.iter().map(|(k, v)| (k.to_string(), v.clone())).collect()
+    }
+
+    #[test]
+    fn columns_come_in_order_of_first_scalar_and_keep_their_types() {
+        let obj = Json::Obj(vec![]);
+        let rows = vec![
+            row(&[("a", Json::Int(1)), ("o", obj.clone()), ("b", Json::Float(0.5))]),
+            // Another key order, a key given twice (the last counts), a new key.
+            row(&[("b", Json::Int(2)), ("a", Json::Int(3)), ("a", Json::Int(4)), ("c", Json::Str("x".into()))]),
+            // An object under a name that is a column: a cell of it, which is no integer.
+            row(&[("o", Json::Int(7)), ("c", Json::Null)]),
+            row(&[("a", Json::Null), ("i", Json::Int(5)), ("o", obj)]),
+        ];
+        let df = objects_to_frame(&rows).unwrap();
+        let names: Vec<&str> = df.get_column_names().into_iter().map(|s| s.as_str()).collect();
+        assert_eq!(names, ["a", "b", "c", "o", "i"]);
+        let a: Vec<Option<i64>> = df.column("a").unwrap().i64().unwrap().iter().collect();
+        assert_eq!(a, [Some(1), Some(4), None, None]);
+        let b: Vec<Option<f64>> = df.column("b").unwrap().f64().unwrap().iter().collect();
+        assert_eq!(b, [Some(0.5), Some(2.0), None, None]);
+        let c: Vec<Option<&str>> = df.column("c").unwrap().str().unwrap().iter().collect();
+        assert_eq!(c, [None, Some("x"), None, None]);
+        let o: Vec<Option<f64>> = df.column("o").unwrap().f64().unwrap().iter().collect();
+        assert_eq!(o, [None, None, Some(7.0), None]);
+        assert_eq!(df.column("i").unwrap().dtype(), &DataType::Int64);
+    }
+}

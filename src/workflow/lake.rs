@@ -57,7 +57,16 @@ pub fn checksum(path: &Path) -> Result<Source> {
     let map = f.metadata().is_ok_and(|m| m.is_file() && m.len() > 0).then(|| unsafe { memmap2::Mmap::map(&f) });
     if let Some(Ok(map)) = map {
         let _ = map.advise(memmap2::Advice::Sequential);
-        h.update(&map);
+        // In blocks whose pages leave the mapping once hashed (they stay in the page
+        // cache), so that hashing a large file does not hold it resident.
+        const BLOCK: usize = 16 << 20;
+        for at in (0..map.len()).step_by(BLOCK) {
+            let len = BLOCK.min(map.len() - at);
+            h.update(&map[at..at + len]);
+            // SAFETY: nothing refers to these bytes once hashed; DontNeed on a read-only
+            // file mapping only unmaps the pages. `at` is a multiple of the page size.
+            let _ = unsafe { map.unchecked_advise_range(memmap2::UncheckedAdvice::DontNeed, at, len) };
+        }
         bytes = map.len() as u64;
     } else {
         let mut buf = vec![0u8; 4 << 20];

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """How long `rollstat select` takes against `aggregate --no-health-check` on the same files.
 
-    python3 benches/select.py ROLLSTAT_BIN [options]
+    python3 benches/selection.py ROLLSTAT_BIN [options]
 
 In alternating pairs (aggregate first in odd pairs, select first in even ones, so that both
 see the same load), on the bench sweep: `aggregate -q --no-health-check ROLLOUTS --inputs
