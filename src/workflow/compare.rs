@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 
 use polars::prelude::*;
 
-use crate::error::{Error, Location, Result};
+use crate::error::{Error, Location, Msg, Opt, Result};
 use crate::export::compare::CompareView;
 use crate::ingest::frame::rollouts_frame;
 use crate::ingest::labels::runs;
@@ -302,12 +302,14 @@ fn read_file(a: &CompareConfig, path: &Path, inputs: Option<&Path>, read: Option
     let mut run_ids: std::collections::HashMap<&str, usize> = std::collections::HashMap::new();
     for r in 0..df.height() {
         let (Some(label), Some(task), Some(rollout)) = (agent.get(r), task.get(r), rollout.get(r)) else {
-            let what = if agent.get(r).is_none() {
-                "names no agent (give --agent NAME)"
-            } else {
-                "has no usable rollout key (`_ng_task_index` and `_ng_rollout_index`, integers)"
-            };
-            return Err(Error::bad(table.at(path, r), format!("this rollout {what}")));
+            if agent.get(r).is_none() {
+                let msg = Msg::default().text("this rollout names no agent (give ").opt(Opt::value("agent", "NAME"));
+                return Err(Error::refused(Some(table.at(path, r)), msg.text(")")));
+            }
+            return Err(Error::bad(
+                table.at(path, r),
+                "this rollout has no usable rollout key (`_ng_task_index` and `_ng_rollout_index`, integers)",
+            ));
         };
         let next = run_ids.len();
         keys.push((*run_ids.entry(label).or_insert(next), task, rollout, r));

@@ -6,6 +6,7 @@
 //! on a terminal, for large files) are the one thing a workflow shows by itself.
 
 pub mod aggregate;
+pub mod batch_metrics;
 pub mod compare;
 pub mod custom;
 pub mod distributed;
@@ -14,6 +15,7 @@ pub mod export;
 pub mod gate;
 pub mod gate_noise;
 pub mod gate_policy;
+pub mod health;
 pub mod ingest;
 pub mod lake;
 mod merge_aggregate;
@@ -22,6 +24,7 @@ mod merge_lean;
 mod merge_profile;
 pub mod merge_rounds;
 pub mod profile;
+pub mod query;
 pub mod report;
 pub mod select;
 pub mod trend;
@@ -30,6 +33,7 @@ use std::path::{Path, PathBuf};
 
 use crate::error::{Error, Location, Result};
 use crate::ingest::{self as read, InputTable, LineMap, RolloutTable};
+use crate::metrics::warnings::Warnings;
 use crate::trace::{trace, Status};
 
 pub use aggregate::{aggregate, AggregateConfig, AggregateRun};
@@ -38,8 +42,10 @@ pub use custom::Metrics;
 pub use eval_compare::{eval_compare, EvalCompareConfig, EvalCompareRun, ReportFormat};
 pub use export::{export, tables, ExportConfig};
 pub use gate::{gate, GateConfig, GateReport};
+pub use health::{health, HealthConfig};
 pub use ingest::{ingest, IngestConfig, IngestRun};
 pub use profile::{profile, ProfileConfig, ProfileRun};
+pub use query::{query, QueryConfig};
 pub use report::{report, ReportConfig, ReportRun};
 pub use select::{select, SelectConfig, SelectRun};
 
@@ -139,10 +145,53 @@ pub(crate) fn contradiction_error(r: &RolloutTable, inp: &InputTable) -> Option<
     Some((r.line[row], e))
 }
 
-/// Prints read warnings (cut-off last lines) to stderr.
+/// Prints read warnings (cut-off last lines) to stderr, or holds them (see
+/// [`holding_warnings`]).
 pub(crate) fn report_read_warnings(w: &[String]) {
     for m in w {
-        eprintln!("warning: {m}");
+        warn(m.clone());
+    }
+}
+
+thread_local! {
+    /// The warnings held on this thread instead of printed (see [`holding_warnings`]).
+    static HELD: std::cell::RefCell<Option<Warnings>> = const { std::cell::RefCell::new(None) };
+}
+
+/// A warning said as soon as it arises, before the run's own warnings are returned (a
+/// file's cut-off last line): printed to stderr as `warning: …`, or held when the
+/// caller runs the workflow inside [`holding_warnings`].
+pub fn warn(msg: String) {
+    let held = HELD.with(|h| match h.borrow_mut().as_mut() {
+        Some(w) => {
+            w.add(msg.clone());
+            true
+        }
+        None => false,
+    });
+    if !held {
+        eprintln!("warning: {msg}");
+    }
+}
+
+/// Runs `f` (a workflow, on this thread) holding the warnings [`warn`] would print, and
+/// returns them beside its result: for a host that issues warnings its own way.
+pub fn holding_warnings<T>(f: impl FnOnce() -> T) -> (T, Warnings) {
+    let before = HELD.with(|h| h.borrow_mut().replace(Warnings::default()));
+    let out = f();
+    let held = HELD.with(|h| std::mem::replace(&mut *h.borrow_mut(), before)).unwrap_or_default();
+    (out, held)
+}
+
+/// When a page is made or a sweep added: `SOURCE_DATE_EPOCH` when set (reproducible
+/// builds' convention), else now.
+pub fn made_at() -> Result<u64> {
+    match std::env::var("SOURCE_DATE_EPOCH") {
+        Ok(v) => v
+            .trim()
+            .parse()
+            .map_err(|_| Error::Usage(format!("SOURCE_DATE_EPOCH={v:?}: give whole seconds since 1970-01-01 UTC"))),
+        Err(_) => Ok(std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_secs())),
     }
 }
 
@@ -150,4 +199,29 @@ pub(crate) fn report_read_warnings(w: &[String]) {
 /// larger file was large enough for a progress line.
 pub(crate) fn status_after_read(t: &RolloutTable, inputs: Option<&InputTable>) -> Status {
     Status::new(t.report.bytes.max(inputs.map_or(0, |i| i.report.bytes)))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Warnings said as they arise are printed, or held for a caller that asked, once
+    /// each with their count, and the holding ends with the call.
+    #[test]
+    fn warnings_said_as_they_arise_can_be_held() {
+        let (n, held) = holding_warnings(|| {
+            warn("a.jsonl: the last line is cut off".into());
+            warn("a.jsonl: the last line is cut off".into());
+            warn("another".into());
+            7
+        });
+        assert_eq!(n, 7);
+        assert_eq!(held.items(), &[("a.jsonl: the last line is cut off".to_string(), 2), ("another".to_string(), 1)]);
+        let ((), inner) = holding_warnings(|| {
+            let ((), nested) = holding_warnings(|| warn("nested".into()));
+            assert_eq!(nested.total(), 1);
+        });
+        assert!(inner.is_empty());
+        assert!(HELD.with(|h| h.borrow().is_none()));
+    }
 }
