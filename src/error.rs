@@ -61,20 +61,26 @@ pub enum Door {
 
 /// An option of a workflow's configuration, named by its parameter (`allow_partial`,
 /// `agent`), as a message refers to it; each [`Door`] spells it its own way.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Opt {
     name: &'static str,
     form: Form,
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 enum Form {
     /// The option itself (`--inputs`, `inputs=`).
     Named,
     /// A switch turned on (`--allow-partial`, `allow_partial=True`).
     On,
-    /// The option with a value (`--agent NAME`, `agent="NAME"`).
+    /// A switch turned off: `--no-health-check`, `health_check=False`.
+    Off,
+    /// The option with a placeholder for its value (`--agent NAME`, `agent="NAME"`).
     Value(&'static str),
+    /// The option with the value it was given: a path or a number as it is on the
+    /// command line, quoted in Python (`--inputs in.jsonl`, `inputs="in.jsonl"`), or
+    /// quoted by both (`--baseline "b"`, `baseline="b"`).
+    Given { value: String, quoted: bool },
 }
 
 impl Opt {
@@ -86,24 +92,43 @@ impl Opt {
     pub const fn on(name: &'static str) -> Opt {
         Opt { name, form: Form::On }
     }
-    /// The option given a value: `--agent NAME` / `agent="NAME"`.
+    /// A switch turned off: `--no-health-check` / `health_check=False`.
+    pub const fn off(name: &'static str) -> Opt {
+        Opt { name, form: Form::Off }
+    }
+    /// The option with a placeholder for its value: `--agent NAME` / `agent="NAME"`.
     pub const fn value(name: &'static str, value: &'static str) -> Opt {
         Opt { name, form: Form::Value(value) }
+    }
+    /// The option with the value it was given: `--inputs in.jsonl` /
+    /// `inputs="in.jsonl"`.
+    pub fn given(name: &'static str, value: String) -> Opt {
+        Opt { name, form: Form::Given { value, quoted: false } }
+    }
+    /// The option with the value it was given, quoted by both doors: `--baseline "b"` /
+    /// `baseline="b"`.
+    pub fn quoted(name: &'static str, value: String) -> Opt {
+        Opt { name, form: Form::Given { value, quoted: true } }
     }
     /// How `door` spells it.
     pub fn spell(&self, door: Door) -> String {
         match door {
             Door::Cli => {
-                let flag = format!("--{}", self.name.replace('_', "-"));
-                match self.form {
-                    Form::Named | Form::On => flag,
-                    Form::Value(v) => format!("{flag} {v}"),
+                let flag = self.name.replace('_', "-");
+                match &self.form {
+                    Form::Named | Form::On => format!("--{flag}"),
+                    Form::Off => format!("--no-{flag}"),
+                    Form::Value(v) => format!("--{flag} {v}"),
+                    Form::Given { value, quoted: false } => format!("--{flag} {value}"),
+                    Form::Given { value, quoted: true } => format!("--{flag} {value:?}"),
                 }
             }
-            Door::Python => match self.form {
+            Door::Python => match &self.form {
                 Form::Named => format!("{}=", self.name),
                 Form::On => format!("{}=True", self.name),
+                Form::Off => format!("{}=False", self.name),
                 Form::Value(v) => format!("{}=\"{v}\"", self.name),
+                Form::Given { value, .. } => format!("{}={value:?}", self.name),
             },
         }
     }
@@ -245,13 +270,22 @@ mod tests {
             .opt(Opt::on("allow_partial"))
             .text(" (no ")
             .opt(Opt::named("inputs"))
+            .text(", not ")
+            .opt(Opt::off("health_check"))
+            .text(", not ")
+            .opt(Opt::quoted("baseline", "b".into()))
+            .text(", not ")
+            .opt(Opt::given("inputs", "in.jsonl".into()))
             .text(")");
         let e = Error::refused(Some(Location::line(Path::new("a.jsonl"), 3)), msg);
-        assert_eq!(e.to_string(), "a.jsonl, line 3: no agent; pass --agent NAME or --allow-partial (no --inputs)");
+        assert_eq!(
+            e.to_string(),
+            "a.jsonl, line 3: no agent; pass --agent NAME or --allow-partial (no --inputs, not --no-health-check, not --baseline \"b\", not --inputs in.jsonl)"
+        );
         assert_eq!(e.render(Door::Cli), e.to_string());
         assert_eq!(
             e.render(Door::Python),
-            "a.jsonl, line 3: no agent; pass agent=\"NAME\" or allow_partial=True (no inputs=)"
+            "a.jsonl, line 3: no agent; pass agent=\"NAME\" or allow_partial=True (no inputs=, not health_check=False, not baseline=\"b\", not inputs=\"in.jsonl\")"
         );
         assert!(e.is_bad_input());
         assert_eq!(e.location().and_then(|l| l.line), Some(3));

@@ -581,7 +581,8 @@ pub fn compare_runs(a: &CompareConfig, runs: &Runs) -> Result<Report> {
     let baseline = match &a.baseline {
         None => 0,
         Some(b) => runs.names.iter().position(|n| n == b).ok_or_else(|| {
-            Error::Usage(format!("--baseline {b:?} is not a run here; runs: {}", runs.names.join(", ")))
+            let msg = Msg::default().opt(Opt::quoted("baseline", b.clone()));
+            Error::refused(None, msg.text(format!(" is not a run here; runs: {}", runs.names.join(", "))))
         })?,
     };
     if let Some(k) = a.pass_at {

@@ -31,7 +31,7 @@ pub mod trend;
 
 use std::path::{Path, PathBuf};
 
-use crate::error::{Error, Location, Result};
+use crate::error::{Error, Location, Msg, Opt, Result};
 use crate::ingest::{self as read, InputTable, LineMap, RolloutTable};
 use crate::metrics::warnings::Warnings;
 use crate::trace::{trace, Status};
@@ -80,11 +80,16 @@ pub fn read_both(
 /// input row, or a rollout names another run than its input row does.
 pub fn check_runs(r: &RolloutTable, inp: &InputTable) -> Result<()> {
     if let Some(line) = inp.verified_line {
-        return Err(Error::bad(
-            Location::line(&inp.path, line),
-            "this input row carries a verifier's `response` and `reward`, as a rollouts file does; \
-             were --inputs and --rollouts swapped? (--inputs takes the materialized inputs of `gym eval run`)",
-        ));
+        let inputs = Opt::named("inputs");
+        let msg = Msg::default()
+            .text("this input row carries a verifier's `response` and `reward`, as a rollouts file does; were ")
+            .opt(inputs.clone())
+            .text(" and ")
+            .opt(Opt::named("rollouts"))
+            .text(" swapped? (")
+            .opt(inputs)
+            .text(" takes the materialized inputs of `gym eval run`)");
+        return Err(Error::refused(Some(Location::line(&inp.path, line)), msg));
     }
     if r.is_empty() {
         return Ok(());
@@ -105,14 +110,14 @@ pub fn check_runs(r: &RolloutTable, inp: &InputTable) -> Result<()> {
 /// Rollouts (read from `lines`) that hold no result at all: no row has a `reward` or a
 /// `response`.
 pub(crate) fn no_results(lines: &LineMap, inputs: &Path) -> Error {
-    Error::bad(
-        Location::file(Path::new(&lines.name())).key("reward"),
-        format!(
+    let msg = Msg::default()
+        .text(
             "no row has a `reward` or a `response`, which the rollouts `gym eval run` writes carry; \
-             is this the rollouts file (with --inputs {} as its materialized inputs)?",
-            inputs.display()
-        ),
-    )
+             is this the rollouts file (with ",
+        )
+        .opt(Opt::given("inputs", inputs.display().to_string()))
+        .text(" as its materialized inputs)?");
+    Error::refused(Some(Location::file(Path::new(&lines.name())).key("reward")), msg)
 }
 
 /// Rollouts none of whose keys has an input row: the first row (`at`, its key) named.

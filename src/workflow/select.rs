@@ -200,10 +200,11 @@ fn candidates(c: &SelectConfig) -> Result<(DataFrame, InputTable, String, Warnin
     let run = match (&c.run, labels.as_slice()) {
         (Some(r), _) if labels.contains(r) => r.clone(),
         (Some(r), _) => {
-            return Err(Error::Usage(format!(
-                "--run {r}: no such run in the rollouts; the runs are: {}",
-                labels.join(", ")
-            )))
+            let msg = Msg::default().opt(Opt::given("run", r.clone()));
+            return Err(Error::refused(
+                None,
+                msg.text(format!(": no such run in the rollouts; the runs are: {}", labels.join(", "))),
+            ));
         }
         (None, [one]) => one.clone(),
         (None, []) => String::new(),

@@ -68,6 +68,31 @@ def test_a_partial_run_is_refused_in_python_terms(sweep, tmp_path):
     assert "Use --allow-partial to profile completed rollouts" in p.stderr
 
 
+def test_a_value_the_run_does_not_have_is_named_as_given(runs, sweep, tmp_path):
+    with pytest.raises(rollstat.InputError) as e:
+        rollstat.compare(runs, baseline="nope")
+    assert str(e.value).startswith('baseline="nope" is not a run here; runs: ')
+    p = run("compare", *runs, "--baseline", "nope", check=False)
+    assert p.stderr.strip() == "rollstat: error: " + str(e.value).replace('baseline="nope"', '--baseline "nope"')
+    rollouts, inputs = sweep
+    with pytest.raises(rollstat.InputError) as e:
+        rollstat.select(rollouts, inputs, tmp_path / "sel.jsonl")
+    assert str(e.value).endswith('name the one whose tasks are selected with run="NAME"')
+    with pytest.raises(rollstat.InputError) as e:
+        rollstat.select(rollouts, inputs, tmp_path / "sel.jsonl", run="nope")
+    assert str(e.value).startswith('run="nope": no such run in the rollouts')
+
+
+def test_inputs_given_as_rollouts_are_named_in_python_terms(sweep, tmp_path):
+    rollouts, inputs = sweep
+    with pytest.raises(rollstat.InputError) as e:
+        rollstat.aggregate(rollouts, inputs=rollouts, out=tmp_path / "a.json")
+    assert "were inputs= and rollouts= swapped? (inputs= takes" in str(e.value)
+    assert e.value.path == str(rollouts) and e.value.line == 1
+    p = run("aggregate", rollouts, "--inputs", rollouts, "--out", tmp_path / "b.json", check=False)
+    assert "were --inputs and --rollouts swapped? (--inputs takes" in p.stderr
+
+
 def test_a_bad_reward_is_blamed_on_reward():
     with pytest.raises(rollstat.InputError) as e:
         rollstat.batch_metrics([{"uid": 1, "reward": "x"}])
