@@ -77,10 +77,11 @@ enum Form {
     Off,
     /// The option with a placeholder for its value (`--agent NAME`, `agent="NAME"`).
     Value(&'static str),
-    /// The option with the value it was given: a path or a number as it is on the
-    /// command line, quoted in Python (`--inputs in.jsonl`, `inputs="in.jsonl"`), or
-    /// quoted by both (`--baseline "b"`, `baseline="b"`).
-    Given { value: String, quoted: bool },
+    /// The option with the value it was given: a number as it is (`--detect 0`,
+    /// `detect=0`); text as it is on the command line and quoted in Python (`--inputs
+    /// in.jsonl`, `inputs="in.jsonl"`), or quoted by both (`--baseline "b"`,
+    /// `baseline="b"`).
+    Given { value: String, text: bool, quoted: bool },
 }
 
 impl Opt {
@@ -100,15 +101,18 @@ impl Opt {
     pub const fn value(name: &'static str, value: &'static str) -> Opt {
         Opt { name, form: Form::Value(value) }
     }
-    /// The option with the value it was given: `--inputs in.jsonl` /
-    /// `inputs="in.jsonl"`.
-    pub fn given(name: &'static str, value: String) -> Opt {
-        Opt { name, form: Form::Given { value, quoted: false } }
+    /// The option with the number it was given: `--detect 0` / `detect=0`.
+    pub fn number(name: &'static str, value: impl std::fmt::Display) -> Opt {
+        Opt { name, form: Form::Given { value: value.to_string(), text: false, quoted: false } }
     }
-    /// The option with the value it was given, quoted by both doors: `--baseline "b"` /
+    /// The option with the text it was given: `--inputs in.jsonl` / `inputs="in.jsonl"`.
+    pub fn text(name: &'static str, value: String) -> Opt {
+        Opt { name, form: Form::Given { value, text: true, quoted: false } }
+    }
+    /// The option with the text it was given, quoted by both doors: `--baseline "b"` /
     /// `baseline="b"`.
     pub fn quoted(name: &'static str, value: String) -> Opt {
-        Opt { name, form: Form::Given { value, quoted: true } }
+        Opt { name, form: Form::Given { value, text: true, quoted: true } }
     }
     /// How `door` spells it.
     pub fn spell(&self, door: Door) -> String {
@@ -119,8 +123,8 @@ impl Opt {
                     Form::Named | Form::On => format!("--{flag}"),
                     Form::Off => format!("--no-{flag}"),
                     Form::Value(v) => format!("--{flag} {v}"),
-                    Form::Given { value, quoted: false } => format!("--{flag} {value}"),
-                    Form::Given { value, quoted: true } => format!("--{flag} {value:?}"),
+                    Form::Given { value, quoted: false, .. } => format!("--{flag} {value}"),
+                    Form::Given { value, quoted: true, .. } => format!("--{flag} {value:?}"),
                 }
             }
             Door::Python => match &self.form {
@@ -128,7 +132,8 @@ impl Opt {
                 Form::On => format!("{}=True", self.name),
                 Form::Off => format!("{}=False", self.name),
                 Form::Value(v) => format!("{}=\"{v}\"", self.name),
-                Form::Given { value, .. } => format!("{}={value:?}", self.name),
+                Form::Given { value, text: true, .. } => format!("{}={value:?}", self.name),
+                Form::Given { value, text: false, .. } => format!("{}={value}", self.name),
             },
         }
     }
@@ -275,17 +280,19 @@ mod tests {
             .text(", not ")
             .opt(Opt::quoted("baseline", "b".into()))
             .text(", not ")
-            .opt(Opt::given("inputs", "in.jsonl".into()))
+            .opt(Opt::text("inputs", "in.jsonl".into()))
+            .text(", not ")
+            .opt(Opt::number("detect", 0.5))
             .text(")");
         let e = Error::refused(Some(Location::line(Path::new("a.jsonl"), 3)), msg);
         assert_eq!(
             e.to_string(),
-            "a.jsonl, line 3: no agent; pass --agent NAME or --allow-partial (no --inputs, not --no-health-check, not --baseline \"b\", not --inputs in.jsonl)"
+            "a.jsonl, line 3: no agent; pass --agent NAME or --allow-partial (no --inputs, not --no-health-check, not --baseline \"b\", not --inputs in.jsonl, not --detect 0.5)"
         );
         assert_eq!(e.render(Door::Cli), e.to_string());
         assert_eq!(
             e.render(Door::Python),
-            "a.jsonl, line 3: no agent; pass agent=\"NAME\" or allow_partial=True (no inputs=, not health_check=False, not baseline=\"b\", not inputs=\"in.jsonl\")"
+            "a.jsonl, line 3: no agent; pass agent=\"NAME\" or allow_partial=True (no inputs=, not health_check=False, not baseline=\"b\", not inputs=\"in.jsonl\", not detect=0.5)"
         );
         assert!(e.is_bad_input());
         assert_eq!(e.location().and_then(|l| l.line), Some(3));

@@ -655,7 +655,7 @@ def select(rollouts: Paths, inputs: PathLike, out: PathLike, *, run: Optional[st
     keeps tasks whose ``mean/reward`` is inside it, ``per``/``max`` is a quota per value
     of a column, ``sample`` a count (int) or share (float) drawn by ``weight`` with
     ``seed``; ``run`` names the run when the rollouts hold several."""
-    quota = (_a.opt_text("per", per), _a.opt_count("max", max, 1))
+    quota = (_a.opt_text("per", per), _a.opt_count("max", max))
     if (quota[0] is None) != (quota[1] is None):
         raise _a.bad_value("per" if quota[0] is None else "max", "per and max go together (a quota per value)")
     t, _, warns = _rollstat.select(

@@ -94,14 +94,8 @@ type ReadTable = (RolloutTable, Option<InputTable>);
 /// Each JSONL rollouts file read once (with its inputs), whatever the number of metrics
 /// the policy names; `None` for a Parquet table (read per metric, as `compare` does).
 pub(super) fn read_tables(base: &CompareConfig) -> Result<Vec<Option<ReadTable>>> {
-    if !base.inputs.is_empty() && base.inputs.len() != base.rollouts.len() {
-        // Said by `read_runs` too, but before reading here.
-        return Err(Error::Usage(format!(
-            "give --inputs once per --rollouts file, in the same order, or not at all ({} rollouts files, {} inputs files)",
-            base.rollouts.len(),
-            base.inputs.len()
-        )));
-    }
+    // Said by `read_runs` too, but before reading here.
+    base.check_inputs()?;
     let mut tables = Vec::new();
     for (i, path) in base.rollouts.iter().enumerate() {
         let parquet = path.extension().is_some_and(|e| e.eq_ignore_ascii_case("parquet"));

@@ -115,7 +115,7 @@ pub(crate) fn no_results(lines: &LineMap, inputs: &Path) -> Error {
             "no row has a `reward` or a `response`, which the rollouts `gym eval run` writes carry; \
              is this the rollouts file (with ",
         )
-        .opt(Opt::given("inputs", inputs.display().to_string()))
+        .opt(Opt::text("inputs", inputs.display().to_string()))
         .text(" as its materialized inputs)?");
     Error::refused(Some(Location::file(Path::new(&lines.name())).key("reward")), msg)
 }

@@ -200,7 +200,7 @@ fn candidates(c: &SelectConfig) -> Result<(DataFrame, InputTable, String, Warnin
     let run = match (&c.run, labels.as_slice()) {
         (Some(r), _) if labels.contains(r) => r.clone(),
         (Some(r), _) => {
-            let msg = Msg::default().opt(Opt::given("run", r.clone()));
+            let msg = Msg::default().opt(Opt::text("run", r.clone()));
             return Err(Error::refused(
                 None,
                 msg.text(format!(": no such run in the rollouts; the runs are: {}", labels.join(", "))),

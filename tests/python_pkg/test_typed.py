@@ -83,6 +83,17 @@ def test_a_value_the_run_does_not_have_is_named_as_given(runs, sweep, tmp_path):
     assert str(e.value).startswith('run="nope": no such run in the rollouts')
 
 
+def test_options_that_do_not_fit_are_named_in_python_terms(runs):
+    with pytest.raises(rollstat.InputError, match=r"^detect=0: give a non-zero difference"):
+        rollstat.compare(runs, detect=0.0)
+    with pytest.raises(rollstat.InputError, match=r"^by= and cluster_key= name the same field"):
+        rollstat.compare(runs, by="subset", cluster_key="subset")
+    with pytest.raises(rollstat.InputError, match=r"^give inputs= once per rollouts= file, in the same order"):
+        rollstat.compare(runs, inputs=[runs[0]])
+    p = run("compare", *runs, "--inputs", runs[0], check=False)
+    assert "give --inputs once per --rollouts file, in the same order" in p.stderr
+
+
 def test_inputs_given_as_rollouts_are_named_in_python_terms(sweep, tmp_path):
     rollouts, inputs = sweep
     with pytest.raises(rollstat.InputError) as e:
