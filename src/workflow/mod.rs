@@ -158,33 +158,16 @@ pub(crate) fn report_read_warnings(w: &[String]) {
     }
 }
 
-thread_local! {
-    /// The warnings held on this thread instead of printed (see [`holding_warnings`]).
-    static HELD: std::cell::RefCell<Option<Warnings>> = const { std::cell::RefCell::new(None) };
-}
+pub use crate::warn::say as warn;
 
-/// A warning said as soon as it arises, before the run's own warnings are returned (a
-/// file's cut-off last line): printed to stderr as `warning: …`, or held when the
-/// caller runs the workflow inside [`holding_warnings`].
-pub fn warn(msg: String) {
-    let held = HELD.with(|h| match h.borrow_mut().as_mut() {
-        Some(w) => {
-            w.add(msg.clone());
-            true
-        }
-        None => false,
-    });
-    if !held {
-        eprintln!("warning: {msg}");
-    }
-}
-
-/// Runs `f` (a workflow, on this thread) holding the warnings [`warn`] would print, and
-/// returns them beside its result: for a host that issues warnings its own way.
+/// Runs `f` (a workflow, on this thread) holding the warnings it would print as they
+/// arise (see [`crate::warn`]), and returns them, counted, beside its result.
 pub fn holding_warnings<T>(f: impl FnOnce() -> T) -> (T, Warnings) {
-    let before = HELD.with(|h| h.borrow_mut().replace(Warnings::default()));
-    let out = f();
-    let held = HELD.with(|h| std::mem::replace(&mut *h.borrow_mut(), before)).unwrap_or_default();
+    let (out, said) = crate::warn::holding(f);
+    let mut held = Warnings::default();
+    for m in said {
+        held.add(m);
+    }
     (out, held)
 }
 
@@ -210,23 +193,14 @@ pub(crate) fn status_after_read(t: &RolloutTable, inputs: Option<&InputTable>) -
 mod tests {
     use super::*;
 
-    /// Warnings said as they arise are printed, or held for a caller that asked, once
-    /// each with their count, and the holding ends with the call.
+    /// A warning held twice comes back once, with its count.
     #[test]
-    fn warnings_said_as_they_arise_can_be_held() {
-        let (n, held) = holding_warnings(|| {
+    fn held_warnings_are_counted() {
+        let ((), held) = holding_warnings(|| {
             warn("a.jsonl: the last line is cut off".into());
             warn("a.jsonl: the last line is cut off".into());
             warn("another".into());
-            7
         });
-        assert_eq!(n, 7);
         assert_eq!(held.items(), &[("a.jsonl: the last line is cut off".to_string(), 2), ("another".to_string(), 1)]);
-        let ((), inner) = holding_warnings(|| {
-            let ((), nested) = holding_warnings(|| warn("nested".into()));
-            assert_eq!(nested.total(), 1);
-        });
-        assert!(inner.is_empty());
-        assert!(HELD.with(|h| h.borrow().is_none()));
     }
 }

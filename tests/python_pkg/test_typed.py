@@ -139,6 +139,20 @@ def test_warnings_go_through_warnings_once_each_and_never_to_stderr(sweep, tmp_p
     assert err == "" and out == ""
 
 
+def test_a_field_left_out_of_the_table_is_a_warning(tmp_path, capfd):
+    f = tmp_path / "clash.jsonl"
+    f.write_text('{"_ng_task_index": 0, "_ng_rollout_index": 0, "reward": 1, "run_key": 5}\n')
+    capfd.readouterr()
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        t = rollstat.read_rollouts(f, agent="a")
+    assert t.num_rows == 1
+    said = [str(w.message) for w in caught if issubclass(w.category, rollstat.RollstatWarning)]
+    assert said == [f"{f}: field `run_key` has the name of one of the rollouts table's own columns and is left "
+                    "out of the table"]
+    assert capfd.readouterr().err == ""
+
+
 def test_select_returns_the_tasks_it_wrote(sweep, tmp_path):
     rollouts, inputs = sweep
     got = tmp_path / "py.jsonl"
