@@ -11,8 +11,9 @@
 //! Two leaves any layer may use: [`json`] (the ordered JSON value, the line scanner and
 //! checker, the writers) and [`schema`] (the name, order and type of every fixed column
 //! and the key it renders as). [`generate`] writes synthetic sweeps in NeMo Gym's format;
-//! [`trace`] times phases and shows terminal progress notes; [`signals`] removes a run's
-//! unfinished outputs when it is interrupted.
+//! [`trace`] times phases and shows terminal progress notes; [`warn`] says warnings as
+//! they arise (or holds them for a host); [`signals`] removes a run's unfinished outputs
+//! when it is interrupted.
 //!
 //! The `engine` feature (on by default) brings the table engine, Polars, and with it
 //! [`schema`], [`metrics`], [`query`], [`workflow`], [`cli`] and the table parts of
@@ -40,6 +41,7 @@ pub mod stats;
 pub mod trace;
 #[cfg(feature = "engine")]
 pub mod view;
+pub mod warn;
 #[cfg(feature = "engine")]
 pub mod workflow;
 

@@ -195,7 +195,7 @@ pub fn batch_metrics(data: &[u8]) {
     for key in ["group_idx", "uid"] {
         let run = rollstat::ingest::batch::read_batch(&p, key).and_then(|samples| {
             let g = rollstat::metrics::batch::group(&samples);
-            rollstat::cli::batch_metrics::compute(&g, &metrics, Some(&dir), "train", 1)
+            rollstat::workflow::batch_metrics::compute(&g, &metrics, Some(&dir), "train", 1)
         });
         if let Err(e) = run {
             refused_cleanly("batch-metrics", &e, &[]);

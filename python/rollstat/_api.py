@@ -1,10 +1,13 @@
 """The Python API: rollstat's commands as functions that return objects.
 
-Each function that produces files runs the command's own code in-process (no second
-implementation): its files are written into a private folder (or where ``out=`` /
-``out_dir=`` says), read back as bytes, and parsed into Python data. ``.write()`` puts
-exactly those bytes on disk, so an API result and the command's file never differ.
-Tables stay in memory and leave through the Arrow C stream interface.
+Each function checks its arguments (a wrong type is a ``TypeError`` naming the
+parameter), builds the configuration the command builds from its flags, and runs the
+same workflow in-process: one implementation, so a result and the command's output
+never differ. Files a command writes are written into a private folder (or where
+``out=`` / ``out_dir=`` says) and parsed when first asked for; ``.write()`` puts
+exactly those bytes on disk. Tables stay in memory and leave through the Arrow C
+stream interface. Warnings are issued as :class:`RollstatWarning` through
+:mod:`warnings`, each distinct one once per call; nothing is printed.
 
 The GIL is released while the engine works; Ctrl-C raises ``KeyboardInterrupt`` after
 the run stopped, with nothing written and its private folder removed.
@@ -16,63 +19,24 @@ import contextlib
 import html
 import inspect
 import json
+import numbers
 import os
 import shutil
 import tempfile
 import warnings as _warnings
 import weakref
-from typing import Any, Dict, Iterable, Iterator, List, Mapping, Optional, Sequence, Tuple, Union
+from collections.abc import Mapping
+from typing import Any, Dict, Iterable, Iterator, List, Optional, Sequence, Tuple, Union, overload
 
+from . import _args as _a
 from . import _rollstat
+from ._args import PathLike, Paths
 from ._errors import InputError, RollstatError, RollstatWarning
 from ._table import Table, _html_table
 
-PathLike = Union[str, "os.PathLike[str]"]
-Paths = Union[PathLike, Sequence[PathLike]]
-
 
 # ---------------------------------------------------------------------------------------
-# Arguments → the command line the engine parses (one validation, the command's own).
-
-
-def _paths(p: Optional[Paths]) -> List[str]:
-    if p is None:
-        return []
-    if isinstance(p, (str, os.PathLike)):
-        return [os.fspath(p)]
-    return [os.fspath(x) for x in p]
-
-
-def _opt(flag: str, value: Any) -> List[str]:
-    """``--flag value`` (a list repeats the flag; True is a bare flag; None/False: nothing)."""
-    if value is None or value is False:
-        return []
-    if value is True:
-        return [flag]
-    if isinstance(value, (list, tuple)):
-        out: List[str] = []
-        for v in value:
-            out += [flag, os.fspath(v) if isinstance(v, os.PathLike) else str(v)]
-        return out
-    return [flag, os.fspath(value) if isinstance(value, os.PathLike) else str(value)]
-
-
-def _metric_flags(metrics: Iterable[str], metric_dir: Optional[PathLike], answer_key: Optional[str],
-                  subset_key: Optional[str], ddof: int) -> List[str]:
-    if isinstance(metrics, str):
-        metrics = [metrics]
-    return (_opt("--metric", list(metrics)) + _opt("--metric-dir", metric_dir) + _opt("--answer-key", answer_key)
-            + _opt("--subset-key", subset_key) + (["--ddof", str(ddof)] if ddof else []))
-
-
-@contextlib.contextmanager
-def _scratch() -> Iterator[str]:
-    """A private folder for a command's files, removed afterwards (also on Ctrl-C)."""
-    d = tempfile.mkdtemp(prefix="rollstat-")
-    try:
-        yield d
-    finally:
-        shutil.rmtree(d, ignore_errors=True)
+# Private folders and copies.
 
 
 @contextlib.contextmanager
@@ -111,7 +75,6 @@ def _copy_file(src: str, path: str, protected: Sequence[str]) -> None:
         with contextlib.suppress(OSError):
             os.unlink(tmp)
         raise
-
 
 # ---------------------------------------------------------------------------------------
 # Results.
@@ -330,14 +293,16 @@ class Tables:
     def __repr__(self) -> str:
         return "<rollstat.Tables: " + ", ".join(f"{n} ({len(t)} rows)" for n, t in self._tables.items()) + ">"
 
-
 # ---------------------------------------------------------------------------------------
-# The commands.
+# The commands: each builds the configuration its command builds from flags and runs the
+# same workflow in the engine.
 
 
-def _run(argv: List[str], shown: Optional[str] = None) -> None:
-    """Runs `argv`; `shown` is the call a report that records its command names."""
-    _rollstat.call(argv, shown)
+def _issue(warns: Sequence[str]) -> None:
+    """Issues a call's warnings (each distinct one once) as :class:`RollstatWarning`,
+    attributed to the caller of the public function."""
+    for w in warns:
+        _warnings.warn(w, RollstatWarning, stacklevel=3)
 
 
 def _spelled(name: str, args: Sequence[Any], kwargs: Mapping[str, Any], defaults: Mapping[str, Any]) -> str:
@@ -352,6 +317,16 @@ def _spelled(name: str, args: Sequence[Any], kwargs: Mapping[str, Any], defaults
     parts = [text(a) for a in args]
     parts += [f"{k}={text(v)}" for k, v in kwargs.items() if v != defaults[k]]
     return f"rollstat.{name}({', '.join(parts)})"
+
+
+def _names(written: Sequence[str]) -> List[str]:
+    return sorted(os.path.basename(w) for w in written)
+
+
+def _metric_args(metrics: Any, metric_dir: Any, answer_key: Any, subset_key: Any,
+                 ddof: Any) -> Tuple[List[str], Optional[str], Optional[str], Optional[str], int]:
+    return (_a.texts("metrics", metrics), _a.opt_path("metric_dir", metric_dir),
+            _a.opt_text("answer_key", answer_key), _a.opt_text("subset_key", subset_key), _a.count("ddof", ddof))
 
 
 def profile(rollouts: Paths, inputs: PathLike, *, allow_partial: bool = False, metrics: Iterable[str] = (),
@@ -372,26 +347,20 @@ def profile(rollouts: Paths, inputs: PathLike, *, allow_partial: bool = False, m
     Returns a :class:`Profile`; ``.write(dir)`` writes the command's exact bytes.
     Raises :class:`InputError` on bad input.
     """
-    files = _paths(rollouts)
-    tail = ["--inputs", os.fspath(inputs), *files, *_opt("--allow-partial", allow_partial),
-            *_metric_flags(metrics, metric_dir, answer_key, subset_key, ddof)]
+    files = _a.paths("rollouts", rollouts)
+    inp = _a.path("inputs", inputs)
+    args = (files, inp, _a.flag("allow_partial", allow_partial),
+            *_metric_args(metrics, metric_dir, answer_key, subset_key, ddof))
     if out_dir is not None:
-        _run(["profile", *tail, "--out-dir", os.fspath(out_dir)])
-        out_dir = os.fspath(out_dir)
-        return Profile(out_dir, _present(out_dir, _profile_names(files[0])), files + [os.fspath(inputs)], False)
-    with _private() as d:
-        _run(["profile", *tail, "--out-dir", d])
-        return Profile(d, sorted(os.listdir(d)), files + [os.fspath(inputs)], True)
-
-
-def _profile_names(rollouts: str) -> List[str]:
-    stem = os.path.basename(rollouts)
-    for ext in (".jsonl.gz", ".jsonl.zst", ".jsonl", ".json"):
-        if stem.endswith(ext):
-            stem = stem[: -len(ext)]
-            break
-    return [f"{stem}_{s}" for s in ("reward_profiling.jsonl", "agent_metrics.json", "repeat_level_metrics.json",
-                                   "completion_summary.json", "warnings.json")]
+        d = _a.path("out_dir", out_dir)
+        written, warns = _rollstat.profile(*args, d)
+        result = Profile(d, _names(written), files + [inp], False)
+    else:
+        with _private() as d:
+            written, warns = _rollstat.profile(*args, d)
+            result = Profile(d, _names(written), files + [inp], True)
+    _issue(warns)
+    return result
 
 
 _HEALTH_FILES = ["quality_summary.json", "rollout_verdicts.jsonl"]
@@ -427,35 +396,34 @@ def aggregate(rollouts: Paths, *, inputs: Optional[PathLike] = None, agent: Opti
     each run's key metrics, ``.coverage`` what the score covers, ``.health`` the health
     check's summary, ``.write(path)`` the command's exact bytes.
     """
-    files = _paths(rollouts)
-    if isinstance(count_failures_as_zero, str):
-        count_failures_as_zero = [count_failures_as_zero]
-    ignore = [ignore_checks] if isinstance(ignore_checks, str) else list(ignore_checks)
-    tail = [*files, *_opt("--inputs", inputs), *_opt("--agent", agent),
-            *_metric_flags(metrics, metric_dir, answer_key, subset_key, ddof), *_opt("--key-metric", key_metrics),
-            *_opt("--failures", _paths(failures)), *_opt("--count-failures-as-zero", list(count_failures_as_zero)),
-            *_opt("--count-missing-as-zero", count_missing_as_zero), *_opt("--merge-into", merge_into),
-            *(["--no-health-check"] if not health_check else _opt("--ignore-checks", ",".join(ignore) or None))]
-    protected = files + _paths(inputs) + _paths(failures)
-    with _scratch() as scratch:
-        coverage_file = os.path.join(scratch, "coverage.json")
-        tail += ["--coverage-out", coverage_file]
-        if out is not None:
-            out = os.path.abspath(os.fspath(out))
-            _run(["aggregate", *tail, "--out", out])
-            folder, name, owned = os.path.dirname(out), os.path.basename(out), False
-        else:
-            folder = tempfile.mkdtemp(prefix="rollstat-")
-            name, owned = "rollouts_aggregate_metrics.json", True
-            try:
-                _run(["aggregate", *tail, "--out", os.path.join(folder, name)])
-            except BaseException:
-                shutil.rmtree(folder, ignore_errors=True)
-                raise
-        with open(coverage_file, "rb") as f:
-            coverage = json.loads(f.read())
-    names = _present(folder, [name] + (_HEALTH_FILES if health_check else []))
-    return Aggregate(folder, names, protected, owned, coverage)
+    files = _a.paths("rollouts", rollouts)
+    inp = _a.opt_path("inputs", inputs)
+    side = _a.paths("failures", failures, required=False)
+    check = _a.flag("health_check", health_check)
+    ignore = _a.texts("ignore_checks", ignore_checks)
+    if ignore and not check:
+        raise _a.bad_value("ignore_checks", "checks are skipped within the health check; health_check=False "
+                                            "skips it whole")
+    args = (files, inp, _a.opt_text("agent", agent), *_metric_args(metrics, metric_dir, answer_key, subset_key, ddof),
+            [] if key_metrics is None else _a.texts("key_metrics", key_metrics), side,
+            _a.texts("count_failures_as_zero", count_failures_as_zero),
+            _a.flag("count_missing_as_zero", count_missing_as_zero), _a.opt_path("merge_into", merge_into), check,
+            ignore)
+    protected = files + ([inp] if inp else []) + side
+    if out is not None:
+        target = os.path.abspath(_a.path("out", out))
+        folder, owned = os.path.dirname(target), False
+        file, reports, coverage, warns = _rollstat.aggregate(*args, target)
+    else:
+        with _private() as folder:
+            file, reports, coverage, warns = _rollstat.aggregate(
+                *args, os.path.join(folder, "rollouts_aggregate_metrics.json"))
+        owned = True
+    wrote = ([file] if file else []) + reports
+    names = [os.path.basename(p) for p in wrote if os.path.dirname(os.path.abspath(p)) == folder]
+    result = Aggregate(folder, names, protected, owned, coverage)
+    _issue(warns)
+    return result
 
 
 class Health(Files):
@@ -496,16 +464,28 @@ def health(rollouts: Paths, *, ignore_checks: Iterable[str] = (), out_dir: Optio
         ignore_checks: checks to skip (they count as ignored).
         out_dir: also leave the reports there (else they are only in the result).
     """
-    files = _paths(rollouts)
-    ignore = [ignore_checks] if isinstance(ignore_checks, str) else list(ignore_checks)
-    tail = [*files, *_opt("--ignore-checks", ",".join(ignore) or None)]
+    files = _a.paths("rollouts", rollouts)
+    ignore = _a.texts("ignore_checks", ignore_checks)
     if out_dir is not None:
-        out_dir = os.path.abspath(os.fspath(out_dir))
-        _run(["health", *tail, "--out-dir", out_dir])
-        return Health(out_dir, _HEALTH_FILES, files, False)
-    with _private() as d:
-        _run(["health", *tail, "--out-dir", d])
-        return Health(d, _HEALTH_FILES, files, True)
+        d = os.path.abspath(_a.path("out_dir", out_dir))
+        written, warns = _rollstat.health(files, ignore, d)
+        result = Health(d, [os.path.basename(w) for w in written], files, False)
+    else:
+        with _private() as d:
+            written, warns = _rollstat.health(files, ignore, d)
+            result = Health(d, [os.path.basename(w) for w in written], files, True)
+    _issue(warns)
+    return result
+
+
+@overload
+def export(rollouts: Paths, out_dir: PathLike, *, inputs: Optional[PathLike] = None,
+           agent: Optional[str] = None) -> List[str]: ...
+
+
+@overload
+def export(rollouts: Paths, out_dir: None = None, *, inputs: Optional[PathLike] = None, agent: Optional[str] = None,
+           lake: PathLike, sweep_id: Optional[str] = None, labels: Optional[Mapping[str, Any]] = None) -> str: ...
 
 
 def export(rollouts: Paths, out_dir: Optional[PathLike] = None, *, inputs: Optional[PathLike] = None,
@@ -520,49 +500,51 @@ def export(rollouts: Paths, out_dir: Optional[PathLike] = None, *, inputs: Optio
     (default: derived from the files' contents, so the same files replace their sweep),
     ``labels`` (``{"step": 4000, "model": "m1"}``) become columns of every query over
     the lake. :func:`query` with ``lake=`` and :func:`report` with ``lake=`` read it."""
+    files = _a.paths("rollouts", rollouts)
+    inp = _a.opt_path("inputs", inputs)
+    name = _a.opt_text("agent", agent)
     if lake is not None:
         if out_dir is not None:
-            raise ValueError("give out_dir or lake, not both")
-        sweep, _, warns = _rollstat.to_lake(_paths(rollouts), os.fspath(lake), _opt_path(inputs), agent, sweep_id,
-                                            [f"{k}={v}" for k, v in (labels or {}).items()])
-        for w in warns:
-            _warnings.warn(_unprefixed(w), RollstatWarning, stacklevel=2)
+            raise _a.bad_value("out_dir", "give out_dir or lake, not both")
+        if labels is not None and not isinstance(labels, Mapping):
+            raise TypeError(f"labels: expected a dict of label to value, got {type(labels).__name__}")
+        pairs = [f"{_a.text('labels', k)}={v}" for k, v in (labels or {}).items()]
+        sweep, _, warns = _rollstat.to_lake(files, _a.path("lake", lake), inp, name,
+                                            _a.opt_text("sweep_id", sweep_id), pairs)
+        _issue(warns)
         return sweep
+    if sweep_id is not None or labels is not None:
+        raise _a.bad_value("sweep_id" if sweep_id is not None else "labels", "goes with lake=")
     if out_dir is None:
-        raise ValueError("give out_dir (a folder for the four tables) or lake")
-    out_dir = os.fspath(out_dir)
-    _run(["export", *_paths(rollouts), *_opt("--inputs", inputs), *_opt("--agent", agent), "--out-dir", out_dir])
-    return [os.path.join(out_dir, f"{n}.parquet") for n in Tables.names]
+        raise _a.bad_value("out_dir", "give out_dir (a folder for the four tables) or lake")
+    written, warns = _rollstat.export(files, _a.path("out_dir", out_dir), inp, name)
+    _issue(warns)
+    return written
 
 
 def tables(rollouts: Paths, *, inputs: Optional[PathLike] = None, agent: Optional[str] = None) -> Tables:
     """The four tables of ``export`` in memory: rollouts, tasks, agents, repeats. Each is
     a :class:`Table` that polars, pyarrow, pandas and DuckDB read without a copy. The
     command's warnings are issued as :class:`RollstatWarning`."""
-    named, warns = _rollstat.tables(_paths(rollouts), _opt_path(inputs), agent)
-    warns = [_unprefixed(w) for w in warns]
-    for w in warns:
-        _warnings.warn(w, RollstatWarning, stacklevel=2)
-    return Tables({n: Table(t, n) for n, t in named}, warns)
-
-
-def _unprefixed(w: str) -> str:
-    return w[len("warning: "):] if w.startswith("warning: ") else w
-
-
-def _opt_path(p: Optional[PathLike]) -> Optional[str]:
-    return None if p is None else os.fspath(p)
+    named, warns = _rollstat.tables(_a.paths("rollouts", rollouts), _a.opt_path("inputs", inputs),
+                                    _a.opt_text("agent", agent))
+    _issue(warns)
+    return Tables({n: Table(t, n) for n, t in named}, list(warns))
 
 
 def read_rollouts(rollouts: Paths, *, inputs: Optional[PathLike] = None, agent: Optional[str] = None) -> Table:
     """The typed rollouts table of a run (one row per rollout, one column per field;
     what ``rollstat ingest`` writes), in memory."""
-    return Table(_rollstat.read_rollouts(_paths(rollouts), _opt_path(inputs), agent), "rollouts")
+    t, warns = _rollstat.read_rollouts(_a.paths("rollouts", rollouts), _a.opt_path("inputs", inputs),
+                                       _a.opt_text("agent", agent))
+    _issue(warns)
+    return Table(t, "rollouts")
 
 
 def read_parquet(path: PathLike) -> Table:
     """A Parquet file (a table rollstat wrote, say) as a :class:`Table`."""
-    return Table(_rollstat.read_parquet(os.fspath(path)), os.path.basename(os.fspath(path)))
+    p = _a.path("path", path)
+    return Table(_rollstat.read_parquet(p), os.path.basename(p))
 
 
 def compare(rollouts: Paths, *, inputs: Paths = (), agent: Optional[str] = None, field: str = "reward",
@@ -580,15 +562,14 @@ def compare(rollouts: Paths, *, inputs: Paths = (), agent: Optional[str] = None,
     :class:`InputError`. ``pair_by="fingerprint"`` pairs a shuffled dataset by content;
     ``task_key="question_id"`` by an identity field of yours;
     ``allow_task_mismatch=True`` pairs by index regardless, as NeMo Gym does."""
-    argv = ["compare", *_paths(rollouts), *_opt("--inputs", _paths(inputs)), *_opt("--agent", agent),
-            "--field", field, *_opt("--pass-at", pass_at), *_opt("--baseline", baseline),
-            *_opt("--cluster-key", cluster_key), *_opt("--by", by), *_opt("--mde", mde),
-            *_opt("--detect", detect), *_opt("--allow-task-mismatch", allow_task_mismatch), "--pair-by", pair_by,
-            *_opt("--task-key", task_key)]
-    with _scratch() as d:
-        out = os.path.join(d, "compare.parquet")
-        _run([*argv, "--format", "parquet", "--out", out])
-        return Table(_rollstat.read_parquet(out), "comparison")
+    t, warns = _rollstat.compare(
+        _a.paths("rollouts", rollouts), _a.paths("inputs", inputs, required=False), _a.opt_text("agent", agent),
+        _a.text("field", field), _a.opt_count("pass_at", pass_at, 1), _a.opt_text("baseline", baseline),
+        _a.opt_text("cluster_key", cluster_key), _a.opt_text("by", by), _a.flag("mde", mde),
+        _a.opt_number("detect", detect), _a.flag("allow_task_mismatch", allow_task_mismatch),
+        _a.by_fingerprint(pair_by), _a.opt_text("task_key", task_key))
+    _issue(warns)
+    return Table(t, "comparison")
 
 
 class Gate:
@@ -633,12 +614,12 @@ def gate(policy: PathLike, rollouts: Paths, *, inputs: Paths = (), agent: Option
     ``baseline`` names one), the runs read as :func:`compare` reads them. Returns a
     :class:`Gate`; a policy or input problem raises :class:`InputError` naming the file,
     line and key. Warnings are issued as :class:`RollstatWarning`."""
-    if pair_by not in ("index", "fingerprint"):
-        raise ValueError(f"pair_by={pair_by!r}: give 'index' or 'fingerprint'")
-    text, warns = _rollstat.gate(os.fspath(policy), _paths(rollouts), _paths(inputs), agent, baseline, cluster_key,
-                                 allow_task_mismatch, pair_by == "fingerprint", task_key)
-    for w in warns:
-        _warnings.warn(_unprefixed(w), RollstatWarning, stacklevel=2)
+    text, warns = _rollstat.gate(
+        _a.path("policy", policy), _a.paths("rollouts", rollouts), _a.paths("inputs", inputs, required=False),
+        _a.opt_text("agent", agent), _a.opt_text("baseline", baseline), _a.opt_text("cluster_key", cluster_key),
+        _a.flag("allow_task_mismatch", allow_task_mismatch), _a.by_fingerprint(pair_by),
+        _a.opt_text("task_key", task_key))
+    _issue(warns)
     return Gate(json.loads(text))
 
 
@@ -650,12 +631,15 @@ def query(sql: str, rollouts: Optional[Paths] = None, *, inputs: Optional[PathLi
     The tables come from ``rollouts`` (and ``inputs``), from ``parquet_dir`` (an
     ``export`` folder), or from ``lake`` (every sweep of a lake, with ``sweep``,
     ``sweep_order`` and the labels as columns, and a ``sweeps`` table)."""
-    argv = ["query", sql, *_opt("--rollouts", _paths(rollouts)), *_opt("--inputs", inputs), *_opt("--agent", agent),
-            *_opt("--parquet-dir", parquet_dir), *_opt("--lake", lake)]
-    with _scratch() as d:
-        out = os.path.join(d, "query.parquet")
-        _run([*argv, "--format", "parquet", "--out", out])
-        return Table(_rollstat.read_parquet(out), "query")
+    files = _a.paths("rollouts", rollouts, required=False)
+    given = [n for n, v in (("rollouts", files or None), ("parquet_dir", parquet_dir), ("lake", lake))
+             if v is not None]
+    if len(given) > 1:
+        raise _a.bad_value(given[1], f"give one of rollouts, parquet_dir and lake (got {' and '.join(given)})")
+    t, warns = _rollstat.query(_a.text("sql", sql), files, _a.opt_path("inputs", inputs), _a.opt_text("agent", agent),
+                               _a.opt_path("parquet_dir", parquet_dir), _a.opt_path("lake", lake))
+    _issue(warns)
+    return Table(t, "query")
 
 
 def select(rollouts: Paths, inputs: PathLike, out: PathLike, *, run: Optional[str] = None,
@@ -671,20 +655,16 @@ def select(rollouts: Paths, inputs: PathLike, out: PathLike, *, run: Optional[st
     keeps tasks whose ``mean/reward`` is inside it, ``per``/``max`` is a quota per value
     of a column, ``sample`` a count (int) or share (float) drawn by ``weight`` with
     ``seed``; ``run`` names the run when the rollouts hold several."""
-    if isinstance(sample, bool):
-        raise TypeError("sample: give a count (int) or a share (float)")
-    argv = ["select", *_opt("--rollouts", _paths(rollouts)), "--inputs", os.fspath(inputs), *_opt("--run", run),
-            *_opt("--agent", agent), *_opt("--where", where),
-            *_opt("--band", None if band is None else f"{band[0]!r}..{band[1]!r}"),
-            *_opt("--drop-zero-variance", drop_zero_variance), *_opt("--per", per), *_opt("--max", max),
-            *_opt("--sample", None if sample is None else repr(sample)), *_opt("--weight", weight),
-            *_opt("--seed", seed)]
-    _run([*argv, *_opt("--strip-ng", strip_ng), "--out", os.fspath(out)])
-    # The same selection again as the tasks rows: it depends only on the files and flags.
-    with _scratch() as d:
-        rows = os.path.join(d, "tasks.parquet")
-        _run([*argv, "--format", "parquet", "--out", rows])
-        return Table(_rollstat.read_parquet(rows), "tasks")
+    quota = (_a.opt_text("per", per), _a.opt_count("max", max))
+    if (quota[0] is None) != (quota[1] is None):
+        raise _a.bad_value("per" if quota[0] is None else "max", "per and max go together (a quota per value)")
+    t, _, warns = _rollstat.select(
+        _a.paths("rollouts", rollouts), _a.path("inputs", inputs), _a.path("out", out), _a.opt_text("run", run),
+        _a.opt_text("agent", agent), _a.opt_text("where", where), _a.band(band),
+        _a.flag("drop_zero_variance", drop_zero_variance), *quota, _a.sample(sample), _a.opt_text("weight", weight),
+        _a.opt_count("seed", seed), _a.flag("strip_ng", strip_ng))
+    _issue(warns)
+    return Table(t, "tasks")
 
 
 def report(rollouts: Optional[Paths] = None, *, inputs: Paths = (), agent: Optional[str] = None,
@@ -698,33 +678,41 @@ def report(rollouts: Optional[Paths] = None, *, inputs: Paths = (), agent: Optio
     With ``lake=DIR`` (and no rollouts), the trend page over a lake of sweeps: each
     run's metric per sweep, and the paired change between consecutive sweeps (ordered
     by the label ``by``, e.g. ``"step"``), marked where it is beyond noise."""
+    field = _a.text("metric", metric)
+    target = None if out is None else os.path.abspath(_a.path("out", out))
     if lake is not None:
         given = [n for n, v in (("rollouts", rollouts), ("inputs", inputs or None), ("agent", agent),
                                 ("baseline", baseline), ("cluster_key", cluster_key), ("task_key", task_key),
                                 ("allow_task_mismatch", allow_task_mismatch or None),
                                 ("pair_by", None if pair_by == "index" else pair_by)) if v is not None]
         if given:
-            raise ValueError(f"not used with lake= (the trend over a lake's sweeps): {', '.join(given)}")
-        argv = ["report", "--lake", os.fspath(lake), "--metric", metric, *_opt("--by", by)]
-        if out is not None:
-            out = os.path.abspath(os.fspath(out))
-            _run([*argv, "--out", out])
-            return Report(os.path.dirname(out), [os.path.basename(out)], [], False)
+            raise _a.bad_value(given[0], f"not used with lake= (the trend over a lake's sweeps): {', '.join(given)}")
+        trend = (_a.path("lake", lake), _a.opt_text("by", by), field)
+        name, protected = "trend.html", []
+
+        def run(to: str) -> List[str]:
+            return _rollstat.trend(*trend, to)
+    else:
+        if by is not None:
+            raise _a.bad_value("by", "orders a lake's sweeps: it goes with lake=")
+        files = _a.paths("rollouts", rollouts)
+        inp = _a.paths("inputs", inputs, required=False)
+        page = (files, inp, _a.opt_text("agent", agent), field, _a.opt_text("baseline", baseline),
+                _a.opt_text("cluster_key", cluster_key), _a.flag("allow_task_mismatch", allow_task_mismatch),
+                _a.by_fingerprint(pair_by), _a.opt_text("task_key", task_key))
+        name, protected = "report.html", files + inp
+
+        def run(to: str) -> List[str]:
+            return _rollstat.report(*page, to)
+    if target is not None:
+        warns = run(target)
+        result = Report(os.path.dirname(target), [os.path.basename(target)], protected, False)
+    else:
         with _private() as d:
-            _run([*argv, "--out", os.path.join(d, "trend.html")])
-            return Report(d, ["trend.html"], [], True)
-    files = _paths(rollouts)
-    argv = ["report", *files, *_opt("--inputs", _paths(inputs)), *_opt("--agent", agent), "--metric", metric,
-            *_opt("--baseline", baseline), *_opt("--cluster-key", cluster_key),
-            *_opt("--allow-task-mismatch", allow_task_mismatch), "--pair-by", pair_by, *_opt("--task-key", task_key)]
-    protected = files + _paths(inputs)
-    if out is not None:
-        out = os.path.abspath(os.fspath(out))
-        _run([*argv, "--out", out])
-        return Report(os.path.dirname(out), [os.path.basename(out)], protected, False)
-    with _private() as d:
-        _run([*argv, "--out", os.path.join(d, "report.html")])
-        return Report(d, ["report.html"], protected, True)
+            warns = run(os.path.join(d, name))
+            result = Report(d, [name], protected, True)
+    _issue(warns)
+    return result
 
 
 def eval_compare(baseline: PathLike, candidates: Paths, *, baseline_agg_metrics: Optional[PathLike] = None,
@@ -739,14 +727,8 @@ def eval_compare(baseline: PathLike, candidates: Paths, *, baseline_agg_metrics:
     different tasks under the same index raise :class:`InputError`;
     ``allow_task_mismatch=True`` pairs them by index as NeMo Gym does;
     ``pair_by="fingerprint"`` joins a shuffled run's tasks by what they ask."""
-    cands = _paths(candidates)
-    argv = ["eval-compare", "--baseline", os.fspath(baseline), "--candidates", ",".join(cands),
-            *_opt("--baseline-agg-metrics", baseline_agg_metrics),
-            *(["--candidates-agg-metrics", ",".join(_paths(candidates_agg_metrics))] if candidates_agg_metrics else []),
-            *_opt("--agent", agent), *_opt("--baseline-agent", baseline_agent),
-            *(["--candidate-agents", ",".join(candidate_agents)] if candidate_agents else []),
-            "--report-format", report_format, *_opt("--compute-missing", compute_missing),
-            *_opt("--allow-task-mismatch", allow_task_mismatch), "--pair-by", pair_by, *_opt("--task-key", task_key)]
+    base = _a.path("baseline", baseline)
+    cands = _a.paths("candidates", candidates)
     keywords = dict(baseline_agg_metrics=baseline_agg_metrics, candidates_agg_metrics=candidates_agg_metrics,
                     agent=agent, baseline_agent=baseline_agent, candidate_agents=candidate_agents,
                     report_format=report_format, compute_missing=compute_missing,
@@ -754,16 +736,24 @@ def eval_compare(baseline: PathLike, candidates: Paths, *, baseline_agg_metrics:
                     output_dir=output_dir)
     defaults = {k: p.default for k, p in inspect.signature(eval_compare).parameters.items()}
     shown = _spelled("eval_compare", [baseline, candidates], keywords, defaults)
-    protected = [os.fspath(baseline), *cands]
+    args = (base, cands, _a.opt_path("baseline_agg_metrics", baseline_agg_metrics),
+            None if candidates_agg_metrics is None else _a.paths("candidates_agg_metrics", candidates_agg_metrics),
+            _a.opt_text("agent", agent), _a.opt_text("baseline_agent", baseline_agent),
+            None if candidate_agents is None else _a.texts("candidate_agents", candidate_agents),
+            _a.choice("report_format", report_format, ("md", "json", "both")),
+            _a.flag("compute_missing", compute_missing), _a.flag("allow_task_mismatch", allow_task_mismatch),
+            _a.by_fingerprint(pair_by), _a.opt_text("task_key", task_key))
+    protected = [base, *cands]
     if output_dir is not None:
-        output_dir = os.fspath(output_dir)
-        _run([*argv, "--output-dir", output_dir], shown)
-        wanted = {"md": ["compare_report.md"], "json": ["compare_report.json"]}.get(
-            report_format, ["compare_report.md", "compare_report.json"])
-        return EvalComparison(output_dir, _present(output_dir, wanted), protected, False)
-    with _private() as d:
-        _run([*argv, "--output-dir", d], shown)
-        return EvalComparison(d, sorted(os.listdir(d)), protected, True)
+        d = _a.path("output_dir", output_dir)
+        written, warns = _rollstat.eval_compare(*args, d, shown)
+        result = EvalComparison(d, _names(written), protected, False)
+    else:
+        with _private() as d:
+            written, warns = _rollstat.eval_compare(*args, d, shown)
+            result = EvalComparison(d, _names(written), protected, True)
+    _issue(warns)
+    return result
 
 
 def batch_metrics(batch: Any, *, metrics: Iterable[str] = (), metric_dir: Optional[PathLike] = None,
@@ -787,21 +777,20 @@ def batch_metrics(batch: Any, *, metrics: Iterable[str] = (), metric_dir: Option
     three) or SQL metrics from ``metric_dir``. NaN stays NaN here (the command writes
     null). Warnings are issued as :class:`RollstatWarning`.
     """
-    if isinstance(metrics, str):
-        metrics = [metrics]
-    md = _opt_path(metric_dir)
+    names = _a.texts("metrics", metrics)
+    md = _a.opt_path("metric_dir", metric_dir)
+    key = _a.text("group_key", group_key)
+    options = (key, names, md, _a.text("prefix", prefix), _a.count("ddof", ddof))
     if hasattr(batch, "__arrow_c_stream__") or hasattr(batch, "__arrow_c_array__"):
-        out = _rollstat.batch_metrics(batch, None, False, group_key, list(metrics), md, prefix, ddof)
+        flat, warns = _rollstat.batch_metrics(batch, None, False, *options)
     else:
-        groups, scores, tokens = _columns(batch, group_key)
-        out = _rollstat.batch_metrics(groups, scores, tokens, group_key, list(metrics), md, prefix, ddof)
-    flat, warns = out
-    for w in warns:
-        _warnings.warn(w, RollstatWarning, stacklevel=2)
+        groups, scores, tokens = _columns(batch, key)
+        flat, warns = _rollstat.batch_metrics(groups, scores, tokens, *options)
+    _issue(warns)
     return dict(flat)
 
 
-def _columns(batch: Any, group_key: str):
+def _columns(batch: Any, group_key: str) -> Tuple[Any, Any, bool]:
     """The group ids and scores of a dict of columns or a list of row dicts."""
     if isinstance(batch, Mapping):
         if group_key in batch:
@@ -816,15 +805,15 @@ def _columns(batch: Any, group_key: str):
             return groups, batch["reward"], False
         raise InputError("<batch>: expected a `token_level_scores` or `reward` column", None, None, None)
     if isinstance(batch, (list, tuple)):
-        groups: List[Any] = []
+        ids: List[Any] = []
         scores: List[Any] = []
         for i, row in enumerate(batch, 1):
             if not isinstance(row, Mapping):
                 raise InputError(f"<batch>, row {i}: expected a dict", None, i, None)
             if group_key in row:
-                groups.append(row[group_key])
+                ids.append(row[group_key])
             elif "uid" in row:
-                groups.append(row["uid"])
+                ids.append(row["uid"])
             else:
                 raise InputError(f"<batch>, row {i}, key `{group_key}`: no `{group_key}` or `uid`; expected a group id",
                                  None, i, group_key)
@@ -832,10 +821,14 @@ def _columns(batch: Any, group_key: str):
             if "token_level_scores" in row:
                 scores.append(row["token_level_scores"])
             elif "reward" in row:
-                scores.append(row["reward"])
+                reward = row["reward"]
+                if not isinstance(reward, numbers.Real):
+                    raise InputError(f"<batch>, row {i}, key `reward`: expected a number, got "
+                                     f"{type(reward).__name__}", None, i, "reward")
+                scores.append(reward)
             else:
                 raise InputError(f"<batch>, row {i}: expected `token_level_scores` or `reward`", None, i, None)
-        return groups, scores, True
+        return ids, scores, True
     raise InputError(f"<batch>: expected Arrow data, a dict of columns or a list of dicts, "
                      f"got {type(batch).__name__}", None, None, None)
 
@@ -871,22 +864,35 @@ class Viewer:
         return f"Viewer({self.url!r}, running={self.running})"
 
     def _repr_html_(self) -> str:
-        import html
         src = html.escape(self.url, quote=True)
         return f'<iframe src="{src}" width="100%" height="720" style="border:1px solid #ddd"></iframe>'
 
 
-def view(rollouts: Paths, *, inputs: Paths = (), agent: Optional[str] = None, baseline: Optional[str] = None,
-         allow_task_mismatch: bool = False, host: str = "127.0.0.1", port: Optional[int] = 0) -> Viewer:
+def view(rollouts: Paths = (), *, inputs: Paths = (), agent: Optional[str] = None, baseline: Optional[str] = None,
+         allow_task_mismatch: bool = False, health_check: bool = True, lake: Optional[PathLike] = None,
+         sweeps: Sequence[str] = (), host: str = "127.0.0.1", port: Optional[int] = 0) -> Viewer:
     """Serves the rollouts viewer (``rollstat view``) on a background thread: each run's
     score, its tasks by how often they were solved, every rollout's transcript. The runs
     are read as :func:`compare` reads them (several files are several runs, a fan-out
     file one run per agent). ``port=0`` takes any free port, ``None`` the first free one
-    from 8765. Returns a :class:`Viewer` with its ``url``."""
+    from 8765. ``health_check=False`` leaves out the rollout health check. ``lake=DIR``
+    serves sweeps of a lake instead of files (``sweeps``: their ids, the first the
+    baseline; default its last two), each read from the files the lake recorded.
+    Returns a :class:`Viewer` with its ``url``."""
     if not isinstance(host, str):
         raise TypeError(f"host: expected an IP address as str, got {type(host).__name__}")
     if port is not None and (not isinstance(port, int) or isinstance(port, bool) or not 0 <= port <= 65535):
         raise TypeError(f"port: expected an int from 0 to 65535 or None, got {port!r}")
     if not isinstance(allow_task_mismatch, bool):
         raise TypeError(f"allow_task_mismatch: expected a bool, got {type(allow_task_mismatch).__name__}")
-    return Viewer(_rollstat.view(_paths(rollouts), _paths(inputs), agent, baseline, allow_task_mismatch, host, port))
+    lake_dir = _a.opt_path("lake", lake)
+    if lake_dir is not None and (rollouts or inputs):
+        raise _a.bad_value("lake", "serves the lake's sweeps from their recorded files; give rollouts or lake, not both")
+    inner, warns = _rollstat.view(_a.paths("rollouts", rollouts, required=lake_dir is None),
+                                  _a.paths("inputs", inputs, required=False),
+                                  _a.opt_text("agent", agent), _a.opt_text("baseline", baseline),
+                                  allow_task_mismatch, _a.flag("health_check", health_check), lake_dir,
+                                  _a.texts("sweeps", sweeps), host, port)
+    viewer = Viewer(inner)
+    _issue(warns)
+    return viewer

@@ -5,12 +5,14 @@
 //! result objects) is the pure-Python package around this module.
 //!
 //! - [`run_cli`] is the `rollstat` command of the wheel: the same code as the binary.
-//! - [`call`] runs a command for the Python API, silently, in-process: its files are
-//!   the command's own bytes because the command's own code writes them.
-//! - [`to_lake`] adds a run to a lake of sweeps and says which sweep it became.
-//! - [`gate`] decides a policy over runs and returns the decision as JSON.
-//! - [`tables`] and [`read_parquet`] give tables as [`Table`]s, which leave through the
-//!   Arrow C stream interface (`__arrow_c_stream__`) that Polars' Arrow already speaks.
+//! - [`profile`], [`aggregate`], [`health`], [`export`], [`to_lake`], [`compare`],
+//!   [`query`], [`select`], [`report`], [`trend`], [`eval_compare`] and [`gate`] each
+//!   build the configuration their command builds from its flags and run the same
+//!   workflow, so their files are the command's bytes; they return what the run
+//!   produced (tables, file paths, JSON as Python values) with its warnings.
+//! - [`tables`], [`read_rollouts`] and [`read_parquet`] give tables as [`Table`]s, which
+//!   leave through the Arrow C stream interface (`__arrow_c_stream__`) that Polars'
+//!   Arrow already speaks.
 //! - [`view`] starts the rollouts viewer on a thread of its own and hands back a
 //!   [`Viewer`] (its URL, `stop`).
 //! - [`batch_metrics`] takes a training batch already in memory: Arrow data, numpy
@@ -18,10 +20,13 @@
 //!   or lists.
 //!
 //! Errors map once, in [`to_py`]: bad input becomes `rollstat.InputError` with its
-//! path, line and key; our own failures and panics become `rollstat.RollstatError`.
+//! path, line and key, its options named by their Python parameters; our own failures
+//! and panics become `rollstat.RollstatError`. Warnings are returned, never printed:
+//! the Python layer issues them through `warnings`.
 //! Ctrl-C while the engine works raises `KeyboardInterrupt` after the run stopped and
 //! committed nothing.
 
+use std::collections::HashSet;
 use std::ffi::CString;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -34,10 +39,23 @@ use polars_arrow::ffi;
 use pyo3::exceptions::PyKeyboardInterrupt;
 use pyo3::prelude::*;
 use pyo3::types::{PyCapsule, PyDict, PyList, PyTuple};
-use rollstat::error::{Error, Location};
+use rollstat::error::{Door, Error, Location};
 use rollstat::ingest::batch::{samples_from_frame, GroupId, Sample, Scores};
 use rollstat::json::Json;
+use rollstat::metrics::eval_compare::AgentChoice;
+use rollstat::metrics::failures::{Note, Policy};
+use rollstat::metrics::task_identity::Pairing;
+use rollstat::metrics::warnings::Warnings;
 use rollstat::polars::prelude::{AnyValue, CompatLevel, DataFrame, PlSmallStr, Series};
+use rollstat::workflow::aggregate::RunOptions;
+use rollstat::workflow::batch_metrics::BatchMetricsConfig;
+use rollstat::workflow::lake::LakeTarget;
+use rollstat::workflow::select::{self as select_flow, SelectConfig, SelectFormat};
+use rollstat::workflow::trend::TrendConfig;
+use rollstat::workflow::{
+    self, AggregateConfig, CompareConfig, EvalCompareConfig, ExportConfig, GateConfig, HealthConfig, Metrics,
+    ProfileConfig, QueryConfig, ReportConfig, ReportFormat,
+};
 
 /// The wheel's `rollstat` command: the binary's code on `argv` (program name first).
 /// Returns the exit status.
@@ -46,19 +64,174 @@ fn run_cli(py: Python<'_>, argv: Vec<String>) -> u8 {
     py.allow_threads(|| rollstat::cli::entry(argv))
 }
 
-/// Runs one command (`argv` without the program name) for the Python API: no closing
-/// report, errors raised. `shown` is the Python call a report that records its command
-/// names (else the command line of `argv`).
+/// The warnings of one call as Python issues them: each distinct message once (a
+/// repeated one with its count), without the command line's `warning: ` prefix.
+#[derive(Default)]
+struct Said {
+    seen: HashSet<String>,
+    lines: Vec<String>,
+}
+
+impl Said {
+    fn warnings(mut self, w: &Warnings) -> Self {
+        for (m, c) in w.items() {
+            if self.seen.insert(m.clone()) {
+                self.lines.push(if *c == 1 { m.clone() } else { format!("{m} ({c} times)") });
+            }
+        }
+        self
+    }
+
+    fn line(mut self, m: String) -> Self {
+        if self.seen.insert(m.clone()) {
+            self.lines.push(m);
+        }
+        self
+    }
+}
+
+/// The pairing of runs' tasks, from the Python arguments.
+fn pairing(allow_task_mismatch: bool, by_fingerprint: bool, task_key: Option<String>) -> Pairing {
+    Pairing { allow_mismatch: allow_task_mismatch, by_fingerprint, task_key }
+}
+
+/// Paths as Python shows them.
+fn shown(paths: &[PathBuf]) -> Vec<String> {
+    paths.iter().map(|p| p.display().to_string()).collect()
+}
+
+/// `profile`: writes the three artifacts into `out_dir`; returns their paths and the
+/// warnings.
 #[pyfunction]
-#[pyo3(signature = (argv, shown=None))]
-fn call(py: Python<'_>, argv: Vec<String>, shown: Option<String>) -> PyResult<()> {
-    engine(py, move || rollstat::cli::call(std::iter::once("rollstat".to_string()).chain(argv), shown))
+#[pyo3(signature = (rollouts, inputs, allow_partial, metrics, metric_dir, answer_key, subset_key, ddof, out_dir))]
+#[allow(clippy::too_many_arguments)]
+fn profile(
+    py: Python<'_>,
+    rollouts: Vec<PathBuf>,
+    inputs: PathBuf,
+    allow_partial: bool,
+    metrics: Vec<String>,
+    metric_dir: Option<PathBuf>,
+    answer_key: Option<String>,
+    subset_key: Option<String>,
+    ddof: usize,
+    out_dir: PathBuf,
+) -> PyResult<(Vec<String>, Vec<String>)> {
+    let (r, held) = engine(py, move || {
+        let metrics =
+            Metrics::resolve(&metrics, metric_dir.as_deref(), answer_key.as_deref(), subset_key.as_deref(), ddof)?;
+        let c = ProfileConfig { inputs, rollouts, allow_partial, out_dir: Some(out_dir), metrics, lake: None };
+        workflow::profile(&c)
+    })?;
+    Ok((shown(&r.files), Said::default().warnings(&held).warnings(&r.warnings).lines))
+}
+
+/// What `aggregate` hands Python: the aggregate file (none when nothing was scored),
+/// the health check's reports, what the score covers, and the warnings.
+type AggregateOut = (Option<String>, Vec<String>, PyObject, Vec<String>);
+
+/// `aggregate`: writes the aggregate file to `out` (and the health check's reports
+/// beside it).
+#[pyfunction]
+#[pyo3(signature = (rollouts, inputs, agent, metrics, metric_dir, answer_key, subset_key, ddof, key_metrics,
+                    failures, count_failures_as_zero, count_missing_as_zero, merge_into, health_check, ignore_checks,
+                    out))]
+#[allow(clippy::too_many_arguments)]
+fn aggregate(
+    py: Python<'_>,
+    rollouts: Vec<PathBuf>,
+    inputs: Option<PathBuf>,
+    agent: Option<String>,
+    metrics: Vec<String>,
+    metric_dir: Option<PathBuf>,
+    answer_key: Option<String>,
+    subset_key: Option<String>,
+    ddof: usize,
+    key_metrics: Vec<String>,
+    failures: Vec<PathBuf>,
+    count_failures_as_zero: Vec<String>,
+    count_missing_as_zero: bool,
+    merge_into: Option<PathBuf>,
+    health_check: bool,
+    ignore_checks: Vec<String>,
+    out: PathBuf,
+) -> PyResult<AggregateOut> {
+    let (r, held) = engine(py, move || {
+        let metrics =
+            Metrics::resolve(&metrics, metric_dir.as_deref(), answer_key.as_deref(), subset_key.as_deref(), ddof)?;
+        let health = if health_check { Some(rollstat::health::parse_ignored(&ignore_checks)?) } else { None };
+        let c = AggregateConfig {
+            rollouts,
+            inputs,
+            out: Some(out),
+            agent,
+            metrics,
+            key_metrics,
+            run: RunOptions {
+                failures,
+                policy: Policy { count_classes: count_failures_as_zero, count_missing: count_missing_as_zero },
+                merge_into,
+                coverage_out: None,
+                health,
+                lake: None,
+            },
+        };
+        workflow::aggregate(&c)
+    })?;
+    let coverage = json_to_py(py, &workflow::aggregate::coverage_json(&r))?;
+    let mut said = Said::default().warnings(&held);
+    for n in r.coverage.iter().flat_map(|c| &c.notes) {
+        if let Note::Warn(line) = n {
+            said = said.line(line.clone());
+        }
+    }
+    let said = said.warnings(&r.warnings);
+    let reports = match &r.health {
+        Some((_, summary)) => shown(&workflow::aggregate::health_paths(summary)),
+        None => Vec::new(),
+    };
+    Ok((r.file.map(|f| f.display().to_string()), reports, coverage, said.lines))
+}
+
+/// `health`: the rollout health check alone, its two reports written into `out_dir`.
+#[pyfunction]
+#[pyo3(signature = (rollouts, ignore_checks, out_dir))]
+fn health(
+    py: Python<'_>,
+    rollouts: Vec<PathBuf>,
+    ignore_checks: Vec<String>,
+    out_dir: PathBuf,
+) -> PyResult<(Vec<String>, Vec<String>)> {
+    let (summary, held) = engine(py, move || {
+        let c = HealthConfig {
+            ignored: rollstat::health::parse_ignored(&ignore_checks)?,
+            rollouts,
+            out_dir: Some(out_dir),
+        };
+        workflow::health(&c).map(|(_, summary)| summary)
+    })?;
+    Ok((shown(&workflow::aggregate::health_paths(&summary)), Said::default().warnings(&held).lines))
+}
+
+/// `export`: the four tables as Parquet in `out_dir`; returns the files and warnings.
+#[pyfunction]
+#[pyo3(signature = (rollouts, out_dir, inputs, agent))]
+fn export(
+    py: Python<'_>,
+    rollouts: Vec<PathBuf>,
+    out_dir: PathBuf,
+    inputs: Option<PathBuf>,
+    agent: Option<String>,
+) -> PyResult<(Vec<String>, Vec<String>)> {
+    let ((files, warnings), held) =
+        engine(py, move || workflow::export(&ExportConfig { rollouts, inputs, agent, out_dir }))?;
+    Ok((shown(&files), Said::default().warnings(&held).warnings(&warnings.across_runs()).lines))
 }
 
 /// Adds a run to a lake of sweeps (`export --lake`); returns the sweep's id, whether it
-/// replaced one, and the warnings the command would print.
+/// replaced one, and the warnings.
 #[pyfunction]
-#[pyo3(signature = (rollouts, lake, inputs=None, agent=None, sweep_id=None, labels=Vec::new()))]
+#[pyo3(signature = (rollouts, lake, inputs, agent, sweep_id, labels))]
 fn to_lake(
     py: Python<'_>,
     rollouts: Vec<PathBuf>,
@@ -68,16 +241,251 @@ fn to_lake(
     sweep_id: Option<String>,
     labels: Vec<String>,
 ) -> PyResult<(String, bool, Vec<String>)> {
-    let args = rollstat::cli::common::LakeArgs { lake: Some(lake), sweep_id, labels };
-    let r = engine(py, move || {
-        let to = args.target()?.expect("a lake is given");
-        rollstat::workflow::export::export_to_lake(&rollouts, inputs.as_deref(), agent.as_deref(), &to)
+    let (r, held) = engine(py, move || {
+        let to = LakeTarget::new(lake, sweep_id, &labels)?;
+        workflow::export::export_to_lake(&rollouts, inputs.as_deref(), agent.as_deref(), &to)
     })?;
-    Ok((r.sweep, r.replaced, r.warnings.lines()))
+    Ok((r.sweep, r.replaced, Said::default().warnings(&held).warnings(&r.warnings.across_runs()).lines))
 }
 
-/// `gate`: a policy's decision over runs, as the command's JSON, with the warnings the
-/// command would print. The runs are read as `compare` reads them.
+/// `compare`: the comparison table (the columns of `compare --format parquet`).
+#[pyfunction]
+#[pyo3(signature = (rollouts, inputs, agent, field, pass_at, baseline, cluster_key, by, mde, detect,
+                    allow_task_mismatch, by_fingerprint, task_key))]
+#[allow(clippy::too_many_arguments)]
+fn compare(
+    py: Python<'_>,
+    rollouts: Vec<PathBuf>,
+    inputs: Vec<PathBuf>,
+    agent: Option<String>,
+    field: String,
+    pass_at: Option<u32>,
+    baseline: Option<String>,
+    cluster_key: Option<String>,
+    by: Option<String>,
+    mde: bool,
+    detect: Option<f64>,
+    allow_task_mismatch: bool,
+    by_fingerprint: bool,
+    task_key: Option<String>,
+) -> PyResult<(Table, Vec<String>)> {
+    let ((df, warnings), held) = engine(py, move || {
+        let c = CompareConfig {
+            rollouts,
+            inputs,
+            agent,
+            metric: field,
+            pass_at,
+            baseline,
+            cluster_key,
+            by,
+            mde,
+            detect,
+            flips: None,
+            pairing: pairing(allow_task_mismatch, by_fingerprint, task_key),
+        };
+        c.validate()?;
+        let (_, r) = workflow::compare(&c)?;
+        let df = rollstat::export::compare::frame(&c.view(rollstat::export::table::READ_DIGITS), &r)?;
+        Ok((df, r.warnings))
+    })?;
+    Ok((Table { df }, Said::default().warnings(&held).warnings(&warnings).lines))
+}
+
+/// `query`: the query's result as a table.
+#[pyfunction]
+#[pyo3(signature = (query, rollouts, inputs, agent, parquet_dir, lake))]
+fn query(
+    py: Python<'_>,
+    query: String,
+    rollouts: Vec<PathBuf>,
+    inputs: Option<PathBuf>,
+    agent: Option<String>,
+    parquet_dir: Option<PathBuf>,
+    lake: Option<PathBuf>,
+) -> PyResult<(Table, Vec<String>)> {
+    let c = QueryConfig { query, rollouts, inputs, agent, parquet_dir, lake };
+    let ((df, warnings), held) = engine(py, move || workflow::query(&c))?;
+    Ok((Table { df }, Said::default().warnings(&held).warnings(&warnings).lines))
+}
+
+/// What `select` hands Python: the selected `tasks` rows, the files written, and the
+/// warnings.
+type SelectOut = (Table, Vec<String>, Vec<String>);
+
+/// `select`: writes the selected tasks' input lines to `out` (with the manifest) and
+/// returns their `tasks` rows, from one selection.
+#[pyfunction]
+#[pyo3(signature = (rollouts, inputs, out, run, agent, predicate, band, drop_zero_variance, per, max, sample, weight,
+                    seed, strip_ng))]
+#[allow(clippy::too_many_arguments)]
+fn select(
+    py: Python<'_>,
+    rollouts: Vec<PathBuf>,
+    inputs: PathBuf,
+    out: PathBuf,
+    run: Option<String>,
+    agent: Option<String>,
+    predicate: Option<String>,
+    band: Option<(f64, f64)>,
+    drop_zero_variance: bool,
+    per: Option<String>,
+    max: Option<usize>,
+    sample: Option<String>,
+    weight: Option<String>,
+    seed: Option<u64>,
+    strip_ng: bool,
+) -> PyResult<SelectOut> {
+    let sample = sample
+        .map(|s| {
+            select_flow::Sample::parse(&s)
+                .map_err(|e| input_error(format!("sample: {e}"), None, None, Some("sample".into())))
+        })
+        .transpose()?;
+    let c = SelectConfig {
+        rollouts,
+        inputs,
+        agent,
+        run,
+        predicate,
+        band,
+        drop_zero_variance,
+        per,
+        max,
+        sample,
+        weight,
+        seed,
+        strip_ng,
+        format: SelectFormat::Jsonl,
+        out,
+        // Selecting from a lake's sweep is the command's (`select --lake DIR --sweep ID`).
+        lake: None,
+        sweep: None,
+    };
+    let (r, held) = engine(py, move || workflow::select(&c).map(|r| (r, c.out)))?;
+    let (r, out) = r;
+    let mut said = Said::default().warnings(&held).warnings(&r.warnings.across_runs());
+    if r.selected == 0 {
+        said = said.line(format!(
+            "no task was selected ({} of {} tasks passed the filters); wrote an empty {}",
+            r.candidates,
+            r.tasks,
+            out.display()
+        ));
+    }
+    Ok((Table { df: r.table }, shown(&r.files), said.lines))
+}
+
+/// `report`: the HTML page of a sweep, written to `out`.
+#[pyfunction]
+#[pyo3(signature = (rollouts, inputs, agent, metric, baseline, cluster_key, allow_task_mismatch, by_fingerprint,
+                    task_key, out))]
+#[allow(clippy::too_many_arguments)]
+fn report(
+    py: Python<'_>,
+    rollouts: Vec<PathBuf>,
+    inputs: Vec<PathBuf>,
+    agent: Option<String>,
+    metric: String,
+    baseline: Option<String>,
+    cluster_key: Option<String>,
+    allow_task_mismatch: bool,
+    by_fingerprint: bool,
+    task_key: Option<String>,
+    out: PathBuf,
+) -> PyResult<Vec<String>> {
+    let (r, held) = engine(py, move || {
+        let c = ReportConfig {
+            rollouts,
+            inputs,
+            agent,
+            metric,
+            baseline,
+            cluster_key,
+            out: Some(out),
+            made_at: workflow::made_at()?,
+            pairing: pairing(allow_task_mismatch, by_fingerprint, task_key),
+        };
+        workflow::report(&c)
+    })?;
+    Ok(Said::default().warnings(&held).warnings(&r.warnings).lines)
+}
+
+/// `report` over a lake: the trend page, written to `out`.
+#[pyfunction]
+#[pyo3(signature = (lake, by, metric, out))]
+fn trend(py: Python<'_>, lake: PathBuf, by: Option<String>, metric: String, out: PathBuf) -> PyResult<Vec<String>> {
+    let (r, held) = engine(py, move || {
+        let c = TrendConfig { lake, by, metric, out: Some(out), made_at: workflow::made_at()? };
+        workflow::trend::trend(&c)
+    })?;
+    Ok(Said::default().warnings(&held).warnings(&r.warnings).lines)
+}
+
+/// `eval_compare`: NeMo Gym's comparison report(s), written into `output_dir`; `command`
+/// is the call the report records.
+#[pyfunction]
+#[pyo3(signature = (baseline, candidates, baseline_agg_metrics, candidates_agg_metrics, agent, baseline_agent,
+                    candidate_agents, report_format, compute_missing, allow_task_mismatch, by_fingerprint, task_key,
+                    output_dir, command))]
+#[allow(clippy::too_many_arguments)]
+fn eval_compare(
+    py: Python<'_>,
+    baseline: String,
+    candidates: Vec<String>,
+    baseline_agg_metrics: Option<String>,
+    candidates_agg_metrics: Option<Vec<String>>,
+    agent: Option<String>,
+    baseline_agent: Option<String>,
+    candidate_agents: Option<Vec<String>>,
+    report_format: String,
+    compute_missing: bool,
+    allow_task_mismatch: bool,
+    by_fingerprint: bool,
+    task_key: Option<String>,
+    output_dir: PathBuf,
+    command: String,
+) -> PyResult<(Vec<String>, Vec<String>)> {
+    let format = match report_format.as_str() {
+        "md" => ReportFormat::Markdown,
+        "json" => ReportFormat::Json,
+        "both" => ReportFormat::Both,
+        other => {
+            return Err(input_error(
+                format!("report_format={other:?}: give \"md\", \"json\" or \"both\""),
+                None,
+                None,
+                Some("report_format".into()),
+            ))
+        }
+    };
+    let (r, held) = engine(py, move || {
+        let cwd = std::env::current_dir().map_err(|e| Error::read(std::path::Path::new("."), e))?;
+        let c = EvalCompareConfig {
+            baseline,
+            candidates,
+            baseline_aggregate: baseline_agg_metrics,
+            candidate_aggregates: candidates_agg_metrics,
+            agents: AgentChoice { agent, baseline_agent, candidate_agents },
+            output_dir: Some(output_dir),
+            format,
+            compute_missing,
+            pairing: pairing(allow_task_mismatch, by_fingerprint, task_key),
+            command,
+            cwd,
+        };
+        workflow::eval_compare(&c)
+    })?;
+    // The agents left out, which the command notes on stderr, are warnings here.
+    let mut said = Said::default().warnings(&held).warnings(&r.warnings);
+    for w in &r.comparison.warnings {
+        said = said.line(w.clone());
+    }
+    Ok((shown(&r.files), said.lines))
+}
+
+/// `gate`: a policy's decision over runs, as the command's JSON, with the warnings.
+/// The runs are read as `compare` reads them.
 #[pyfunction]
 #[pyo3(signature = (policy, rollouts, inputs, agent, baseline, cluster_key, allow_task_mismatch, by_fingerprint, task_key))]
 #[allow(clippy::too_many_arguments)]
@@ -93,63 +501,63 @@ fn gate(
     by_fingerprint: bool,
     task_key: Option<String>,
 ) -> PyResult<(String, Vec<String>)> {
-    let r = engine(py, move || {
+    let (r, held) = engine(py, move || {
         let policy = rollstat::workflow::gate_policy::read(&policy)?;
-        let pairing =
-            rollstat::metrics::task_identity::Pairing { allow_mismatch: allow_task_mismatch, by_fingerprint, task_key };
-        let runs = rollstat::workflow::CompareConfig {
+        let runs = CompareConfig {
             rollouts,
             inputs,
             agent,
             metric: "reward".into(),
             baseline,
             cluster_key,
-            pairing,
+            pairing: pairing(allow_task_mismatch, by_fingerprint, task_key),
             ..Default::default()
         };
-        rollstat::workflow::gate(&rollstat::workflow::GateConfig { runs, policy })
+        runs.validate()?;
+        workflow::gate(&GateConfig { runs, policy })
     })?;
     let json = String::from_utf8_lossy(&rollstat::export::gate::json(&r)).into_owned();
-    Ok((json, r.warnings.lines()))
+    Ok((json, Said::default().warnings(&held).warnings(&r.warnings).lines))
 }
 
 /// Tables by name, in order.
 type NamedTables = Vec<(String, Table)>;
 
 /// The rollouts, tasks, agents and repeats tables of a run, in memory, with the
-/// warnings the command would print.
+/// warnings.
 #[pyfunction]
-#[pyo3(signature = (rollouts, inputs=None, agent=None))]
+#[pyo3(signature = (rollouts, inputs, agent))]
 fn tables(
     py: Python<'_>,
     rollouts: Vec<PathBuf>,
     inputs: Option<PathBuf>,
     agent: Option<String>,
 ) -> PyResult<(NamedTables, Vec<String>)> {
-    let (named, warnings) =
-        engine(py, move || rollstat::workflow::tables(&rollouts, inputs.as_deref(), agent.as_deref()))?;
+    let ((named, warnings), held) =
+        engine(py, move || workflow::tables(&rollouts, inputs.as_deref(), agent.as_deref()))?;
     let tables = named.into_iter().map(|(n, df)| (n.to_string(), Table { df })).collect();
-    Ok((tables, warnings.lines()))
+    Ok((tables, Said::default().warnings(&held).warnings(&warnings).lines))
 }
 
-/// The typed rollouts table of a run (what `ingest` writes), in memory.
+/// The typed rollouts table of a run (what `ingest` writes), in memory, with the
+/// warnings.
 #[pyfunction]
-#[pyo3(signature = (rollouts, inputs=None, agent=None))]
+#[pyo3(signature = (rollouts, inputs, agent))]
 fn read_rollouts(
     py: Python<'_>,
     rollouts: Vec<PathBuf>,
     inputs: Option<PathBuf>,
     agent: Option<String>,
-) -> PyResult<Table> {
-    let df =
-        engine(py, move || rollstat::workflow::ingest::rollouts_table(&rollouts, inputs.as_deref(), agent.as_deref()))?;
-    Ok(Table { df })
+) -> PyResult<(Table, Vec<String>)> {
+    let (df, held) =
+        engine(py, move || workflow::ingest::rollouts_table(&rollouts, inputs.as_deref(), agent.as_deref()))?;
+    Ok((Table { df }, Said::default().warnings(&held).lines))
 }
 
 /// A Parquet file as a table (the command's own reader).
 #[pyfunction]
 fn read_parquet(py: Python<'_>, path: PathBuf) -> PyResult<Table> {
-    let df = engine(py, move || rollstat::ingest::parquet::read_parquet(&path))?;
+    let (df, _) = engine(py, move || rollstat::ingest::parquet::read_parquet(&path))?;
     Ok(Table { df })
 }
 
@@ -195,16 +603,19 @@ fn batch_metrics(
             Batch::Samples(groups.into_iter().zip(scores).map(|(group, scores)| Sample { group, scores }).collect())
         }
     };
-    let (flat, warnings) = engine(py, move || {
+    let c = BatchMetricsConfig { metrics, metric_dir, prefix, ddof };
+    c.validate().map_err(to_py)?;
+    let ((flat, warnings), held) = engine(py, move || {
         let samples = match input {
             Batch::Samples(samples) => samples,
             Batch::Arrow(df) => samples_from_frame(&df, &group_key, &|| Location::file("<batch>".as_ref()))?,
         };
         let g = rollstat::metrics::batch::group(&samples);
-        rollstat::cli::batch_metrics::compute(&g, &metrics, metric_dir.as_deref(), &prefix, ddof)
+        workflow::batch_metrics::batch_metrics(&g, &c)
     })?;
     let flat = flat.into_iter().map(|(k, v)| Ok((k, json_to_py(py, &v)?))).collect::<PyResult<Vec<_>>>()?;
-    Ok((flat, warnings))
+    let said = warnings.into_iter().fold(Said::default().warnings(&held), Said::line);
+    Ok((flat, said.lines))
 }
 
 /// Metrics by their logged name, in order.
@@ -222,13 +633,13 @@ enum Batch {
 /// as `RollstatError` and nothing else.
 #[pyfunction]
 fn _panic_for_tests(py: Python<'_>) -> PyResult<()> {
-    engine(py, || -> rollstat::Result<()> { panic!("a panic raised on purpose by _panic_for_tests") })
+    engine(py, || -> rollstat::Result<()> { panic!("a panic raised on purpose by _panic_for_tests") }).map(|_| ())
 }
 
 /// Starts `rollstat view` over the runs on a thread of its own; returns the running
-/// viewer (its URL, and `stop`).
+/// viewer (its URL, and `stop`) and the warnings of reading the runs.
 #[pyfunction]
-#[pyo3(signature = (rollouts, inputs, agent, baseline, allow_task_mismatch, host, port))]
+#[pyo3(signature = (rollouts, inputs, agent, baseline, allow_task_mismatch, health_check, lake, sweeps, host, port))]
 #[allow(clippy::too_many_arguments)]
 fn view(
     py: Python<'_>,
@@ -237,19 +648,31 @@ fn view(
     agent: Option<String>,
     baseline: Option<String>,
     allow_task_mismatch: bool,
+    health_check: bool,
+    lake: Option<PathBuf>,
+    sweeps: Vec<String>,
     host: String,
     port: Option<u16>,
-) -> PyResult<Viewer> {
+) -> PyResult<(Viewer, Vec<String>)> {
     let host: std::net::IpAddr = host.parse().map_err(|_| {
         input_error(format!("host: {host:?} is not an IP address (127.0.0.1, ::1, 0.0.0.0)"), None, None, None)
     })?;
     let c = rollstat::view::ViewConfig {
-        runs: rollstat::view::ViewRuns { rollouts, inputs, agent, baseline, allow_task_mismatch, ..Default::default() },
+        runs: rollstat::view::ViewRuns {
+            rollouts,
+            inputs,
+            agent,
+            baseline,
+            allow_task_mismatch,
+            health_check,
+            lake: lake.map(|dir| rollstat::view::LakeSweeps { dir, sweeps }),
+        },
         host,
         port,
     };
-    let running = engine(py, move || rollstat::view::start(&c))?;
-    Ok(Viewer { url: running.url.clone(), running: std::sync::Mutex::new(Some(running)) })
+    let (running, held) = engine(py, move || rollstat::view::start(&c))?;
+    let viewer = Viewer { url: running.url.clone(), running: std::sync::Mutex::new(Some(running)) };
+    Ok((viewer, Said::default().warnings(&held).lines))
 }
 
 /// A running viewer: its URL and a way to stop it (it also stops when collected).
@@ -356,11 +779,12 @@ impl Table {
 
 /// Runs `work` on its own thread with the GIL released, polling for Ctrl-C. On Ctrl-C
 /// the run is cancelled (it commits nothing and stops at its next check), waited for,
-/// and `KeyboardInterrupt` is raised. A panic becomes `RollstatError`.
+/// and `KeyboardInterrupt` is raised. A panic becomes `RollstatError`. The warnings
+/// the run would print as they arise are held and returned beside its result.
 fn engine<T: Send + 'static>(
     py: Python<'_>,
     work: impl FnOnce() -> rollstat::Result<T> + Send + 'static,
-) -> PyResult<T> {
+) -> PyResult<(T, Warnings)> {
     // Worker stacks of 8 MB, as the command has: rows nested 1,024 levels deep are
     // re-serialized recursively on them. Built at the first call, not at import, so that
     // the `rollstat` command (which builds its own, with --threads) can run in this
@@ -373,7 +797,10 @@ fn engine<T: Send + 'static>(
     let cancel = flag.clone();
     let (tx, rx) = mpsc::channel();
     let worker = std::thread::Builder::new().name("rollstat-call".into()).spawn(move || {
-        let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| rollstat::signals::cancellable(cancel, work)));
+        let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            let (r, held) = workflow::holding_warnings(|| rollstat::signals::cancellable(cancel, work));
+            r.map(|v| (v, held))
+        }));
         let _ = tx.send(r);
     });
     if let Err(e) = worker {
@@ -411,12 +838,15 @@ fn panic_text(p: &Box<dyn std::any::Any + Send>) -> String {
     }
 }
 
-/// The one place library errors become Python exceptions.
+/// The one place library errors become Python exceptions: the message as Python shows
+/// it (options by their parameter names), with its place when it has one.
 fn to_py(e: Error) -> PyErr {
-    let msg = e.to_string();
+    let msg = e.render(Door::Python);
+    if let Some(loc) = e.location() {
+        return input_error(msg, Some(loc.file.clone()), loc.line.or(loc.row), loc.key.clone());
+    }
     match &e {
         Error::Interrupted => PyKeyboardInterrupt::new_err(msg),
-        Error::BadInput { loc, .. } => input_error(msg, Some(loc.file.clone()), loc.line.or(loc.row), loc.key.clone()),
         Error::Io { path, input: true, .. } => input_error(msg, Some(path.clone()), None, None),
         _ if e.is_bad_input() => input_error(msg, None, None, None),
         _ => rollstat_error(msg),
@@ -797,7 +1227,16 @@ impl<'py> ArrayView<'py> {
 #[pymodule]
 fn _rollstat(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(run_cli, m)?)?;
-    m.add_function(wrap_pyfunction!(call, m)?)?;
+    m.add_function(wrap_pyfunction!(profile, m)?)?;
+    m.add_function(wrap_pyfunction!(aggregate, m)?)?;
+    m.add_function(wrap_pyfunction!(health, m)?)?;
+    m.add_function(wrap_pyfunction!(export, m)?)?;
+    m.add_function(wrap_pyfunction!(compare, m)?)?;
+    m.add_function(wrap_pyfunction!(query, m)?)?;
+    m.add_function(wrap_pyfunction!(select, m)?)?;
+    m.add_function(wrap_pyfunction!(report, m)?)?;
+    m.add_function(wrap_pyfunction!(trend, m)?)?;
+    m.add_function(wrap_pyfunction!(eval_compare, m)?)?;
     m.add_function(wrap_pyfunction!(tables, m)?)?;
     m.add_function(wrap_pyfunction!(to_lake, m)?)?;
     m.add_function(wrap_pyfunction!(gate, m)?)?;

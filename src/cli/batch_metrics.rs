@@ -11,7 +11,8 @@ use clap::Args as ClapArgs;
 use crate::error::{Error, Result};
 use crate::ingest::batch::read_batch;
 use crate::json::Json;
-use crate::metrics::batch::{self, Grouped, BUILTINS};
+use crate::metrics::batch;
+use crate::workflow::batch_metrics::{batch_metrics, BatchMetricsConfig};
 
 #[derive(ClapArgs, Debug, Clone)]
 pub struct Args {
@@ -39,70 +40,12 @@ pub struct Args {
     pub ddof: usize,
 }
 
-/// Flat `{prefix}/{name}` metrics, in output order.
-pub type Flat = Vec<(String, Json)>;
-
-/// The flat `{prefix}/{name}` metrics of a grouped batch, and the warnings to print.
-pub fn compute(
-    g: &Grouped,
-    metrics: &[String],
-    metric_dir: Option<&Path>,
-    prefix: &str,
-    ddof: usize,
-) -> Result<(Flat, Vec<String>)> {
-    let names: Vec<String> =
-        if metrics.is_empty() { BUILTINS.iter().map(|s| s.to_string()).collect() } else { metrics.to_vec() };
-    let sql = crate::query::metric_files(metric_dir)?;
-    let mut out = Vec::new();
-    let mut warnings = Vec::new();
-    for m in &names {
-        if BUILTINS.contains(&m.as_str()) {
-            if let Some(file) = metric_dir.map(|d| d.join(format!("{m}.sql"))).filter(|f| f.exists()) {
-                warnings.push(format!(
-                    "{}: `{m}` is a built-in metric, which --metric {m} runs; rename the file to run it",
-                    file.display()
-                ));
-            }
-        }
-        match m.as_str() {
-            "reward_variance" => {
-                let (v, w) = batch::reward_variance(g, ddof);
-                warnings.extend(w);
-                out.push((format!("{prefix}/reward_variance"), Json::Float(v)));
-            }
-            "mean_reward" => {
-                if g.rewards.is_empty() {
-                    warnings
-                        .push("mean_reward: the batch has no samples; numpy's mean is NaN (written as null)".into());
-                }
-                out.push((format!("{prefix}/mean_reward"), Json::Float(g.mean_reward)));
-            }
-            "pass_at_k" => out.extend(batch::pass_at_k(g).into_iter().map(|(k, v)| (format!("{prefix}/{k}"), v))),
-            other => {
-                let Some((_, text)) = sql.iter().find(|(n, _)| n == other) else {
-                    let known: Vec<&str> =
-                        BUILTINS.iter().copied().chain(sql.iter().map(|(n, _)| n.as_str())).collect();
-                    return Err(Error::Usage(format!("--metric {other}: no such metric; known: {}", known.join(", "))));
-                };
-                let frame = batch::batch_frame(g)?;
-                for (_, vals) in crate::query::run_metric(&frame, other, text)? {
-                    out.extend(vals.into_iter().map(|(k, v)| (format!("{prefix}/{k}"), v)));
-                }
-            }
-        }
-    }
-    Ok((out, warnings))
-}
-
 pub fn run(a: Args) -> Result<()> {
-    if let Some(d) = &a.metric_dir {
-        if !d.is_dir() {
-            return Err(Error::Usage(format!("--metric-dir {}: not a folder", d.display())));
-        }
-    }
+    let c = BatchMetricsConfig { metrics: a.metric, metric_dir: a.metric_dir, prefix: a.prefix, ddof: a.ddof };
+    c.validate()?;
     let samples = read_batch(&a.file, &a.group_key)?;
     let g = batch::group(&samples);
-    let (vals, warnings) = compute(&g, &a.metric, a.metric_dir.as_deref(), &a.prefix, a.ddof)?;
+    let (vals, warnings) = batch_metrics(&g, &c)?;
     for w in &warnings {
         eprintln!("warning: {w}");
     }

@@ -6,7 +6,6 @@ use std::path::{Path, PathBuf};
 use clap::Args as ClapArgs;
 
 use crate::error::Result;
-use crate::metrics::custom::{self, MetricSpec};
 use crate::workflow::Metrics;
 
 /// `-q`: print only which files were written.
@@ -18,14 +17,7 @@ pub fn set_quiet(on: bool) {
 
 /// Whether `-q` asked for only the files written.
 pub fn quiet() -> bool {
-    QUIET.load(std::sync::atomic::Ordering::Relaxed) || SILENT.load(std::sync::atomic::Ordering::Relaxed)
-}
-
-/// No closing report at all (a library caller reads the results instead).
-static SILENT: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
-
-pub fn set_silent(on: bool) {
-    SILENT.store(on, std::sync::atomic::Ordering::Relaxed);
+    QUIET.load(std::sync::atomic::Ordering::Relaxed)
 }
 
 /// Whether report lines go to stderr (an output of this command is stdout).
@@ -42,9 +34,6 @@ pub fn outputs_to_stdout(outputs: &[&Path]) {
 /// The body of the `say!` macro.
 pub fn say_line(args: std::fmt::Arguments<'_>) {
     use std::io::Write;
-    if SILENT.load(std::sync::atomic::Ordering::Relaxed) {
-        return;
-    }
     if SAY_ON_STDERR.load(std::sync::atomic::Ordering::Relaxed) {
         let _ = writeln!(std::io::stderr().lock(), "{args}");
     } else {
@@ -112,28 +101,7 @@ impl LakeArgs {
     /// The lake to add the sweep to, when one is given, checked before any reading.
     pub fn target(&self) -> Result<Option<crate::workflow::lake::LakeTarget>> {
         let Some(dir) = &self.lake else { return Ok(None) };
-        if let Some(id) = &self.sweep_id {
-            crate::export::lake::check_sweep_id(id)?;
-        }
-        let mut labels: Vec<(String, String)> = Vec::new();
-        for l in &self.labels {
-            let (k, v) = crate::export::lake::parse_label(l)?;
-            if labels.iter().any(|(o, _)| *o == k) {
-                return Err(crate::error::Error::Usage(format!("--label {k}=…: given twice")));
-            }
-            labels.push((k, v));
-        }
-        Ok(Some(crate::workflow::lake::LakeTarget {
-            dir: dir.clone(),
-            sweep_id: self.sweep_id.clone(),
-            labels,
-            made_at_us: match std::env::var_os("SOURCE_DATE_EPOCH") {
-                Some(_) => made_at()? * 1_000_000,
-                None => std::time::SystemTime::now()
-                    .duration_since(std::time::UNIX_EPOCH)
-                    .map_or(0, |d| d.as_micros() as u64),
-            },
-        }))
+        crate::workflow::lake::LakeTarget::new(dir.clone(), self.sweep_id.clone(), &self.labels).map(Some)
     }
 }
 
@@ -235,41 +203,15 @@ pub struct MetricArgs {
 }
 
 impl MetricArgs {
-    /// The SQL files of `--metric-dir`, which outputs must not overwrite.
-    pub fn files_read(&self) -> Vec<PathBuf> {
-        let Some(d) = &self.metric_dir else { return Vec::new() };
-        let Ok(rd) = std::fs::read_dir(d) else { return Vec::new() };
-        rd.filter_map(|e| e.ok()).map(|e| e.path()).filter(|p| p.extension().is_some_and(|x| x == "sql")).collect()
-    }
-
     /// The metrics asked for, resolved, with the SQL files they were read from.
     pub fn resolve(&self) -> Result<Metrics> {
-        Ok(Metrics { specs: self.specs()?, files: self.files_read() })
-    }
-
-    /// Resolves metric names to specs (built-ins first, then SQL files).
-    pub fn specs(&self) -> Result<Vec<MetricSpec>> {
-        let sql = crate::query::metric_files(self.metric_dir.as_deref())?;
-        let mut out = Vec::new();
-        for name in &self.metric {
-            if let Some(m) = custom::builtin(name, self.answer_key.as_deref(), self.subset_key.as_deref(), self.ddof)? {
-                if let (Some(d), true) = (&self.metric_dir, sql.iter().any(|(n, _)| n == name)) {
-                    let file = d.join(format!("{name}.sql"));
-                    if file.exists() {
-                        eprintln!(
-                            "warning: {}: `{name}` is a built-in metric, which --metric {name} runs; rename the file to run it",
-                            file.display()
-                        );
-                    }
-                }
-                out.push(m);
-            } else if let Some((_, text)) = sql.iter().find(|(n, _)| n == name) {
-                out.push(MetricSpec::Sql { name: name.clone(), sql: text.clone() });
-            } else {
-                return Err(custom::unknown(name, &sql.iter().map(|s| s.0.clone()).collect::<Vec<_>>()));
-            }
-        }
-        Ok(out)
+        Metrics::resolve(
+            &self.metric,
+            self.metric_dir.as_deref(),
+            self.answer_key.as_deref(),
+            self.subset_key.as_deref(),
+            self.ddof,
+        )
     }
 }
 
@@ -299,13 +241,4 @@ pub fn print_warnings(w: &crate::metrics::warnings::Warnings) -> usize {
     })
 }
 
-/// When a page is made or a sweep added: `SOURCE_DATE_EPOCH` when set (reproducible builds'
-/// convention), else now.
-pub fn made_at() -> Result<u64> {
-    match std::env::var("SOURCE_DATE_EPOCH") {
-        Ok(v) => v.trim().parse().map_err(|_| {
-            crate::error::Error::Usage(format!("SOURCE_DATE_EPOCH={v:?}: give whole seconds since 1970-01-01 UTC"))
-        }),
-        Err(_) => Ok(std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_secs())),
-    }
-}
+pub use crate::workflow::made_at;

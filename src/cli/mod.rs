@@ -164,24 +164,6 @@ where
     dispatch(cli.command, shown)
 }
 
-/// Runs a command inside a process this crate does not own (a Python interpreter):
-/// `args` are parsed as the command line is (the program name first), a bad flag is a
-/// usage error rather than an exit, nothing is printed but warnings, and the signals and
-/// the worker pool are left as the host set them.
-/// `shown` is how a report that records its command (`eval-compare`'s) names the call:
-/// the host's own spelling of it, or, when `None`, the command line of `args`.
-pub fn call<I, T>(args: I, shown: Option<String>) -> Result<()>
-where
-    I: IntoIterator<Item = T>,
-    T: Into<std::ffi::OsString> + Clone,
-{
-    let args: Vec<std::ffi::OsString> = args.into_iter().map(Into::into).collect();
-    let shown = shown.unwrap_or_else(|| eval_compare::command_line(&args));
-    let cli = Cli::try_parse_from(args).map_err(|e| Error::Usage(e.to_string().trim_end().to_string()))?;
-    common::set_silent(true);
-    dispatch(cli.command, shown).map(|_| ())
-}
-
 /// Runs `command` and gives its exit status (0 but for `gate`'s verdicts); `shown`
 /// names the invocation in reports that record it.
 fn dispatch(command: Command, shown: String) -> Result<u8> {

@@ -11,6 +11,7 @@ use polars::prelude::*;
 use crate::error::{Error, Result};
 use crate::export::atomic::OutputSet;
 use crate::export::table::{to_csv, to_json, to_markdown};
+use crate::workflow::QueryConfig;
 
 #[derive(ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Format {
@@ -119,73 +120,18 @@ impl TableOut {
     }
 }
 
-/// The query text for SQL_OR_FILE.
-pub fn query_text(q: &str, lake: bool) -> Result<String> {
-    if let Some((_, s)) = crate::query::REPORTS.iter().find(|(n, _)| *n == q) {
-        return Ok(s.to_string());
-    }
-    if let Some((_, s)) = crate::query::LAKE_REPORTS.iter().find(|(n, _)| *n == q) {
-        if !lake {
-            return Err(Error::Usage(format!("{q} is a query over a lake of sweeps: give --lake DIR")));
+impl Args {
+    /// The query's configuration.
+    pub fn config(&self) -> QueryConfig {
+        QueryConfig {
+            query: self.query.clone(),
+            rollouts: self.rollouts.clone(),
+            inputs: self.inputs.clone(),
+            agent: self.agent.clone(),
+            parquet_dir: self.parquet_dir.clone(),
+            lake: self.lake.clone(),
         }
-        return Ok(s.to_string());
     }
-    let p = std::path::Path::new(q);
-    if q.ends_with(".sql") || (p.is_file() && !q.contains(' ')) {
-        return std::fs::read_to_string(p).map_err(|e| Error::read(p, e));
-    }
-    // One bare word is a report name (or a file) mistyped, not SQL.
-    if !q.trim().is_empty() && q.trim().chars().all(|c| c.is_alphanumeric() || matches!(c, '_' | '-' | '.' | '/')) {
-        let known: Vec<&str> =
-            crate::query::REPORTS.iter().chain(&crate::query::LAKE_REPORTS).map(|(n, _)| *n).collect();
-        return Err(Error::Usage(format!("{q:?} is neither a bundled report ({}), a file, nor SQL", known.join(", "))));
-    }
-    Ok(q.to_string())
-}
-
-/// Runs the query and returns its result.
-pub fn execute(a: &Args) -> Result<DataFrame> {
-    let sql = query_text(&a.query, a.lake.is_some())?;
-    let tables: Vec<(&str, LazyFrame)> = if let Some(dir) = &a.lake {
-        crate::query::lake::Lake::open(dir)?.tables()?
-    } else if let Some(dir) = &a.parquet_dir {
-        let mut v = Vec::new();
-        for name in ["rollouts", "tasks", "agents", "repeats"] {
-            let p = dir.join(format!("{name}.parquet"));
-            if p.exists() {
-                v.push((name, crate::ingest::parquet::scan_parquet(&p)?));
-            }
-        }
-        if v.is_empty() {
-            return Err(Error::Usage(format!(
-                "{}: no rollouts/tasks/agents/repeats.parquet here (write them with `rollstat export`)",
-                dir.display()
-            )));
-        }
-        v
-    } else if !a.rollouts.is_empty() {
-        let (tables, warnings) = crate::workflow::tables(&a.rollouts, a.inputs.as_deref(), a.agent.as_deref())?;
-        super::common::print_warnings(&warnings);
-        tables.into_iter().map(|(n, df)| (n, df.lazy())).collect()
-    } else {
-        return Err(Error::Usage("give --rollouts FILE, --parquet-dir DIR or --lake DIR".into()));
-    };
-    crate::query::run_sql(tables, &sql)
-}
-
-/// The files a query reads, which its output must not overwrite.
-fn files_read(a: &Args) -> Vec<PathBuf> {
-    let mut v: Vec<PathBuf> = a.rollouts.iter().chain(&a.inputs).cloned().collect();
-    if let Some(dir) = &a.parquet_dir {
-        v.extend(["rollouts", "tasks", "agents", "repeats"].map(|n| dir.join(format!("{n}.parquet"))));
-    }
-    if let Some(dir) = &a.lake {
-        v.extend(crate::export::lake::files(dir));
-    }
-    if !crate::query::REPORTS.iter().chain(&crate::query::LAKE_REPORTS).any(|(n, _)| *n == a.query) {
-        v.push(PathBuf::from(&a.query));
-    }
-    v
 }
 
 /// Sets how Polars prints the table: on a terminal, the first and last rows and columns,
@@ -208,12 +154,14 @@ pub fn set_table_layout(a: &Args) {
 }
 
 pub fn run(a: Args) -> Result<()> {
-    let read = files_read(&a);
+    let c = a.config();
+    let read = c.files_read();
     let ins: Vec<&std::path::Path> = read.iter().map(PathBuf::as_path).collect();
     let out = OutputSet::new(&ins);
     // Refused before the query runs, not after.
     a.output.check(&out)?;
-    let df = execute(&a)?;
+    let (df, warnings) = crate::workflow::query(&c)?;
+    super::common::print_warnings(&warnings);
     let digits = a.output.precision.into();
     a.output.write(out, df, |df| format!("{}\n", crate::export::table::rounded(df, digits)).into_bytes(), "rows")
 }

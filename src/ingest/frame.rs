@@ -39,10 +39,10 @@ pub fn rollouts_frame(t: &RolloutTable, runs: &Runs, default_agent: Option<&str>
     let own = taken.clone();
     let clash = |name: &str| {
         if own.contains(name) {
-            eprintln!(
-                "warning: {}: field `{name}` has the name of one of the rollouts table's own columns and is left out of the table",
+            crate::warn::say(format!(
+                "{}: field `{name}` has the name of one of the rollouts table's own columns and is left out of the table",
                 t.lines.name()
-            );
+            ));
         }
     };
     for f in &fields {

@@ -12,7 +12,7 @@ use super::perf::perf_summary;
 use super::profile::{coverage, duplicate_key, index_by_key};
 use super::tasks::{info_specs, quoted_names, InfoSpec, Samples, TaskSpec};
 use super::warnings::Warnings;
-use crate::error::{Error, Result};
+use crate::error::{Error, Location, Msg, Opt, Result};
 use crate::ingest::labels::{runs, NONE};
 use crate::ingest::{InputTable, RolloutTable};
 use crate::json::{Json, Members};
@@ -82,19 +82,26 @@ pub fn groups(
 /// the run (rollstat does not fall back to the rollout's own names then), so the error
 /// points there.
 pub(crate) fn unnamed(t: &RolloutTable, inputs: Option<&InputTable>, r: usize) -> Error {
-    let fix = "pass --agent NAME to label such rollouts";
+    let fix = |m: Msg| m.text("; pass ").opt(Opt::value("agent", "NAME")).text(" to label such rollouts");
     let (task, rollout) = (t.task[r], t.rollout[r]);
     match inputs.and_then(|i| (0..i.task.len()).find(|&k| i.task[k] == task && i.rollout[k] == rollout).map(|k| (i, k))) {
-        Some((i, k)) => Error::Mismatch(format!(
-            "{}, line {}: the input row of rollout key ({task}, {rollout}) ({}) names no agent (no `agent_ref.name`, no `_ng_environment_server`; with --inputs, runs are named by the input rows); {fix}",
-            i.path.display(),
-            i.line[k],
-            t.describe(r),
-        )),
-        None => Error::Mismatch(format!(
-            "{}: this rollout names no agent (no `agent_ref.name`, no `_ng_environment_server`, and no --inputs); {fix}",
-            t.describe(r),
-        )),
+        Some((i, k)) => Error::refused(
+            Some(Location::line(&i.path, i.line[k])),
+            fix(Msg::default()
+                .text(format!(
+                    "the input row of rollout key ({task}, {rollout}) ({}) names no agent (no `agent_ref.name`, no `_ng_environment_server`; with ",
+                    t.describe(r),
+                ))
+                .opt(Opt::named("inputs"))
+                .text(", runs are named by the input rows)")),
+        ),
+        None => Error::refused(
+            Some(t.location(r)),
+            fix(Msg::default()
+                .text("this rollout names no agent (no `agent_ref.name`, no `_ng_environment_server`, and no ")
+                .opt(Opt::named("inputs"))
+                .text(")")),
+        ),
     }
 }
 

@@ -16,7 +16,7 @@ use rayon::prelude::*;
 use super::levels::{across_repeats, agent_and_repeat_levels, distinct, Profiled, RepeatEntry, StatKeys};
 use super::tasks::{info_specs, quoted_names, Samples, TaskSpec};
 use super::warnings::Warnings;
-use crate::error::{Error, Result};
+use crate::error::{Error, Msg, Opt, Result};
 use crate::ingest::labels::{labels_for, run_key};
 use crate::ingest::{InputTable, LineMap, RolloutTable};
 use crate::json::{Json, Key, Members};
@@ -162,10 +162,14 @@ pub(crate) fn unmatched_error(
         )));
     }
     if missing > 0 && !allow_partial {
-        return Some(Error::Mismatch(format!(
-            "Materialized input rows and rollout results do not have matching rollout keys. Missing rollout results for {missing} materialized input rows. Missing rollout keys: {}. Use --allow-partial to profile completed rollouts from a partial collection.",
-            fmt_keys(first_missing)
-        )));
+        let msg = Msg::default()
+            .text(format!(
+                "Materialized input rows and rollout results do not have matching rollout keys. Missing rollout results for {missing} materialized input rows. Missing rollout keys: {}. Use ",
+                fmt_keys(first_missing)
+            ))
+            .opt(Opt::on("allow_partial"))
+            .text(" to profile completed rollouts from a partial collection.");
+        return Some(Error::refused(None, msg));
     }
     None
 }

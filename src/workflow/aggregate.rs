@@ -9,7 +9,7 @@ use polars::prelude::DataFrame;
 
 use super::custom::{sql_metrics, Metrics};
 use super::{read_both, status_after_read};
-use crate::error::{Error, Result};
+use crate::error::{Error, Msg, Opt, Result};
 use crate::export::atomic::OutputSet;
 use crate::export::direct::FileWriter;
 use crate::export::nemo_gym::{artifact_path, check_beside};
@@ -364,11 +364,14 @@ pub fn check_table(t: &RolloutTable, rows: Option<&[u32]>, ignored: &[String]) -
             continue;
         }
         if crate::export::atomic::is_stream(f) {
-            return Err(Error::Usage(format!(
-                "{}: the health check reads the lines that carry trajectories again, which a pipe cannot give; \
-                 save the rollouts to a file, or pass --no-health-check",
-                f.display()
-            )));
+            let msg = Msg::default()
+                .text(format!(
+                    "{}: the health check reads the lines that carry trajectories again, which a pipe cannot give; \
+                     save the rollouts to a file, or pass ",
+                    f.display()
+                ))
+                .opt(Opt::off("health_check"));
+            return Err(Error::refused(None, msg));
         }
         let map = crate::ingest::lines::map_whole(f)?;
         if let Some(&(line, offset, len)) = lines.find(|e| e.1 + e.2 > map.len() as u64) {

@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 
 use polars::prelude::*;
 
-use crate::error::{Error, Location, Result};
+use crate::error::{Error, Location, Msg, Opt, Result};
 use crate::export::compare::CompareView;
 use crate::ingest::frame::rollouts_frame;
 use crate::ingest::labels::runs;
@@ -61,16 +61,21 @@ impl CompareConfig {
     pub fn validate(&self) -> Result<()> {
         if let Some(d) = self.detect {
             if !(d.is_finite() && d != 0.0) {
-                return Err(Error::Usage(format!("--detect {d}: give a non-zero difference in the metric's units")));
+                let msg = Msg::default().opt(Opt::number("detect", d));
+                return Err(Error::refused(None, msg.text(": give a non-zero difference in the metric's units")));
             }
         }
         self.pairing.validate()?;
         if self.by.is_some() && self.by == self.cluster_key {
-            return Err(Error::Usage(
-                "--by and --cluster-key name the same field; a group would be one cluster".into(),
-            ));
+            let msg = Msg::default().opt(Opt::named("by")).text(" and ").opt(Opt::named("cluster_key"));
+            return Err(Error::refused(None, msg.text(" name the same field; a group would be one cluster")));
         }
         Ok(())
+    }
+
+    /// Refuses inputs files that do not go one per rollouts file.
+    pub fn check_inputs(&self) -> Result<()> {
+        inputs_per_rollouts(&self.rollouts, &self.inputs)
     }
 
     /// What a run's value for one task is.
@@ -302,12 +307,14 @@ fn read_file(a: &CompareConfig, path: &Path, inputs: Option<&Path>, read: Option
     let mut run_ids: std::collections::HashMap<&str, usize> = std::collections::HashMap::new();
     for r in 0..df.height() {
         let (Some(label), Some(task), Some(rollout)) = (agent.get(r), task.get(r), rollout.get(r)) else {
-            let what = if agent.get(r).is_none() {
-                "names no agent (give --agent NAME)"
-            } else {
-                "has no usable rollout key (`_ng_task_index` and `_ng_rollout_index`, integers)"
-            };
-            return Err(Error::bad(table.at(path, r), format!("this rollout {what}")));
+            if agent.get(r).is_none() {
+                let msg = Msg::default().text("this rollout names no agent (give ").opt(Opt::value("agent", "NAME"));
+                return Err(Error::refused(Some(table.at(path, r)), msg.text(")")));
+            }
+            return Err(Error::bad(
+                table.at(path, r),
+                "this rollout has no usable rollout key (`_ng_task_index` and `_ng_rollout_index`, integers)",
+            ));
         };
         let next = run_ids.len();
         keys.push((*run_ids.entry(label).or_insert(next), task, rollout, r));
@@ -432,6 +439,22 @@ fn file_names(paths: &[PathBuf]) -> Vec<String> {
 
 /// Reads every file. A run is named by its label, or `FILE:label` when one label occurs
 /// in two files.
+/// Refuses inputs files that do not go one per rollouts file, in order (none at all
+/// is fine): said before any reading by every workflow that reads runs.
+pub fn inputs_per_rollouts(rollouts: &[PathBuf], inputs: &[PathBuf]) -> Result<()> {
+    if inputs.is_empty() || inputs.len() == rollouts.len() {
+        return Ok(());
+    }
+    let msg = Msg::default()
+        .text("give ")
+        .opt(Opt::named("inputs"))
+        .text(" once per ")
+        .opt(Opt::named("rollouts"))
+        .text(" file, in the same order, or not at all (")
+        .text(format!("{} rollouts files, {} inputs files)", rollouts.len(), inputs.len()));
+    Err(Error::refused(None, msg))
+}
+
 pub fn read_runs(a: &CompareConfig) -> Result<Runs> {
     read_runs_with(a, &[])
 }
@@ -439,13 +462,7 @@ pub fn read_runs(a: &CompareConfig) -> Result<Runs> {
 /// [`read_runs`], taking file `i` from `read[i]` where that is given (a JSONL file the
 /// caller read already) instead of reading it again.
 pub fn read_runs_with(a: &CompareConfig, read: &[Option<ReadFile<'_>>]) -> Result<Runs> {
-    if !a.inputs.is_empty() && a.inputs.len() != a.rollouts.len() {
-        return Err(Error::Usage(format!(
-            "give --inputs once per --rollouts file, in the same order, or not at all ({} rollouts files, {} inputs files)",
-            a.rollouts.len(),
-            a.inputs.len()
-        )));
-    }
+    a.check_inputs()?;
     for (i, path) in a.rollouts.iter().enumerate() {
         if a.rollouts[..i].iter().any(|q| q == path || crate::export::atomic::same_file(q, path)) {
             return Err(Error::Usage(format!("{} is given twice as --rollouts", path.display())));
@@ -579,7 +596,8 @@ pub fn compare_runs(a: &CompareConfig, runs: &Runs) -> Result<Report> {
     let baseline = match &a.baseline {
         None => 0,
         Some(b) => runs.names.iter().position(|n| n == b).ok_or_else(|| {
-            Error::Usage(format!("--baseline {b:?} is not a run here; runs: {}", runs.names.join(", ")))
+            let msg = Msg::default().opt(Opt::quoted("baseline", b.clone()));
+            Error::refused(None, msg.text(format!(" is not a run here; runs: {}", runs.names.join(", "))))
         })?,
     };
     if let Some(k) = a.pass_at {

@@ -2,7 +2,7 @@
 //! command line's boundary, and the SQL metrics, which run over the rollouts table.
 
 use std::collections::HashMap;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use polars::prelude::DataFrame;
 
@@ -36,6 +36,45 @@ impl Metrics {
     pub fn sql(&self) -> Vec<&MetricSpec> {
         self.specs.iter().filter(|m| matches!(m, MetricSpec::Sql { .. })).collect()
     }
+
+    /// Resolves metric names (built-ins first, then the SQL files of `metric_dir`),
+    /// with the options of the built-ins; a SQL file a built-in hides is a warning.
+    pub fn resolve(
+        names: &[String],
+        metric_dir: Option<&Path>,
+        answer_key: Option<&str>,
+        subset_key: Option<&str>,
+        ddof: usize,
+    ) -> Result<Metrics> {
+        let sql = crate::query::metric_files(metric_dir)?;
+        let mut specs = Vec::new();
+        for name in names {
+            if let Some(m) = custom::builtin(name, answer_key, subset_key, ddof)? {
+                if let (Some(d), true) = (metric_dir, sql.iter().any(|(n, _)| n == name)) {
+                    let file = d.join(format!("{name}.sql"));
+                    if file.exists() {
+                        super::warn(format!(
+                            "{}: `{name}` is a built-in metric, which --metric {name} runs; rename the file to run it",
+                            file.display()
+                        ));
+                    }
+                }
+                specs.push(m);
+            } else if let Some((_, text)) = sql.iter().find(|(n, _)| n == name) {
+                specs.push(MetricSpec::Sql { name: name.clone(), sql: text.clone() });
+            } else {
+                return Err(custom::unknown(name, &sql.iter().map(|s| s.0.clone()).collect::<Vec<_>>()));
+            }
+        }
+        Ok(Metrics { specs, files: sql_files(metric_dir) })
+    }
+}
+
+/// The SQL files of a metric folder, which outputs must not overwrite.
+fn sql_files(metric_dir: Option<&Path>) -> Vec<PathBuf> {
+    let Some(d) = metric_dir else { return Vec::new() };
+    let Ok(rd) = std::fs::read_dir(d) else { return Vec::new() };
+    rd.filter_map(|e| e.ok()).map(|e| e.path()).filter(|p| p.extension().is_some_and(|x| x == "sql")).collect()
 }
 
 /// SQL metrics' `NAME/<column>` values, by label.

@@ -98,14 +98,8 @@ type ReadTable = (RolloutTable, Option<InputTable>);
 /// For each `health:CHECK` metric of the policy the table gains a column of that name:
 /// 1 for a rollout the check flagged, 0 for the others.
 pub(super) fn read_tables(base: &CompareConfig, policy: &Policy) -> Result<Vec<Option<ReadTable>>> {
-    if !base.inputs.is_empty() && base.inputs.len() != base.rollouts.len() {
-        // Said by `read_runs` too, but before reading here.
-        return Err(Error::Usage(format!(
-            "give --inputs once per --rollouts file, in the same order, or not at all ({} rollouts files, {} inputs files)",
-            base.rollouts.len(),
-            base.inputs.len()
-        )));
-    }
+    // Said by `read_runs` too, but before reading here.
+    base.check_inputs()?;
     let health: Vec<&Check> = policy.checks.iter().filter(|c| matches!(c.metric, Metric::Health(_))).collect();
     let opts = ReadOptions { evidence: !health.is_empty(), ..ReadOptions::FINGERPRINTS };
     let mut tables = Vec::new();

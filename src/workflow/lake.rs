@@ -28,6 +28,31 @@ pub struct LakeTarget {
     pub made_at_us: u64,
 }
 
+impl LakeTarget {
+    /// The lake `dir` with the sweep's id and `KEY=VALUE` labels, checked before any
+    /// reading; the sweep is stamped now (`SOURCE_DATE_EPOCH` when set).
+    pub fn new(dir: PathBuf, sweep_id: Option<String>, labels: &[String]) -> Result<LakeTarget> {
+        if let Some(id) = &sweep_id {
+            lake::check_sweep_id(id)?;
+        }
+        let mut parsed: Vec<(String, String)> = Vec::new();
+        for l in labels {
+            let (k, v) = lake::parse_label(l)?;
+            if parsed.iter().any(|(o, _)| *o == k) {
+                return Err(Error::Usage(format!("--label {k}=…: given twice")));
+            }
+            parsed.push((k, v));
+        }
+        let made_at_us = match std::env::var_os("SOURCE_DATE_EPOCH") {
+            Some(_) => super::made_at()? * 1_000_000,
+            None => {
+                std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_micros() as u64)
+            }
+        };
+        Ok(LakeTarget { dir, sweep_id, labels: parsed, made_at_us })
+    }
+}
+
 /// What adding a sweep did.
 #[derive(Debug)]
 pub struct LakeRun {

@@ -6,6 +6,7 @@
 //! on a terminal, for large files) are the one thing a workflow shows by itself.
 
 pub mod aggregate;
+pub mod batch_metrics;
 pub mod compare;
 pub mod custom;
 pub mod eval_compare;
@@ -13,18 +14,21 @@ pub mod export;
 pub mod gate;
 pub mod gate_noise;
 pub mod gate_policy;
+pub mod health;
 pub mod ingest;
 pub mod lake;
 pub mod merge;
 pub mod profile;
+pub mod query;
 pub mod report;
 pub mod select;
 pub mod trend;
 
 use std::path::{Path, PathBuf};
 
-use crate::error::{Error, Location, Result};
+use crate::error::{Error, Location, Msg, Opt, Result};
 use crate::ingest::{self as read, InputTable, LineMap, RolloutTable};
+use crate::metrics::warnings::Warnings;
 use crate::trace::{trace, Status};
 
 pub use aggregate::{aggregate, AggregateConfig, AggregateRun};
@@ -33,8 +37,10 @@ pub use custom::Metrics;
 pub use eval_compare::{eval_compare, EvalCompareConfig, EvalCompareRun, ReportFormat};
 pub use export::{export, tables, ExportConfig};
 pub use gate::{gate, GateConfig, GateReport};
+pub use health::{health, HealthConfig};
 pub use ingest::{ingest, IngestConfig, IngestRun};
 pub use profile::{profile, ProfileConfig, ProfileRun};
+pub use query::{query, QueryConfig};
 pub use report::{report, ReportConfig, ReportRun};
 pub use select::{select, SelectConfig, SelectRun};
 
@@ -69,11 +75,16 @@ pub fn read_both(
 /// input row, or a rollout names another run than its input row does.
 pub fn check_runs(r: &RolloutTable, inp: &InputTable) -> Result<()> {
     if let Some(line) = inp.verified_line {
-        return Err(Error::bad(
-            Location::line(&inp.path, line),
-            "this input row carries a verifier's `response` and `reward`, as a rollouts file does; \
-             were --inputs and --rollouts swapped? (--inputs takes the materialized inputs of `gym eval run`)",
-        ));
+        let inputs = Opt::named("inputs");
+        let msg = Msg::default()
+            .text("this input row carries a verifier's `response` and `reward`, as a rollouts file does; were ")
+            .opt(inputs.clone())
+            .text(" and ")
+            .opt(Opt::named("rollouts"))
+            .text(" swapped? (")
+            .opt(inputs)
+            .text(" takes the materialized inputs of `gym eval run`)");
+        return Err(Error::refused(Some(Location::line(&inp.path, line)), msg));
     }
     if r.is_empty() {
         return Ok(());
@@ -94,14 +105,14 @@ pub fn check_runs(r: &RolloutTable, inp: &InputTable) -> Result<()> {
 /// Rollouts (read from `lines`) that hold no result at all: no row has a `reward` or a
 /// `response`.
 pub(crate) fn no_results(lines: &LineMap, inputs: &Path) -> Error {
-    Error::bad(
-        Location::file(Path::new(&lines.name())).key("reward"),
-        format!(
+    let msg = Msg::default()
+        .text(
             "no row has a `reward` or a `response`, which the rollouts `gym eval run` writes carry; \
-             is this the rollouts file (with --inputs {} as its materialized inputs)?",
-            inputs.display()
-        ),
-    )
+             is this the rollouts file (with ",
+        )
+        .opt(Opt::text("inputs", inputs.display().to_string()))
+        .text(" as its materialized inputs)?");
+    Error::refused(Some(Location::file(Path::new(&lines.name())).key("reward")), msg)
 }
 
 /// Rollouts none of whose keys has an input row: the first row (`at`, its key) named.
@@ -134,10 +145,36 @@ pub(crate) fn contradiction_error(r: &RolloutTable, inp: &InputTable) -> Option<
     Some((r.line[row], e))
 }
 
-/// Prints read warnings (cut-off last lines) to stderr.
+/// Prints read warnings (cut-off last lines) to stderr, or holds them (see
+/// [`holding_warnings`]).
 pub(crate) fn report_read_warnings(w: &[String]) {
     for m in w {
-        eprintln!("warning: {m}");
+        warn(m.clone());
+    }
+}
+
+pub use crate::warn::say as warn;
+
+/// Runs `f` (a workflow, on this thread) holding the warnings it would print as they
+/// arise (see [`crate::warn`]), and returns them, counted, beside its result.
+pub fn holding_warnings<T>(f: impl FnOnce() -> T) -> (T, Warnings) {
+    let (out, said) = crate::warn::holding(f);
+    let mut held = Warnings::default();
+    for m in said {
+        held.add(m);
+    }
+    (out, held)
+}
+
+/// When a page is made or a sweep added: `SOURCE_DATE_EPOCH` when set (reproducible
+/// builds' convention), else now.
+pub fn made_at() -> Result<u64> {
+    match std::env::var("SOURCE_DATE_EPOCH") {
+        Ok(v) => v
+            .trim()
+            .parse()
+            .map_err(|_| Error::Usage(format!("SOURCE_DATE_EPOCH={v:?}: give whole seconds since 1970-01-01 UTC"))),
+        Err(_) => Ok(std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_secs())),
     }
 }
 
@@ -145,4 +182,20 @@ pub(crate) fn report_read_warnings(w: &[String]) {
 /// larger file was large enough for a progress line.
 pub(crate) fn status_after_read(t: &RolloutTable, inputs: Option<&InputTable>) -> Status {
     Status::new(t.report.bytes.max(inputs.map_or(0, |i| i.report.bytes)))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A warning held twice comes back once, with its count.
+    #[test]
+    fn held_warnings_are_counted() {
+        let ((), held) = holding_warnings(|| {
+            warn("a.jsonl: the last line is cut off".into());
+            warn("a.jsonl: the last line is cut off".into());
+            warn("another".into());
+        });
+        assert_eq!(held.items(), &[("a.jsonl: the last line is cut off".to_string(), 2), ("another".to_string(), 1)]);
+    }
 }

@@ -85,13 +85,7 @@ fn is_parquet(p: &Path) -> bool {
 /// Writes the report page.
 pub fn report(c: &ReportConfig) -> Result<ReportRun> {
     let first = c.rollouts.first().ok_or_else(|| Error::Usage("give a rollouts file".into()))?;
-    if !c.inputs.is_empty() && c.inputs.len() != c.rollouts.len() {
-        return Err(Error::Usage(format!(
-            "give --inputs once per --rollouts file, in the same order, or not at all ({} rollouts files, {} inputs files)",
-            c.rollouts.len(),
-            c.inputs.len()
-        )));
-    }
+    super::compare::inputs_per_rollouts(&c.rollouts, &c.inputs)?;
     if c.out.is_none() {
         check_beside(std::slice::from_ref(first), "--out FILE")?;
     }

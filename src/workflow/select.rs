@@ -12,7 +12,7 @@ use polars::prelude::*;
 use rayon::prelude::*;
 
 use super::read_both;
-use crate::error::{Error, Location, Result};
+use crate::error::{Error, Location, Msg, Opt, Result};
 use crate::export::atomic::OutputSet;
 use crate::export::lake::{Role, Source};
 use crate::ingest::InputTable;
@@ -259,19 +259,23 @@ fn candidates(c: &SelectConfig) -> Result<(DataFrame, InputTable, String, Warnin
     let run = match (&c.run, labels.as_slice()) {
         (Some(r), _) if labels.contains(r) => r.clone(),
         (Some(r), _) => {
-            return Err(Error::Usage(format!(
-                "--run {r}: no such run in the rollouts; the runs are: {}",
-                labels.join(", ")
-            )))
+            let msg = Msg::default().opt(Opt::text("run", r.clone()));
+            return Err(Error::refused(
+                None,
+                msg.text(format!(": no such run in the rollouts; the runs are: {}", labels.join(", "))),
+            ));
         }
         (None, [one]) => one.clone(),
         (None, []) => String::new(),
         (None, many) => {
-            return Err(Error::Usage(format!(
-                "the rollouts hold {} runs ({}); name the one whose tasks are selected with --run NAME",
-                many.len(),
-                many.join(", ")
-            )))
+            let msg = Msg::default()
+                .text(format!(
+                    "the rollouts hold {} runs ({}); name the one whose tasks are selected with ",
+                    many.len(),
+                    many.join(", ")
+                ))
+                .opt(Opt::value("run", "NAME"));
+            return Err(Error::refused(None, msg));
         }
     };
     let tasks = tasks.lazy().filter(col(crate::schema::AGENT).eq(lit(run.as_str()))).collect()?;

@@ -55,7 +55,7 @@ def test_profile_refuses_a_partial_run_without_allow_partial(sweep, tmp_path):
     rollouts, inputs = sweep
     with pytest.raises(rollstat.InputError) as e:
         rollstat.profile(rollouts, inputs, out_dir=tmp_path / "strict")
-    assert "--allow-partial" in str(e.value)
+    assert "allow_partial=True" in str(e.value)
     assert not (tmp_path / "strict").exists()
 
 

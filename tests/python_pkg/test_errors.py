@@ -46,7 +46,7 @@ def test_missing_file_and_bad_arguments(tmp_path):
     assert e.value.path == str(tmp_path / "nope.jsonl")
     with pytest.raises(rollstat.InputError) as e:
         rollstat.compare([tmp_path / "a.jsonl"], pass_at=0)
-    assert "--pass-at" in str(e.value)
+    assert "pass_at" in str(e.value)
 
 
 def test_an_input_is_never_overwritten(sweep):

@@ -44,3 +44,22 @@ def test_view_refuses_wrong_types_and_bad_files(sweep, tmp_path):
     with pytest.raises(rollstat.InputError) as e:
         rollstat.view(bad)
     assert e.value.path is not None and "bad.jsonl" in str(e.value.path)
+
+
+def test_view_judges_health_and_serves_a_lake(sweep, tmp_path):
+    rollouts, inputs = sweep
+    with rollstat.view(rollouts, inputs=[inputs]) as v:
+        health = fetch(v.url + "api/overview")["runs"][0]["health"]
+        assert health is not None and sum(health[k] for k in ("healthy", "unhealthy", "unobserved")) > 0
+    with rollstat.view(rollouts, health_check=False) as v:
+        assert fetch(v.url + "api/overview")["runs"][0]["health"] is None
+    with pytest.raises(TypeError, match="health_check"):
+        rollstat.view(rollouts, health_check="no")
+    lake = tmp_path / "lake"
+    sweep_id = rollstat.export(rollouts, inputs=inputs, lake=str(lake))
+    with rollstat.view(lake=str(lake), health_check=False) as v:
+        o = fetch(v.url + "api/overview")
+        assert o["runs"] and all(r["name"].split("/")[0] == sweep_id for r in o["runs"])
+        assert [s["sweep"] for s in o["lake"]["sweeps"]] == [sweep_id]
+    with pytest.raises(rollstat.InputError, match="lake"):
+        rollstat.view(rollouts, lake=str(lake))
