@@ -85,7 +85,7 @@ pub struct FileData {
 impl FileData {
     /// Drops the mapped pages from this process (they stay in the page cache; a line
     /// asked for later is read back in), so that serving holds offsets, not text.
-    fn release(&self) {
+    pub(super) fn release(&self) {
         for bytes in std::iter::once(&self.bytes).chain(&self.inputs_bytes) {
             if let Whole::Mapped(m) = &**bytes {
                 // SAFETY: a read-only shared mapping of a file: a dropped page is read

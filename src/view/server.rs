@@ -62,6 +62,8 @@ pub struct Served {
     sql_cache: Mutex<Option<(String, SqlKeep)>>,
     /// Counts the table's builds: only the newest one's answer is kept.
     sql_generation: AtomicU64,
+    /// Answers given so far (every [`RELEASE_EVERY`] the mapped pages are dropped).
+    answered: AtomicU64,
     agent: Option<String>,
     token: Option<String>,
     /// Host header values accepted (loopback binds only; empty: any).
@@ -132,6 +134,7 @@ pub fn start(c: &ViewConfig) -> Result<Running> {
         sql: Mutex::new(SqlTable::Building),
         sql_cache: Mutex::new(None),
         sql_generation: AtomicU64::new(0),
+        answered: AtomicU64::new(0),
         agent: c.runs.agent.clone(),
         token,
         hosts,
@@ -356,12 +359,24 @@ fn secured(mut r: Response) -> Response {
 
 type Params = Query<HashMap<String, String>>;
 
+/// Answers between two drops of the files' pages from the process.
+const RELEASE_EVERY: u64 = 256;
+
 /// Runs `f` off the async workers and turns its answer into a response.
 async fn answer_with<F>(s: Arc<Served>, f: F) -> Response
 where
     F: FnOnce(&Arc<Served>) -> Answer<Json> + Send + 'static,
 {
-    match tokio::task::spawn_blocking(move || f(&s)).await {
+    let answer = move || {
+        let a = f(&s);
+        // The pages of the files that answers read (transcripts, raw lines) are dropped
+        // from the process now and then, so that serving keeps holding offsets, not text.
+        if s.answered.fetch_add(1, Ordering::Relaxed) % RELEASE_EVERY == RELEASE_EVERY - 1 {
+            s.index().files.iter().for_each(|f| f.release());
+        }
+        a
+    };
+    match tokio::task::spawn_blocking(answer).await {
         Ok(Ok(v)) => json(&v, StatusCode::OK),
         Ok(Err(BadRequest(msg))) => error(StatusCode::BAD_REQUEST, &msg),
         Err(_) => error(StatusCode::INTERNAL_SERVER_ERROR, "rollstat failed on this request"),
