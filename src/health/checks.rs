@@ -89,6 +89,14 @@ impl Check {
         Check::ALL.into_iter().find(|c| c.id() == id)
     }
 
+    /// A check judged per record, by its id; `Err` lists the ids such a check has.
+    pub fn rollout_from_id(id: &str) -> Result<Check, String> {
+        Check::from_id(id).filter(|c| Check::rollout().contains(c)).ok_or_else(|| {
+            let ids: Vec<&str> = Check::rollout().iter().map(|c| c.id()).collect();
+            ids.join(", ")
+        })
+    }
+
     fn reads(self) -> Reads {
         match self {
             Check::MissingAgentTurns | Check::TurnHollow => Reads::Turns,

@@ -293,10 +293,10 @@ pub fn tasks(ix: &Index, q: &TaskQuery) -> Answer<Json> {
     let check = match q.check.as_deref() {
         None => None,
         Some(_) if !ix.health_checked => return bad("check: the health check did not run in this viewer"),
-        Some(id) => Some(Check::from_id(id).filter(|c| Check::rollout().contains(c)).ok_or_else(|| {
-            let ids: Vec<&str> = Check::rollout().iter().map(|c| c.id()).collect();
-            BadRequest(format!("check: {id:?} is not a rollout health check ({})", ids.join(", ")))
-        })?),
+        Some(id) => Some(
+            Check::rollout_from_id(id)
+                .map_err(|ids| BadRequest(format!("check: {id:?} is not a rollout health check ({ids})")))?,
+        ),
     };
     let needle = q.text.as_ref().filter(|t| !t.is_empty()).map(|t| t.to_lowercase());
     let finder = needle.as_ref().map(|n| memchr::memmem::Finder::new(n.as_bytes()));

@@ -204,17 +204,13 @@ fn parse_metric(c: &FileCheck, at: &dyn Fn(Range<usize>, &str) -> Location) -> R
     } else if metric_text == "failure_rate" {
         Metric::FailureRate
     } else if let Some(id) = metric_text.strip_prefix("health:") {
-        let rollout = crate::health::Check::rollout();
-        match crate::health::Check::from_id(id.trim()).filter(|c| rollout.contains(c)) {
-            Some(c) => Metric::Health(c),
-            None => {
-                let ids: Vec<&str> = rollout.iter().map(|c| c.id()).collect();
-                return Err(Error::bad(
-                    at(c.metric.span(), "metric"),
-                    format!("metric {metric_text:?}: not a rollout health check; give one of {}", ids.join(", ")),
-                ));
-            }
-        }
+        let check = crate::health::Check::rollout_from_id(id.trim()).map_err(|ids| {
+            Error::bad(
+                at(c.metric.span(), "metric"),
+                format!("metric {metric_text:?}: not a rollout health check; give one of {ids}"),
+            )
+        })?;
+        Metric::Health(check)
     } else if metric_text.is_empty() {
         return Err(Error::bad(
             at(c.metric.span(), "metric"),
