@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 use polars::prelude::*;
 
 use crate::error::{Error, Location, Result};
-use crate::export::lake::{partitions, Source, SWEEPS, SWEEP_COLUMNS, TABLES};
+use crate::export::lake::{partitions, Role, Source, SWEEPS, SWEEP_COLUMNS, TABLES};
 use crate::ingest::parquet::scan_parquet;
 use crate::json::Json;
 
@@ -256,6 +256,42 @@ pub fn sweep_sources(dir: &Path, sweep: &str) -> Result<Vec<SweepSource>> {
     use rayon::prelude::*;
     let (_, row) = find_sweep(dir, sweep)?;
     Ok(row.sources.into_par_iter().map(check_source).collect())
+}
+
+/// A sweep's files, each the file the sweep was computed from.
+pub struct SweepFiles {
+    pub rollouts: Vec<PathBuf>,
+    pub inputs: Vec<PathBuf>,
+    /// As recorded: the rollouts files first, then the inputs.
+    pub sources: Vec<Source>,
+}
+
+/// The files of sweep `sweep` in the lake `dir` by what they hold, each checked by
+/// [`sweep_sources`]. A missing or changed file is refused, naming each, and so is a
+/// sweep added before sources recorded their role (which file holds what).
+pub fn sweep_files(dir: &Path, sweep: &str) -> Result<SweepFiles> {
+    let checked = sweep_sources(dir, sweep)?;
+    let problems: Vec<String> = checked.iter().filter_map(|s| s.problem()).collect();
+    if !problems.is_empty() {
+        return Err(Error::Mismatch(format!(
+            "sweep {sweep} of the lake {}: {}; the files the sweep was computed from are what is read",
+            dir.display(),
+            problems.join("; ")
+        )));
+    }
+    let sources: Vec<Source> = checked.into_iter().map(|s| s.recorded).collect();
+    if sources.iter().any(|s| s.role.is_none()) {
+        return Err(Error::Mismatch(format!(
+            "sweep {sweep} of the lake {}: its sources do not say which file holds what ({}); add the sweep again \
+             (a sweep records its files' roles since this version)",
+            dir.display(),
+            sources.iter().map(|s| s.path.as_str()).collect::<Vec<_>>().join(", ")
+        )));
+    }
+    let of = |role: Role| -> Vec<Source> { sources.iter().filter(|s| s.role == Some(role)).cloned().collect() };
+    let (rollouts, inputs) = (of(Role::Rollouts), of(Role::Inputs));
+    let paths = |v: &[Source]| -> Vec<PathBuf> { v.iter().map(|s| PathBuf::from(&s.path)).collect() };
+    Ok(SweepFiles { rollouts: paths(&rollouts), inputs: paths(&inputs), sources: [rollouts, inputs].concat() })
 }
 
 /// What is at a recorded source's path now.

@@ -5,8 +5,7 @@
 use std::path::PathBuf;
 
 use crate::error::{Error, Result};
-use crate::export::lake::Role;
-use crate::query::lake::{sweep_sources, sweeps, SweepRow};
+use crate::query::lake::{sweep_files, sweeps, SweepRow};
 
 /// Which sweeps of which lake to serve.
 #[derive(Debug, Clone)]
@@ -32,7 +31,8 @@ pub struct LakeRuns {
 }
 
 /// Resolves the sweeps to serve into their recorded files, refusing a sweep whose files
-/// are missing or changed since it was added (naming each such file and what differs).
+/// are missing or changed since it was added (naming each such file and what differs),
+/// as [`sweep_files`] does.
 pub fn resolve(l: &LakeSweeps) -> Result<LakeRuns> {
     let listing = sweeps(&l.dir)?;
     let chosen: Vec<String> = if l.sweeps.is_empty() {
@@ -53,28 +53,12 @@ pub fn resolve(l: &LakeSweeps) -> Result<LakeRuns> {
         if chosen.iter().filter(|c| *c == id).count() > 1 {
             return Err(Error::Usage(format!("--sweep {id} is given twice")));
         }
-        let sources = sweep_sources(&l.dir, id)?;
-        let problems: Vec<String> = sources.iter().filter_map(|s| s.problem()).collect();
-        if !problems.is_empty() {
-            return Err(Error::Usage(format!(
-                "sweep {id} of the lake {} cannot be shown from its files: {}",
-                l.dir.display(),
-                problems.join("; ")
-            )));
-        }
-        // Sources recorded before roles were: the first is the rollouts file.
-        let role = |i: usize, s: &crate::export::lake::Source| {
-            s.role.unwrap_or(if i == 0 { Role::Rollouts } else { Role::Inputs })
-        };
-        let paths = |want: Role| -> Vec<&str> {
-            let sources = sources.iter().enumerate();
-            sources.filter(|(i, s)| role(*i, &s.recorded) == want).map(|(_, s)| s.recorded.path.as_str()).collect()
-        };
-        let (rollouts, given) = (paths(Role::Rollouts), paths(Role::Inputs));
-        for r in &rollouts {
-            out.rollouts.push(PathBuf::from(r));
+        let files = sweep_files(&l.dir, id)?;
+        let (rollouts, given) = (&files.rollouts, &files.inputs);
+        for r in rollouts {
+            out.rollouts.push(r.clone());
             out.sweep_of_file.push(id.clone());
-            inputs.push((rollouts.len() == 1 && given.len() == 1).then(|| PathBuf::from(given[0])));
+            inputs.push((rollouts.len() == 1 && given.len() == 1).then(|| given[0].clone()));
         }
     }
     if inputs.iter().all(Option::is_some) {

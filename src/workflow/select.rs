@@ -399,33 +399,14 @@ fn dataset_fields(
 /// (rollouts, inputs, sources). A missing or changed file, or a sweep added without its
 /// inputs, is refused.
 fn sweep_files(lake: &Path, sweep: &str) -> Result<(Vec<PathBuf>, PathBuf, Vec<Source>)> {
-    let checked = crate::query::lake::sweep_sources(lake, sweep)?;
-    let problems: Vec<String> = checked.iter().filter_map(|s| s.problem()).collect();
-    if !problems.is_empty() {
-        return Err(Error::Mismatch(format!(
-            "sweep {sweep} of the lake {}: {}; select reads the files the sweep was computed from",
-            lake.display(),
-            problems.join("; ")
-        )));
-    }
-    let sources: Vec<Source> = checked.into_iter().map(|s| s.recorded).collect();
-    let of = |role: Role| -> Vec<PathBuf> {
-        sources.iter().filter(|s| s.role == Some(role)).map(|s| PathBuf::from(&s.path)).collect()
-    };
-    let (rollouts, inputs) = (of(Role::Rollouts), of(Role::Inputs));
-    match (rollouts.is_empty(), inputs.as_slice()) {
-        (false, [one]) => {
-            let inputs = one.clone();
-            // Rollouts first, then the inputs, as when the files are given.
-            let mut ordered: Vec<Source> = sources.iter().filter(|s| s.role == Some(Role::Rollouts)).cloned().collect();
-            ordered.extend(sources.iter().filter(|s| s.role == Some(Role::Inputs)).cloned());
-            Ok((rollouts, inputs, ordered))
-        }
+    let f = crate::query::lake::sweep_files(lake, sweep)?;
+    match (f.rollouts.is_empty(), f.inputs.as_slice()) {
+        (false, [one]) => Ok((f.rollouts.clone(), one.clone(), f.sources)),
         _ => Err(Error::Mismatch(format!(
             "sweep {sweep} of the lake {}: its sources do not name one rollouts file or more and one inputs file \
-             ({}); add the sweep again with --inputs (a sweep records its files' roles since this version)",
+             ({}); add the sweep again with --inputs",
             lake.display(),
-            sources.iter().map(|s| s.path.as_str()).collect::<Vec<_>>().join(", ")
+            f.sources.iter().map(|s| s.path.as_str()).collect::<Vec<_>>().join(", ")
         ))),
     }
 }
