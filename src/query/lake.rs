@@ -8,9 +8,10 @@ use std::path::{Path, PathBuf};
 use polars::prelude::*;
 
 use crate::error::{Error, Location, Result};
-use crate::export::lake::{partitions, Role, Source, SWEEPS, SWEEP_COLUMNS, TABLES};
+use crate::export::lake::{partition, partitions, sweep_of, Role, Source, PART, SWEEPS, SWEEP_COLUMNS, TABLES};
 use crate::ingest::parquet::scan_parquet;
 use crate::json::Json;
+use crate::schema;
 
 /// One sweep of a lake, in the lake's order: its `sweeps` row.
 #[derive(Debug, Clone)]
@@ -258,6 +259,36 @@ pub fn sweep_sources(dir: &Path, sweep: &str) -> Result<Vec<SweepSource>> {
     Ok(row.sources.into_par_iter().map(check_source).collect())
 }
 
+/// For a lake's rollouts partition (`LAKE/rollouts/sweep=ID/part-0.parquet`): each
+/// task's fingerprint as the sweep's `tasks` partition records it, so that a sweep read
+/// from the lake's tables pairs tasks by what they ask as its rollouts file would.
+/// `None` for any other file, or when the sweep's tasks table records no fingerprint.
+pub fn partition_fingerprints(path: &Path) -> Result<Option<std::collections::HashMap<i64, u64>>> {
+    let folder = path.parent().filter(|_| path.file_name().is_some_and(|n| n == PART));
+    let Some(sweep) = folder.and_then(|f| f.file_name()).and_then(|n| n.to_str()).and_then(sweep_of) else {
+        return Ok(None);
+    };
+    let Some(lake) = folder.and_then(Path::parent).filter(|t| t.ends_with("rollouts")).and_then(Path::parent) else {
+        return Ok(None);
+    };
+    let tasks = partition(lake, "tasks", sweep);
+    if !tasks.is_file() {
+        return Ok(None);
+    }
+    let df = scan_parquet(&tasks)?.collect()?;
+    let (Ok(index), Ok(fps)) = (df.column(schema::TASK_INDEX), df.column(schema::TASK_FINGERPRINT)) else {
+        return Ok(None);
+    };
+    let (index, fps) = (index.cast(&DataType::Int64)?, fps.cast(&DataType::String)?);
+    let mut out = std::collections::HashMap::new();
+    for (t, fp) in index.i64()?.iter().zip(fps.str()?.iter()) {
+        if let (Some(t), Some(fp)) = (t, fp.and_then(|h| u64::from_str_radix(h, 16).ok())) {
+            out.entry(t).or_insert(fp);
+        }
+    }
+    Ok((!out.is_empty()).then_some(out))
+}
+
 /// A sweep's files, each the file the sweep was computed from.
 pub struct SweepFiles {
     pub rollouts: Vec<PathBuf>,
@@ -270,7 +301,12 @@ pub struct SweepFiles {
 /// [`sweep_sources`]. A missing or changed file is refused, naming each, and so is a
 /// sweep added before sources recorded their role (which file holds what).
 pub fn sweep_files(dir: &Path, sweep: &str) -> Result<SweepFiles> {
-    let checked = sweep_sources(dir, sweep)?;
+    files_of(dir, sweep, sweep_sources(dir, sweep)?)
+}
+
+/// The files of sweep `sweep` by what they hold, from its sources as [`sweep_sources`]
+/// checked them; refused as [`sweep_files`] says.
+pub fn files_of(dir: &Path, sweep: &str, checked: Vec<SweepSource>) -> Result<SweepFiles> {
     let problems: Vec<String> = checked.iter().filter_map(|s| s.problem()).collect();
     if !problems.is_empty() {
         return Err(Error::Mismatch(format!(

@@ -133,6 +133,7 @@ pub fn overview(ix: &Index) -> Json {
                     .map(|f| {
                         obj(vec![
                             ("path", text(f.path.display().to_string())),
+                            ("unavailable", unavailable(f)),
                             ("lines", Json::Int(f.starts.len() as i64)),
                             ("bytes", Json::Int(f.indexed as i64)),
                         ])
@@ -146,7 +147,7 @@ pub fn overview(ix: &Index) -> Json {
 /// Run `r`'s health verdicts, and per rollout check how many of its rollouts the check
 /// flagged and how many tasks hold such a rollout (`null` when the check did not run).
 fn health_of_run(ix: &Index, r: usize) -> Json {
-    if !ix.health_checked {
+    if !ix.health_checked || ix.files[ix.origin[r].0].gone.is_some() {
         return Json::Null;
     }
     let mut verdicts = [0i64; 3];
@@ -415,11 +416,20 @@ const SHOWN_APART: [&str; 8] = [
 pub fn task(ix: &Index, index: i64) -> Answer<Json> {
     let Some(&at) = ix.task_at.get(&index) else { return bad(format!("task: no task has index {index}")) };
     let t = &ix.tasks[at];
-    let (first, first_line) = row(ix, t.rows[0] as usize)?;
+    // The prompt and the dataset's fields from the first rollout whose line is at hand.
+    let at_hand = t.rows.iter().map(|&id| id as usize).find(|&id| ix.files[ix.rows[id].file as usize].gone.is_none());
+    let (first, first_line) = match at_hand {
+        Some(id) => {
+            let (r, line) = row(ix, id)?;
+            (r, Some(line))
+        }
+        None => (ix.rows[t.rows[0] as usize], None),
+    };
     let file = &ix.files[first.file as usize];
     let mut budget = ANSWER_BUDGET;
     let mut cut = Vec::new();
-    let prompt: Vec<Json> = prompt_messages(first_line)
+    let prompt: Vec<Json> = first_line
+        .and_then(prompt_messages)
         .unwrap_or_default()
         .into_iter()
         .enumerate()
@@ -461,6 +471,7 @@ pub fn task(ix: &Index, index: i64) -> Answer<Json> {
         ("baseline", text(&ix.runs[ix.baseline])),
         ("standing", Json::Arr(t.runs.iter().map(task_run).collect())),
         ("prompt", Json::Arr(prompt)),
+        ("prompt_unavailable", unavailable(file)),
         ("fields", Json::Obj(fields)),
         ("failures", Json::Arr(failures)),
         ("rollouts", Json::Arr(rollouts)),
@@ -476,6 +487,9 @@ fn cuts(cut: Vec<(String, usize)>) -> Json {
 fn row(ix: &Index, id: usize) -> Answer<(super::index::Row, &[u8])> {
     let Some(r) = ix.rows.get(id) else { return bad(format!("rollout: no rollout has id {id}")) };
     let f = &ix.files[r.file as usize];
+    if let Some(g) = &f.gone {
+        return bad(format!("rollout {id}: its line is not shown: {}", g.why));
+    }
     // A mapped file cut shorter since it was read would fault on the missing pages.
     if f.plain && std::fs::metadata(&f.path).map_or(true, |m| m.len() < f.indexed) {
         return bad(format!(
@@ -489,6 +503,11 @@ fn row(ix: &Index, id: usize) -> Answer<(super::index::Row, &[u8])> {
 /// One rollout: its place, reward and fields, token usage, and its transcript
 /// (`response.output` from item `from`, [`ITEMS_PAGE`] items) with strings cut.
 pub fn rollout(ix: &Index, id: usize, from: usize) -> Answer<Json> {
+    if let Some(r) = ix.rows.get(id) {
+        if let Some(g) = &ix.files[r.file as usize].gone {
+            return Ok(lake_rollout(ix, id, g));
+        }
+    }
     let (_, line) = row(ix, id)?;
     let v =
         crate::json::parse(line).map_err(|e| BadRequest(format!("rollout {id}: its line no longer parses: {e}")))?;
@@ -554,7 +573,49 @@ pub fn rollout(ix: &Index, id: usize, from: usize) -> Answer<Json> {
     Ok(obj(head))
 }
 
-/// What names a rollout: its id, run, task, repeat, reward and where its line is.
+/// A rollout of a lake sweep served from its tables: its place and its fields as the
+/// lake's rollouts table holds them, and why its transcript is not shown.
+fn lake_rollout(ix: &Index, id: usize, g: &super::index::Gone) -> Json {
+    let r = ix.rows[id];
+    let row = r.line as usize - 1;
+    let fields: Vec<(Key, Json)> = g
+        .rows
+        .columns()
+        .iter()
+        .filter(|c| !SHOWN_APART.contains(&c.name().as_str()) && c.name().as_str() != crate::schema::AGENT)
+        .filter_map(|c| {
+            let v = match c.get(row).ok()? {
+                polars::prelude::AnyValue::Null => return None,
+                polars::prelude::AnyValue::Boolean(b) => Json::Bool(b),
+                polars::prelude::AnyValue::String(s) => text(s),
+                v if v.is_integer() => Json::Int(v.extract::<i64>()?),
+                v => v.extract::<f64>().map_or_else(|| text(v.to_string()), num),
+            };
+            Some((key(c.name().as_str()), v))
+        })
+        .collect();
+    let mut head = row_head(ix, id);
+    head.extend([
+        ("bytes", Json::Int(0)),
+        ("status", Json::Null),
+        ("fields", Json::Obj(fields)),
+        ("usage", Json::Null),
+        ("output_total", Json::Int(0)),
+        ("output_from", Json::Int(0)),
+        ("output", Json::Null),
+        ("trajectory", Json::Null),
+        ("cut", cuts(Vec::new())),
+    ]);
+    obj(head)
+}
+
+/// Why a file's lines are not shown (`null` when they are).
+fn unavailable(f: &FileData) -> Json {
+    f.gone.as_ref().map_or(Json::Null, |g| text(&g.why))
+}
+
+/// What names a rollout: its id, run, task, repeat, reward and where its line is (for a
+/// lake sweep served from its tables: its row there, and why its line is not shown).
 fn row_head(ix: &Index, id: usize) -> Vec<(&'static str, Json)> {
     let r = ix.rows[id];
     vec![
@@ -568,6 +629,7 @@ fn row_head(ix: &Index, id: usize) -> Vec<(&'static str, Json)> {
         ("file", text(ix.files[r.file as usize].path.display().to_string())),
         ("line", Json::Int(r.line as i64)),
         ("health", health_of_row(r.health)),
+        ("unavailable", unavailable(&ix.files[r.file as usize])),
     ]
 }
 

@@ -80,6 +80,18 @@ pub struct FileData {
     pub inputs_bytes: Option<Arc<Whole>>,
     /// The standing failures of the file's failures sidecars, read once.
     pub failed: Arc<Vec<Failed>>,
+    /// For a lake sweep whose files are gone: its rows from the lake's tables instead.
+    pub gone: Option<Gone>,
+}
+
+/// A lake sweep served from the lake's tables, its recorded files being gone or changed.
+pub struct Gone {
+    /// Why its lines (prompts, transcripts) are not shown.
+    pub why: String,
+    /// The sweep's rollouts table: row N (from 1) is the rollout whose `Row::line` is N.
+    pub rows: polars::prelude::DataFrame,
+    /// The sweep's tasks table, the SQL filter's rows for it.
+    pub tasks: PathBuf,
 }
 
 impl FileData {
@@ -179,6 +191,8 @@ impl Slice {
 #[derive(Debug, Clone, Default)]
 pub struct Task {
     pub index: i64,
+    /// Whether `prompt` and `search` were read (from a rollout whose line is at hand).
+    pub prompted: bool,
     /// The user prompt's start (for lists) and its lower-cased text (for the search).
     pub prompt: String,
     pub search: String,
@@ -220,7 +234,8 @@ const PROMPT_START: usize = 240;
 
 impl Index {
     /// Reads every file and builds the index, refusing what `compare` refuses.
-    pub fn build(c: &ViewRuns) -> Result<(Index, Vec<RolloutTable>)> {
+    /// Per run file, its rollouts as read (`None`: a lake sweep served from its tables).
+    pub fn build(c: &ViewRuns) -> Result<(Index, Vec<Option<RolloutTable>>)> {
         let lake = c.lake.as_ref().map(super::lake::resolve).transpose()?;
         let wanted_baseline = c.baseline.clone();
         let resolved;
@@ -251,7 +266,14 @@ impl Index {
         let mut tables = Vec::new();
         let opts = read_options(c.health_check);
         for (i, path) in c.rollouts.iter().enumerate() {
-            let (data, table) = read_file(path, c.inputs.get(i).map(PathBuf::as_path), opts)?;
+            let why = lake.as_ref().and_then(|l| l.gone[i].clone());
+            let (data, table) = match (why, &lake) {
+                (Some(why), Some(l)) => (lake_file(path, &l.dir, &l.sweep_of_file[i], why)?, None),
+                _ => {
+                    let (data, table) = read_file(path, c.inputs.get(i).map(PathBuf::as_path), opts)?;
+                    (data, Some(table))
+                }
+            };
             files.push(data);
             tables.push(table);
         }
@@ -267,7 +289,8 @@ impl Index {
             },
             ..Default::default()
         };
-        let read: Vec<_> = tables.iter().zip(&files).map(|(t, f)| Some((t, f.inputs.as_deref()))).collect();
+        let read: Vec<_> =
+            tables.iter().zip(&files).map(|(t, f)| t.as_ref().map(|t| (t, f.inputs.as_deref()))).collect();
         let mut runs = read_runs_with(&config, &read)?;
         let mut baseline_name = c.baseline.clone();
         if let Some(l) = &lake {
@@ -306,9 +329,14 @@ impl Index {
             index.lake = Some((l.dir, l.listing, served));
         }
         for (f, t) in tables.iter().enumerate() {
-            let health = index.judge(t)?;
-            index.add_rows(f, t, c.agent.as_deref(), health.as_deref());
-            index.add_failures(f, t, &c.rollouts[f])?;
+            match t {
+                Some(t) => {
+                    let health = index.judge(t)?;
+                    index.add_rows(f, t, c.agent.as_deref(), health.as_deref());
+                    index.add_failures(f, t, &c.rollouts[f])?;
+                }
+                None => index.add_lake_rows(f, c.agent.as_deref())?,
+            }
         }
         index.refresh_report();
         for f in &index.files {
@@ -336,6 +364,56 @@ impl Index {
     fn add_rows(&mut self, f: usize, t: &RolloutTable, agent: Option<&str>, health: Option<&[RecordResult]>) {
         let labels = run_labels(t, self.files[f].inputs.as_deref());
         let reward = t.column(Source::Top, "reward");
+        let row = |r: usize| Row {
+            file: f as u32,
+            run: 0,
+            task: t.task[r],
+            rollout: t.rollout[r],
+            line: t.line[r],
+            masked: t.masked[r],
+            reward: reward.and_then(|c| t.columns[c].num(r)).unwrap_or(f64::NAN),
+            health: health.map(|h| h[r]),
+        };
+        self.insert_rows(f, t.len(), |r| labels.label_of(r).or(agent).unwrap_or(""), row);
+    }
+
+    /// Adds the rows of a lake sweep served from its tables (file `f`): no line, no
+    /// health result.
+    fn add_lake_rows(&mut self, f: usize, agent: Option<&str>) -> Result<()> {
+        use polars::prelude::DataType;
+        let Some(gone) = &self.files[f].gone else { return Ok(()) };
+        let df = &gone.rows;
+        let at = |name: &str| {
+            df.column(name).cloned().map_err(|_| {
+                Error::bad(Location::file(&self.files[f].path).key(name), "no such column in the lake's rollouts table")
+            })
+        };
+        let labels = at(crate::schema::AGENT)?.cast(&DataType::String)?;
+        let task = at(crate::schema::TASK_INDEX)?.cast(&DataType::Int64)?;
+        let rollout = at("_ng_rollout_index")?.cast(&DataType::Int64)?;
+        let masked = at("mask_sample")?.cast(&DataType::Boolean)?;
+        let reward = df.column("reward").ok().map(|c| c.cast(&DataType::Float64)).transpose()?;
+        let (labels, task, rollout, masked) = (labels.str()?, task.i64()?, rollout.i64()?, masked.bool()?);
+        let reward = reward.as_ref().map(|c| c.f64()).transpose()?;
+        let row = |r: usize| Row {
+            file: f as u32,
+            run: 0,
+            task: task.get(r).unwrap_or(0),
+            rollout: rollout.get(r).unwrap_or(0),
+            line: r as u64 + 1,
+            masked: masked.get(r).unwrap_or(false),
+            reward: reward.and_then(|c| c.get(r)).unwrap_or(f64::NAN),
+            health: None,
+        };
+        let n = df.height();
+        self.insert_rows(f, n, |r| labels.get(r).or(agent).unwrap_or(""), row);
+        Ok(())
+    }
+
+    /// Adds `n` rows of file `f` (`row(r)`, of the run labelled `label_of(r)`), the
+    /// tasks they open and their runs' standings, and the prompts of tasks that now have
+    /// a line at hand.
+    fn insert_rows<'a>(&mut self, f: usize, n: usize, label_of: impl Fn(usize) -> &'a str, row: impl Fn(usize) -> Row) {
         let mut run_of_label: HashMap<String, u32> = HashMap::new();
         for (i, (file, label)) in self.origin.iter().enumerate() {
             if *file == f {
@@ -343,8 +421,8 @@ impl Index {
             }
         }
         let first = self.rows.len();
-        for r in 0..t.len() {
-            let label = labels.label_of(r).or(agent).unwrap_or("");
+        for r in 0..n {
+            let label = label_of(r);
             let run = match run_of_label.get(label) {
                 Some(&run) => run,
                 None => {
@@ -366,19 +444,12 @@ impl Index {
                     id
                 }
             };
-            self.rows.push(Row {
-                file: f as u32,
-                run,
-                task: t.task[r],
-                rollout: t.rollout[r],
-                line: t.line[r],
-                masked: t.masked[r],
-                reward: reward.and_then(|c| t.columns[c].num(r)).unwrap_or(f64::NAN),
-                health: health.map(|h| h[r]),
-            });
+            self.rows.push(Row { run, ..row(r) });
         }
         let nruns = self.runs.len();
-        let mut new_tasks = Vec::new();
+        // Tasks without a prompt yet that gained a row, each once.
+        let mut pending = Vec::new();
+        let mut is_pending = vec![false; self.tasks.len()];
         for id in first..self.rows.len() {
             let row = self.rows[id];
             let at = match self.task_at.get(&row.task) {
@@ -391,10 +462,14 @@ impl Index {
                         ..Default::default()
                     });
                     self.task_at.insert(row.task, at);
-                    new_tasks.push(at);
+                    is_pending.push(false);
                     at
                 }
             };
+            if !self.tasks[at].prompted && !is_pending[at] {
+                is_pending[at] = true;
+                pending.push(at);
+            }
             let task = &mut self.tasks[at];
             task.rows.push(id as u32);
             let s = &mut task.runs[row.run as usize];
@@ -407,22 +482,28 @@ impl Index {
                 }
             }
         }
-        // Prompts of the new tasks, from their first rollout's line.
+        // Prompts, from each task's first rollout whose line is at hand.
         let files = &self.files;
         let rows = &self.rows;
-        let prompts: Vec<(String, String)> = new_tasks
+        let prompts: Vec<Option<(String, String)>> = pending
             .par_iter()
             .map(|&at| {
-                let row = rows[self.tasks[at].rows[0] as usize];
+                let row = self.tasks[at]
+                    .rows
+                    .iter()
+                    .map(|&id| rows[id as usize])
+                    .find(|r| files[r.file as usize].gone.is_none())?;
                 let text = user_text(files[row.file as usize].line(row.line));
                 let start: String = text.chars().take(PROMPT_START).collect();
                 let search: String = text.chars().take(SEARCH_CHARS).collect::<String>().to_lowercase();
-                (start, search)
+                Some((start, search))
             })
             .collect();
-        for (at, (start, search)) in new_tasks.into_iter().zip(prompts) {
-            self.tasks[at].prompt = start;
-            self.tasks[at].search = search;
+        for (at, prompt) in pending.into_iter().zip(prompts) {
+            if let Some((start, search)) = prompt {
+                let t = &mut self.tasks[at];
+                (t.prompt, t.search, t.prompted) = (start, search, true);
+            }
         }
         if !self.tasks.windows(2).all(|w| w[0].index < w[1].index) {
             self.tasks.sort_by_key(|t| t.index);
@@ -558,8 +639,26 @@ fn read_file(path: &Path, inputs: Option<&Path>, opts: ReadOptions) -> Result<(F
         inputs,
         inputs_bytes,
         failed: Arc::default(),
+        gone: None,
     };
     Ok((data, table))
+}
+
+/// A lake sweep served from its tables: its `rollouts` partition `path` read whole (the
+/// rows the index and the cards show), and its `tasks` partition beside it.
+fn lake_file(path: &Path, lake: &Path, sweep: &str, why: String) -> Result<FileData> {
+    let rows = crate::ingest::parquet::read_parquet(path)?;
+    Ok(FileData {
+        path: path.to_path_buf(),
+        bytes: Arc::new(Whole::Read(Vec::new())),
+        starts: Vec::new(),
+        indexed: 0,
+        plain: false,
+        inputs: None,
+        inputs_bytes: None,
+        failed: Arc::default(),
+        gone: Some(Gone { why, rows, tasks: crate::export::lake::partition(lake, "tasks", sweep) }),
+    })
 }
 
 /// Appends the start of every line in bytes `from..to` (which begin at a line start).

@@ -188,7 +188,7 @@ fn new_token() -> Result<String> {
 /// Builds the SQL filter's `tasks` table on a thread of its own (the table the export
 /// writes, with each row's run name as `run`): from `tables` when given, else from the
 /// files read again (after they grew). A newer build replaces an older one's answer.
-fn build_sql_table(served: Arc<Served>, tables: Option<Vec<RolloutTable>>) {
+fn build_sql_table(served: Arc<Served>, tables: Option<Vec<Option<RolloutTable>>>) {
     let generation = served.sql_generation.fetch_add(1, Ordering::SeqCst) + 1;
     *served.sql.lock().unwrap_or_else(|e| e.into_inner()) = SqlTable::Building;
     *served.sql_cache.lock().unwrap_or_else(|e| e.into_inner()) = None;
@@ -209,37 +209,41 @@ fn build_sql_table(served: Arc<Served>, tables: Option<Vec<RolloutTable>>) {
     });
 }
 
-/// Every file's rollouts read again, as far as the index reaches.
-fn reread(served: &Served) -> Result<Vec<RolloutTable>> {
-    let files: Vec<(std::path::PathBuf, u64, bool)> =
-        served.index().files.iter().map(|f| (f.path.clone(), f.indexed, f.plain)).collect();
+/// Every file's rollouts read again, as far as the index reaches (`None` for a lake
+/// sweep served from its tables).
+fn reread(served: &Served) -> Result<Vec<Option<RolloutTable>>> {
+    let files: Vec<(std::path::PathBuf, u64, bool, bool)> =
+        served.index().files.iter().map(|f| (f.path.clone(), f.indexed, f.plain, f.gone.is_some())).collect();
+    let opts = crate::ingest::rollouts::ReadOptions::FINGERPRINTS;
     files
         .iter()
-        .map(|(path, end, plain)| {
-            if *plain {
-                crate::ingest::rollouts::read_rollouts_range(
-                    path,
-                    (0, *end),
-                    crate::ingest::rollouts::ReadOptions::FINGERPRINTS,
-                )
-            } else {
-                crate::ingest::read_rollouts(path, crate::ingest::rollouts::ReadOptions::FINGERPRINTS)
-            }
+        .map(|(path, end, plain, gone)| match (gone, plain) {
+            (true, _) => Ok(None),
+            (false, true) => crate::ingest::rollouts::read_rollouts_range(path, (0, *end), opts).map(Some),
+            (false, false) => crate::ingest::read_rollouts(path, opts).map(Some),
         })
         .collect()
 }
 
-fn sql_table(served: &Served, tables: &[RolloutTable]) -> Result<DataFrame> {
+fn sql_table(served: &Served, tables: &[Option<RolloutTable>]) -> Result<DataFrame> {
     let (files, origin, names): (Vec<_>, Vec<_>, Vec<_>) = {
         let ix = served.index.read().unwrap_or_else(|e| e.into_inner());
-        let files: Vec<_> = ix.files.iter().map(|f| (f.inputs.clone(), f.failed.clone())).collect();
+        let files: Vec<_> = ix
+            .files
+            .iter()
+            .map(|f| (f.inputs.clone(), f.failed.clone(), f.gone.as_ref().map(|g| g.tasks.clone())))
+            .collect();
         (files, ix.origin.clone(), ix.runs.clone())
     };
     let mut frames: Vec<DataFrame> = Vec::new();
     for (f, t) in tables.iter().enumerate() {
-        let (inputs, failed) = &files[f];
-        let ((mut df, _, _), _) =
-            crate::metrics::tables::levels(t, inputs.as_deref(), served.agent.as_deref(), failed)?;
+        let (inputs, failed, lake_tasks) = &files[f];
+        let mut df = match (t, lake_tasks) {
+            (Some(t), _) => crate::metrics::tables::levels(t, inputs.as_deref(), served.agent.as_deref(), failed)?.0 .0,
+            // A lake sweep served from its tables: the tasks table the lake holds.
+            (None, Some(path)) => crate::ingest::parquet::read_parquet(path)?,
+            (None, None) => continue,
+        };
         let labels = df.column(crate::schema::AGENT)?.cast(&DataType::String)?;
         let run: StringChunked = labels
             .str()?
@@ -251,6 +255,9 @@ fn sql_table(served: &Served, tables: &[RolloutTable]) -> Result<DataFrame> {
             .collect();
         df.with_column(run.with_name("run".into()).into_column())?;
         frames.push(df);
+    }
+    if frames.is_empty() {
+        return Err(Error::Polars("no run file has a tasks table".into()));
     }
     let mut all = frames.remove(0);
     for df in frames {

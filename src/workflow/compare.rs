@@ -187,7 +187,15 @@ fn read_table(a: &CompareConfig, path: &Path, inputs: Option<&Path>, read: Optio
                 masked.cast(&DataType::Int64)?.i64()?.iter().map(|v| v.map(|i| i != 0)).collect();
             df.with_column(flags.with_name("mask_sample".into()).into_column())?;
         }
-        return Ok(Table { df, lines: None, fingerprints: None, failed: BTreeMap::new() });
+        // A lake's rollouts partition: its tasks' fingerprints from the sweep's tasks table.
+        let fingerprints = crate::query::lake::partition_fingerprints(path)?.map(|of_task| {
+            let task = df.column("_ng_task_index").and_then(|c| c.cast(&DataType::Int64));
+            let task = task.as_ref().ok().and_then(|c| c.i64().ok());
+            (0..df.height())
+                .map(|r| task.and_then(|t| t.get(r)).and_then(|t| of_task.get(&t)).copied().unwrap_or(0))
+                .collect()
+        });
+        return Ok(Table { df, lines: None, fingerprints, failed: BTreeMap::new() });
     }
     let owned;
     let (t, inp) = match read {

@@ -304,6 +304,31 @@ def main():
               "the task's rollouts name the check that flagged them")
         p.shot(os.path.join(a.shots, "view-health.png"))
 
+        # A lake whose newer sweep's files are gone: its numbers browse, its cards say why
+        # no transcript is shown, the older sweep's transcripts are read.
+        lake = os.path.join(work, "lake")
+        for seed in ["1", "2"]:
+            out = os.path.join(work, "lake-s" + seed)
+            subprocess.run([a.rollstat, "generate", "-q", "--tasks", "30", "--repeats", "2", "--agents", "1",
+                            "--task-seed", "3", "--seed", seed, "--out-dir", out], check=True, stdout=subprocess.DEVNULL)
+            subprocess.run([a.rollstat, "-q", "export", os.path.join(out, "rollouts.jsonl"), "--lake", lake,
+                            "--sweep-id", "s" + seed], check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        os.remove(os.path.join(work, "lake-s2", "rollouts.jsonl"))
+        lk = View(a.rollstat, ["--lake", lake])
+        servers.append(lk)
+        p.go(lk.url)
+        p.ready()
+        notes = p.js("document.querySelector('ul.notes') ? document.querySelector('ul.notes').innerText : ''")
+        check("sweep s2 is served from the lake's tables" in notes, failures, "the overview says which sweep lost its files")
+        p.go(lk.url + "#/task/0?a=" + str(next(r["id"] for r in json.loads(
+            urllib.request.urlopen(lk.url + "api/task/0").read())["rollouts"] if r["run"] == "s2")))
+        p.ready("/task/0")
+        why = p.wait("document.querySelector('#cards .unavailable') && document.querySelector('#cards .unavailable').innerText",
+                     "why the transcript is not shown")
+        check(why.startswith("Not shown: ") and "missing" in why, failures, f"the card says why ({why[:80]!r})")
+        check(p.js("document.querySelectorAll('#rollouts tr').length") == 5, failures, "both sweeps' rollouts are listed")
+        p.shot(os.path.join(a.shots, "view-lake-gone.png"))
+
         # Bound to every address: 403 without the token, 200 with it.
         anyhost = View(a.rollstat, ["--host", "0.0.0.0", rollouts])
         servers.append(anyhost)
@@ -325,7 +350,7 @@ def main():
         for f in failures:
             print("FAIL: " + f, file=sys.stderr)
         sys.exit(1)
-    print("rollstat view works in Chromium: overview, filters, task, pair, deep link, growth, health, hostile text inert, token")
+    print("rollstat view works in Chromium: overview, filters, task, pair, deep link, growth, health, hostile text inert, a lake without its files, token")
 
 
 if __name__ == "__main__":

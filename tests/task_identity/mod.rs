@@ -241,6 +241,34 @@ fn the_fingerprint_travels_in_the_tasks_table() {
     );
 }
 
+/// A lake's rollouts tables are checked as their files are: each sweep's tasks table
+/// holds its tasks' fingerprints, so two sweeps on other questions are refused, and two
+/// on the same questions pair as the files do.
+#[test]
+fn lake_rollouts_tables_pair_only_the_same_tasks() {
+    let d = TempDir::new("tid-lake");
+    let lake = d.join("lake");
+    let mut parts = Vec::new();
+    for (name, seed, task_seed) in [("a", 1, 1), ("b", 2, 1), ("c", 3, 2)] {
+        let rollouts = sweep(&d, name, seed, task_seed);
+        let o = run(&["-q", "export", s(&rollouts), "--lake", s(&lake), "--sweep-id", name]);
+        assert!(o.status.success(), "{}", stderr(&o));
+        parts.push(lake.join("rollouts").join(format!("sweep={name}")).join("part-0.parquet"));
+    }
+    let same = compare(&[s(&parts[0]), s(&parts[1])]);
+    assert!(same.status.success(), "{}", stderr(&same));
+    assert!(!stderr(&same).contains("not verified"), "{}", stderr(&same));
+    let files = compare(&[s(&d.join("a").join("rollouts.jsonl")), s(&d.join("b").join("rollouts.jsonl"))]);
+    let as_files = ["a", "b"].iter().fold(stdout(&same), |t, x| {
+        t.replace(&format!("lake/rollouts/sweep={x}/part-0.parquet"), &format!("{x}/rollouts.jsonl"))
+    });
+    assert_eq!(as_files, stdout(&files), "the lake's tables give the files' numbers");
+    let other = compare(&[s(&parts[0]), s(&parts[2])]);
+    assert_eq!(other.status.code(), Some(2), "{}", stderr(&other));
+    assert!(stderr(&other).contains("hold different tasks under the same index"), "{}", stderr(&other));
+    assert!(stdout(&other).is_empty(), "nothing written");
+}
+
 /// `eval-compare` checks the same way, and with `--pair-by fingerprint` joins a shuffled
 /// candidate's task entries to the baseline's by what they ask: the flips are those of
 /// the unshuffled pair.

@@ -164,6 +164,20 @@ fn all_tasks(s: &Server, filter: &str) -> BTreeSet<i64> {
     unreachable!()
 }
 
+/// The tasks the SQL filter `expr` keeps (the table is built in the background: asked
+/// until it is there).
+fn sql_tasks(s: &Server, expr: &str) -> BTreeSet<i64> {
+    for _ in 0..200 {
+        let r = get(s, &format!("/api/tasks?size=1&sql={}", enc(expr)));
+        if r.status == 200 {
+            return all_tasks(s, &format!("sql={}", enc(expr)));
+        }
+        assert!(r.body.contains("still being built"), "{}", r.body);
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+    panic!("the SQL table was never built")
+}
+
 fn sweep(d: &TempDir) -> std::path::PathBuf {
     generate(
         d.path(),
@@ -533,7 +547,7 @@ fn health_verdicts_agree_with_the_health_reports() {
 }
 
 #[test]
-fn a_lake_serves_its_sweeps_with_the_flips_sweep_flips_finds() {
+fn a_lake_serves_its_sweeps_and_browses_one_whose_files_are_gone() {
     let d = TempDir::new("view-lake");
     let lake = d.join("lake");
     for (seed, step) in [("1", "100"), ("2", "200")] {
@@ -586,6 +600,12 @@ fn a_lake_serves_its_sweeps_with_the_flips_sweep_flips_finds() {
     let Some(Json::Arr(rs)) = t.get("rollouts") else { panic!() };
     let runs_seen: BTreeSet<&str> = rs.iter().map(|r| r.get("run").unwrap().as_str().unwrap()).collect();
     assert_eq!(runs_seen.len(), 2);
+    let means = |o: &Json| -> Vec<f64> {
+        let Some(Json::Arr(runs)) = o.get("runs") else { panic!() };
+        runs.iter().map(|r| float(r.get("mean").unwrap())).collect()
+    };
+    let (means_then, solved_then) = (means(&o), sql_tasks(&s, "\"mean/reward\" >= 0.5"));
+    assert!(!solved_then.is_empty());
     drop(s);
 
     // One sweep by id; an unknown one is refused naming the lake's sweeps.
@@ -598,13 +618,54 @@ fn a_lake_serves_its_sweeps_with_the_flips_sweep_flips_finds() {
     let err = String::from_utf8_lossy(&o.stderr);
     assert!(err.contains(&sweep_ids.0) && err.contains(&sweep_ids.1), "{err}");
 
-    // A source changed since the sweep was added is refused, naming it.
+    // A source changed since the sweep was added: that sweep is served from the lake's
+    // tables, its numbers, flips and SQL rows as before, and each of its rollouts says
+    // why its transcript is not shown; the other sweep's transcripts are read as before.
     let changed = d.join("s2").join("rollouts.jsonl");
     let mut text = std::fs::read(&changed).unwrap();
     text.extend_from_slice(b"\n");
     std::fs::write(&changed, text).unwrap();
-    let o = rollstat().args(["view", "--port", "0", "--lake"]).arg(&lake).fails(2);
-    let err = String::from_utf8_lossy(&o.stderr);
-    assert!(err.contains("s2/rollouts.jsonl") && err.contains("changed"), "{err}");
-    assert!(o.stdout.is_empty(), "no URL is printed");
+    let s = serve(&["--lake", lake.to_str().unwrap()]);
+    let o = ok_json(&s, "/api/overview");
+    let notes = format!("{:?}", o.get("notes").unwrap());
+    assert!(notes.contains(&format!("sweep {} is served from the lake's tables", sweep_ids.1)), "{notes}");
+    assert!(notes.contains("s2/rollouts.jsonl") && notes.contains("changed since the sweep was added"), "{notes}");
+    assert_eq!(means(&o), means_then);
+    let Some(Json::Arr(runs)) = o.get("runs") else { panic!() };
+    assert!(runs[0].get("health").unwrap().get("healthy").is_some(), "the intact sweep is judged");
+    assert_eq!(runs[1].get("health"), Some(&Json::Null), "the lines of the other are not at hand");
+    assert_eq!(all_tasks(&s, &format!("run={run}&flip=fail-pass")), fixed);
+    assert_eq!(all_tasks(&s, &format!("run={run}&flip=pass-fail")), broken);
+    assert_eq!(sql_tasks(&s, "\"mean/reward\" >= 0.5"), solved_then);
+    let t = ok_json(&s, &format!("/api/task/{}", fixed.iter().next().unwrap()));
+    assert!(matches!(t.get("prompt"), Some(Json::Arr(p)) if !p.is_empty()), "the prompt from the intact sweep");
+    let Some(Json::Arr(rs)) = t.get("rollouts") else { panic!() };
+    for r in rs {
+        let id = int(r.get("id").unwrap());
+        let card = ok_json(&s, &format!("/api/rollout/{id}"));
+        let why = card.get("unavailable").unwrap();
+        if r.get("run").unwrap().as_str() == Some(run.as_str()) {
+            let why = why.as_str().unwrap();
+            assert!(why.contains("s2/rollouts.jsonl") && why.contains("changed"), "{why}");
+            assert!(card.get("fields").unwrap().get("num_steps").is_some(), "the lake's fields: {card:?}");
+            let raw = get(&s, &format!("/api/rollout/{id}/raw"));
+            assert_eq!(raw.status, 400);
+            assert!(raw.body.contains("not shown"), "{}", raw.body);
+        } else {
+            assert_eq!(why, &Json::Null);
+            assert!(int(card.get("output_total").unwrap()) > 0, "{card:?}");
+        }
+    }
+    drop(s);
+
+    // Both sweeps' files gone: every number still browses, tasks paired by the
+    // fingerprints the lake recorded; no prompt, and the page says why.
+    std::fs::rename(d.join("s1").join("rollouts.jsonl"), d.join("s1").join("moved.jsonl")).unwrap();
+    let s = serve(&["--lake", lake.to_str().unwrap()]);
+    assert_eq!(means(&ok_json(&s, "/api/overview")), means_then);
+    assert_eq!(all_tasks(&s, &format!("run={run}&flip=fail-pass")), fixed);
+    let t = ok_json(&s, &format!("/api/task/{}", fixed.iter().next().unwrap()));
+    assert_eq!(t.get("prompt"), Some(&Json::Arr(Vec::new())));
+    let why = t.get("prompt_unavailable").and_then(Json::as_str).unwrap();
+    assert!(why.contains("s1/rollouts.jsonl: missing"), "{why}");
 }

@@ -309,8 +309,8 @@ async function taskPage(n, id, params) {
       el('td', { class: 'num' }, fmt(r.reward)),
       el('td', {}, r.masked ? el('span', { class: 'note' }, 'masked') : el('span', { class: r.solved ? 'pass' : 'fail' }, r.solved ? 'pass' : 'fail')),
       el('td', {}, healthOf(r.health)),
-      el('td', {}, el('span', { class: 'i' }, r.file), ':' + r.line),
-      el('td', {}, pick('a', r.id), ' ', pick('b', r.id), ' ', link('/rollout/' + r.id, {}, 'raw')))));
+      el('td', {}, place(r)),
+      el('td', {}, pick('a', r.id), ' ', pick('b', r.id), r.unavailable === null ? [' ', link('/rollout/' + r.id, {}, 'raw')] : null))));
   // Quick pairs: a pass beside a fail, the baseline's beside another run's.
   const pass = t.rollouts.find((r) => r.solved);
   const fail = t.rollouts.find((r) => !r.solved && !r.masked);
@@ -325,7 +325,8 @@ async function taskPage(n, id, params) {
     el('h1', {}, 'Task ' + t.task),
     el('p', {}, link('/tasks', {}, '‹ all tasks')),
     standing,
-    el('h2', {}, 'Prompt'), prompt.length ? prompt : el('p', { class: 'note' }, 'no prompt in the rollout'),
+    el('h2', {}, 'Prompt'), prompt.length ? prompt
+      : el('p', { class: 'note' }, t.prompt_unavailable !== null ? 'Not shown: ' + t.prompt_unavailable : 'no prompt in the rollout'),
     fields.length ? [el('h2', {}, 'Dataset fields'), el('table', { class: 'kv' }, fields.map(([k, v]) =>
       el('tr', {}, el('td', {}, el('span', { class: 'i' }, k)), el('td', {}, valueCell(v, '/fields/' + k, t.rollouts[0].id, t.cut)))))] : null,
     t.failures.length ? [el('h2', {}, 'Failures without a result'), el('ul', {}, t.failures.map((f) =>
@@ -339,6 +340,11 @@ async function taskPage(n, id, params) {
     cards.append(slot);
     rolloutCard(rid).then((c) => slot.replaceWith(c), (e) => slot.replaceChildren(errorBox(e)));
   }
+}
+
+// Where a rollout is: its file and line, or its row of a lake's table when its file is gone.
+function place(r) {
+  return [el('span', { class: 'i' }, r.file), r.unavailable === null ? ':' + r.line : ' row ' + r.line];
 }
 
 // A rollout's health verdict and the checks that flagged it (or could not judge it).
@@ -360,12 +366,16 @@ async function rolloutCard(id) {
       r.masked ? el('span', { class: 'note' }, 'masked') : null,
       r.health !== null ? el('span', {}, 'health ', healthOf(r.health)) : null,
       r.status !== null ? el('span', { class: 'note' }, 'status ', el('span', { class: 'i' }, String(r.status))) : null,
-      el('span', { class: 'note' }, el('span', { class: 'i' }, r.file), ':' + r.line, ' (' + kb(r.bytes) + ')'),
-      link('/rollout/' + r.id, {}, 'raw JSON')),
+      el('span', { class: 'note' }, place(r), r.unavailable === null ? ' (' + kb(r.bytes) + ')' : ''),
+      r.unavailable === null ? link('/rollout/' + r.id, {}, 'raw JSON') : null),
     fields.length ? el('details', { open: '' }, el('summary', {}, 'fields (' + fields.length + ')'),
       el('table', { class: 'kv' }, fields.map(([k, v]) => el('tr', {}, el('td', {}, el('span', { class: 'i' }, k)),
         el('td', {}, valueCell(v, '/' + ptrKey(k), r.id, r.cut)))))) : null,
     r.usage !== null ? el('details', {}, el('summary', {}, 'token usage'), jsonBlock(r.usage)) : null);
+  if (r.unavailable !== null) {
+    card.append(el('h3', {}, 'Transcript'), el('p', { class: 'note unavailable' }, 'Not shown: ' + r.unavailable));
+    return card;
+  }
   const items = el('div', { class: 'transcript' });
   card.append(el('h3', {}, 'Transcript (' + r.output_total + ' output items)'), items);
   appendItems(items, r, r.output, r.output_from);
