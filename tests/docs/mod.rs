@@ -95,7 +95,8 @@ fn check_page(page: &str) -> usize {
 }
 
 /// Every page with a sample session (a block with a `$ ` line) is checked here.
-const PAGES: [&str; 4] = ["README.md", "docs/batch-metrics.md", "docs/commands.md", "docs/compare.md"];
+const PAGES: [&str; 5] =
+    ["README.md", "docs/batch-metrics.md", "docs/commands.md", "docs/compare.md", "docs/eval-compare.md"];
 
 #[test]
 fn sample_sessions_print_what_the_pages_show() {
