@@ -63,3 +63,21 @@ def test_view_judges_health_and_serves_a_lake(sweep, tmp_path):
         assert [s["sweep"] for s in o["lake"]["sweeps"]] == [sweep_id]
     with pytest.raises(rollstat.InputError, match="lake"):
         rollstat.view(rollouts, lake=str(lake))
+
+
+def test_a_lake_sweep_whose_file_is_gone_still_browses(sweep, tmp_path):
+    rollouts, _ = sweep
+    copy = tmp_path / "run.jsonl"
+    copy.write_bytes(open(rollouts, "rb").read())
+    lake = tmp_path / "lake"
+    sweep_id = rollstat.export(str(copy), lake=str(lake))
+    with rollstat.view(lake=str(lake), health_check=False) as v:
+        before = fetch(v.url + "api/overview")
+    copy.unlink()
+    with rollstat.view(lake=str(lake), health_check=False) as v:
+        after = fetch(v.url + "api/overview")
+        assert [r["mean"] for r in after["runs"]] == [r["mean"] for r in before["runs"]]
+        assert any(f"sweep {sweep_id} is served from the lake's tables" in n for n in after["notes"])
+        task = fetch(v.url + "api/tasks?size=1")["rows"][0]["task"]
+        card = fetch(v.url + "api/rollout/" + str(fetch(v.url + f"api/task/{task}")["rollouts"][0]["id"]))
+        assert "run.jsonl: missing" in card["unavailable"]
