@@ -85,10 +85,11 @@ pub fn query(c: &QueryConfig) -> Result<(DataFrame, Warnings)> {
             }
         }
         if v.is_empty() {
-            return Err(Error::Usage(format!(
-                "{}: no rollouts/tasks/agents/repeats.parquet here (write them with `rollstat export`)",
-                dir.display()
-            )));
+            let msg = Msg::default()
+                .text(format!("{}: no rollouts/tasks/agents/repeats.parquet here (write them with ", dir.display()))
+                .per_door("`rollstat export`", "`rollstat.export`")
+                .text(")");
+            return Err(Error::refused(None, msg));
         }
         v
     } else if !c.rollouts.is_empty() {

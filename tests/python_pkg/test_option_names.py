@@ -45,8 +45,8 @@ def test_compare_names_its_parameters(runs):
     assert msg == ('allow_task_mismatch=True (by index), pair_by="fingerprint" (by content) and task_key= (by a '
                    "field) are three ways to pair tasks: give one")
     the_command_says(msg, ("compare", *runs, "--allow-task-mismatch", "--task-key", "id"),
-                     {"allow_task_mismatch=True": "--allow-task-mismatch", 'pair_by="fingerprint"': "--pair-by fingerprint",
-                      "task_key=": "--task-key"})
+                     {"allow_task_mismatch=True": "--allow-task-mismatch",
+                      'pair_by="fingerprint"': "--pair-by fingerprint", "task_key=": "--task-key"})
 
     with pytest.raises(rollstat.InputError) as e:
         rollstat.compare(runs, cluster_key="nope")
@@ -98,6 +98,11 @@ def test_export_query_and_report_name_their_parameters(sweep, tmp_path):
                      {f'lake="{lake}"': f"--lake {lake}",
                       "`rollstat.export(..., lake=DIR)`": "`rollstat export --lake DIR`"})
 
+    msg = refused(lambda: rollstat.query("select 1", parquet_dir=tmp_path))
+    assert msg == f"{tmp_path}: no rollouts/tasks/agents/repeats.parquet here (write them with `rollstat.export`)"
+    the_command_says(msg, ("query", "select 1", "--parquet-dir", tmp_path),
+                     {"`rollstat.export`": "`rollstat export`"})
+
     rollstat.export(rollouts, inputs=inputs, lake=lake, sweep_id="s1", labels={"step": 1})
     msg = refused(lambda: rollstat.report(lake=lake, by="epoch"))
     assert msg == 'by="epoch": no sweep in the lake has that label'
@@ -147,6 +152,12 @@ def test_eval_compare_and_gate_name_their_parameters(runs, tmp_path):
     msg = refused(lambda: rollstat.gate(policy, [runs[0]]))
     assert msg.endswith(": give another rollouts= file, or a file with several agents")
     the_command_says(msg, ("gate", "--policy", policy, runs[0]), {"rollouts=": "--rollouts"})
+
+    policy.write_text("[[check]]\nmetric = \n")
+    msg = refused(lambda: rollstat.gate(policy, runs))
+    assert msg.startswith(f"{policy}, line 2")
+    assert msg.endswith('(see `help(rollstat.gate)` and docs/compare.md, "Gates")')
+    the_command_says(msg, ("gate", "--policy", policy, *runs), {"`help(rollstat.gate)`": "`rollstat gate --help`"})
 
 
 def test_select_from_a_lake_sweep_is_the_commands_selection(sweep, tmp_path):
