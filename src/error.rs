@@ -64,6 +64,9 @@ pub enum Door {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Opt {
     name: &'static str,
+    /// The command line's flag when it is not the name with `_` as `-` (`--label` for
+    /// `labels`).
+    flag: Option<&'static str>,
     form: Form,
 }
 
@@ -87,38 +90,48 @@ enum Form {
 impl Opt {
     /// The option itself: `--inputs` / `inputs=`.
     pub const fn named(name: &'static str) -> Opt {
-        Opt { name, form: Form::Named }
+        Opt { name, flag: None, form: Form::Named }
     }
     /// A switch turned on: `--allow-partial` / `allow_partial=True`.
     pub const fn on(name: &'static str) -> Opt {
-        Opt { name, form: Form::On }
+        Opt { name, flag: None, form: Form::On }
     }
     /// A switch turned off: `--no-health-check` / `health_check=False`.
     pub const fn off(name: &'static str) -> Opt {
-        Opt { name, form: Form::Off }
+        Opt { name, flag: None, form: Form::Off }
     }
     /// The option with a placeholder for its value: `--agent NAME` / `agent="NAME"`.
     pub const fn value(name: &'static str, value: &'static str) -> Opt {
-        Opt { name, form: Form::Value(value) }
+        Opt { name, flag: None, form: Form::Value(value) }
     }
     /// The option with the number it was given: `--detect 0` / `detect=0`.
     pub fn number(name: &'static str, value: impl std::fmt::Display) -> Opt {
-        Opt { name, form: Form::Given { value: value.to_string(), text: false, quoted: false } }
+        Opt { name, flag: None, form: Form::Given { value: value.to_string(), text: false, quoted: false } }
     }
     /// The option with the text it was given: `--inputs in.jsonl` / `inputs="in.jsonl"`.
     pub fn text(name: &'static str, value: String) -> Opt {
-        Opt { name, form: Form::Given { value, text: true, quoted: false } }
+        Opt { name, flag: None, form: Form::Given { value, text: true, quoted: false } }
     }
     /// The option with the text it was given, quoted by both doors: `--baseline "b"` /
     /// `baseline="b"`.
     pub fn quoted(name: &'static str, value: String) -> Opt {
-        Opt { name, form: Form::Given { value, text: true, quoted: true } }
+        Opt { name, flag: None, form: Form::Given { value, text: true, quoted: true } }
+    }
+    /// The same option, spelled `--flag` on the command line where its flag is not the
+    /// parameter's name with `_` as `-` (`Opt::named("labels").flag("label")`).
+    pub fn flag(mut self, flag: &'static str) -> Opt {
+        self.flag = Some(flag);
+        self
+    }
+    /// The parameter's name (`allow_partial`).
+    pub fn name(&self) -> &'static str {
+        self.name
     }
     /// How `door` spells it.
     pub fn spell(&self, door: Door) -> String {
         match door {
             Door::Cli => {
-                let flag = self.name.replace('_', "-");
+                let flag = self.flag.map_or_else(|| self.name.replace('_', "-"), str::to_string);
                 match &self.form {
                     Form::Named | Form::On => format!("--{flag}"),
                     Form::Off => format!("--no-{flag}"),
@@ -147,6 +160,12 @@ pub struct Msg(Vec<Part>);
 enum Part {
     Text(String),
     Opt(Opt),
+    /// Text each door says its own way (a command to run: `rollstat export --lake DIR`,
+    /// `rollstat.export(..., lake=DIR)`).
+    Door {
+        cli: String,
+        python: String,
+    },
 }
 
 impl Msg {
@@ -158,6 +177,20 @@ impl Msg {
         self.0.push(Part::Opt(o));
         self
     }
+    /// This message followed by `more`.
+    pub fn then(mut self, more: Msg) -> Msg {
+        self.0.extend(more.0);
+        self
+    }
+    /// Whether the message opens with the option `name`.
+    pub fn opens_with(&self, name: &str) -> bool {
+        matches!(self.0.first(), Some(Part::Opt(o)) if o.name == name)
+    }
+    /// Text the command line shows as `cli` and Python as `python`.
+    pub fn per_door(mut self, cli: impl Into<String>, python: impl Into<String>) -> Msg {
+        self.0.push(Part::Door { cli: cli.into(), python: python.into() });
+        self
+    }
     /// The message as `door` shows it.
     pub fn render(&self, door: Door) -> String {
         self.0
@@ -165,6 +198,8 @@ impl Msg {
             .map(|p| match p {
                 Part::Text(t) => t.clone(),
                 Part::Opt(o) => o.spell(door),
+                Part::Door { cli, .. } if door == Door::Cli => cli.clone(),
+                Part::Door { python, .. } => python.clone(),
             })
             .collect()
     }
@@ -296,6 +331,12 @@ mod tests {
         );
         assert!(e.is_bad_input());
         assert_eq!(e.location().and_then(|l| l.line), Some(3));
+        let spelled = Msg::default()
+            .opt(Opt::quoted("labels", "k=v".into()).flag("label"))
+            .text(": add it with ")
+            .per_door("`rollstat export --lake DIR`", "`rollstat.export(..., lake=DIR)`");
+        assert_eq!(spelled.render(Door::Cli), "--label \"k=v\": add it with `rollstat export --lake DIR`");
+        assert_eq!(spelled.render(Door::Python), "labels=\"k=v\": add it with `rollstat.export(..., lake=DIR)`");
         let placeless = Error::refused(None, Msg::default().text("use ").opt(Opt::on("allow_partial")));
         assert_eq!(placeless.render(Door::Python), "use allow_partial=True");
         assert!(placeless.location().is_none());

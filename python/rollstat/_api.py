@@ -642,11 +642,12 @@ def query(sql: str, rollouts: Optional[Paths] = None, *, inputs: Optional[PathLi
     return Table(t, "query")
 
 
-def select(rollouts: Paths, inputs: PathLike, out: PathLike, *, run: Optional[str] = None,
-           agent: Optional[str] = None, where: Optional[str] = None,
+def select(rollouts: Optional[Paths] = None, inputs: Optional[PathLike] = None, out: Optional[PathLike] = None, *,
+           run: Optional[str] = None, agent: Optional[str] = None, where: Optional[str] = None,
            band: Optional[Tuple[float, float]] = None, drop_zero_variance: bool = False,
            per: Optional[str] = None, max: Optional[int] = None, sample: Optional[Union[int, float]] = None,
-           weight: Optional[str] = None, seed: Optional[int] = None, strip_ng: bool = False) -> Table:
+           weight: Optional[str] = None, seed: Optional[int] = None, strip_ng: bool = False,
+           lake: Optional[PathLike] = None, sweep: Optional[str] = None) -> Table:
     """The next training set (``rollstat select``): writes each selected task's first
     line in ``inputs`` to ``out`` byte for byte (``strip_ng=True``: without its ``_ng_*``
     keys; ``.gz``/``.zst`` compress), with ``out.manifest.json`` beside it, and returns
@@ -654,15 +655,36 @@ def select(rollouts: Paths, inputs: PathLike, out: PathLike, *, run: Optional[st
     :class:`Table`. ``where`` and ``weight`` are SQL over that table, ``band=(lo, hi)``
     keeps tasks whose ``mean/reward`` is inside it, ``per``/``max`` is a quota per value
     of a column, ``sample`` a count (int) or share (float) drawn by ``weight`` with
-    ``seed``; ``run`` names the run when the rollouts hold several."""
+    ``seed``; ``run`` names the run when the rollouts hold several.
+
+    ``lake=DIR`` makes the lake's ``tasks`` table ``lake_tasks`` in ``where`` and
+    ``weight``; with ``sweep=ID`` as well, the rollouts and inputs are the files that
+    sweep of the lake was computed from (refused when one is missing or changed), given
+    in place of ``rollouts`` and ``inputs``: ``rollstat.select(out="next.jsonl",
+    lake="lake", sweep="step-4000", band=(0.2, 0.8))``."""
     quota = (_a.opt_text("per", per), _a.opt_count("max", max))
     if (quota[0] is None) != (quota[1] is None):
         raise _a.bad_value("per" if quota[0] is None else "max", "per and max go together (a quota per value)")
+    if out is None:
+        raise _a.bad_value("out", "give the output file (the manifest is written beside it)")
+    name = _a.opt_text("sweep", sweep)
+    files: List[str] = []
+    inp: Optional[str] = None
+    if name is not None:
+        given = [n for n, v in (("rollouts", rollouts), ("inputs", inputs)) if v is not None]
+        if given:
+            raise _a.bad_value(given[0], "the sweep's recorded files are what is read; give rollouts and inputs "
+                                         "or sweep, not both")
+    else:
+        files = _a.paths("rollouts", rollouts)
+        if inputs is None:
+            raise _a.bad_value("inputs", "give the materialized inputs (or lake= and sweep=)")
+        inp = _a.path("inputs", inputs)
     t, _, warns = _rollstat.select(
-        _a.paths("rollouts", rollouts), _a.path("inputs", inputs), _a.path("out", out), _a.opt_text("run", run),
+        files, inp, _a.path("out", out), _a.opt_text("run", run),
         _a.opt_text("agent", agent), _a.opt_text("where", where), _a.band(band),
         _a.flag("drop_zero_variance", drop_zero_variance), *quota, _a.sample(sample), _a.opt_text("weight", weight),
-        _a.opt_count("seed", seed), _a.flag("strip_ng", strip_ng))
+        _a.opt_count("seed", seed), _a.flag("strip_ng", strip_ng), _a.opt_path("lake", lake), name)
     _issue(warns)
     return Table(t, "tasks")
 

@@ -314,15 +314,16 @@ fn query(
 type SelectOut = (Table, Vec<String>, Vec<String>);
 
 /// `select`: writes the selected tasks' input lines to `out` (with the manifest) and
-/// returns their `tasks` rows, from one selection.
+/// returns their `tasks` rows, from one selection. With `sweep`, the files are those the
+/// sweep of `lake` was computed from, in place of `rollouts` and `inputs`.
 #[pyfunction]
 #[pyo3(signature = (rollouts, inputs, out, run, agent, predicate, band, drop_zero_variance, per, max, sample, weight,
-                    seed, strip_ng))]
+                    seed, strip_ng, lake, sweep))]
 #[allow(clippy::too_many_arguments)]
 fn select(
     py: Python<'_>,
     rollouts: Vec<PathBuf>,
-    inputs: PathBuf,
+    inputs: Option<PathBuf>,
     out: PathBuf,
     run: Option<String>,
     agent: Option<String>,
@@ -335,6 +336,8 @@ fn select(
     weight: Option<String>,
     seed: Option<u64>,
     strip_ng: bool,
+    lake: Option<PathBuf>,
+    sweep: Option<String>,
 ) -> PyResult<SelectOut> {
     let sample = sample
         .map(|s| {
@@ -344,7 +347,7 @@ fn select(
         .transpose()?;
     let c = SelectConfig {
         rollouts,
-        inputs,
+        inputs: inputs.unwrap_or_default(),
         agent,
         run,
         predicate,
@@ -358,9 +361,8 @@ fn select(
         strip_ng,
         format: SelectFormat::Jsonl,
         out,
-        // Selecting from a lake's sweep is the command's (`select --lake DIR --sweep ID`).
-        lake: None,
-        sweep: None,
+        lake,
+        sweep,
     };
     let (r, held) = engine(py, move || workflow::select(&c).map(|r| (r, c.out)))?;
     let (r, out) = r;

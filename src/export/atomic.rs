@@ -25,7 +25,7 @@ use std::io::Write;
 use std::path::{Path, PathBuf};
 
 use super::direct::FileWriter;
-use crate::error::{Error, Result};
+use crate::error::{Error, Msg, Opt, Result};
 
 /// A set of files written together.
 #[derive(Default)]
@@ -391,7 +391,12 @@ pub fn is_stdout(path: &Path) -> bool {
 /// the folders this call made are removed again (those still empty), so a failed run
 /// leaves nothing behind. Until `work` ends, an interrupt removes them too.
 pub fn in_out_dir<T>(dir: &Path, work: impl FnOnce() -> Result<T>) -> Result<T> {
-    let made = make_out_dir(dir)?;
+    in_out_dir_of(dir, Opt::named("out_dir"), work)
+}
+
+/// [`in_out_dir`] for a folder given as `opt` (named when it is not a folder).
+pub fn in_out_dir_of<T>(dir: &Path, opt: Opt, work: impl FnOnce() -> Result<T>) -> Result<T> {
+    let made = make_out_dir(dir, opt)?;
     let r = work();
     let mut reg = crate::signals::registry();
     for d in made.iter().rev() {
@@ -405,10 +410,12 @@ pub fn in_out_dir<T>(dir: &Path, work: impl FnOnce() -> Result<T>) -> Result<T> 
 
 /// Creates the output folder `dir` (and its parents) when it is not there; a path that
 /// exists as something else is a usage error, not a failure of ours. Returns the folders
-/// made, outermost first; they stay registered for removal on an interrupt.
-pub fn make_out_dir(dir: &Path) -> Result<Vec<PathBuf>> {
+/// made, outermost first; they stay registered for removal on an interrupt. `opt` is
+/// the option that named the folder.
+pub fn make_out_dir(dir: &Path, opt: Opt) -> Result<Vec<PathBuf>> {
     if fs::metadata(dir).is_ok_and(|m| !m.is_dir()) {
-        return Err(Error::Usage(format!("{}: is not a folder; --out-dir takes a folder", dir.display())));
+        let msg = Msg::default().text(format!("{}: is not a folder; ", dir.display())).opt(opt);
+        return Err(Error::refused(None, msg.text(" takes a folder")));
     }
     let mut made: Vec<PathBuf> =
         dir.ancestors().take_while(|a| !a.as_os_str().is_empty() && !a.exists()).map(Path::to_path_buf).collect();

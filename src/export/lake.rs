@@ -28,7 +28,7 @@ use polars::prelude::*;
 
 use super::atomic::OutputSet;
 use super::parquet::write_parquet;
-use crate::error::{Error, Result};
+use crate::error::{Error, Msg, Opt, Result};
 use crate::json::Json;
 
 /// The tables of a sweep, in the order they are written; the `sweeps` row comes last.
@@ -64,15 +64,23 @@ pub fn check_sweep_id(id: &str) -> Result<()> {
     if valid_id(id) {
         Ok(())
     } else {
-        Err(Error::Usage(format!(
-            "--sweep-id {id:?}: use letters, digits, '.', '_' and '-' (at most 128, not starting with '.')"
-        )))
+        let msg = Msg::default().opt(Opt::quoted("sweep_id", id.to_string()));
+        Err(Error::refused(
+            None,
+            msg.text(": use letters, digits, '.', '_' and '-' (at most 128, not starting with '.')"),
+        ))
     }
+}
+
+/// The option `--label` (`labels` in Python) with `value`, quoted when `quoted`.
+pub fn label_opt(value: String, quoted: bool) -> Opt {
+    if quoted { Opt::quoted("labels", value) } else { Opt::text("labels", value) }.flag("label")
 }
 
 /// Parses `KEY=VALUE` of `--label`: the key becomes a column, so it is an identifier.
 pub fn parse_label(s: &str) -> Result<(String, String)> {
-    let bad = |why: &str| Error::Usage(format!("--label {s:?}: {why}"));
+    let bad =
+        |why: &str| Error::refused(None, Msg::default().opt(label_opt(s.to_string(), true)).text(format!(": {why}")));
     let (k, v) = s.split_once('=').ok_or_else(|| bad("give KEY=VALUE"))?;
     let ok = k.chars().next().is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
         && k.chars().all(|c| c.is_ascii_alphanumeric() || c == '_');
@@ -342,15 +350,18 @@ fn check_labels(
 ) -> Result<()> {
     for (k, _) in &sweep.labels {
         if let Some((t, _)) = tables.iter().find(|(_, df)| df.column(k).is_ok()) {
-            return Err(Error::Usage(format!(
-                "--label {k}=…: `{k}` is a column of the sweep's {t} table; choose another key"
-            )));
+            let msg = Msg::default().opt(label_opt(format!("{k}=…"), false));
+            return Err(Error::refused(
+                None,
+                msg.text(format!(": `{k}` is a column of the sweep's {t} table; choose another key")),
+            ));
         }
         for (t, cols) in columns {
             if let Some((_, other)) = cols.iter().find(|(n, _)| n == k) {
-                return Err(Error::Usage(format!(
-                    "--label {k}=…: `{k}` is a column of the {t} table of sweep {other} in the lake; choose another key"
-                )));
+                let msg = Msg::default().opt(label_opt(format!("{k}=…"), false)).text(format!(
+                    ": `{k}` is a column of the {t} table of sweep {other} in the lake; choose another key"
+                ));
+                return Err(Error::refused(None, msg));
             }
         }
     }
@@ -411,7 +422,8 @@ pub fn add(
     inputs: &[&Path],
 ) -> Result<Vec<PathBuf>> {
     if lake.exists() && !lake.is_dir() {
-        return Err(Error::Usage(format!("--lake {}: is not a folder", lake.display())));
+        let msg = Msg::default().opt(Opt::text("lake", lake.display().to_string()));
+        return Err(Error::refused(None, msg.text(": is not a folder")));
     }
     let mut frames = Vec::with_capacity(TABLES.len() + 1);
     let mut columns = Vec::with_capacity(TABLES.len());

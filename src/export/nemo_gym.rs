@@ -5,6 +5,7 @@
 use std::path::{Path, PathBuf};
 
 use super::atomic::is_stream;
+use crate::error::{Error, Msg, Opt};
 use crate::json::{write_compact, Json};
 
 /// `S_<suffix>.<ext>` beside `rollouts` (or in `dir`), where S is the rollouts file's stem
@@ -36,12 +37,13 @@ pub fn compact_array(entries: &[Json]) -> Vec<u8> {
 
 /// Refuses a run that would write its artifacts beside rollouts that come from a pipe
 /// or device (there is no folder to write beside): `flag` names the option to pass.
-pub fn check_beside(files: &[PathBuf], flag: &str) -> crate::error::Result<()> {
+pub fn check_beside(files: &[PathBuf], flag: Opt) -> crate::error::Result<()> {
     if files.len() > 1 {
-        return Err(crate::error::Error::Usage(format!(
-            "{} rollouts files were given, so there is no one file to name the output after; pass {flag}",
+        let msg = Msg::default().text(format!(
+            "{} rollouts files were given, so there is no one file to name the output after; pass ",
             files.len()
-        )));
+        ));
+        return Err(Error::refused(None, msg.opt(flag)));
     }
     let Some(rollouts) = files.first() else { return Ok(()) };
     if rollouts.is_dir() {
@@ -51,10 +53,10 @@ pub fn check_beside(files: &[PathBuf], flag: &str) -> crate::error::Result<()> {
         ));
     }
     if is_stream(rollouts) {
-        return Err(crate::error::Error::bad(
-            crate::error::Location::file(rollouts),
-            format!("not a regular file (a pipe or device?), so there is no folder to write the artifacts beside it; pass {flag}"),
-        ));
+        let msg = Msg::default().text(
+            "not a regular file (a pipe or device?), so there is no folder to write the artifacts beside it; pass ",
+        );
+        return Err(Error::refused(Some(crate::error::Location::file(rollouts)), msg.opt(flag)));
     }
     Ok(())
 }

@@ -666,6 +666,10 @@ fn shift_line(e: Error, base: u64) -> Error {
             loc.line = loc.line.map(|l| l + base);
             Error::BadInput { loc, msg }
         }
+        Error::Refused { loc: Some(mut loc), msg } => {
+            loc.line = loc.line.map(|l| l + base);
+            Error::Refused { loc: Some(loc), msg }
+        }
         other => other,
     }
 }

@@ -11,7 +11,7 @@ use std::sync::Arc;
 
 use super::pass_at_k::{self, Rollout, Score};
 use super::warnings::Warnings;
-use crate::error::{Error, Result};
+use crate::error::{Error, Msg, Opt, Result};
 use crate::ingest::{tag, RolloutTable, Source};
 use crate::json::{Json, Key};
 use crate::python_float;
@@ -301,7 +301,14 @@ pub fn key_metrics(agent: &Json, patterns: &[String]) -> Json {
 pub fn unknown(name: &str, sql_names: &[String]) -> Error {
     let mut known: Vec<String> = BUILTINS.iter().map(|s| s.to_string()).collect();
     known.extend(sql_names.iter().cloned());
-    Error::Usage(format!("--metric {name}: no such metric; known: {}", known.join(", ")))
+    no_such_metric(name, &known)
+}
+
+/// `--metric NAME` (`metrics=` in Python) names no metric of `known`.
+pub fn no_such_metric(name: &str, known: &[impl AsRef<str>]) -> Error {
+    let known: Vec<&str> = known.iter().map(AsRef::as_ref).collect();
+    let msg = Msg::default().opt(Opt::text("metrics", name.to_string()).flag("metric"));
+    Error::refused(None, msg.text(format!(": no such metric; known: {}", known.join(", "))))
 }
 
 #[allow(dead_code)]

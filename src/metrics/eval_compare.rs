@@ -31,7 +31,7 @@ use std::sync::Arc;
 use super::aggregate::{aggregate, AggregateOptions};
 use super::levels::is_primary_metric;
 use super::warnings::Warnings;
-use crate::error::{Error, Location, Result};
+use crate::error::{Error, Location, Msg, Opt, Result};
 use crate::ingest::read_rollouts_bytes;
 use crate::json::{parse, write_compact, Json};
 use crate::stats::welch_interval;
@@ -435,13 +435,26 @@ fn sole_agent(run: &RunFile) -> Result<String> {
     if run.entries.len() == 1 {
         return Ok(run.entries[0].0.clone());
     }
-    Err(Error::Usage(format!(
-        "The {} run's metrics at '{}' contain {} agents: {}. Pass --agent NAME to compare one of them on both sides, or --baseline-agent / --candidate-agents to choose a different agent per side.",
+    let msg = Msg::default().text(format!(
+        "The {} run's metrics at '{}' contain {} agents: {}. ",
         run.role.as_str(),
         run.aggregate.display(),
         run.entries.len(),
         run.agent_names().join(", ")
-    )))
+    ));
+    Err(Error::refused(None, choose_agents(msg, "to compare one of them on both sides", "to choose")))
+}
+
+/// `msg` followed by how to choose the agents compared: one for both sides (`both`
+/// says what that does), or one per side (`per_side`: "to choose", "to pick").
+fn choose_agents(msg: Msg, both: &str, per_side: &str) -> Msg {
+    msg.text("Pass ")
+        .opt(Opt::value("agent", "NAME"))
+        .text(format!(" {both}, or "))
+        .opt(Opt::named("baseline_agent"))
+        .text(" / ")
+        .opt(Opt::named("candidate_agents"))
+        .text(format!(" {per_side} a different agent per side."))
 }
 
 fn require_agent(run: &RunFile, agent: &str) -> Result<()> {
@@ -558,10 +571,11 @@ fn select(base: &RunFile, cands: &[RunFile], c: &AgentChoice) -> Result<Selected
             .chain(cands)
             .map(|r| format!("  {} ({}): {}", r.role.as_str(), r.aggregate.display(), r.agent_names().join(", ")))
             .collect();
-        return Err(Error::Mismatch(format!(
-            "No agent name is present in every run, so there is nothing to compare.\n{}\nPass --agent NAME to force one agent on both sides, or --baseline-agent / --candidate-agents to pick a different agent per side.",
+        let msg = Msg::default().text(format!(
+            "No agent name is present in every run, so there is nothing to compare.\n{}\n",
             listing.join("\n")
-        )));
+        ));
+        return Err(Error::refused(None, choose_agents(msg, "to force one agent on both sides", "to pick")));
     }
     let mut warnings = Vec::new();
     let mut skipped = Vec::new();

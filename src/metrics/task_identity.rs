@@ -14,7 +14,7 @@
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::path::PathBuf;
 
-use crate::error::{Error, Location, Result};
+use crate::error::{Door, Error, Location, Msg, Opt, Result};
 
 /// A file's tasks by index: each one's fingerprint and where it was first read. `None`
 /// when the file carries no fingerprints (a Parquet table, rows without
@@ -39,14 +39,22 @@ impl Pairing {
     pub fn validate(&self) -> Result<()> {
         let ways = [self.allow_mismatch, self.by_fingerprint, self.task_key.is_some()];
         if ways.iter().filter(|&&w| w).count() > 1 {
-            return Err(Error::Usage(
-                "--allow-task-mismatch (by index), --pair-by fingerprint (by content) and --task-key (by a field) are \
-                 three ways to pair tasks: give one"
-                    .into(),
-            ));
+            let msg = Msg::default()
+                .opt(Opt::on("allow_task_mismatch"))
+                .text(" (by index), ")
+                .opt(by_content())
+                .text(" (by content) and ")
+                .opt(Opt::named("task_key"))
+                .text(" (by a field) are three ways to pair tasks: give one");
+            return Err(Error::refused(None, msg));
         }
         Ok(())
     }
+}
+
+/// Pairing by content: `--pair-by fingerprint`.
+fn by_content() -> Opt {
+    Opt::text("pair_by", "fingerprint".into())
 }
 
 /// A task's value of a `--task-key` field (as text that is equal exactly when the values
@@ -73,15 +81,17 @@ pub fn text_key(s: &str) -> String {
 
 /// `--task-key` names a field no rollout of `path` has.
 pub fn no_key_field(path: &std::path::Path, field: &str) -> Error {
-    Error::bad(Location::file(path).key(field), "no rollout has this field (--task-key)")
+    let msg = Msg::default().text("no rollout has this field (").opt(Opt::named("task_key")).text(")");
+    Error::refused(Some(Location::file(path).key(field)), msg)
 }
 
 /// A rollout without a usable value of the `--task-key` field.
 pub fn no_key_value(at: Location, field: &str) -> Error {
-    Error::bad(
-        at.key(field),
-        "this rollout has no usable value of the --task-key field (a number, a bool or text); every rollout needs one",
-    )
+    let msg = Msg::default()
+        .text("this rollout has no usable value of the ")
+        .opt(Opt::named("task_key"))
+        .text(" field (a number, a bool or text); every rollout needs one");
+    Error::refused(Some(at.key(field)), msg)
 }
 
 /// Gathers one file's tasks from its rows `(task, fingerprint, row)` (rows without a
@@ -105,24 +115,24 @@ pub fn tasks(
             }
             Some((f0, first)) if *f0 != fp && !allow_mismatch => {
                 if let Some(field) = field {
-                    return Err(Error::bad(
-                        at(r).key(field),
-                        format!(
-                            "task {t} has another value of --task-key {field} here than at line {}; every rollout of \
-                             a task must carry one value of it",
+                    let msg = Msg::default()
+                        .text(format!("task {t} has another value of "))
+                        .opt(Opt::text("task_key", field.to_string()))
+                        .text(format!(
+                            " here than at line {}; every rollout of a task must carry one value of it",
                             first.line.unwrap_or(0)
-                        ),
-                    ));
+                        ));
+                    return Err(Error::refused(Some(at(r).key(field)), msg));
                 }
-                return Err(Error::bad(
-                    at(r),
-                    format!(
+                let msg = Msg::default()
+                    .text(format!(
                         "task {t} asks another question here than at line {} (their user messages differ); every \
-                         rollout of a task index, in every run of the file, must ask the same (--allow-task-mismatch \
-                         pairs by index regardless)",
+                         rollout of a task index, in every run of the file, must ask the same (",
                         first.line.unwrap_or(0)
-                    ),
-                ));
+                    ))
+                    .opt(Opt::on("allow_task_mismatch"))
+                    .text(" pairs by index regardless)");
+                return Err(Error::refused(Some(at(r)), msg));
             }
             Some(_) => {}
         }
@@ -153,7 +163,7 @@ pub fn check(
         return renumber(
             paths,
             files,
-            &format!("--task-key {field}"),
+            Opt::text("task_key", field.clone()),
             "the same value of the field as",
             "by their value of the field",
             notes,
@@ -161,8 +171,7 @@ pub fn check(
         .map(Some);
     }
     if how.by_fingerprint {
-        return renumber(paths, files, "--pair-by fingerprint", "the same question as", "by what the tasks ask", notes)
-            .map(Some);
+        return renumber(paths, files, by_content(), "the same question as", "by what the tasks ask", notes).map(Some);
     }
     let Some((f0, first)) = files.iter().enumerate().find_map(|(i, t)| t.as_ref().map(|t| (i, t))) else {
         return Ok(None);
@@ -184,24 +193,29 @@ pub fn check(
         // The same questions under other indexes: a shuffled or re-ordered dataset.
         let theirs: HashSet<u64> = first.values().map(|v| v.0).collect();
         let moved = differ.iter().filter(|t| theirs.contains(&tasks[*t].0)).count();
-        let hint = if moved * 2 >= differ.len() {
-            format!(
-                " {moved} of them ask a question {pa} holds under another index (a shuffled or re-ordered dataset?): \
-                 --pair-by fingerprint pairs tasks by what they ask."
-            )
-        } else {
-            String::new()
-        };
-        return Err(Error::Mismatch(format!(
+        let mut msg = Msg::default().text(format!(
             "{pa} and {pb} hold different tasks under the same index: task {t} is {} in one and {} in the other, \
              and {} of the {} shared task indexes differ (their user messages differ), so pairing them by index would \
-             compare different questions.{hint} If they are the same tasks asked differently, --allow-task-mismatch \
-             pairs them by index anyway.",
+             compare different questions.",
             first[&t].1,
             tasks[&t].1,
             differ.len(),
             shared.len()
-        )));
+        ));
+        if moved * 2 >= differ.len() {
+            msg = msg
+                .text(format!(
+                    " {moved} of them ask a question {pa} holds under another index (a shuffled or re-ordered \
+                     dataset?): "
+                ))
+                .opt(by_content())
+                .text(" pairs tasks by what they ask.");
+        }
+        let msg = msg
+            .text(" If they are the same tasks asked differently, ")
+            .opt(Opt::on("allow_task_mismatch"))
+            .text(" pairs them by index anyway.");
+        return Err(Error::refused(None, msg));
     }
     Ok(None)
 }
@@ -214,7 +228,7 @@ pub fn check(
 fn renumber(
     paths: &[PathBuf],
     files: &[FileTasks],
-    flag: &str,
+    flag: Opt,
     same: &str,
     how: &str,
     notes: &mut Vec<String>,
@@ -224,27 +238,24 @@ fn renumber(
     let mut maps = Vec::new();
     for (f, tasks) in files.iter().enumerate() {
         let Some(tasks) = tasks else {
-            return Err(Error::Usage(format!(
-                "{flag}: {} carries no task {} to pair by; pair by index",
-                paths[f].display(),
-                if flag.starts_with("--task-key") {
-                    "values of the field"
-                } else {
-                    "fingerprints (no `responses_create_params`)"
-                }
-            )));
+            let what = if flag.name() == "task_key" {
+                "values of the field"
+            } else {
+                "fingerprints (no `responses_create_params`)"
+            };
+            let msg = Msg::default()
+                .opt(flag)
+                .text(format!(": {} carries no task {what} to pair by; pair by index", paths[f].display()));
+            return Err(Error::refused(None, msg));
         };
         let mut seen: HashMap<u64, i64> = HashMap::new();
         let mut map = BTreeMap::new();
         for (&t, (fp, at)) in tasks {
             if let Some(&t0) = seen.get(fp) {
-                return Err(Error::bad(
-                    at.clone(),
-                    format!(
-                        "{flag}: task {t} has {same} task {t0} of this file; each must be unique in a file to be \
-                         paired {how}"
-                    ),
+                let msg = Msg::default().opt(flag).text(format!(
+                    ": task {t} has {same} task {t0} of this file; each must be unique in a file to be paired {how}"
                 ));
+                return Err(Error::refused(Some(at.clone()), msg));
             }
             seen.insert(*fp, t);
             let id = *canon.entry(*fp).or_insert_with(|| {
@@ -264,8 +275,10 @@ fn renumber(
         let Some(tasks) = tasks else { continue };
         let moved = tasks.iter().filter(|(t, (fp, _))| base.contains(fp) && maps[f][t] != **t).count();
         let alone = tasks.values().filter(|(fp, _)| !base.contains(fp)).count();
+        // Notes are warnings, which say their options as the command line does.
         notes.push(format!(
-            "{flag}: {} paired with {} {how}: {moved} task(s) sit under another index, {alone} have no partner",
+            "{}: {} paired with {} {how}: {moved} task(s) sit under another index, {alone} have no partner",
+            flag.spell(Door::Cli),
             paths[f].display(),
             paths[0].display()
         ));

@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 
 use polars::prelude::*;
 
-use crate::error::{Error, Location, Result};
+use crate::error::{Error, Location, Msg, Opt, Result};
 use crate::export::lake::{partition, partitions, sweep_of, Role, Source, PART, SWEEPS, SWEEP_COLUMNS, TABLES};
 use crate::ingest::parquet::scan_parquet;
 use crate::json::Json;
@@ -48,14 +48,20 @@ fn text(df: &DataFrame, name: &str) -> Result<Option<String>> {
     }
 }
 
+/// The lake `dir` has no sweep: `why`, then how to add one.
+fn no_sweep(dir: &Path, why: &str) -> Msg {
+    Msg::default()
+        .opt(Opt::text("lake", dir.display().to_string()))
+        .text(why)
+        .per_door("`rollstat export --lake DIR`", "`rollstat.export(..., lake=DIR)`")
+        .text(")")
+}
+
 impl Lake {
     /// Opens the lake in `dir`: reads its `sweeps` rows.
     pub fn open(dir: &Path) -> Result<Lake> {
         if !dir.is_dir() {
-            return Err(Error::Usage(format!(
-                "--lake {}: no such folder (add a sweep with `rollstat export --lake DIR`)",
-                dir.display()
-            )));
+            return Err(Error::refused(None, no_sweep(dir, ": no such folder (add a sweep with ")));
         }
         let mut sweeps = Vec::new();
         let mut label_keys: Vec<String> = Vec::new();
@@ -105,10 +111,7 @@ impl Lake {
             });
         }
         if sweeps.is_empty() {
-            return Err(Error::Usage(format!(
-                "--lake {}: holds no sweep (add one with `rollstat export --lake DIR`)",
-                dir.display()
-            )));
+            return Err(Error::refused(None, no_sweep(dir, ": holds no sweep (add one with ")));
         }
         sweeps.sort_by(|a, b| a.created_at.cmp(&b.created_at).then_with(|| a.id.cmp(&b.id)));
         Ok(Lake { dir: dir.to_path_buf(), sweeps, label_keys, label_types })
@@ -242,11 +245,14 @@ pub fn find_sweep(dir: &Path, sweep: &str) -> Result<(Lake, SweepRow)> {
             let row = row.clone();
             Ok((lake, row))
         }
-        None => Err(Error::Usage(format!(
-            "--sweep {sweep}: no such sweep in the lake {}; its sweeps are: {}",
-            dir.display(),
-            lake.sweeps.iter().map(|s| s.id.as_str()).collect::<Vec<_>>().join(", ")
-        ))),
+        None => Err(Error::refused(
+            None,
+            Msg::default().opt(Opt::text("sweep", sweep.to_string())).text(format!(
+                ": no such sweep in the lake {}; its sweeps are: {}",
+                dir.display(),
+                lake.sweeps.iter().map(|s| s.id.as_str()).collect::<Vec<_>>().join(", ")
+            )),
+        )),
     }
 }
 

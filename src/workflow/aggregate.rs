@@ -92,7 +92,7 @@ fn read_options(run: &RunOptions) -> ReadOptions {
 pub fn aggregate(c: &AggregateConfig) -> Result<AggregateRun> {
     let shards = sidecar::shards(&c.rollouts)?;
     if c.out.is_none() {
-        check_beside(&shards, "--out FILE")?;
+        check_beside(&shards, Opt::value("out", "FILE"))?;
     }
     let path = c.out.clone().unwrap_or_else(|| artifact_path(&shards[0], None, "aggregate_metrics", "json"));
     let sides = read_sides(&shards, &c.run, c.inputs.as_deref())?;
@@ -263,11 +263,12 @@ pub fn health_paths(path: &Path) -> [PathBuf; 2] {
 /// for a run of one shard).
 fn read_sides(shards: &[PathBuf], o: &RunOptions, inputs: Option<&Path>) -> Result<Vec<ShardSide>> {
     if !o.failures.is_empty() && o.failures.len() != shards.len() {
-        return Err(Error::Usage(format!(
-            "--failures is given {} time(s) for {} shard(s); give one sidecar per shard, in order",
+        let msg = Msg::default().opt(Opt::named("failures")).text(format!(
+            " is given {} time(s) for {} shard(s); give one sidecar per shard, in order",
             o.failures.len(),
             shards.len()
-        )));
+        ));
+        return Err(Error::refused(None, msg));
     }
     let mut sides = Vec::with_capacity(shards.len());
     for (i, s) in shards.iter().enumerate() {

@@ -3,7 +3,7 @@
 
 use std::path::{Path, PathBuf};
 
-use crate::error::{Error, Result};
+use crate::error::{Error, Msg, Opt, Result};
 use crate::json::Json;
 use crate::metrics::batch::{self, Grouped, BUILTINS};
 
@@ -30,7 +30,8 @@ impl BatchMetricsConfig {
     pub fn validate(&self) -> Result<()> {
         if let Some(d) = &self.metric_dir {
             if !d.is_dir() {
-                return Err(Error::Usage(format!("--metric-dir {}: not a folder", d.display())));
+                let msg = Msg::default().opt(Opt::text("metric_dir", d.display().to_string()));
+                return Err(Error::refused(None, msg.text(": not a folder")));
             }
         }
         Ok(())
@@ -82,7 +83,7 @@ pub fn compute(
                 let Some((_, text)) = sql.iter().find(|(n, _)| n == other) else {
                     let known: Vec<&str> =
                         BUILTINS.iter().copied().chain(sql.iter().map(|(n, _)| n.as_str())).collect();
-                    return Err(Error::Usage(format!("--metric {other}: no such metric; known: {}", known.join(", "))));
+                    return Err(crate::metrics::custom::no_such_metric(other, &known));
                 };
                 let frame = batch::batch_frame(g)?;
                 for (_, vals) in crate::query::run_metric(&frame, other, text)? {

@@ -150,10 +150,11 @@ pub type ReadFile<'a> = (&'a RolloutTable, Option<&'a InputTable>);
 fn read_table(a: &CompareConfig, path: &Path, inputs: Option<&Path>, read: Option<ReadFile<'_>>) -> Result<Table> {
     if path.extension().is_some_and(|e| e.eq_ignore_ascii_case("parquet")) {
         if inputs.is_some() {
-            return Err(Error::Usage(format!(
-                "{}: a Parquet table already carries its run labels; --inputs goes with JSONL rollouts",
-                path.display()
-            )));
+            let msg = Msg::default()
+                .text(format!("{}: a Parquet table already carries its run labels; ", path.display()))
+                .opt(Opt::named("inputs"))
+                .text(" goes with JSONL rollouts");
+            return Err(Error::refused(None, msg));
         }
         let mut df = crate::ingest::parquet::read_parquet(path)?;
         let bad = |col: &str, msg: &str| Error::bad(Location::file(path).key(col), msg.to_string());
@@ -215,13 +216,11 @@ fn read_table(a: &CompareConfig, path: &Path, inputs: Option<&Path>, read: Optio
                     (0..t.len()).find(|&r| if want_str { c.str_at(r).is_some() } else { c.num(r).is_some() })
                 };
                 let (n, s) = (first(false).unwrap_or(0), first(true).unwrap_or(0));
-                return Err(Error::bad(
-                    Location::file(path).key(by),
-                    format!(
-                        "--by field holds numbers (line {}) and text (line {}); give a field whose values are all numbers or all text",
-                        t.line[n], t.line[s]
-                    ),
+                let msg = Msg::default().opt(Opt::named("by")).text(format!(
+                    " field holds numbers (line {}) and text (line {}); give a field whose values are all numbers or all text",
+                    t.line[n], t.line[s]
                 ));
+                return Err(Error::refused(Some(Location::file(path).key(by)), msg));
             }
         }
     }
@@ -280,7 +279,8 @@ fn read_file(a: &CompareConfig, path: &Path, inputs: Option<&Path>, read: Option
         None => None,
         Some(k) => {
             let Ok(c) = df.column(k) else {
-                return Err(Error::bad(Location::file(path).key(k), "no rollout has this field (--cluster-key)"));
+                let msg = Msg::default().text("no rollout has this field (").opt(Opt::named("cluster_key")).text(")");
+                return Err(Error::refused(Some(Location::file(path).key(k)), msg));
             };
             Some(cluster_keys(c).map_err(|e| {
                 Error::bad(Location::file(path).key(k), format!("cannot use this field as a cluster: {e}"))
@@ -291,7 +291,8 @@ fn read_file(a: &CompareConfig, path: &Path, inputs: Option<&Path>, read: Option
         None => None,
         Some(k) => {
             let Ok(c) = df.column(k) else {
-                return Err(Error::bad(Location::file(path).key(k), "no rollout has this field (--by)"));
+                let msg = Msg::default().text("no rollout has this field (").opt(Opt::named("by")).text(")");
+                return Err(Error::refused(Some(Location::file(path).key(k)), msg));
             };
             let text = c.dtype().is_string() || c.dtype().is_categorical();
             let keys: Vec<Option<String>> = if text {
@@ -334,25 +335,25 @@ fn read_file(a: &CompareConfig, path: &Path, inputs: Option<&Path>, read: Option
         if let Err(problem) = run.add(task, rollout, values.get(r), masked.get(r).unwrap_or(false), cluster) {
             let key = a.cluster_key.as_deref().unwrap_or_default();
             let msg = match problem {
-                ClusterProblem::Missing => {
-                    "this measured rollout has no usable value of the --cluster-key field (a number, \
-                    a bool or text of up to 512 bytes); every measured rollout needs one"
-                        .to_string()
-                }
-                ClusterProblem::Differs { first, then } => format!(
+                ClusterProblem::Missing => Msg::default()
+                    .text("this measured rollout has no usable value of the ")
+                    .opt(Opt::named("cluster_key"))
+                    .text(" field (a number, a bool or text of up to 512 bytes); every measured rollout needs one"),
+                ClusterProblem::Differs { first, then } => Msg::default().text(format!(
                     "task {task} has rollouts in cluster {first} and in cluster {then}; a cluster must hold whole tasks"
-                ),
+                )),
             };
-            return Err(Error::bad(table.at(path, r).key(key), msg));
+            return Err(Error::refused(Some(table.at(path, r).key(key)), msg));
         }
         let measured = !masked.get(r).unwrap_or(false) && values.get(r).is_some_and(|v| !v.is_nan());
         if let (Some((g, _)), true) = (&groups, measured) {
             let key = a.by.as_deref().unwrap_or_default();
             let Some(g) = g[r].as_deref() else {
-                return Err(Error::bad(
-                    table.at(path, r).key(key),
-                    "this measured rollout has no usable value of the --by field (a number, a bool or text); every measured rollout needs one",
-                ));
+                let msg = Msg::default()
+                    .text("this measured rollout has no usable value of the ")
+                    .opt(Opt::named("by"))
+                    .text(" field (a number, a bool or text); every measured rollout needs one");
+                return Err(Error::refused(Some(table.at(path, r).key(key)), msg));
             };
             if let Err(first) = run.set_group(task, g) {
                 return Err(Error::bad(
@@ -473,7 +474,8 @@ pub fn read_runs_with(a: &CompareConfig, read: &[Option<ReadFile<'_>>]) -> Resul
     a.check_inputs()?;
     for (i, path) in a.rollouts.iter().enumerate() {
         if a.rollouts[..i].iter().any(|q| q == path || crate::export::atomic::same_file(q, path)) {
-            return Err(Error::Usage(format!("{} is given twice as --rollouts", path.display())));
+            let msg = Msg::default().text(format!("{} is given twice as ", path.display())).opt(Opt::named("rollouts"));
+            return Err(Error::refused(None, msg));
         }
     }
     let mut per_file = Vec::new();
@@ -488,14 +490,14 @@ pub fn read_runs_with(a: &CompareConfig, read: &[Option<ReadFile<'_>>]) -> Resul
         if let Some(t) = text {
             if kinds.first().is_some_and(|&k| k != t) {
                 let kind = |t: bool| if t { "text" } else { "numbers" };
-                return Err(Error::Mismatch(format!(
-                    "--by {}: the field holds {} in {} and {} in {}; give a field whose values are all numbers or all text",
-                    a.by.as_deref().unwrap_or_default(),
+                let msg = Msg::default().opt(Opt::text("by", a.by.clone().unwrap_or_default())).text(format!(
+                    ": the field holds {} in {} and {} in {}; give a field whose values are all numbers or all text",
                     kind(kinds[0]),
                     a.rollouts[0].display(),
                     kind(t),
                     path.display()
-                )));
+                ));
+                return Err(Error::refused(None, msg));
             }
             kinds.push(t);
         }
@@ -562,10 +564,11 @@ pub fn read_runs_with(a: &CompareConfig, read: &[Option<ReadFile<'_>>]) -> Resul
             for (task, g) in r.task_groups() {
                 match seen.get(&task) {
                     Some(&(i0, g0)) if g0 != g => {
-                        return Err(Error::Mismatch(format!(
-                            "--by {field}: task {task} is in group {g0} in {} and in group {g} in {}; a task must be in one group",
+                        let msg = Msg::default().opt(Opt::text("by", field.to_string())).text(format!(
+                            ": task {task} is in group {g0} in {} and in group {g} in {}; a task must be in one group",
                             names[i0], names[i]
-                        )))
+                        ));
+                        return Err(Error::refused(None, msg));
                     }
                     Some(_) => {}
                     None => {
@@ -588,11 +591,15 @@ pub fn compare(a: &CompareConfig) -> Result<(Runs, Report)> {
             Some(name) => format!("one run ({name})"),
             None => "no rollouts".to_string(),
         };
-        return Err(Error::Usage(format!(
-            "compare needs two runs; {} hold{} {found}: give another --rollouts file, or a file with several agents",
-            files.join(", "),
-            if files.len() == 1 { "s" } else { "" }
-        )));
+        let msg = Msg::default()
+            .text(format!(
+                "compare needs two runs; {} hold{} {found}: give another ",
+                files.join(", "),
+                if files.len() == 1 { "s" } else { "" }
+            ))
+            .opt(Opt::named("rollouts"))
+            .text(" file, or a file with several agents");
+        return Err(Error::refused(None, msg));
     }
     let r = compare_runs(a, &runs)?;
     Ok((runs, r))
@@ -611,19 +618,21 @@ pub fn compare_runs(a: &CompareConfig, runs: &Runs) -> Result<Report> {
     if let Some(k) = a.pass_at {
         let most = runs.rollouts.iter().map(RunRollouts::most_per_task).max().unwrap_or(0);
         if most < k as usize {
-            return Err(Error::Usage(format!(
-                "--pass-at {k}: no task of any run has {k} measured rollouts (at most {most})"
-            )));
+            let msg = Msg::default().opt(Opt::number("pass_at", k));
+            let msg = msg.text(format!(": no task of any run has {k} measured rollouts (at most {most})"));
+            return Err(Error::refused(None, msg));
         }
     }
     let mut report = report_with(&runs.names, &runs.rollouts, baseline, a.task_value(), &a.options()).map_err(
         |(task, r0, c0, r1, c1)| {
-        Error::Mismatch(format!(
-            "--cluster-key {}: task {task} is in cluster {c0} in {} and in cluster {c1} in {}; a task must be in one cluster",
-            a.cluster_key.as_deref().unwrap_or_default(),
-            runs.names[r0],
-            runs.names[r1]
-        ))
+            let msg = Msg::default().opt(Opt::text("cluster_key", a.cluster_key.clone().unwrap_or_default()));
+            Error::refused(
+                None,
+                msg.text(format!(
+                    ": task {task} is in cluster {c0} in {} and in cluster {c1} in {}; a task must be in one cluster",
+                    runs.names[r0], runs.names[r1]
+                )),
+            )
         },
     )?;
     for n in &runs.notes {

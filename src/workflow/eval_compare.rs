@@ -14,8 +14,8 @@ use std::path::{Component, Path, PathBuf};
 
 use super::aggregate::{aggregate, AggregateConfig};
 use super::custom::Metrics;
-use crate::error::{Error, Location, Result};
-use crate::export::atomic::{in_out_dir, OutputSet};
+use crate::error::{Error, Location, Msg, Opt, Result};
+use crate::export::atomic::{in_out_dir_of, OutputSet};
 use crate::export::eval_compare::{render_json, render_markdown, report_paths, Provenance};
 use crate::export::nemo_gym::artifact_path;
 use crate::json::Json;
@@ -104,23 +104,18 @@ struct Side {
 
 fn sides(c: &EvalCompareConfig) -> Result<Vec<Side>> {
     if c.candidates.is_empty() {
-        return Err(Error::Usage("--candidates: give at least one candidate rollouts path".into()));
+        let msg = Msg::default().opt(Opt::named("candidates")).text(": give at least one candidate rollouts path");
+        return Err(Error::refused(None, msg));
     }
     let n = c.candidates.len();
     if let Some(v) = &c.candidate_aggregates {
         if v.len() != n {
-            return Err(Error::Usage(format!(
-                "--candidates-agg-metrics has {} entries but {n} candidate run(s) were given. Give one entry per candidate, in the same order.",
-                v.len()
-            )));
+            return Err(Error::refused(None, per_candidate(Opt::named("candidates_agg_metrics"), v.len(), n)));
         }
     }
     if let Some(v) = &c.agents.candidate_agents {
         if v.len() != n {
-            return Err(Error::Usage(format!(
-                "--candidate-agents has {} entries but {n} candidate run(s) were given. Give one entry per candidate, in the same order.",
-                v.len()
-            )));
+            return Err(Error::refused(None, per_candidate(Opt::named("candidate_agents"), v.len(), n)));
         }
     }
     let side = |role, index, given: &str, over: Option<&String>| {
@@ -138,19 +133,35 @@ fn sides(c: &EvalCompareConfig) -> Result<Vec<Side>> {
     Ok(out)
 }
 
+/// `opt` was given `given` entries for `n` candidates.
+fn per_candidate(opt: Opt, given: usize, n: usize) -> Msg {
+    Msg::default().opt(opt).text(format!(
+        " has {given} entries but {n} candidate run(s) were given. Give one entry per candidate, in the same order."
+    ))
+}
+
 fn missing(s: &Side) -> Error {
     let how = if s.overridden {
         format!("given as the {} aggregate metrics", s.role.as_str())
     } else {
         format!("derived from '{}'", s.given)
     };
-    Error::bad(
-        Location::file(&s.aggregate),
-        format!(
-            "Aggregate metrics not found, {how}. The run may have been collected with --disable-aggregation: run `rollstat aggregate --rollouts {}` first, pass --compute-missing to compute it now, or point at the metrics file directly with --baseline-agg-metrics / --candidates-agg-metrics.",
-            s.given
-        ),
-    )
+    let msg = Msg::default()
+        .text(format!(
+            "Aggregate metrics not found, {how}. The run may have been collected with --disable-aggregation: run "
+        ))
+        .per_door(
+            format!("`rollstat aggregate --rollouts {}`", s.given),
+            format!("`rollstat.aggregate({:?})`", s.given),
+        )
+        .text(" first, pass ")
+        .opt(Opt::on("compute_missing"))
+        .text(" to compute it now, or point at the metrics file directly with ")
+        .opt(Opt::named("baseline_agg_metrics"))
+        .text(" / ")
+        .opt(Opt::named("candidates_agg_metrics"))
+        .text(".");
+    Error::refused(Some(Location::file(&s.aggregate)), msg)
 }
 
 /// Checks, before anything is computed or written, that the runs hold the same task
@@ -246,14 +257,12 @@ pub fn eval_compare(c: &EvalCompareConfig) -> Result<EvalCompareRun> {
             return Err(missing(s));
         }
         if !s.rollouts.is_file() {
-            return Err(Error::bad(
-                Location::file(&s.rollouts),
-                format!(
-                    "--compute-missing: the {} aggregate metrics '{}' are missing and so are its rollouts, to compute them from",
-                    s.role.as_str(),
-                    s.aggregate.display()
-                ),
+            let msg = Msg::default().opt(Opt::on("compute_missing")).text(format!(
+                ": the {} aggregate metrics '{}' are missing and so are its rollouts, to compute them from",
+                s.role.as_str(),
+                s.aggregate.display()
             ));
+            return Err(Error::refused(Some(Location::file(&s.rollouts)), msg));
         }
         let run = aggregate(&AggregateConfig {
             rollouts: vec![s.rollouts.clone()],
@@ -299,7 +308,9 @@ pub fn eval_compare(c: &EvalCompareConfig) -> Result<EvalCompareRun> {
         ReportFormat::Both => (true, true),
     };
     let inputs: Vec<&Path> = sides.iter().flat_map(|s| [s.aggregate.as_path(), s.rollouts.as_path()]).collect();
-    let files = in_out_dir(&dir, || {
+    // Python names the folder `output_dir=`; the command's message has always said `--out-dir`
+    // for it (the flag is `--output-dir`), and says so still.
+    let files = in_out_dir_of(&dir, Opt::named("output_dir").flag("out-dir"), || {
         let mut out = OutputSet::new(&inputs);
         let paths = report_paths(&dir, md, js);
         for p in &paths {

@@ -7,7 +7,7 @@ use std::path::PathBuf;
 
 use super::compare::{compare_runs, read_runs_with, ReadFile, Runs};
 use super::gate_policy::{Check, Metric, Policy};
-use crate::error::{Error, Location, Result};
+use crate::error::{Error, Location, Msg, Opt, Result};
 use crate::ingest::{InputTable, ReadOptions, RolloutTable};
 use crate::metrics::compare::Report;
 use crate::metrics::gate::{decide, overall, test, Rule, Tested, Verdict};
@@ -83,8 +83,20 @@ fn at_policy(e: Error, policy: &Policy, c: &Check, cfg: &CompareConfig) -> Error
             };
             Error::bad(Location::line(&policy.path, line).key(key), format!("check {:?}: {}: {msg}", c.name, loc))
         }
-        Error::Usage(msg) if cfg.pass_at.is_some() && msg.starts_with("--pass-at") => {
-            Error::bad(Location::line(&policy.path, c.metric_line).key("metric"), format!("check {:?}: {msg}", c.name))
+        Error::Refused { loc: Some(loc), msg } if loc.line.is_none() && loc.row.is_none() => {
+            let key = if loc.key.as_deref() == Some(cfg.metric.as_str()) {
+                ("metric", c.metric_line)
+            } else if loc.key.is_some() && loc.key == c.by {
+                ("by", c.by_line.unwrap_or(c.metric_line))
+            } else {
+                return Error::refused(Some(loc), msg);
+            };
+            let at = Location::line(&policy.path, key.1).key(key.0);
+            Error::refused(Some(at), Msg::default().text(format!("check {:?}: {}: ", c.name, loc)).then(msg))
+        }
+        Error::Refused { loc: None, msg } if cfg.pass_at.is_some() && msg.opens_with("pass_at") => {
+            let at = Location::line(&policy.path, c.metric_line).key("metric");
+            Error::refused(Some(at), Msg::default().text(format!("check {:?}: ", c.name)).then(msg))
         }
         e => e,
     }
@@ -183,12 +195,16 @@ pub fn gate(g: &GateConfig) -> Result<GateReport> {
         let runs = check_runs(&g.policy, base, c, &read)?;
         if runs.names.len() < 2 {
             let files: Vec<String> = base.rollouts.iter().map(|p| p.display().to_string()).collect();
-            return Err(Error::Usage(format!(
-                "gate needs a baseline and at least one candidate; {} hold{} {}: give another --rollouts file, or a file with several agents",
-                files.join(", "),
-                if files.len() == 1 { "s" } else { "" },
-                runs.names.first().map_or("no rollouts".to_string(), |n| format!("one run ({n})"))
-            )));
+            let msg = Msg::default()
+                .text(format!(
+                    "gate needs a baseline and at least one candidate; {} hold{} {}: give another ",
+                    files.join(", "),
+                    if files.len() == 1 { "s" } else { "" },
+                    runs.names.first().map_or("no rollouts".to_string(), |n| format!("one run ({n})"))
+                ))
+                .opt(Opt::named("rollouts"))
+                .text(" file, or a file with several agents");
+            return Err(Error::refused(None, msg));
         }
         read_runs.push((key, ci, runs));
     }

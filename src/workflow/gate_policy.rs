@@ -20,7 +20,7 @@ use std::path::{Path, PathBuf};
 use serde::Deserialize;
 use toml::Spanned;
 
-use crate::error::{Error, Location, Result};
+use crate::error::{Error, Location, Msg, Result};
 use crate::metrics::gate::{Kind, Rule};
 
 /// What a check measures per task.
@@ -142,7 +142,11 @@ pub fn parse(path: &Path, text: &str) -> Result<Policy> {
         if let Some(k) = key_of(text, span.as_ref(), e.message()) {
             loc = loc.key(&k);
         }
-        Error::bad(loc, format!("{msg} (see `rollstat gate --help` and docs/compare.md, \"Gates\")"))
+        let msg = Msg::default()
+            .text(format!("{msg} (see "))
+            .per_door("`rollstat gate --help`", "`help(rollstat.gate)`")
+            .text(" and docs/compare.md, \"Gates\")");
+        Error::refused(Some(loc), msg)
     })?;
     let alpha = match &top.alpha {
         None => ALPHA,
@@ -356,6 +360,7 @@ mod tests {
     fn refused(text: &str) -> (Location, String) {
         match parse(Path::new("gate.toml"), text) {
             Err(Error::BadInput { loc, msg }) => (loc, msg),
+            Err(Error::Refused { loc: Some(loc), msg }) => (loc, msg.render(crate::error::Door::Cli)),
             other => panic!("expected a refusal of\n{text}\ngot {other:?}"),
         }
     }

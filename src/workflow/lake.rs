@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 
 use polars::prelude::*;
 
-use crate::error::{Error, Result};
+use crate::error::{Error, Msg, Result};
 use crate::export::lake::{self, Role, Source, Sweep};
 use crate::ingest::{InputTable, RolloutTable};
 use crate::metrics::failures::Failed;
@@ -39,7 +39,8 @@ impl LakeTarget {
         for l in labels {
             let (k, v) = lake::parse_label(l)?;
             if parsed.iter().any(|(o, _)| *o == k) {
-                return Err(Error::Usage(format!("--label {k}=…: given twice")));
+                let msg = Msg::default().opt(lake::label_opt(format!("{k}=…"), false));
+                return Err(Error::refused(None, msg.text(": given twice")));
             }
             parsed.push((k, v));
         }

@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 
 use super::custom::{merge_into_profile, Metrics};
 use super::{read_both, status_after_read};
-use crate::error::{Error, Location, Result};
+use crate::error::{Error, Location, Opt, Result};
 use crate::export::atomic::{in_out_dir, is_stream, OutputSet};
 use crate::export::nemo_gym::{artifact_path, check_beside, compact_array};
 use crate::export::tasks::write_tasks;
@@ -66,7 +66,7 @@ fn profile_in(c: &ProfileConfig) -> Result<ProfileRun> {
     }
     let dir = c.out_dir.as_deref();
     if dir.is_none() {
-        check_beside(&c.rollouts, "--out-dir DIR")?;
+        check_beside(&c.rollouts, Opt::value("out_dir", "DIR"))?;
     }
     let paths = profile_paths(&c.rollouts[0], dir);
     let ins: Vec<&Path> = std::iter::once(c.inputs.as_path())

@@ -7,7 +7,7 @@ use std::path::PathBuf;
 
 use polars::prelude::*;
 
-use crate::error::{Error, Result};
+use crate::error::{Error, Msg, Opt, Result};
 use crate::metrics::warnings::Warnings;
 
 /// The query and the tables it runs over: rollouts files (with their inputs), an
@@ -52,7 +52,8 @@ pub fn query_text(q: &str, lake: bool) -> Result<String> {
     }
     if let Some((_, s)) = crate::query::LAKE_REPORTS.iter().find(|(n, _)| *n == q) {
         if !lake {
-            return Err(Error::Usage(format!("{q} is a query over a lake of sweeps: give --lake DIR")));
+            let msg = Msg::default().text(format!("{q} is a query over a lake of sweeps: give "));
+            return Err(Error::refused(None, msg.opt(Opt::value("lake", "DIR"))));
         }
         return Ok(s.to_string());
     }
@@ -84,10 +85,11 @@ pub fn query(c: &QueryConfig) -> Result<(DataFrame, Warnings)> {
             }
         }
         if v.is_empty() {
-            return Err(Error::Usage(format!(
-                "{}: no rollouts/tasks/agents/repeats.parquet here (write them with `rollstat export`)",
-                dir.display()
-            )));
+            let msg = Msg::default()
+                .text(format!("{}: no rollouts/tasks/agents/repeats.parquet here (write them with ", dir.display()))
+                .per_door("`rollstat export`", "`rollstat.export`")
+                .text(")");
+            return Err(Error::refused(None, msg));
         }
         v
     } else if !c.rollouts.is_empty() {
@@ -95,7 +97,14 @@ pub fn query(c: &QueryConfig) -> Result<(DataFrame, Warnings)> {
         warnings = w;
         tables.into_iter().map(|(n, df)| (n, df.lazy())).collect()
     } else {
-        return Err(Error::Usage("give --rollouts FILE, --parquet-dir DIR or --lake DIR".into()));
+        let msg = Msg::default()
+            .text("give ")
+            .opt(Opt::value("rollouts", "FILE"))
+            .text(", ")
+            .opt(Opt::value("parquet_dir", "DIR"))
+            .text(" or ")
+            .opt(Opt::value("lake", "DIR"));
+        return Err(Error::refused(None, msg));
     };
     Ok((crate::query::run_sql(tables, &sql)?, warnings))
 }

@@ -9,7 +9,7 @@ use std::io::{Read, Seek, SeekFrom};
 use std::path::{Path, PathBuf};
 
 use super::compare::{compare_runs, read_runs_with, ReadFile};
-use crate::error::{Error, Location, Result};
+use crate::error::{Error, Location, Msg, Opt, Result};
 use crate::export::atomic::OutputSet;
 use crate::export::nemo_gym::{artifact_path, check_beside};
 use crate::export::report::{render, HardTask, Page, RunFigures};
@@ -87,7 +87,7 @@ pub fn report(c: &ReportConfig) -> Result<ReportRun> {
     let first = c.rollouts.first().ok_or_else(|| Error::Usage("give a rollouts file".into()))?;
     super::compare::inputs_per_rollouts(&c.rollouts, &c.inputs)?;
     if c.out.is_none() {
-        check_beside(std::slice::from_ref(first), "--out FILE")?;
+        check_beside(std::slice::from_ref(first), Opt::value("out", "FILE"))?;
     }
     let path = c.out.clone().unwrap_or_else(|| artifact_path(first, None, "report", "html"));
     let read: Vec<&Path> = c.rollouts.iter().chain(&c.inputs).map(PathBuf::as_path).collect();
@@ -100,7 +100,8 @@ pub fn report(c: &ReportConfig) -> Result<ReportRun> {
     let mut tables: Vec<Option<(RolloutTable, Option<InputTable>)>> = Vec::new();
     for (i, p) in c.rollouts.iter().enumerate() {
         if i > 0 && c.rollouts[..i].iter().any(|q| q == p || crate::export::atomic::same_file(q, p)) {
-            return Err(Error::Usage(format!("{} is given twice as --rollouts", p.display())));
+            let msg = Msg::default().text(format!("{} is given twice as ", p.display())).opt(Opt::named("rollouts"));
+            return Err(Error::refused(None, msg));
         }
         tables.push(if is_parquet(p) {
             None

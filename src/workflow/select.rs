@@ -143,24 +143,26 @@ pub fn manifest_path(out: &Path) -> PathBuf {
 /// Selects tasks and writes their input lines (or `tasks` rows) and the manifest.
 pub fn select(c: &SelectConfig) -> Result<SelectRun> {
     if !crate::export::atomic::is_file_output(&c.out) {
-        return Err(Error::Usage(format!(
-            "--out {}: give a file (the manifest is written beside it)",
-            c.out.display()
-        )));
+        let msg = Msg::default().opt(Opt::text("out", c.out.display().to_string()));
+        return Err(Error::refused(None, msg.text(": give a file (the manifest is written beside it)")));
     }
     let compression = Compress::of(&c.out);
     if c.format == SelectFormat::Parquet && compression != Compress::None {
-        return Err(Error::Usage(format!(
-            "--out {}: Parquet is compressed inside the file; drop the .gz/.zst ending",
-            c.out.display()
-        )));
+        let msg = Msg::default().opt(Opt::text("out", c.out.display().to_string()));
+        return Err(Error::refused(
+            None,
+            msg.text(": Parquet is compressed inside the file; drop the .gz/.zst ending"),
+        ));
     }
     let (resolved, checked) = match (&c.lake, &c.sweep) {
         (Some(lake), Some(sweep)) => {
             let (rollouts, inputs, sources) = sweep_files(lake, sweep)?;
             (SelectConfig { rollouts, inputs, ..c.clone() }, Some(sources))
         }
-        (None, Some(sweep)) => return Err(Error::Usage(format!("--sweep {sweep}: give the lake with --lake DIR"))),
+        (None, Some(sweep)) => {
+            let msg = Msg::default().opt(Opt::text("sweep", sweep.clone())).text(": give the lake with ");
+            return Err(Error::refused(None, msg.opt(Opt::value("lake", "DIR"))));
+        }
         _ => (c.clone(), None),
     };
     let c = &resolved;
@@ -402,12 +404,15 @@ fn sweep_files(lake: &Path, sweep: &str) -> Result<(Vec<PathBuf>, PathBuf, Vec<S
     let f = crate::query::lake::sweep_files(lake, sweep)?;
     match (f.rollouts.is_empty(), f.inputs.as_slice()) {
         (false, [one]) => Ok((f.rollouts.clone(), one.clone(), f.sources)),
-        _ => Err(Error::Mismatch(format!(
-            "sweep {sweep} of the lake {}: its sources do not name one rollouts file or more and one inputs file \
-             ({}); add the sweep again with --inputs",
-            lake.display(),
-            f.sources.iter().map(|s| s.path.as_str()).collect::<Vec<_>>().join(", ")
-        ))),
+        _ => {
+            let msg = Msg::default().text(format!(
+                "sweep {sweep} of the lake {}: its sources do not name one rollouts file or more and one inputs file \
+                 ({}); add the sweep again with ",
+                lake.display(),
+                f.sources.iter().map(|s| s.path.as_str()).collect::<Vec<_>>().join(", ")
+            ));
+            Err(Error::refused(None, msg.opt(Opt::named("inputs"))))
+        }
     }
 }
 
@@ -484,7 +489,8 @@ fn choose(c: &SelectConfig, df: &DataFrame, lake: Option<&LazyFrame>) -> Result<
     let (mut before, mut after) = (Groups::new(), Groups::new());
     if let Some(per) = &c.per {
         let col = df.column(per).map_err(|_| {
-            Error::Usage(format!("--per {per}: no such column in the tasks table or the dataset's fields"))
+            let msg = Msg::default().opt(Opt::text("per", per.clone()));
+            Error::refused(None, msg.text(": no such column in the tasks table or the dataset's fields"))
         })?;
         let values = col.cast(&DataType::String)?;
         let values: Vec<String> =
@@ -535,7 +541,8 @@ fn weights(c: &SelectConfig, df: &DataFrame, lake: Option<&LazyFrame>) -> Result
     let w =
         crate::query::run_sql(sql_tables(df, lake), &format!("SELECT CAST(({expr}) AS DOUBLE) AS weight FROM tasks"))?;
     if w.height() != df.height() {
-        return Err(Error::Usage(format!("--weight {expr}: gave {} values for {} tasks", w.height(), df.height())));
+        let msg = Msg::default().opt(Opt::text("weight", expr.clone()));
+        return Err(Error::refused(None, msg.text(format!(": gave {} values for {} tasks", w.height(), df.height()))));
     }
     let index = df.column(crate::schema::TASK_INDEX)?.cast(&DataType::Int64)?;
     let index = index.i64()?;
@@ -546,10 +553,12 @@ fn weights(c: &SelectConfig, df: &DataFrame, lake: Option<&LazyFrame>) -> Result
         .map(|(v, t)| match v {
             None => Ok(0.0),
             Some(v) if v.is_finite() && v >= 0.0 => Ok(v),
-            Some(v) => Err(Error::Usage(format!(
-                "--weight {expr}: task {} has weight {v}; weights must be finite and not negative",
-                t.unwrap_or(0)
-            ))),
+            Some(v) => Err(Error::refused(
+                None,
+                Msg::default()
+                    .opt(Opt::text("weight", expr.clone()))
+                    .text(format!(": task {} has weight {v}; weights must be finite and not negative", t.unwrap_or(0))),
+            )),
         })
         .collect()
 }

@@ -9,7 +9,7 @@ use std::path::PathBuf;
 
 use polars::prelude::*;
 
-use crate::error::{Error, Result};
+use crate::error::{Error, Msg, Opt, Result};
 use crate::export::atomic::OutputSet;
 use crate::export::report::trend::{render, TrendPage, TrendPoint, TrendRun, TrendStep, TrendSweep};
 use crate::metrics::compare::{interval, run_interval, RunRollouts, TaskValue};
@@ -46,9 +46,12 @@ fn field_of(metric: &str) -> Result<String> {
     match metric.split_once('/') {
         None => Ok(metric.to_string()),
         Some(("mean", f)) if !f.is_empty() => Ok(f.to_string()),
-        _ => Err(Error::Usage(format!(
-            "--metric {metric}: the trend is of a field's task means; give the field (`reward`) or `mean/FIELD`"
-        ))),
+        _ => Err(Error::refused(
+            None,
+            Msg::default()
+                .opt(Opt::text("metric", metric.to_string()))
+                .text(": the trend is of a field's task means; give the field (`reward`) or `mean/FIELD`"),
+        )),
     }
 }
 
@@ -73,7 +76,8 @@ fn ordered(lake: &Lake, by: Option<&str>, w: &mut Warnings) -> Result<(Vec<Trend
     }
     rows.retain(|r| r.0.is_some());
     if rows.is_empty() {
-        return Err(Error::Usage(format!("--by {by}: no sweep in the lake has that label")));
+        let msg = Msg::default().opt(Opt::text("by", by.to_string()));
+        return Err(Error::refused(None, msg.text(": no sweep in the lake has that label")));
     }
     // Numbers when every value is one (then they place the sweeps), else text.
     let numbers: Option<Vec<f64>> =
@@ -114,7 +118,8 @@ type TaskValues = BTreeMap<String, (i64, f64)>;
 fn task_values(lake: &Lake, sweeps: &[TrendSweep], field: &str, w: &mut Warnings) -> Result<Values> {
     use rayon::prelude::*;
     let Some(mut rollouts) = lake.table("rollouts")? else {
-        return Err(Error::Usage(format!("--lake {}: no rollouts table", lake.dir.display())));
+        let msg = Msg::default().opt(Opt::text("lake", lake.dir.display().to_string()));
+        return Err(Error::refused(None, msg.text(": no rollouts table")));
     };
     let schema = rollouts.collect_schema()?;
     // The rollouts' own fields: not the lake's columns, the labels or the indexes.
@@ -130,10 +135,11 @@ fn task_values(lake: &Lake, sweeps: &[TrendSweep], field: &str, w: &mut Warnings
                 .map(|(n, _)| n.as_str())
                 .collect();
             have.sort_unstable();
-            return Err(Error::Usage(format!(
-                "--metric {field}: no numeric field of that name in the lake's rollouts (numeric fields: {})",
+            let msg = Msg::default().opt(Opt::text("metric", field.to_string())).text(format!(
+                ": no numeric field of that name in the lake's rollouts (numeric fields: {})",
                 have.join(", ")
-            )));
+            ));
+            return Err(Error::refused(None, msg));
         }
     }
     let per_sweep: Vec<Result<Vec<(String, TaskValues)>>> =
