@@ -111,3 +111,10 @@ def test_a_refused_task_is_bad_input_and_a_failed_one_is_retried(tmp_path: Any) 
     marker = str(tmp_path / "failed-once")
     with pytest.raises(_sweep.TaskFailed, match="injected failure of join"):
         _sweep.run_task(_sweep.Join((str(bad),), str(tmp_path / "j")), marker)
+
+
+def test_a_byte_range_that_ends_before_it_starts_is_refused(sweep: Any, tmp_path: Any) -> None:
+    rollouts, _ = sweep
+    with pytest.raises(_sweep.BadInput, match="ends before it starts"):
+        _sweep.run_task(_sweep.Shard(str(rollouts), str(tmp_path / "s"), 4, (10, 5), False))
+    assert not (tmp_path / "s").exists()

@@ -59,6 +59,9 @@ pub fn shard(c: &ShardConfig) -> Result<ShardRun> {
     if c.task_width < 1 {
         return Err(Error::Usage("--task-width must be at least 1".into()));
     }
+    if let Some((start, end)) = c.range.filter(|(start, end)| end < start) {
+        return Err(Error::Usage(format!("the range {start}:{end} ends before it starts")));
+    }
     if c.inputs {
         return shard_inputs(c);
     }
