@@ -13,6 +13,9 @@
 //! - [`tables`], [`read_rollouts`] and [`read_parquet`] give tables as [`Table`]s, which
 //!   leave through the Arrow C stream interface (`__arrow_c_stream__`) that Polars'
 //!   Arrow already speaks.
+//! - [`sweep`]'s `shard`, `join`, `merge_aggregate`, `merge_profile` and `merge_combine`
+//!   are the tasks of a sweep sharded over a cluster (`rollstat.ray`, `rollstat.spark`):
+//!   the configurations and workflows of `rollstat shard`, `join` and `merge`.
 //! - [`view`] starts the rollouts viewer on a thread of its own and hands back a
 //!   [`Viewer`] (its URL, `stop`).
 //! - [`batch_metrics`] takes a training batch already in memory: Arrow data, numpy
@@ -191,6 +194,132 @@ fn aggregate(
         None => Vec::new(),
     };
     Ok((r.file.map(|f| f.display().to_string()), reports, coverage, said.lines))
+}
+
+/// The stages of a sweep sharded over a cluster (`shard`, `join`, `merge`), one call per
+/// task of a driver; the same workflows as the commands.
+mod sweep {
+    use super::*;
+    use rollstat::workflow::merge::{self, MergeAggregateConfig, MergeOutcome, MergeProfileConfig, SliceSweep};
+
+    /// Each bucket a shard wrote, with its rows.
+    type Buckets = Vec<(i64, usize)>;
+
+    /// `shard`: one rollouts file (or, with `inputs`, the materialized inputs), or the
+    /// lines starting in `range` of it, into slices by bucket of tasks in `out_dir`;
+    /// returns each bucket with its rows, and the warnings.
+    #[pyfunction]
+    #[pyo3(signature = (rollouts, out_dir, task_width, range, inputs))]
+    pub fn shard(
+        py: Python<'_>,
+        rollouts: PathBuf,
+        out_dir: PathBuf,
+        task_width: i64,
+        range: Option<(u64, Option<u64>)>,
+        inputs: bool,
+    ) -> PyResult<(Buckets, Vec<String>)> {
+        let range = range.map(|(start, end)| (start, end.unwrap_or(u64::MAX)));
+        let (r, held) =
+            engine(py, move || merge::shard(&merge::ShardConfig { rollouts, out_dir, task_width, range, inputs }))?;
+        Ok((r.buckets, Said::default().warnings(&held).lines))
+    }
+
+    /// `join`: one bucket's slices, in file order, into the slice `out`; returns its rows.
+    #[pyfunction]
+    #[pyo3(signature = (slices, out))]
+    pub fn join(py: Python<'_>, slices: Vec<PathBuf>, out: PathBuf) -> PyResult<(usize, Vec<String>)> {
+        let (n, held) = engine(py, move || merge::join_slices(&slices, &out))?;
+        Ok((n, Said::default().warnings(&held).lines))
+    }
+
+    /// `merge combine`: adds one round's shares to the plan (none for the counting
+    /// round) and writes the next plan to `out`; returns whether another round is needed.
+    #[pyfunction]
+    #[pyo3(signature = (shares, plan, out))]
+    pub fn merge_combine(
+        py: Python<'_>,
+        shares: Vec<PathBuf>,
+        plan: Option<PathBuf>,
+        out: PathBuf,
+    ) -> PyResult<(bool, Vec<String>)> {
+        let (plan, held) = engine(py, move || merge::combine(plan.as_deref(), &shares, &out))?;
+        Ok((plan.more(), Said::default().warnings(&held).lines))
+    }
+
+    /// What a merge over slices reads: the slices (input slices among them), the name
+    /// the sweep goes by, the inputs file (when not given as input slices), whether to
+    /// read them as one table, the finished plan of the statistics' rounds and where
+    /// to write this round's shares instead of merging.
+    #[derive(FromPyObject)]
+    pub struct Slices(Vec<PathBuf>, PathBuf, Option<PathBuf>, bool, Option<PathBuf>, Option<PathBuf>);
+
+    /// The custom-metric options: metrics, metric folder, answer key, subset key, ddof.
+    #[derive(FromPyObject)]
+    pub struct MetricOptions(Vec<String>, Option<PathBuf>, Option<String>, Option<String>, usize);
+
+    /// What a merge hands Python: the shares written (with `share_out`) or the files
+    /// written, and the warnings.
+    type MergeOut = (Option<usize>, Vec<String>, Vec<String>);
+
+    /// Runs a merge (`run`, given the sweep, the inputs file and the metrics) on the
+    /// engine and hands its outcome to Python, with `files` naming what a merge wrote
+    /// and the warnings it returned.
+    fn merge_out<R: Send + 'static>(
+        py: Python<'_>,
+        Slices(slices, name, inputs, whole_table, plan, share_out): Slices,
+        MetricOptions(metrics, dir, answer_key, subset_key, ddof): MetricOptions,
+        run: impl FnOnce(SliceSweep, Option<PathBuf>, Metrics) -> rollstat::Result<MergeOutcome<R>> + Send + 'static,
+        files: impl FnOnce(&R) -> (Vec<String>, &Warnings),
+    ) -> PyResult<MergeOut> {
+        let (outcome, held) = engine(py, move || {
+            let metrics =
+                Metrics::resolve(&metrics, dir.as_deref(), answer_key.as_deref(), subset_key.as_deref(), ddof)?;
+            run(SliceSweep { slices, name, whole_table, plan, share_out }, inputs, metrics)
+        })?;
+        let said = Said::default().warnings(&held);
+        Ok(match outcome {
+            MergeOutcome::Shares(n) => (Some(n), Vec::new(), said.lines),
+            MergeOutcome::Merged(r, _) => {
+                let (written, warnings) = files(&r);
+                (None, written, said.warnings(warnings).lines)
+            }
+        })
+    }
+
+    /// `merge aggregate`: the aggregate file of the sweep to `out`, or one round's shares
+    /// of its statistics.
+    #[pyfunction]
+    #[pyo3(signature = (slices, metrics, agent, key_metrics, out))]
+    pub fn merge_aggregate(
+        py: Python<'_>,
+        slices: Slices,
+        metrics: MetricOptions,
+        agent: Option<String>,
+        key_metrics: Vec<String>,
+        out: Option<PathBuf>,
+    ) -> PyResult<MergeOut> {
+        let run = move |sweep, inputs, metrics| {
+            merge::aggregate_slices(&MergeAggregateConfig { sweep, inputs, agent, out, metrics, key_metrics })
+        };
+        merge_out(py, slices, metrics, run, |r| (r.file.iter().map(|f| f.display().to_string()).collect(), &r.warnings))
+    }
+
+    /// `merge profile`: the three artifacts of the sweep into `out_dir`, or one round's
+    /// shares of its statistics.
+    #[pyfunction]
+    #[pyo3(signature = (slices, metrics, allow_partial, out_dir))]
+    pub fn merge_profile(
+        py: Python<'_>,
+        slices: Slices,
+        metrics: MetricOptions,
+        allow_partial: bool,
+        out_dir: Option<PathBuf>,
+    ) -> PyResult<MergeOut> {
+        let run = move |sweep, inputs, metrics| {
+            merge::profile_slices(&MergeProfileConfig { sweep, inputs, allow_partial, out_dir, metrics })
+        };
+        merge_out(py, slices, metrics, run, |r| (shown(&r.files), &r.warnings))
+    }
 }
 
 /// `health`: the rollout health check alone, its two reports written into `out_dir`.
@@ -1246,6 +1375,11 @@ fn _rollstat(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(read_rollouts, m)?)?;
     m.add_function(wrap_pyfunction!(batch_metrics, m)?)?;
     m.add_function(wrap_pyfunction!(view, m)?)?;
+    m.add_function(wrap_pyfunction!(sweep::shard, m)?)?;
+    m.add_function(wrap_pyfunction!(sweep::join, m)?)?;
+    m.add_function(wrap_pyfunction!(sweep::merge_aggregate, m)?)?;
+    m.add_function(wrap_pyfunction!(sweep::merge_profile, m)?)?;
+    m.add_function(wrap_pyfunction!(sweep::merge_combine, m)?)?;
     m.add_function(wrap_pyfunction!(_panic_for_tests, m)?)?;
     m.add_class::<Table>()?;
     m.add_class::<Viewer>()?;

@@ -1,14 +1,13 @@
 //! `rollstat merge`: `aggregate` or `profile` over the slices of a sharded sweep, with
 //! the same flags and the same output bytes as on the rollouts files concatenated.
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 use clap::{Args as ClapArgs, Subcommand};
 
 use super::common::{self, MetricArgs};
 use crate::error::Result;
-use crate::workflow::merge::{self, InputsGiven, Merged};
-use crate::workflow::{AggregateConfig, ProfileConfig};
+use crate::workflow::merge::{self, MergeAggregateConfig, MergeOutcome, MergeProfileConfig, SliceSweep};
 
 #[derive(ClapArgs, Debug, Clone)]
 pub struct Args {
@@ -118,7 +117,7 @@ pub struct ProfileArgs {
 }
 
 /// How the merge holds the sweep.
-#[derive(ClapArgs, Debug, Clone)]
+#[derive(ClapArgs, Debug, Clone, Default)]
 pub struct Hold {
     /// Read every slice into one table instead of one bucket at a time: each slice is
     /// read once, but the sweep's table is held (some 4 GB for 10M rollouts). The bytes
@@ -134,7 +133,7 @@ pub struct Hold {
 
 /// The statistics as rounds of tasks on a cluster: a share per bucket, `merge combine`,
 /// until the plan is done.
-#[derive(ClapArgs, Debug, Clone)]
+#[derive(ClapArgs, Debug, Clone, Default)]
 pub struct Rounds {
     /// The statistics from this finished plan (rounds of --share-out and `merge
     /// combine`, run on a cluster) instead of rounds over the slices here, which are
@@ -148,23 +147,22 @@ pub struct Rounds {
 }
 
 impl Slices {
-    /// The rollouts' slices and the input slices, told apart by their headers.
-    fn split(&self) -> Result<(Vec<PathBuf>, Vec<PathBuf>)> {
-        let (rollouts, inputs): (Vec<PathBuf>, Vec<PathBuf>) =
-            self.slices.iter().cloned().partition(|p| !crate::ingest::input_slice::is_input_slice(p));
-        if rollouts.is_empty() {
-            return Err(crate::error::Error::Usage(
-                "every SLICE given is an input slice; give the rollouts' slices too".into(),
-            ));
+    /// The slices with how the merge holds the sweep and its rounds.
+    fn sweep(&self, hold: &Hold, rounds: &Rounds) -> SliceSweep {
+        SliceSweep {
+            slices: self.slices.clone(),
+            name: self.name.clone(),
+            whole_table: hold.whole_table,
+            plan: rounds.plan.clone(),
+            share_out: rounds.share_out.clone(),
         }
-        Ok((rollouts, inputs))
     }
 }
 
 pub fn run(a: Args) -> Result<()> {
     match a.what {
         What::Export(a) => {
-            let (slices, input_slices) = a.slices.split()?;
+            let (slices, input_slices) = a.slices.sweep(&Hold::default(), &Rounds::default()).split()?;
             let c = crate::workflow::ExportConfig {
                 rollouts: vec![a.slices.name.clone()],
                 inputs: a.inputs,
@@ -188,87 +186,55 @@ pub fn run(a: Args) -> Result<()> {
             if let Some(out) = &a.out {
                 common::outputs_to_stdout(&[out]);
             }
-            let c = AggregateConfig {
-                rollouts: vec![a.slices.name.clone()],
+            let c = MergeAggregateConfig {
+                sweep: a.slices.sweep(&a.hold, &a.rounds),
                 inputs: a.inputs,
                 out: a.out,
                 agent: a.agent,
                 metrics: a.metrics.resolve()?,
                 key_metrics: a.key_metric,
-                run: Default::default(),
             };
-            let (slices, inputs) = a.slices.split()?;
-            shares_or_merge(
-                &a.rounds,
-                |plan, share| merge::merge_shares(&c, &slices, &inputs, plan, share),
-                |plan| merge::merge_aggregate(&c, &slices, &inputs, a.hold.whole_table, plan),
-                |r| {
-                    common::print_warnings(&r.warnings);
-                    if !common::quiet() {
-                        super::aggregate::print_key_metrics(&r.key_metrics);
-                    }
-                    if let Some(f) = &r.file {
-                        say!("Aggregate metrics: {}", f.display());
-                    }
-                },
-            )?;
+            report(&c.sweep, merge::aggregate_slices(&c)?, |r| {
+                common::print_warnings(&r.warnings);
+                if !common::quiet() {
+                    super::aggregate::print_key_metrics(&r.key_metrics);
+                }
+                if let Some(f) = &r.file {
+                    say!("Aggregate metrics: {}", f.display());
+                }
+            });
         }
         What::Profile(a) => {
-            let (slices, input_slices) = a.slices.split()?;
-            let inputs = InputsGiven::new(a.inputs.as_deref(), &input_slices)?;
-            let inputs = match inputs {
-                InputsGiven::File(f) => f.to_path_buf(),
-                // The inputs file the input slices were sharded from, as they name it.
-                InputsGiven::Slices(s) => crate::ingest::input_slice::read_head(&s[0])?.inputs,
-                InputsGiven::None => {
-                    return Err(crate::error::Error::Usage(
-                        "merge profile needs the materialized inputs: --inputs FILE, or their input slices".into(),
-                    ))
-                }
-            };
-            let c = ProfileConfig {
-                inputs,
-                rollouts: vec![a.slices.name.clone()],
+            let c = MergeProfileConfig {
+                sweep: a.slices.sweep(&a.hold, &a.rounds),
+                inputs: a.inputs,
                 allow_partial: a.allow_partial,
                 out_dir: a.out_dir,
                 metrics: a.metrics.resolve()?,
-                lake: None,
             };
-            shares_or_merge(
-                &a.rounds,
-                |plan, share| merge::merge_profile_shares(&c, &slices, &input_slices, plan, share),
-                |plan| merge::merge_profile(&c, &slices, &input_slices, a.hold.whole_table, plan),
-                |r| {
-                    let warnings = common::print_warnings(&r.warnings);
-                    super::profile::print_summary(r, warnings);
-                },
-            )?;
+            report(&c.sweep, merge::profile_slices(&c)?, |r| {
+                let warnings = common::print_warnings(&r.warnings);
+                super::profile::print_summary(r, warnings);
+            });
         }
     }
     Ok(())
 }
 
-/// What `merge aggregate` and `merge profile` do alike once their configuration is
-/// built: with --share-out, write these buckets' `shares` of the next round and say so;
-/// else `merge` (with the finished plan, if given), say how, and `report` the result.
-fn shares_or_merge<R>(
-    rounds: &Rounds,
-    shares: impl FnOnce(Option<&Path>, &Path) -> Result<usize>,
-    merge: impl FnOnce(Option<&Path>) -> Result<(R, Merged)>,
-    report: impl FnOnce(&R),
-) -> Result<()> {
-    let plan = rounds.plan.as_deref();
-    if let Some(share) = &rounds.share_out {
-        let n = shares(plan, share)?;
-        if !common::quiet() {
-            eprintln!("Wrote {} ({n} run shares)", share.display());
+/// What `merge aggregate` and `merge profile` say alike: the shares written, or how
+/// the sweep was merged and then the `merged` result's own report.
+fn report<R>(sweep: &SliceSweep, outcome: MergeOutcome<R>, merged: impl FnOnce(&R)) {
+    match outcome {
+        MergeOutcome::Shares(n) => {
+            if let (false, Some(share)) = (common::quiet(), &sweep.share_out) {
+                eprintln!("Wrote {} ({n} run shares)", share.display());
+            }
         }
-        return Ok(());
+        MergeOutcome::Merged(r, how) => {
+            if !common::quiet() {
+                say!("Merged {how}");
+            }
+            merged(&r);
+        }
     }
-    let (r, merged) = merge(plan)?;
-    if !common::quiet() {
-        say!("Merged {merged}");
-    }
-    report(&r);
-    Ok(())
 }

@@ -19,7 +19,7 @@ use crate::ingest::{read_inputs, read_rollouts, InputTable, ReadOptions, Rollout
 use crate::trace::trace;
 use crate::workflow::aggregate::{aggregate_table, AggregateConfig, AggregateRun};
 use crate::workflow::profile::{check_inputs, profile_paths, profile_table, ProfileConfig, ProfileRun};
-use crate::workflow::{check_runs, report_read_warnings};
+use crate::workflow::{check_runs, report_read_warnings, Metrics};
 
 /// The list of buckets `shard` writes beside its slices.
 pub const MANIFEST: &str = "manifest.json";
@@ -58,6 +58,9 @@ pub fn input_slice_path(dir: &Path, b: i64) -> PathBuf {
 pub fn shard(c: &ShardConfig) -> Result<ShardRun> {
     if c.task_width < 1 {
         return Err(Error::Usage("--task-width must be at least 1".into()));
+    }
+    if let Some((start, end)) = c.range.filter(|(start, end)| end < start) {
+        return Err(Error::Usage(format!("the range {start}:{end} ends before it starts")));
     }
     if c.inputs {
         return shard_inputs(c);
@@ -123,11 +126,11 @@ fn shard_inputs(c: &ShardConfig) -> Result<ShardRun> {
     check_runs(&RolloutTable::empty(Default::default()), &t)?;
     report_read_warnings(&t.report.warnings);
     if crate::ingest::lines::is_compressed(&c.rollouts) {
-        eprintln!(
-            "warning: {}: compressed inputs serve `merge aggregate`, but `merge profile` re-reads each task's input row \
-             from the file and needs it decompressed",
+        crate::warn::say(format!(
+            "{}: compressed inputs serve `merge aggregate`, but `merge profile` re-reads each task's input row from \
+             the file and needs it decompressed",
             c.rollouts.display()
-        );
+        ));
     }
     // The slices name the file absolutely, for merges run from another folder, and with
     // its size, to tell whether it changed before profile re-reads rows from it.
@@ -266,7 +269,7 @@ impl<'a> InputsGiven<'a> {
 fn open_slices(paths: &[PathBuf]) -> Result<SlicedInputs> {
     let s = SlicedInputs::open(paths)?;
     for w in s.check_complete()? {
-        eprintln!("warning: {w}");
+        crate::warn::say(w);
     }
     Ok(s)
 }
@@ -385,10 +388,10 @@ fn slices_out_of_order(slices: &[PathBuf]) -> Option<String> {
     }
     match (overlap, last) {
         (Some(o), _) => {
-            eprintln!(
-                "warning: the slices are not in task order ({o}): merging them as one table; join each bucket's \
-                 slices with `rollstat join` and give them in bucket order to merge bucket by bucket"
-            );
+            crate::warn::say(format!(
+                "the slices are not in task order ({o}): merging them as one table; join each bucket's slices with \
+                 `rollstat join` and give them in bucket order to merge bucket by bucket"
+            ));
             Some(format!("the slices are not in task order ({o})"))
         }
         (None, None) => Some("the slices hold no rows".to_string()),
@@ -606,4 +609,138 @@ pub fn merge_profile(
         run.files = out.commit()?;
         Ok((run, Merged::Buckets { buckets: slices.len(), rounds, given }))
     })
+}
+
+/// The slices a merge reads and what it makes of them: the part `merge aggregate` and
+/// `merge profile` share.
+#[derive(Debug, Clone, Default)]
+pub struct SliceSweep {
+    /// The slices in bucket order (`join` outputs, or `shard` outputs in file order);
+    /// with them, in any order, the input slices of `shard --inputs`, told apart by
+    /// their headers.
+    pub slices: Vec<PathBuf>,
+    /// The rollouts file name the sweep goes by (names profile's artifacts `S_…`).
+    pub name: PathBuf,
+    /// Read every slice into one table instead of one bucket at a time (the same bytes).
+    pub whole_table: bool,
+    /// The statistics from this finished plan (rounds of `share_out` and [`combine`]
+    /// run on a cluster) instead of rounds over the slices here.
+    ///
+    /// [`combine`]: super::combine
+    pub plan: Option<PathBuf>,
+    /// Write these buckets' share of the next round of statistics (the counting round
+    /// without a plan) to this file instead of merging.
+    pub share_out: Option<PathBuf>,
+}
+
+/// `merge aggregate`: `aggregate` over the slices of a sharded sweep.
+#[derive(Debug, Clone)]
+pub struct MergeAggregateConfig {
+    pub sweep: SliceSweep,
+    /// Materialized inputs JSONL, when not given as input slices among the slices.
+    pub inputs: Option<PathBuf>,
+    /// Label for rollouts that name no agent (without it such rollouts are an error).
+    pub agent: Option<String>,
+    /// Output file; required unless `sweep.share_out` is given.
+    pub out: Option<PathBuf>,
+    pub metrics: Metrics,
+    /// Key-metric selection patterns; empty means every `mean/*` plus coverage.
+    pub key_metrics: Vec<String>,
+}
+
+/// `merge profile`: `profile` over the slices of a sharded sweep.
+#[derive(Debug, Clone)]
+pub struct MergeProfileConfig {
+    pub sweep: SliceSweep,
+    /// Materialized inputs JSONL; required unless input slices are among the slices.
+    pub inputs: Option<PathBuf>,
+    /// Profile what completed when some input rows have no rollout.
+    pub allow_partial: bool,
+    /// Folder for the three artifacts; required unless `sweep.share_out` is given.
+    pub out_dir: Option<PathBuf>,
+    pub metrics: Metrics,
+}
+
+/// What a merge over slices did: wrote one round's shares (their number), or merged.
+pub enum MergeOutcome<R> {
+    Shares(usize),
+    Merged(R, Merged),
+}
+
+impl SliceSweep {
+    /// The rollouts' slices and the input slices, told apart by their headers.
+    pub fn split(&self) -> Result<(Vec<PathBuf>, Vec<PathBuf>)> {
+        let (rollouts, inputs): (Vec<PathBuf>, Vec<PathBuf>) =
+            self.slices.iter().cloned().partition(|p| !is_input_slice(p));
+        if rollouts.is_empty() {
+            return Err(Error::Usage("every SLICE given is an input slice; give the rollouts' slices too".into()));
+        }
+        Ok((rollouts, inputs))
+    }
+
+    /// What both merges do once their configuration is built: write these buckets'
+    /// `shares` of the next round when `share_out` asks, else `merge` (with the
+    /// finished plan, if given).
+    fn shares_or_merge<R>(
+        &self,
+        shares: impl FnOnce(Option<&Path>, &Path) -> Result<usize>,
+        merge: impl FnOnce(Option<&Path>) -> Result<(R, Merged)>,
+    ) -> Result<MergeOutcome<R>> {
+        let plan = self.plan.as_deref();
+        match &self.share_out {
+            Some(_) if self.whole_table => {
+                Err(Error::Usage("--share-out is for the bucket-by-bucket merge, not --whole-table".into()))
+            }
+            Some(share) => shares(plan, share).map(MergeOutcome::Shares),
+            None => merge(plan).map(|(r, m)| MergeOutcome::Merged(r, m)),
+        }
+    }
+}
+
+/// `merge aggregate`: one round's shares of the statistics (with `share_out`), or the
+/// aggregate file of the sweep (see [`merge_aggregate`]).
+pub fn aggregate_slices(c: &MergeAggregateConfig) -> Result<MergeOutcome<AggregateRun>> {
+    let config = AggregateConfig {
+        rollouts: vec![c.sweep.name.clone()],
+        inputs: c.inputs.clone(),
+        out: c.out.clone(),
+        agent: c.agent.clone(),
+        metrics: c.metrics.clone(),
+        key_metrics: c.key_metrics.clone(),
+        run: Default::default(),
+    };
+    let (slices, inputs) = c.sweep.split()?;
+    c.sweep.shares_or_merge(
+        |plan, share| merge_shares(&config, &slices, &inputs, plan, share),
+        |plan| merge_aggregate(&config, &slices, &inputs, c.sweep.whole_table, plan),
+    )
+}
+
+/// `merge profile`: one round's shares of the statistics (with `share_out`), or the
+/// three artifacts of the sweep (see [`merge_profile`]). The inputs are `c.inputs` or
+/// the input slices among the slices (not both).
+pub fn profile_slices(c: &MergeProfileConfig) -> Result<MergeOutcome<ProfileRun>> {
+    let (slices, input_slices) = c.sweep.split()?;
+    let inputs = match InputsGiven::new(c.inputs.as_deref(), &input_slices)? {
+        InputsGiven::File(f) => f.to_path_buf(),
+        // The inputs file the input slices were sharded from, as they name it.
+        InputsGiven::Slices(s) => read_head(&s[0])?.inputs,
+        InputsGiven::None => {
+            return Err(Error::Usage(
+                "merge profile needs the materialized inputs: --inputs FILE, or their input slices".into(),
+            ))
+        }
+    };
+    let config = ProfileConfig {
+        inputs,
+        rollouts: vec![c.sweep.name.clone()],
+        allow_partial: c.allow_partial,
+        out_dir: c.out_dir.clone(),
+        metrics: c.metrics.clone(),
+        lake: None,
+    };
+    c.sweep.shares_or_merge(
+        |plan, share| merge_profile_shares(&config, &slices, &input_slices, plan, share),
+        |plan| merge_profile(&config, &slices, &input_slices, c.sweep.whole_table, plan),
+    )
 }

@@ -39,8 +39,9 @@ use buckets::{Step, Sweep};
 use rounds::{absorb_own, BucketInfo, Command, Plan, Share};
 
 pub use entry::{
-    input_slice_path, join_slices, merge_aggregate, merge_export, merge_profile, merge_profile_shares, merge_shares,
-    shard, slice_path, InputsGiven, Merged, ShardConfig, ShardRun, MANIFEST,
+    aggregate_slices, input_slice_path, join_slices, merge_aggregate, merge_export, merge_profile,
+    merge_profile_shares, merge_shares, profile_slices, shard, slice_path, InputsGiven, MergeAggregateConfig,
+    MergeOutcome, MergeProfileConfig, Merged, ShardConfig, ShardRun, SliceSweep, MANIFEST,
 };
 pub use rounds::combine;
 
