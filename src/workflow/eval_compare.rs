@@ -308,9 +308,7 @@ pub fn eval_compare(c: &EvalCompareConfig) -> Result<EvalCompareRun> {
         ReportFormat::Both => (true, true),
     };
     let inputs: Vec<&Path> = sides.iter().flat_map(|s| [s.aggregate.as_path(), s.rollouts.as_path()]).collect();
-    // Python names the folder `output_dir=`; the command's message has always said `--out-dir`
-    // for it (the flag is `--output-dir`), and says so still.
-    let files = in_out_dir_of(&dir, Opt::named("output_dir").flag("out-dir"), || {
+    let files = in_out_dir_of(&dir, Opt::named("output_dir"), || {
         let mut out = OutputSet::new(&inputs);
         let paths = report_paths(&dir, md, js);
         for p in &paths {

@@ -331,6 +331,19 @@ fn reports_record_the_command_line() {
     assert!(md.lines().any(|l| l == format!("Command: `{want}`")), "{md}");
 }
 
+/// An output folder that is a file is refused naming the flag as it was given, and the
+/// file is left as it was.
+#[test]
+fn an_output_dir_that_is_a_file_is_refused_by_its_flag() {
+    let d = two_runs();
+    std::fs::write(d.join("taken"), "keep").unwrap();
+    let args = ["--baseline", "base/rollouts.jsonl", "--candidates", "cand/rollouts.jsonl", "--output-dir", "taken"];
+    let o = eval_compare(d.path(), &args);
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    assert!(stderr(&o).contains("taken: is not a folder; --output-dir takes a folder"), "{}", stderr(&o));
+    assert_eq!(std::fs::read_to_string(d.join("taken")).unwrap(), "keep");
+}
+
 /// With no flags besides the runs, the reports land in the candidate's folder, both
 /// formats, comparing every agent both runs have.
 #[test]

@@ -144,7 +144,7 @@ def test_eval_compare_and_gate_name_their_parameters(runs, tmp_path):
     msg = refused(lambda: rollstat.eval_compare(a, [b], compute_missing=True, output_dir=taken))
     assert msg == f"{taken}: is not a folder; output_dir= takes a folder"
     the_command_says(msg, ("eval-compare", "--baseline", a, "--candidates", b, "--compute-missing", "--output-dir",
-                           taken), {"output_dir=": "--out-dir"})
+                           taken), {"output_dir=": "--output-dir"})
 
     policy = tmp_path / "gate.toml"
     policy.write_text('[[check]]\nname = "wide"\nmetric = "pass@99"\nkind = "threshold"\nmin = 0.5\n')
