@@ -281,10 +281,14 @@ pub fn partition_fingerprints(path: &Path) -> Result<Option<std::collections::Ha
     if !tasks.is_file() {
         return Ok(None);
     }
-    let df = scan_parquet(&tasks)?.collect()?;
-    let (Ok(index), Ok(fps)) = (df.column(schema::TASK_INDEX), df.column(schema::TASK_FINGERPRINT)) else {
+    // Only the two columns are read.
+    let mut lf = scan_parquet(&tasks)?;
+    let names = lf.collect_schema()?;
+    if !(names.contains(schema::TASK_INDEX) && names.contains(schema::TASK_FINGERPRINT)) {
         return Ok(None);
-    };
+    }
+    let df = lf.select([col(schema::TASK_INDEX), col(schema::TASK_FINGERPRINT)]).collect()?;
+    let (index, fps) = (df.column(schema::TASK_INDEX)?, df.column(schema::TASK_FINGERPRINT)?);
     let (index, fps) = (index.cast(&DataType::Int64)?, fps.cast(&DataType::String)?);
     let mut out = std::collections::HashMap::new();
     for (t, fp) in index.i64()?.iter().zip(fps.str()?.iter()) {

@@ -484,8 +484,13 @@ fn cuts(cut: Vec<(String, usize)>) -> Json {
 }
 
 /// A row id given in a request.
+fn row_at(ix: &Index, id: usize) -> Answer<super::index::Row> {
+    ix.rows.get(id).copied().ok_or_else(|| BadRequest(format!("rollout: no rollout has id {id}")))
+}
+
+/// A row id given in a request, with its line (refused when the line is not at hand).
 fn row(ix: &Index, id: usize) -> Answer<(super::index::Row, &[u8])> {
-    let Some(r) = ix.rows.get(id) else { return bad(format!("rollout: no rollout has id {id}")) };
+    let r = row_at(ix, id)?;
     let f = &ix.files[r.file as usize];
     if let Some(g) = &f.gone {
         return bad(format!("rollout {id}: its line is not shown: {}", g.why));
@@ -497,52 +502,92 @@ fn row(ix: &Index, id: usize) -> Answer<(super::index::Row, &[u8])> {
             f.path.display()
         ));
     }
-    Ok((*r, f.line(r.line)))
+    Ok((r, f.line(r.line)))
 }
 
 /// One rollout: its place, reward and fields, token usage, and its transcript
 /// (`response.output` from item `from`, [`ITEMS_PAGE`] items) with strings cut.
 pub fn rollout(ix: &Index, id: usize, from: usize) -> Answer<Json> {
-    if let Some(r) = ix.rows.get(id) {
-        if let Some(g) = &ix.files[r.file as usize].gone {
-            return Ok(lake_rollout(ix, id, g));
+    let r = row_at(ix, id)?;
+    let card = match &ix.files[r.file as usize].gone {
+        Some(g) => Card { fields: lake_fields(g, r.line as usize - 1), ..Card::default() },
+        None => line_card(ix, id, from)?,
+    };
+    let mut head = row_head(ix, id);
+    head.extend([
+        ("bytes", Json::Int(card.bytes as i64)),
+        ("status", card.status),
+        ("fields", Json::Obj(card.fields)),
+        ("usage", card.usage),
+        ("output_total", Json::Int(card.total as i64)),
+        ("output_from", Json::Int(from.min(card.total) as i64)),
+        ("output", card.output),
+        ("trajectory", card.trajectory),
+        ("cut", cuts(card.cut)),
+    ]);
+    Ok(obj(head))
+}
+
+/// What a rollout's card shows beyond its head: its line's size, the response's status
+/// and usage, its other fields, one page of its output items and `ng_trajectory`, and
+/// where strings were cut.
+struct Card {
+    bytes: usize,
+    status: Json,
+    fields: Vec<(Key, Json)>,
+    usage: Json,
+    total: usize,
+    output: Json,
+    trajectory: Json,
+    cut: Vec<(String, usize)>,
+}
+
+impl Default for Card {
+    fn default() -> Self {
+        Card {
+            bytes: 0,
+            status: Json::Null,
+            fields: Vec::new(),
+            usage: Json::Null,
+            total: 0,
+            output: Json::Null,
+            trajectory: Json::Null,
+            cut: Vec::new(),
         }
     }
+}
+
+/// The card of rollout `id` from its line, output items from `from`.
+fn line_card(ix: &Index, id: usize, from: usize) -> Answer<Card> {
     let (_, line) = row(ix, id)?;
     let v =
         crate::json::parse(line).map_err(|e| BadRequest(format!("rollout {id}: its line no longer parses: {e}")))?;
     let Json::Obj(members) = v else { return bad(format!("rollout {id}: its line is not an object")) };
     let mut budget = ANSWER_BUDGET;
-    let mut cut = Vec::new();
-    let mut fields = Vec::new();
-    let mut usage = Json::Null;
-    let mut output = Json::Null;
-    let mut total = 0usize;
-    let mut trajectory = Json::Null;
-    let mut status = Json::Null;
+    let mut c = Card { bytes: line.len(), ..Card::default() };
     for (k, v) in members {
         match &*k {
             "response" => {
                 if let Json::Obj(resp) = v {
                     for (rk, rv) in resp {
                         match &*rk {
-                            "usage" => usage = cap(rv, "/response/usage", &mut cut, &mut budget),
-                            "status" => status = rv,
+                            "usage" => c.usage = cap(rv, "/response/usage", &mut c.cut, &mut budget),
+                            "status" => c.status = rv,
                             "output" => {
                                 if let Json::Arr(items) = rv {
-                                    total = items.len();
+                                    c.total = items.len();
                                     let page: Vec<Json> = items
                                         .into_iter()
                                         .enumerate()
                                         .skip(from)
                                         .take(ITEMS_PAGE)
                                         .map(|(i, item)| {
-                                            cap(item, &format!("/response/output/{i}"), &mut cut, &mut budget)
+                                            cap(item, &format!("/response/output/{i}"), &mut c.cut, &mut budget)
                                         })
                                         .collect();
-                                    output = Json::Arr(page);
+                                    c.output = Json::Arr(page);
                                 } else {
-                                    output = cap(rv, "/response/output", &mut cut, &mut budget);
+                                    c.output = cap(rv, "/response/output", &mut c.cut, &mut budget);
                                 }
                             }
                             _ => {}
@@ -550,36 +595,22 @@ pub fn rollout(ix: &Index, id: usize, from: usize) -> Answer<Json> {
                     }
                 }
             }
-            "ng_trajectory" => trajectory = cap(v, "/ng_trajectory", &mut cut, &mut budget),
+            "ng_trajectory" => c.trajectory = cap(v, "/ng_trajectory", &mut c.cut, &mut budget),
             k if SHOWN_APART.contains(&k) => {}
             _ => {
                 let p = format!("/{}", pointer_escape(&k));
-                fields.push((k, cap(v, &p, &mut cut, &mut budget)));
+                let v = cap(v, &p, &mut c.cut, &mut budget);
+                c.fields.push((k, v));
             }
         }
     }
-    let mut head = row_head(ix, id);
-    head.extend([
-        ("bytes", Json::Int(line.len() as i64)),
-        ("status", status),
-        ("fields", Json::Obj(fields)),
-        ("usage", usage),
-        ("output_total", Json::Int(total as i64)),
-        ("output_from", Json::Int(from.min(total) as i64)),
-        ("output", output),
-        ("trajectory", trajectory),
-        ("cut", cuts(cut)),
-    ]);
-    Ok(obj(head))
+    Ok(c)
 }
 
-/// A rollout of a lake sweep served from its tables: its place and its fields as the
-/// lake's rollouts table holds them, and why its transcript is not shown.
-fn lake_rollout(ix: &Index, id: usize, g: &super::index::Gone) -> Json {
-    let r = ix.rows[id];
-    let row = r.line as usize - 1;
-    let fields: Vec<(Key, Json)> = g
-        .rows
+/// The fields of row `row` of a lake sweep's rollouts table (served from the lake's
+/// tables), as a card shows a line's other fields.
+fn lake_fields(g: &super::index::Gone, row: usize) -> Vec<(Key, Json)> {
+    g.rows
         .columns()
         .iter()
         .filter(|c| !SHOWN_APART.contains(&c.name().as_str()) && c.name().as_str() != crate::schema::AGENT)
@@ -593,20 +624,7 @@ fn lake_rollout(ix: &Index, id: usize, g: &super::index::Gone) -> Json {
             };
             Some((key(c.name().as_str()), v))
         })
-        .collect();
-    let mut head = row_head(ix, id);
-    head.extend([
-        ("bytes", Json::Int(0)),
-        ("status", Json::Null),
-        ("fields", Json::Obj(fields)),
-        ("usage", Json::Null),
-        ("output_total", Json::Int(0)),
-        ("output_from", Json::Int(0)),
-        ("output", Json::Null),
-        ("trajectory", Json::Null),
-        ("cut", cuts(Vec::new())),
-    ]);
-    obj(head)
+        .collect()
 }
 
 /// Why a file's lines are not shown (`null` when they are).
