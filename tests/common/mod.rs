@@ -359,3 +359,18 @@ pub fn fixtures() -> PathBuf {
 pub fn generate(dir: &Path, extra: &[&str]) {
     rollstat().args(["generate", "--out-dir", dir.to_str().unwrap()]).args(extra).ok();
 }
+
+/// Adds the run `generate` wrote into `dir` (its rollouts and inputs) to the lake
+/// `lake`, with `extra` flags (`--sweep-id`, `--label`).
+pub fn add_to_lake(dir: &Path, lake: &Path, extra: &[&str]) {
+    rollstat()
+        .arg("export")
+        .arg(dir.join("rollouts.jsonl"))
+        .arg("--inputs")
+        .arg(dir.join("materialized_inputs.jsonl"))
+        .arg("--lake")
+        .arg(lake)
+        .args(extra)
+        .args(["-q"])
+        .ok();
+}

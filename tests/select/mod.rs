@@ -356,19 +356,6 @@ fn strip_ng_drops_only_the_bookkeeping_keys_and_gzip_goes_by_the_name() {
     assert_eq!(&std::fs::read(&pq).unwrap()[..4], b"PAR1");
 }
 
-/// Adds the run in `dir` to the lake `lake` as sweep `id`.
-fn add_to_lake(dir: &Path, lake: &Path, id: &str) {
-    rollstat()
-        .arg("export")
-        .arg(dir.join("rollouts.jsonl"))
-        .arg("--inputs")
-        .arg(dir.join("materialized_inputs.jsonl"))
-        .arg("--lake")
-        .arg(lake)
-        .args(["--sweep-id", id, "-q"])
-        .ok();
-}
-
 /// The `select` command line over sweep `id` of `lake`, not yet run.
 fn select_sweep(lake: &Path, id: &str, out: &Path, args: &[&str]) -> TestCommand {
     rollstat().args(["select", "--lake"]).arg(lake).args(["--sweep", id, "--out"]).arg(out).args(args)
@@ -378,7 +365,7 @@ fn select_sweep(lake: &Path, id: &str, out: &Path, args: &[&str]) -> TestCommand
 fn a_sweep_in_a_lake_selects_what_its_files_select() {
     let (d, r, i) = sweep(&["--agents", "1", "--tasks", "40", "--repeats", "3", "--seed", "12"]);
     let lake = d.join("lake");
-    add_to_lake(d.path(), &lake, "w1");
+    add_to_lake(d.path(), &lake, &["--sweep-id", "w1"]);
     let args = ["--band", "0.2..0.8", "--per", "subset", "--max", "5"];
     let (a, b) = (d.join("files.jsonl"), d.join("lake.jsonl"));
     select(&r, &i, &a, &args);
@@ -403,7 +390,7 @@ fn a_sweep_in_a_lake_selects_what_its_files_select() {
 fn a_changed_or_missing_source_of_a_sweep_is_refused() {
     let (d, r, i) = sweep(&["--agents", "1", "--tasks", "20", "--repeats", "2", "--seed", "13"]);
     let lake = d.join("lake");
-    add_to_lake(d.path(), &lake, "w1");
+    add_to_lake(d.path(), &lake, &["--sweep-id", "w1"]);
     let out = d.join("next.jsonl");
     let refused = |why: &str, file: &Path| {
         let e = stderr(&select_sweep(&lake, "w1", &out, &[]).fails(2));
@@ -441,7 +428,7 @@ fn a_predicate_over_other_sweeps_selects_tasks_unsolved_in_each_of_the_last_thre
         let seed = (20 + k).to_string();
         let args = ["--agents", "1", "--tasks", "60", "--repeats", "2", "--reward", "binary", "--text-bytes", "40"];
         generate(&dir, &[&args[..], &["--seed", &seed, "--task-seed", "5"]].concat());
-        add_to_lake(&dir, &lake, &format!("w{k}"));
+        add_to_lake(&dir, &lake, &["--sweep-id", &format!("w{k}")]);
         runs.push(dir);
     }
     let pred = "task_fingerprint IN (SELECT task_fingerprint FROM lake_tasks WHERE sweeps_back BETWEEN 0 AND 2 \

@@ -250,9 +250,8 @@ fn lake_rollouts_tables_pair_only_the_same_tasks() {
     let lake = d.join("lake");
     let mut parts = Vec::new();
     for (name, seed, task_seed) in [("a", 1, 1), ("b", 2, 1), ("c", 3, 2)] {
-        let rollouts = sweep(&d, name, seed, task_seed);
-        let o = run(&["-q", "export", s(&rollouts), "--lake", s(&lake), "--sweep-id", name]);
-        assert!(o.status.success(), "{}", stderr(&o));
+        sweep(&d, name, seed, task_seed);
+        add_to_lake(&d.join(name), &lake, &["--sweep-id", name]);
         parts.push(lake.join("rollouts").join(format!("sweep={name}")).join("part-0.parquet"));
     }
     let same = compare(&[s(&parts[0]), s(&parts[1])]);

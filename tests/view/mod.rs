@@ -10,7 +10,7 @@ use std::process::{Child, Stdio};
 
 use rollstat::json::{parse, Json};
 
-use crate::common::{fixtures, generate, rollstat, TempDir};
+use crate::common::{add_to_lake, fixtures, generate, rollstat, TempDir};
 
 /// A running `rollstat view`, killed when dropped.
 struct Server {
@@ -553,15 +553,7 @@ fn a_lake_serves_its_sweeps_and_browses_one_whose_files_are_gone() {
     for (seed, step) in [("1", "100"), ("2", "200")] {
         let dir = d.join(&format!("s{seed}"));
         generate(&dir, &["--tasks", "40", "--repeats", "4", "--agents", "1", "--task-seed", "3", "--seed", seed]);
-        rollstat()
-            .arg("export")
-            .arg(dir.join("rollouts.jsonl"))
-            .arg("--inputs")
-            .arg(dir.join("materialized_inputs.jsonl"))
-            .arg("--lake")
-            .arg(&lake)
-            .args(["--label", &format!("step={step}")])
-            .ok();
+        add_to_lake(&dir, &lake, &["--label", &format!("step={step}")]);
     }
     // The flips as the bundled query finds them, by the sweep they flipped in.
     let q = rollstat().args(["query", "sweep_flips", "--format", "csv", "--lake"]).arg(&lake).ok();
